@@ -1,0 +1,102 @@
+"""Data the recipe engine reads: hardware platforms, checkpoints and verification badges.
+
+The TOML files beside this module are the catalog; this module only turns them into frozen
+objects. A new platform or a new measurement is a data change, not a code change.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from typing import Any, Literal
+
+Vendor = Literal["nvidia", "amd"]
+
+
+@dataclass(frozen=True)
+class Hardware:
+    id: str
+    label: str
+    vendor: Vendor
+    arch: Literal["arm64", "x86_64"]
+    family: str
+    gpus_per_node: int
+    serve_gpus: int
+    gpu_memory_gb: int
+    capabilities: frozenset[str]
+    kv_dsa: str
+    mm_transport: str
+    moe_runner_backend: str | None
+    topologies: tuple[str, ...]
+    source: str
+    env: dict[str, str] = field(default_factory=dict)
+    topology_note: str = ""
+
+    def has(self, capability: str) -> bool:
+        return capability in self.capabilities
+
+
+@dataclass(frozen=True)
+class BadgeEntry:
+    hardware: str
+    strategy: str
+    topology: str
+    badge: str
+    source: str
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+# Checkpoints per precision; the first repository is the default for that precision.
+CHECKPOINTS: dict[str, tuple[str, ...]] = {
+    "fp8": ("zai-org/GLM-5.3-Flash",),
+    "mxfp4": ("OneNexus/GLM-5.3-Flash-MXFP4",),
+    "nvfp4": ("RadixArk/GLM-5.3-Flash-NVFP4", "nvidia/GLM-5.3-Flash-NVFP4"),
+}
+DFLASH2_DRAFT = "incoai/GLM-5.3-Flash-DFlash2"
+
+BADGES = ("Verified", "Final Verification In Progress", "Not Verified", "Preview")
+NOT_VERIFIED = "Not Verified"
+
+
+def _load(name: str) -> dict[str, Any]:
+    text = resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+    return tomllib.loads(text)
+
+
+@cache
+def hardware_catalog() -> dict[str, Hardware]:
+    out: dict[str, Hardware] = {}
+    for hw_id, raw in _load("hardware.toml").items():
+        out[hw_id] = Hardware(
+            id=hw_id,
+            label=raw["label"],
+            vendor=raw["vendor"],
+            arch=raw["arch"],
+            family=raw["family"],
+            gpus_per_node=int(raw["gpus_per_node"]),
+            serve_gpus=int(raw["serve_gpus"]),
+            gpu_memory_gb=int(raw["gpu_memory_gb"]),
+            capabilities=frozenset(raw["capabilities"]),
+            kv_dsa=raw["kv_dsa"],
+            mm_transport=raw["mm_transport"],
+            moe_runner_backend=raw.get("moe_runner_backend"),
+            topologies=tuple(raw["topologies"]),
+            source=raw["source"],
+            env=dict(raw.get("env", {})),
+            topology_note=raw.get("topology_note", ""),
+        )
+    return out
+
+
+@cache
+def badge_catalog() -> tuple[tuple[BadgeEntry, ...], tuple[BadgeEntry, ...]]:
+    """(cells, measured variants)."""
+    raw = _load("badges.toml")
+    cells = tuple(BadgeEntry(**entry) for entry in raw.get("cell", []))
+    measured = tuple(BadgeEntry(**entry) for entry in raw.get("measured", []))
+    for entry in cells + measured:
+        if entry.badge not in BADGES:
+            raise ValueError(f"badges.toml: unknown badge {entry.badge!r}")
+    return cells, measured

@@ -1,0 +1,60 @@
+"""The `flashfleet` command line.
+
+Each subcommand lives in its own module of this package and exposes ``register(subparsers)``
+(which adds its parser and sets ``func``). Modules are imported only for the command being
+run, so `render` and `matrix` never pay for pulumi, boto3 or ansible imports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from flashfleet import __version__
+from flashfleet.cli.common import UsageError
+from flashfleet.recipes.errors import RecipeError
+
+# command name -> module under flashfleet.cli (one word of help for the top-level listing)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "matrix": ("matrix", "every hardware x strategy x topology cell with its badge or why it is disabled"),
+    "render": ("render", "render the sglang commands of one recipe"),
+    "diff": ("diff", "show what overrides change in the command lines (the Playground)"),
+    "options": ("options", "list the recipe options, their values and defaults"),
+    "size": ("size", "size the KV and KDA state pools from a boot log"),
+}
+
+
+def _parser(command: str | None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="flashfleet",
+        description="GLM-5.3-Flash on SGLang: recipes, bring-up, benchmark and teardown.",
+    )
+    parser.add_argument("--version", action="version", version=f"flashfleet {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module, help_text) in COMMANDS.items():
+        if name == command:
+            mod = importlib.import_module(f"flashfleet.cli.{module}")
+            mod.register(sub)
+        else:
+            sub.add_parser(name, help=help_text)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    command = next((a for a in args_list if not a.startswith("-")), None)
+    parser = _parser(command if command in COMMANDS else None)
+    args = parser.parse_args(args_list)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except (UsageError, RecipeError) as err:
+        rule = f" [rule: {err.rule}]" if isinstance(err, RecipeError) else ""
+        print(f"flashfleet {args.command}: {err}{rule}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0

@@ -1,0 +1,31 @@
+"""`flashfleet matrix`: every cell with its badge, or disabled and why."""
+
+from __future__ import annotations
+
+import argparse
+
+from flashfleet.cli.common import add_format, print_json
+from flashfleet.recipes.matrix import matrix
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("matrix", help="every hardware x strategy x topology cell with its badge")
+    add_format(p, "text", "json")
+    p.add_argument("--choices", action="store_true", help="also list the option choices each cell refuses, with the reason")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    cells = matrix(with_choices=args.choices or args.format == "json")
+    if args.format == "json":
+        print_json([c.to_dict() for c in cells])
+        return 0
+    width = max(len(f"{c.hardware} {c.strategy} {c.topology}") for c in cells)
+    for c in cells:
+        label = f"{c.hardware} {c.strategy} {c.topology}".ljust(width)
+        print(f"{label}  {c.badge}" if c.badge else f"{label}  disabled: {c.disabled_reason}")
+        if args.choices:
+            for option, choices in c.disabled_choices.items():
+                for choice, reason in choices.items():
+                    print(f"{'':{width}}    {option}={choice}: {reason}")
+    return 0

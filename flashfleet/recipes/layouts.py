@@ -1,0 +1,104 @@
+"""Strategies and topologies as data: what each one changes in the option defaults and
+which fixed flags its published command carries.
+
+Option defaults are layered: hardware (catalog) -> strategy -> topology -> user overrides.
+Each topology's layer is exactly what its published command differs by, so that rendering a
+topology with no overrides reproduces that command.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from flashfleet.catalog import Hardware
+
+STRATEGIES: dict[str, dict[str, Any]] = {
+    # MTP through EAGLE 5/1/6 with tensor parallelism.
+    "low-latency": {"speculative": "eagle"},
+    # No --speculative-* flag at all: no draft-and-verify overhead under sustained batches.
+    "high-throughput": {"speculative": "off"},
+}
+
+
+@dataclass(frozen=True)
+class EagleShape:
+    steps: int
+    topk: int
+    draft_tokens: int
+
+
+MTP_5_1_6 = EagleShape(5, 1, 6)
+
+
+@dataclass(frozen=True)
+class Topology:
+    name: str
+    description: str
+    source: str
+    defaults: Callable[[Hardware], dict[str, Any]] = field(default=lambda hw: {})
+    eagle: EagleShape = MTP_5_1_6
+    moe_runner_backend: str | None = None  # overrides the hardware's when set
+    single_node: bool = True
+
+
+TOPOLOGIES: dict[str, Topology] = {
+    t.name: t
+    for t in (
+        Topology(
+            "unified",
+            "one server process per node (multi-node tensor parallel when nodes > 1)",
+            "seed: Deployment panel",
+            single_node=False,
+        ),
+        Topology(
+            "encoder-disagg",
+            "encoder-only server (:30001, started first) + language-only server (:30000)",
+            "seed 3.4 Encoder disaggregation (encoder and language server commands, GB300)",
+            # The published language server runs BF16 KV + TileLang DSA, EAGLE 3/1/4, no parsers,
+            # and caps running requests at 64.
+            defaults=lambda hw: {
+                "kv_dsa": "bf16-tilelang",
+                "reasoning_parser": "off",
+                "tool_call_parser": "off",
+                "max_running_requests": 64,
+            },
+            eagle=EagleShape(3, 1, 4),
+        ),
+        Topology(
+            "prefill-cp",
+            "one server with prefill context parallelism (interleave) over the TP group",
+            "seed 3.5 Prefill Context Parallelism (Blackwell command)",
+        ),
+        Topology(
+            "pd",
+            "prefill (GPUs 0..tp-1, :31000) + decode (next tp GPUs, :32000) + router (:30000)",
+            "seed 3.6 PD disaggregation (prefill, decode and router commands, 4x GB300)",
+            # The validated PD arm: TP2 per role, BF16 KV + TileLang DSA, triton MoE, no parsers.
+            defaults=lambda hw: {
+                "kv_dsa": "bf16-tilelang",
+                "reasoning_parser": "off",
+                "tool_call_parser": "off",
+                "tp": hw.gpus_per_node // 2,
+            },
+            moe_runner_backend="triton",
+        ),
+    )
+}
+
+# Fixed ports and GPU layout of the published topologies.
+SERVE_PORT = 30000
+ENCODER_PORT = 30001
+PD_PREFILL_PORT = 31000
+PD_DECODE_PORT = 32000
+PD_BOOTSTRAP_PORT = 8998
+# Distinct NCCL ports for the two PD roles sharing a node (seed operational note).
+PD_PREFILL_NCCL_PORT = 31500
+PD_DECODE_NCCL_PORT = 32500
+DIST_INIT_PORT = 5000
+LANGUAGE_MEM_FRACTION = "0.78"
+# Single-node NIXL goes over loopback UCX transports (seed operational note).
+PD_NIXL_ENV = {"UCX_NET_DEVICES": "lo", "UCX_TLS": "tcp,cuda_copy,cuda_ipc,self,sm"}
+MOONCAKE_CONFIG_PATH = "/etc/flashfleet/mooncake/mooncake.json"
+MOONCAKE_CONFIG_ENV = "SGLANG_HICACHE_MOONCAKE_CONFIG_PATH"

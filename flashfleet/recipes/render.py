@@ -1,0 +1,369 @@
+"""Render a recipe: hardware x strategy x topology x options -> processes with argv lists.
+
+Pure: no I/O beyond reading the packaged catalog, no pulumi/ansible imports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from flashfleet.catalog import DFLASH2_DRAFT, Hardware, hardware_catalog
+from flashfleet.recipes import flags as F
+from flashfleet.recipes.badges import badge_for
+from flashfleet.recipes.errors import RecipeError
+from flashfleet.recipes.layouts import (
+    DIST_INIT_PORT,
+    ENCODER_PORT,
+    LANGUAGE_MEM_FRACTION,
+    MOONCAKE_CONFIG_PATH,
+    PD_BOOTSTRAP_PORT,
+    PD_DECODE_NCCL_PORT,
+    PD_DECODE_PORT,
+    PD_NIXL_ENV,
+    PD_PREFILL_NCCL_PORT,
+    PD_PREFILL_PORT,
+    SERVE_PORT,
+    STRATEGIES,
+    TOPOLOGIES,
+    Topology,
+)
+from flashfleet.recipes.options import Options, parse_overrides
+from flashfleet.recipes.rules import Context, check
+
+SGLANG_SERVE = ("sglang", "serve")
+ROUTER = ("python", "-m", "sglang_router.launch_router")
+
+
+@dataclass(frozen=True)
+class Process:
+    name: str
+    role: str  # server | encoder | language | prefill | decode | router
+    argv: tuple[str, ...]
+    env: dict[str, str]
+    port: int
+    gpus: tuple[int, ...]
+    start_after: tuple[str, ...] = ()
+    node: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "role": self.role,
+            "argv": list(self.argv),
+            "env": dict(self.env),
+            "port": self.port,
+            "gpus": list(self.gpus),
+            "start_after": list(self.start_after),
+            "node": self.node,
+        }
+
+
+@dataclass(frozen=True)
+class Recipe:
+    hardware: str
+    strategy: str
+    topology: str
+    badge: str
+    badge_source: str
+    options: Options
+    processes: tuple[Process, ...]
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def model(self) -> str:
+        return F.model_path(self.options)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "hardware": self.hardware,
+            "strategy": self.strategy,
+            "topology": self.topology,
+            "badge": self.badge,
+            "badge_source": self.badge_source,
+            "model": self.model,
+            "options": {k: list(v) if isinstance(v, tuple) else v for k, v in self.options.as_dict().items()},
+            "processes": [p.to_dict() for p in self.processes],
+            "notes": list(self.notes),
+        }
+
+    def start_order(self) -> list[Process]:
+        """Processes in an order that respects every start_after."""
+        done: list[Process] = []
+        pending = list(self.processes)
+        while pending:
+            ready = [p for p in pending if set(p.start_after) <= {d.name for d in done}]
+            if not ready:
+                raise ValueError(f"start_after cycle among {[p.name for p in pending]}")
+            done += ready
+            pending = [p for p in pending if p not in ready]
+        return done
+
+
+def _lookup(kind: str, value: str, table: Mapping[str, object]) -> None:
+    if value not in table:
+        raise RecipeError(kind, "unknown", f"unknown {kind} {value!r} (choose from: {', '.join(table)})")
+
+
+def resolve(
+    hardware: str, strategy: str, topology: str = "unified", overrides: Mapping[str, object] | None = None
+) -> tuple[Context, Options]:
+    """Validate names and overrides; return the context (effective options) and the cell's defaults."""
+    catalog = hardware_catalog()
+    _lookup("hardware", hardware, catalog)
+    _lookup("strategy", strategy, STRATEGIES)
+    _lookup("topology", topology, TOPOLOGIES)
+    hw, topo = catalog[hardware], TOPOLOGIES[topology]
+    layered: dict[str, Any] = {
+        "precision": "fp8",
+        "checkpoint": None,
+        "kv_dsa": hw.kv_dsa,
+        "mm_transport": hw.mm_transport,
+        "breakable_cuda_graph": "off",
+        "hicache": "off",
+        "hicache_size": None,
+        "reasoning_parser": "on",
+        "tool_call_parser": "on",
+        "dp_attention": "off",
+        "tp": hw.serve_gpus,
+        "pd_decode_tp": None,
+        "mamba_full_memory_ratio": None,
+        "max_mamba_cache_size": None,
+        "max_running_requests": None,
+        "nodes": 1,
+        "extra_args": (),
+    }
+    layered.update(STRATEGIES[strategy])
+    layered.update(topo.defaults(hw))
+    cell = Options(**layered)
+    user = parse_overrides(overrides or {})
+    if "nodes" in user and "tp" not in user:
+        user["tp"] = cell.tp * user["nodes"]  # one model instance over all nodes' GPUs
+    effective = Options(**{**layered, **user})
+    return Context(hw, strategy, topology, effective), cell
+
+
+def render(
+    hardware: str,
+    strategy: str,
+    topology: str = "unified",
+    overrides: Mapping[str, object] | None = None,
+    *,
+    addresses: Sequence[str] | None = None,
+) -> Recipe:
+    """Render the processes of one recipe, or raise ``RecipeError`` naming the option and rule.
+
+    ``addresses`` are the nodes' addresses for multi-node rendezvous; without them the
+    symbolic names ``node-0``, ``node-1``... are used.
+    """
+    ctx, cell = resolve(hardware, strategy, topology, overrides)
+    check(ctx)
+    topo = TOPOLOGIES[topology]
+    builder = _BUILDERS[topology]
+    nodes = ctx.options.nodes
+    addrs = list(addresses) if addresses else [f"node-{i}" for i in range(nodes)]
+    if len(addrs) != nodes:
+        raise RecipeError("nodes", "addresses", f"nodes={nodes} but {len(addrs)} addresses were given")
+    processes = tuple(builder(ctx, topo, addrs))
+    badge, source = badge_for(ctx, cell)
+    return Recipe(
+        hardware=hardware,
+        strategy=strategy,
+        topology=topology,
+        badge=badge,
+        badge_source=source,
+        options=ctx.options,
+        processes=processes,
+        notes=tuple(_notes(ctx, badge)),
+    )
+
+
+def _server_argv(ctx: Context, topo: Topology, *, tp: int, port: int, head: list[str],
+                 tail: list[str]) -> tuple[str, ...]:
+    """The flags every model server shares, with topology words before (head) and after (tail)."""
+    o, hw = ctx.options, ctx.hardware
+    argv = [*SGLANG_SERVE, "--model-path", F.model_path(o), "--tp-size", str(tp), *head]
+    argv += F.kv_dsa_flags(o)
+    argv += _precision_flags(ctx)
+    argv += F.moe_flags(hw, topo)
+    argv += F.memory_flags(o)
+    argv += F.hicache_flags(o)
+    argv += F.speculative_flags(o, topo)
+    argv += F.feature_flags(o)
+    argv += tail
+    argv += list(o.extra_args)
+    argv += F.network_flags(port)
+    return tuple(argv)
+
+
+def _precision_flags(ctx: Context) -> list[str]:
+    # The encoder-disaggregation language server pins the FP8 quantization explicitly.
+    if ctx.topology == "encoder-disagg" and ctx.options.precision == "fp8":
+        return ["--quantization", "fp8"]
+    return []
+
+
+def _server_env(ctx: Context) -> dict[str, str]:
+    return {**ctx.hardware.env, **F.hicache_env(ctx.options)}
+
+
+def _unified(ctx: Context, topo: Topology, addrs: list[str]) -> list[Process]:
+    o = ctx.options
+    per_node = o.tp // o.nodes
+    procs = []
+    for rank, _ in enumerate(addrs):
+        tail: list[str] = []
+        if o.nodes > 1:
+            tail = ["--dist-init-addr", f"{addrs[0]}:{DIST_INIT_PORT}", "--nnodes", str(o.nodes),
+                    "--node-rank", str(rank)]
+        procs.append(
+            Process(
+                name="server" if o.nodes == 1 else f"server-{rank}",
+                role="server",
+                argv=_server_argv(ctx, topo, tp=o.tp, port=SERVE_PORT, head=[], tail=tail),
+                env=_server_env(ctx),
+                port=SERVE_PORT,
+                gpus=tuple(range(per_node)),
+                node=rank,
+            )
+        )
+    return procs
+
+
+def _prefill_cp(ctx: Context, topo: Topology, addrs: list[str]) -> list[Process]:
+    tp = ctx.options.tp
+    head = ["--attn-cp-size", str(tp), "--enable-prefill-cp", "--cp-strategy", "interleave",
+            "--moe-dense-tp-size", str(tp), "--ep-size", "1"]
+    return [
+        Process(
+            name="server",
+            role="server",
+            argv=_server_argv(ctx, topo, tp=tp, port=SERVE_PORT, head=head, tail=[]),
+            env=_server_env(ctx),
+            port=SERVE_PORT,
+            gpus=tuple(range(tp)),
+        )
+    ]
+
+
+def _encoder_disagg(ctx: Context, topo: Topology, addrs: list[str]) -> list[Process]:
+    o = ctx.options
+    gpus = tuple(range(o.tp))  # both processes share the node's GPUs
+    encoder = Process(
+        name="encoder",
+        role="encoder",
+        argv=(*SGLANG_SERVE, "--model-path", F.model_path(o), "--tp-size", str(o.tp), "--encoder-only",
+              *F.network_flags(ENCODER_PORT)),
+        env=dict(ctx.hardware.env),
+        port=ENCODER_PORT,
+        gpus=gpus,
+    )
+    head = ["--attention-backend", "dsa", "--linear-attn-backend", "triton"]
+    tail = ["--chunked-prefill-size", "8192", "--max-prefill-tokens", "8192", "--disable-prefill-cuda-graph",
+            "--language-only", "--encoder-urls", f"http://localhost:{ENCODER_PORT}",
+            "--mem-fraction-static", LANGUAGE_MEM_FRACTION]
+    language = Process(
+        name="language",
+        role="language",
+        argv=_server_argv(ctx, topo, tp=o.tp, port=SERVE_PORT, head=head, tail=tail),
+        env=_server_env(ctx),
+        port=SERVE_PORT,
+        gpus=gpus,
+        start_after=("encoder",),
+    )
+    return [encoder, language]
+
+
+def _pd(ctx: Context, topo: Topology, addrs: list[str]) -> list[Process]:
+    o = ctx.options
+    tp = o.tp
+    env = {**_server_env(ctx), **PD_NIXL_ENV}
+    prefill_tail = ["--disaggregation-mode", "prefill", "--disaggregation-bootstrap-port", str(PD_BOOTSTRAP_PORT),
+                    "--disaggregation-transfer-backend", "nixl", "--nccl-port", str(PD_PREFILL_NCCL_PORT)]
+    decode_tail = ["--disaggregation-mode", "decode", "--disaggregation-transfer-backend", "nixl",
+                   "--nccl-port", str(PD_DECODE_NCCL_PORT)]
+    prefill = Process(
+        name="prefill",
+        role="prefill",
+        argv=_server_argv(ctx, topo, tp=tp, port=PD_PREFILL_PORT, head=[], tail=prefill_tail),
+        env=env,
+        port=PD_PREFILL_PORT,
+        gpus=tuple(range(tp)),
+    )
+    decode = Process(
+        name="decode",
+        role="decode",
+        argv=_server_argv(ctx, topo, tp=tp, port=PD_DECODE_PORT, head=["--base-gpu-id", str(tp)], tail=decode_tail),
+        env=env,
+        port=PD_DECODE_PORT,
+        gpus=tuple(range(tp, 2 * tp)),
+    )
+    router = Process(
+        name="router",
+        role="router",
+        argv=(*ROUTER, "--pd-disaggregation", "--mini-lb",
+              "--prefill", f"http://127.0.0.1:{PD_PREFILL_PORT}", str(PD_BOOTSTRAP_PORT),
+              "--decode", f"http://127.0.0.1:{PD_DECODE_PORT}", *F.network_flags(SERVE_PORT)),
+        env={},
+        port=SERVE_PORT,
+        gpus=(),
+        start_after=("prefill", "decode"),
+    )
+    return [prefill, decode, router]
+
+
+_BUILDERS = {
+    "unified": _unified,
+    "prefill-cp": _prefill_cp,
+    "encoder-disagg": _encoder_disagg,
+    "pd": _pd,
+}
+
+
+def _notes(ctx: Context, badge: str) -> list[str]:
+    o, hw = ctx.options, ctx.hardware
+    notes: list[str] = []
+    if o.mamba_full_memory_ratio is None and o.max_mamba_cache_size is None:
+        notes.append(
+            "--mamba-full-memory-ratio stays at SGLang's generic 0.9: boot once, then run "
+            "`flashfleet size --boot-log LOG --avg-request-len L` to balance the KDA state and KV pools"
+        )
+    if o.speculative == "dflash2":
+        notes.append(
+            f"DFlash2 is Not Verified; its draft {DFLASH2_DRAFT} is access-gated: request access on its "
+            "model page and download it beside the target before serving"
+        )
+    if o.hicache == "l1l2l3":
+        notes.append(
+            f"HiCache L3 needs Mooncake configured on every serving node; SGLang reads its config from "
+            f"{MOONCAKE_CONFIG_PATH} (SGLANG_HICACHE_MOONCAKE_CONFIG_PATH)"
+        )
+    if o.hicache != "off":
+        notes.append("the HiCache host tier must fit in host memory, or the server does not start")
+    if o.mm_transport == "auto" and hw.vendor == "nvidia":
+        notes.append("mm transport auto: CPU on a single CUDA node, CUDA VMM on multi-node GB200/GB300 (MNNVL)")
+    if o.mm_transport == "cuda_ipc":
+        notes.append("CUDA IPC transport trades GPU memory (the IPC pool) for lower transfer latency")
+    if hw.vendor == "amd":
+        notes.append(
+            "MI355X: the seed runs this as a Python launch on four GPUs in a ROCm environment; CUDA "
+            "benchmark rows are not MI355X measurements"
+        )
+        if badge != "Verified":
+            notes.append(
+                "MI355X is Verified only as the measured AgentX configuration: low-latency, "
+                "precision=mxfp4, hicache=l1l2, hicache_size=180"
+            )
+    if ctx.topology == "encoder-disagg":
+        notes.append("start the encoder first; keep --mem-fraction-static 0.78 on the language server so the encoder keeps room for vision workspaces")
+    if ctx.topology == "pd":
+        notes.append(
+            f"the router's positional {PD_BOOTSTRAP_PORT} after --prefill equals the prefill's "
+            "--disaggregation-bootstrap-port; PD is a preview validated with dummy weights (triton MoE runner)"
+        )
+    notes.append(
+        "image and video input need transformers==5.17.0 (Glm5NextProcessor) with tokenizers>=0.23.1; "
+        "install torchcodec before sending video"
+    )
+    return notes

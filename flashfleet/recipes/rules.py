@@ -1,0 +1,241 @@
+"""Combinations known not to work, each with its reason and where it comes from.
+
+A rule never fixes anything: it refuses, naming the option it blames. ``check`` returns the
+first rule broken (the order below goes from the most basic to the most specific).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from flashfleet.catalog import CHECKPOINTS, Hardware
+from flashfleet.recipes.errors import RecipeError
+from flashfleet.recipes.options import Options
+
+
+@dataclass(frozen=True)
+class Context:
+    hardware: Hardware
+    strategy: str
+    topology: str
+    options: Options
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    option: str
+    source: str
+    broken: Callable[[Context], str | None]  # the reason when broken, else None
+
+
+def _kv_dsa_tilelang_fp8(c: Context) -> str | None:
+    if c.options.kv_dsa == "fp8-tilelang" and not c.hardware.has("tilelang_fp8_kv"):
+        return "TileLang DSA with an FP8 KV cache is not a valid CUDA combination"
+    return None
+
+
+def _kv_dsa_trtllm(c: Context) -> str | None:
+    if c.options.kv_dsa != "fp8-trtllm" or c.hardware.has("trtllm_dsa"):
+        return None
+    if c.hardware.vendor == "amd":
+        return f"TRT-LLM DSA is not a {c.hardware.label} (ROCm) backend"
+    return f"FP8 KV + TRT-LLM DSA is disabled on {c.hardware.label} (Hopper)"
+
+
+def _precision(c: Context) -> str | None:
+    p = c.options.precision
+    if p in ("mxfp4", "nvfp4") and not c.hardware.has(p):
+        where = "MI355X" if p == "mxfp4" else "Blackwell (GB300)"
+        return f"{p.upper()} checkpoints are served on {where} only, not on {c.hardware.label}"
+    return None
+
+
+def _checkpoint(c: Context) -> str | None:
+    repos = CHECKPOINTS[c.options.precision]
+    if c.options.checkpoint is not None and c.options.checkpoint not in repos:
+        return f"{c.options.checkpoint} is not a {c.options.precision} checkpoint (use one of: {', '.join(repos)})"
+    return None
+
+
+def _topology_on_hardware(c: Context) -> str | None:
+    if c.topology not in c.hardware.topologies:
+        return f"{c.topology} is not available on {c.hardware.label}: {c.hardware.topology_note}"
+    return None
+
+
+def _multi_node_topology(c: Context) -> str | None:
+    from flashfleet.recipes.layouts import TOPOLOGIES
+
+    if c.options.nodes > 1 and TOPOLOGIES[c.topology].single_node:
+        return f"{c.topology} is rendered as the single-node layout it was validated on; nodes must be 1"
+    return None
+
+
+def _tp_fits(c: Context) -> str | None:
+    o, hw = c.options, c.hardware
+    if c.topology == "pd":
+        need = o.tp + (o.pd_decode_tp or o.tp)
+        if need > hw.gpus_per_node:
+            return f"PD needs {need} GPUs (prefill tp {o.tp} + decode tp) on one node; {hw.label} has {hw.gpus_per_node}"
+        return None
+    total = hw.gpus_per_node * o.nodes
+    if o.tp % o.nodes:
+        return f"tp {o.tp} must split evenly over {o.nodes} nodes"
+    if o.tp > total:
+        return f"tp {o.tp} exceeds the {total} GPUs of {o.nodes} {hw.label} node(s)"
+    return None
+
+
+def _breakable(c: Context) -> str | None:
+    if c.options.breakable_cuda_graph != "on":
+        return None
+    if not c.hardware.has("breakable_cuda_graph"):
+        return f"Breakable CUDA graph is disabled on {c.hardware.label}"
+    if c.topology == "encoder-disagg":
+        return "the encoder-disaggregation language server disables the prefill CUDA graph, so a breakable prefill graph cannot apply"
+    return None
+
+
+def _dflash2_fa4(c: Context) -> str | None:
+    if c.options.speculative == "dflash2" and not c.hardware.has("fa4_draft"):
+        return f"DFlash2's FA4 draft path is disabled on {c.hardware.label}"
+    return None
+
+
+def _spec_dp_attention(c: Context) -> str | None:
+    if c.options.speculative != "off" and c.options.dp_attention == "on":
+        return f"speculative decoding ({c.options.speculative}) does not run with DP attention"
+    return None
+
+
+def _spec_pd(c: Context) -> str | None:
+    if c.topology == "pd" and c.options.speculative != "off":
+        return (
+            "speculative decoding does not start under PD (draft-graph capture width assert on "
+            "the prefill role, decode-side memory pressure at TP2); run PD without speculative flags"
+        )
+    return None
+
+
+def _pd_same_tp(c: Context) -> str | None:
+    o = c.options
+    if o.pd_decode_tp is None:
+        return None
+    if c.topology != "pd":
+        return "pd_decode_tp applies to the pd topology only"
+    if o.pd_decode_tp != o.tp:
+        return f"PD roles keep the same TP size (prefill tp {o.tp}, decode tp {o.pd_decode_tp}): numeric correctness across slice paths is unverified"
+    return None
+
+
+def _cuda_vmm(c: Context) -> str | None:
+    if c.options.mm_transport == "cuda_vmm" and not (c.hardware.has("mnnvl") and c.options.nodes > 1):
+        return "CUDA VMM transport applies only to multi-node GB200/GB300 systems on the MNNVL fabric"
+    return None
+
+
+def _hicache_size(c: Context) -> str | None:
+    if c.options.hicache_size is not None and c.options.hicache == "off":
+        return "hicache_size sets the host tier, which needs hicache=l1l2 or l1l2l3"
+    return None
+
+
+def _mamba_pin_and_ratio(c: Context) -> str | None:
+    if c.options.mamba_full_memory_ratio is not None and c.options.max_mamba_cache_size is not None:
+        return "set mamba_full_memory_ratio or max_mamba_cache_size, not both (the pin overrides the ratio)"
+    return None
+
+
+def _extra_words(c: Context) -> list[tuple[str, str | None]]:
+    """(flag, value) pairs of extra_args; a value is the next word when it is not a flag."""
+    words = list(c.options.extra_args)
+    pairs: list[tuple[str, str | None]] = []
+    for i, word in enumerate(words):
+        if not word.startswith("--"):
+            continue
+        flag, eq, inline = word.partition("=")
+        if eq:
+            pairs.append((flag, inline))
+        elif i + 1 < len(words) and not words[i + 1].startswith("--"):
+            pairs.append((flag, words[i + 1]))
+        else:
+            pairs.append((flag, None))
+    return pairs
+
+
+def _extra_args_shape(c: Context) -> str | None:
+    words = c.options.extra_args
+    if words and not words[0].startswith("--"):
+        return f"extra_args must start with a --flag, got {words[0]!r}"
+    return None
+
+
+def _prefix_cache(c: Context) -> str | None:
+    if any(flag == "--disable-radix-cache" for flag, _ in _extra_words(c)):
+        return "the prefix (radix) cache stays enabled for every strategy; --disable-radix-cache is refused"
+    return None
+
+
+def _linear_lower_bound(c: Context) -> str | None:
+    for flag, value in _extra_words(c):
+        if flag != "--json-model-override-args" or value is None:
+            continue
+        try:
+            override = json.loads(value)
+        except json.JSONDecodeError:
+            return f"--json-model-override-args is not valid JSON: {value!r}"
+        if _mentions(override, "linear_lower_bound"):
+            return "the checkpoint's KDA linear_lower_bound must stay unchanged; do not override it through --json-model-override-args"
+    return None
+
+
+def _mentions(node: object, key: str) -> bool:
+    if isinstance(node, dict):
+        return any(k == key or _mentions(v, key) for k, v in node.items())
+    if isinstance(node, list):
+        return any(_mentions(v, key) for v in node)
+    return False
+
+
+def _typed_flag_in_extra(c: Context) -> str | None:
+    from flashfleet.recipes.flags import FLAG_OWNERS
+
+    for flag, _ in _extra_words(c):
+        owner = FLAG_OWNERS.get(flag)
+        if owner:
+            return f"{flag} is set by the {owner} option; change that option instead of passing the flag"
+    return None
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("topology-hardware", "topology", "hardware catalog (topologies)", _topology_on_hardware),
+    Rule("precision-hardware", "precision", "seed: model introduction (precision row)", _precision),
+    Rule("checkpoint-precision", "checkpoint", "seed: model introduction (checkpoints)", _checkpoint),
+    Rule("multi-node-topology", "nodes", "seed 3.4-3.6: single-node layouts", _multi_node_topology),
+    Rule("tp-fits", "tp", "hardware catalog (GPUs per node)", _tp_fits),
+    Rule("tilelang-fp8-kv-cuda", "kv_dsa", "seed: Keep the KV and DSA backends paired", _kv_dsa_tilelang_fp8),
+    Rule("trtllm-dsa-hardware", "kv_dsa", "seed: Keep the KV and DSA backends paired", _kv_dsa_trtllm),
+    Rule("breakable-cuda-graph", "breakable_cuda_graph", "seed: Deployment (Breakable Cuda Graph)", _breakable),
+    Rule("dflash2-fa4", "speculative", "seed: Change the speculative algorithm", _dflash2_fa4),
+    Rule("speculative-pd", "speculative", "seed 3.6 Known limitations", _spec_pd),
+    Rule("speculative-dp-attention", "dp_attention", "seed: Change the speculative algorithm", _spec_dp_attention),
+    Rule("pd-same-tp", "pd_decode_tp", "seed 3.6 Known limitations", _pd_same_tp),
+    Rule("cuda-vmm-mnnvl", "mm_transport", "seed: Multimodal memory", _cuda_vmm),
+    Rule("hicache-size-needs-tier", "hicache_size", "seed: Extend the cache hierarchy", _hicache_size),
+    Rule("mamba-pin-or-ratio", "max_mamba_cache_size", "sglang server args (--max-mamba-cache-size overrides the ratio)", _mamba_pin_and_ratio),
+    Rule("extra-args-shape", "extra_args", "flashfleet: extra_args is an argv list", _extra_args_shape),
+    Rule("prefix-cache-on", "extra_args", "seed: Size both memory pools (keep the prefix cache enabled)", _prefix_cache),
+    Rule("linear-lower-bound", "extra_args", "seed: Size both memory pools (keep the KDA lower bound)", _linear_lower_bound),
+    Rule("extra-args-typed", "extra_args", "flashfleet: one way to set each flag", _typed_flag_in_extra),
+)
+
+
+def check(ctx: Context) -> None:
+    """Raise ``RecipeError`` for the first broken rule."""
+    for rule in RULES:
+        reason = rule.broken(ctx)
+        if reason:
+            raise RecipeError(rule.option, rule.id, f"{rule.option}: {reason}", rule.source)
