@@ -31,6 +31,7 @@ class Hardware:
     moe_runner_backend: str | None
     topologies: tuple[str, ...]
     source: str
+    image_suffix: str = ""
     env: dict[str, str] = field(default_factory=dict)
     topology_note: str = ""
 
@@ -86,6 +87,7 @@ def hardware_catalog() -> dict[str, Hardware]:
             source=raw["source"],
             env=dict(raw.get("env", {})),
             topology_note=raw.get("topology_note", ""),
+            image_suffix=raw.get("image_suffix", ""),
         )
     return out
 

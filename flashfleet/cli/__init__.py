@@ -18,7 +18,10 @@ from flashfleet.recipes.errors import RecipeError
 
 # command name -> module under flashfleet.cli (one word of help for the top-level listing)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "matrix": ("matrix", "every hardware x strategy x topology cell with its badge or why it is disabled"),
+    "matrix": (
+        "matrix",
+        "every hardware x strategy x topology cell with its badge or why it is disabled",
+    ),
     "render": ("render", "render the sglang commands of one recipe"),
     "diff": ("diff", "show what overrides change in the command lines (the Playground)"),
     "options": ("options", "list the recipe options, their values and defaults"),

@@ -13,7 +13,9 @@ class UsageError(Exception):
 
 
 def add_format(parser: argparse.ArgumentParser, *choices: str) -> None:
-    parser.add_argument("--format", choices=choices, default=choices[0], help="output format (default: %(default)s)")
+    parser.add_argument(
+        "--format", choices=choices, default=choices[0], help="output format (default: %(default)s)"
+    )
 
 
 def print_json(data: Any) -> None:
@@ -25,14 +27,24 @@ def add_recipe_args(parser: argparse.ArgumentParser, *, overrides: bool = True) 
     """--hardware/--strategy/--topology plus --set NAME=VALUE and --extra-args."""
     parser.add_argument("--hardware", required=True, help="gb300 | h200 | mi355x")
     parser.add_argument("--strategy", required=True, help="low-latency | high-throughput")
-    parser.add_argument("--topology", default="unified", help="unified | encoder-disagg | prefill-cp | pd (default: %(default)s)")
+    parser.add_argument(
+        "--topology",
+        default="unified",
+        help="unified | encoder-disagg | prefill-cp | pd (default: %(default)s)",
+    )
     if overrides:
         parser.add_argument(
-            "--set", dest="assignments", action="append", default=[], metavar="NAME=VALUE",
+            "--set",
+            dest="assignments",
+            action="append",
+            default=[],
+            metavar="NAME=VALUE",
             help="override an option (repeatable); see `flashfleet options`",
         )
         parser.add_argument(
-            "--extra-args", default=None, metavar="'WORDS'",
+            "--extra-args",
+            default=None,
+            metavar="'WORDS'",
             help="Playground escape hatch: extra sglang serve flags, checked against the rules",
         )
 

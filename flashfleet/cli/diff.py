@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from flashfleet.cli.common import UsageError, add_format, add_recipe_args, print_json, recipe_overrides
+from flashfleet.cli.common import (
+    UsageError,
+    add_format,
+    add_recipe_args,
+    print_json,
+    recipe_overrides,
+)
 from flashfleet.recipes.diff import diff
 
 

@@ -11,7 +11,11 @@ from flashfleet.recipes.matrix import matrix
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("matrix", help="every hardware x strategy x topology cell with its badge")
     add_format(p, "text", "json")
-    p.add_argument("--choices", action="store_true", help="also list the option choices each cell refuses, with the reason")
+    p.add_argument(
+        "--choices",
+        action="store_true",
+        help="also list the option choices each cell refuses, with the reason",
+    )
     p.set_defaults(func=run)
 
 

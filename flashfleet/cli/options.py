@@ -23,7 +23,12 @@ def _values(kind: str, choices: tuple[str, ...], nullable: bool) -> str:
 
 def run(args: argparse.Namespace) -> int:
     rows = [
-        {"name": d.name, "values": _values(d.kind, d.choices, d.nullable), "default": d.default, "help": d.help}
+        {
+            "name": d.name,
+            "values": _values(d.kind, d.choices, d.nullable),
+            "default": d.default,
+            "help": d.help,
+        }
         for d in OPTION_DEFS.values()
     ]
     if args.format == "json":

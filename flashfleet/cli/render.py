@@ -1,18 +1,33 @@
-"""`flashfleet render`: the sglang commands of one recipe."""
+"""`flashfleet render`: the sglang commands of one recipe (shell, json or docker)."""
 
 from __future__ import annotations
 
 import argparse
 import shlex
 
-from flashfleet.cli.common import add_format, add_recipe_args, print_json, recipe_overrides
+from flashfleet.cli.common import (
+    UsageError,
+    add_format,
+    add_recipe_args,
+    print_json,
+    recipe_overrides,
+)
 from flashfleet.recipes import Recipe, render
+from flashfleet.recipes.flags import argv_units
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("render", help="render the sglang commands of one recipe")
     add_recipe_args(p)
-    add_format(p, "shell", "json")
+    add_format(p, "shell", "json", "docker")
+    p.add_argument(
+        "--image-version", default=None, help="SGLang release for --format docker (default: v0.5.23)"
+    )
+    p.add_argument(
+        "--derived-image",
+        action="store_true",
+        help="--format docker: the derived image (Transformers pin, torchcodec) built by sglang_image",
+    )
     p.set_defaults(func=run)
 
 
@@ -20,6 +35,8 @@ def run(args: argparse.Namespace) -> int:
     recipe = render(args.hardware, args.strategy, args.topology, recipe_overrides(args))
     if args.format == "json":
         print_json(recipe.to_dict())
+    elif args.format == "docker":
+        print(docker_text(recipe, args.image_version, args.derived_image), end="")
     else:
         print(shell_text(recipe), end="")
     return 0
@@ -28,34 +45,82 @@ def run(args: argparse.Namespace) -> int:
 def gpu_span(gpus: tuple[int, ...]) -> str:
     if not gpus:
         return "none"
-    if list(gpus) == list(range(gpus[0], gpus[-1] + 1)):
-        return f"{gpus[0]}-{gpus[-1]}" if len(gpus) > 1 else str(gpus[0])
+    if len(gpus) > 1 and list(gpus) == list(range(gpus[0], gpus[-1] + 1)):
+        return f"{gpus[0]}-{gpus[-1]}"
     return ",".join(map(str, gpus))
+
+
+def _quoted(words: tuple[str, ...] | list[str]) -> str:
+    return " ".join(shlex.quote(w) for w in words)
 
 
 def command_lines(argv: tuple[str, ...], env: dict[str, str]) -> list[str]:
     """A copy-pasteable command: env assignments, then one flag (with its values) per line."""
-    from flashfleet.recipes.flags import argv_units
-
-    units = [" ".join(shlex.quote(w) for w in unit) for unit in argv_units(argv)]
+    units = [_quoted(unit) for unit in argv_units(argv)]
     if env:
         units.insert(0, "env " + " ".join(f"{k}={shlex.quote(v)}" for k, v in env.items()))
-    return [u + " \\" for u in units[:-1]] + [units[-1]]
+    return units
 
 
-def shell_text(recipe: Recipe) -> str:
-    out = [
+def docker_lines(full: list[str], command_len: int) -> list[str]:
+    """`docker run` and its options one per line, then the image, then the container's
+    command one flag (with its values) per line."""
+    docker, image, command = full[: -command_len - 1], full[-command_len - 1], full[-command_len:]
+    lines = [_quoted(docker[:2])]
+    i = 2
+    while i < len(docker):
+        step = 2 if i + 1 < len(docker) and not docker[i + 1].startswith("-") else 1
+        lines.append(_quoted(docker[i : i + step]))
+        i += step
+    lines.append(shlex.quote(image))
+    return lines + [_quoted(unit) for unit in argv_units(command)]
+
+
+def _continued(lines: list[str]) -> str:
+    return " \\\n  ".join(lines)
+
+
+def _header(recipe: Recipe) -> list[str]:
+    return [
         f"# {recipe.hardware} / {recipe.strategy} / {recipe.topology}: {recipe.badge}",
         f"#   ({recipe.badge_source})",
     ]
+
+
+def _process_header(name: str, node: int, gpus: tuple[int, ...], port: int, after: tuple[str, ...]) -> str:
+    then = f", after {', '.join(after)}" if after else ""
+    return f"# {name}: node {node}, GPUs {gpu_span(gpus)}, port {port}{then}"
+
+
+def shell_text(recipe: Recipe) -> str:
+    out = _header(recipe)
     for proc in recipe.start_order():
-        after = f", after {', '.join(proc.start_after)}" if proc.start_after else ""
-        out.append("")
-        out.append(f"# {proc.name}: node {proc.node}, GPUs {gpu_span(proc.gpus)}, port {proc.port}{after}")
-        lines = command_lines(proc.argv, proc.env)
-        out.append(lines[0])
-        out.extend("  " + line for line in lines[1:])
-    if recipe.notes:
-        out.append("")
-        out.extend(f"# note: {note}" for note in recipe.notes)
+        out += ["", _process_header(proc.name, proc.node, proc.gpus, proc.port, proc.start_after)]
+        out.append(_continued(command_lines(proc.argv, proc.env)))
+    out += [""] + [f"# note: {note}" for note in recipe.notes]
+    return "\n".join(out) + "\n"
+
+
+def docker_text(recipe: Recipe, version: str | None, derived: bool) -> str:
+    """Complete `docker run` commands in start order (pydantic is imported on this path only)."""
+    from pydantic import ValidationError
+
+    from flashfleet.launch import (
+        ImageSpec,
+        LaunchSettings,
+        check_build_requirements,
+        container_launches,
+    )
+
+    try:
+        image = ImageSpec(derived=derived) if version is None else ImageSpec(version=version, derived=derived)
+    except ValidationError as err:
+        raise UsageError(f"--image-version: {err.errors()[0]['msg']}") from None
+    check_build_requirements(recipe, image)
+    out = _header(recipe)
+    for launch in container_launches(recipe, LaunchSettings(image=image)):
+        out += ["", _process_header(launch.name, launch.node, launch.gpus, launch.port, launch.start_after)]
+        out.append(_continued(docker_lines(launch.docker_run_argv(), len(launch.argv))))
+    out += [""] + [f"# note: {note}" for note in recipe.notes]
+    out.append("# note: the --env-file holds HF_TOKEN=...; keep it root-only (chmod 600)")
     return "\n".join(out) + "\n"

@@ -18,8 +18,13 @@ FLAG_OWNERS: dict[str, str] = {
     **dict.fromkeys(["--model-path", "--model", "--tokenizer-path"], "precision/checkpoint"),
     **dict.fromkeys(["--tp-size", "--tensor-parallel-size", "--tp"], "tp"),
     **dict.fromkeys(
-        ["--kv-cache-dtype", "--dsa-prefill-backend", "--dsa-decode-backend",
-         "--nsa-prefill-backend", "--nsa-decode-backend"],
+        [
+            "--kv-cache-dtype",
+            "--dsa-prefill-backend",
+            "--dsa-decode-backend",
+            "--nsa-prefill-backend",
+            "--nsa-decode-backend",
+        ],
         "kv_dsa",
     ),
     "--mm-feature-transport": "mm_transport",
@@ -29,9 +34,15 @@ FLAG_OWNERS: dict[str, str] = {
     ),
     "--hicache-size": "hicache_size",
     **dict.fromkeys(
-        ["--speculative-algorithm", "--speculative-num-steps", "--speculative-eagle-topk",
-         "--speculative-num-draft-tokens", "--speculative-draft-model-path",
-         "--speculative-draft-model", "--speculative-draft-attention-backend"],
+        [
+            "--speculative-algorithm",
+            "--speculative-num-steps",
+            "--speculative-eagle-topk",
+            "--speculative-num-draft-tokens",
+            "--speculative-draft-model-path",
+            "--speculative-draft-model",
+            "--speculative-draft-attention-backend",
+        ],
         "speculative",
     ),
     "--reasoning-parser": "reasoning_parser",
@@ -42,10 +53,21 @@ FLAG_OWNERS: dict[str, str] = {
     "--max-running-requests": "max_running_requests",
     **dict.fromkeys(["--nnodes", "--node-rank", "--dist-init-addr", "--nccl-init-addr"], "nodes"),
     **dict.fromkeys(
-        ["--host", "--port", "--nccl-port", "--base-gpu-id", "--disaggregation-mode",
-         "--disaggregation-bootstrap-port", "--disaggregation-transfer-backend",
-         "--encoder-only", "--language-only", "--encoder-urls", "--enable-prefill-cp",
-         "--attn-cp-size", "--cp-strategy"],
+        [
+            "--host",
+            "--port",
+            "--nccl-port",
+            "--base-gpu-id",
+            "--disaggregation-mode",
+            "--disaggregation-bootstrap-port",
+            "--disaggregation-transfer-backend",
+            "--encoder-only",
+            "--language-only",
+            "--encoder-urls",
+            "--enable-prefill-cp",
+            "--attn-cp-size",
+            "--cp-strategy",
+        ],
         "topology",
     ),
 }
@@ -57,7 +79,14 @@ def model_path(o: Options) -> str:
 
 def kv_dsa_flags(o: Options) -> list[str]:
     dtype, backend = KV_DSA[o.kv_dsa]
-    return ["--dsa-prefill-backend", backend, "--dsa-decode-backend", backend, "--kv-cache-dtype", dtype]
+    return [
+        "--dsa-prefill-backend",
+        backend,
+        "--dsa-decode-backend",
+        backend,
+        "--kv-cache-dtype",
+        dtype,
+    ]
 
 
 def moe_flags(hw: Hardware, topo: Topology) -> list[str]:
@@ -69,17 +98,24 @@ def speculative_flags(o: Options, topo: Topology) -> list[str]:
     if o.speculative == "eagle":
         e = topo.eagle
         return [
-            "--speculative-algorithm", "EAGLE",
-            "--speculative-num-steps", str(e.steps),
-            "--speculative-eagle-topk", str(e.topk),
-            "--speculative-num-draft-tokens", str(e.draft_tokens),
+            "--speculative-algorithm",
+            "EAGLE",
+            "--speculative-num-steps",
+            str(e.steps),
+            "--speculative-eagle-topk",
+            str(e.topk),
+            "--speculative-num-draft-tokens",
+            str(e.draft_tokens),
         ]
     if o.speculative == "dflash2":
         # Block size comes from the draft checkpoint; the draft runs on FA4, not the DSA backends.
         return [
-            "--speculative-algorithm", "DFLASH",
-            "--speculative-draft-model-path", DFLASH2_DRAFT,
-            "--speculative-draft-attention-backend", "fa4",
+            "--speculative-algorithm",
+            "DFLASH",
+            "--speculative-draft-model-path",
+            DFLASH2_DRAFT,
+            "--speculative-draft-attention-backend",
+            "fa4",
         ]
     return []
 

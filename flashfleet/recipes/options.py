@@ -6,6 +6,7 @@ Defaults are not fixed here: they are layered (hardware, then strategy, then top
 
 from __future__ import annotations
 
+import math
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
@@ -62,7 +63,7 @@ class OptionDef:
         except ValueError:
             kind = "a whole number" if self.kind == "int" else "a number"
             raise RecipeError(self.name, "type", f"{self.name}={raw!r}: must be {kind}") from None
-        if value != value or value in (float("inf"), float("-inf")):  # NaN / inf
+        if not math.isfinite(value):
             raise RecipeError(self.name, "type", f"{self.name}={raw!r}: must be finite")
         if self.minimum is not None and value < self.minimum:
             raise RecipeError(self.name, "range", f"{self.name}={raw!r}: must be >= {self.minimum:g}")

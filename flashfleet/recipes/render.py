@@ -9,9 +9,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from flashfleet.catalog import DFLASH2_DRAFT, Hardware, hardware_catalog
+from flashfleet.catalog import DFLASH2_DRAFT, hardware_catalog
 from flashfleet.recipes import flags as F
 from flashfleet.recipes.badges import badge_for
+from flashfleet.recipes.builds import applicable
 from flashfleet.recipes.errors import RecipeError
 from flashfleet.recipes.layouts import (
     DIST_INIT_PORT,
@@ -107,7 +108,10 @@ def _lookup(kind: str, value: str, table: Mapping[str, object]) -> None:
 
 
 def resolve(
-    hardware: str, strategy: str, topology: str = "unified", overrides: Mapping[str, object] | None = None
+    hardware: str,
+    strategy: str,
+    topology: str = "unified",
+    overrides: Mapping[str, object] | None = None,
 ) -> tuple[Context, Options]:
     """Validate names and overrides; return the context (effective options) and the cell's defaults."""
     catalog = hardware_catalog()
@@ -179,8 +183,9 @@ def render(
     )
 
 
-def _server_argv(ctx: Context, topo: Topology, *, tp: int, port: int, head: list[str],
-                 tail: list[str]) -> tuple[str, ...]:
+def _server_argv(
+    ctx: Context, topo: Topology, *, tp: int, port: int, head: list[str], tail: list[str]
+) -> tuple[str, ...]:
     """The flags every model server shares, with topology words before (head) and after (tail)."""
     o, hw = ctx.options, ctx.hardware
     argv = [*SGLANG_SERVE, "--model-path", F.model_path(o), "--tp-size", str(tp), *head]
@@ -215,8 +220,14 @@ def _unified(ctx: Context, topo: Topology, addrs: list[str]) -> list[Process]:
     for rank, _ in enumerate(addrs):
         tail: list[str] = []
         if o.nodes > 1:
-            tail = ["--dist-init-addr", f"{addrs[0]}:{DIST_INIT_PORT}", "--nnodes", str(o.nodes),
-                    "--node-rank", str(rank)]
+            tail = [
+                "--dist-init-addr",
+                f"{addrs[0]}:{DIST_INIT_PORT}",
+                "--nnodes",
+                str(o.nodes),
+                "--node-rank",
+                str(rank),
+            ]
         procs.append(
             Process(
                 name="server" if o.nodes == 1 else f"server-{rank}",
@@ -233,8 +244,17 @@ def _unified(ctx: Context, topo: Topology, addrs: list[str]) -> list[Process]:
 
 def _prefill_cp(ctx: Context, topo: Topology, addrs: list[str]) -> list[Process]:
     tp = ctx.options.tp
-    head = ["--attn-cp-size", str(tp), "--enable-prefill-cp", "--cp-strategy", "interleave",
-            "--moe-dense-tp-size", str(tp), "--ep-size", "1"]
+    head = [
+        "--attn-cp-size",
+        str(tp),
+        "--enable-prefill-cp",
+        "--cp-strategy",
+        "interleave",
+        "--moe-dense-tp-size",
+        str(tp),
+        "--ep-size",
+        "1",
+    ]
     return [
         Process(
             name="server",
@@ -253,16 +273,32 @@ def _encoder_disagg(ctx: Context, topo: Topology, addrs: list[str]) -> list[Proc
     encoder = Process(
         name="encoder",
         role="encoder",
-        argv=(*SGLANG_SERVE, "--model-path", F.model_path(o), "--tp-size", str(o.tp), "--encoder-only",
-              *F.network_flags(ENCODER_PORT)),
+        argv=(
+            *SGLANG_SERVE,
+            "--model-path",
+            F.model_path(o),
+            "--tp-size",
+            str(o.tp),
+            "--encoder-only",
+            *F.network_flags(ENCODER_PORT),
+        ),
         env=dict(ctx.hardware.env),
         port=ENCODER_PORT,
         gpus=gpus,
     )
     head = ["--attention-backend", "dsa", "--linear-attn-backend", "triton"]
-    tail = ["--chunked-prefill-size", "8192", "--max-prefill-tokens", "8192", "--disable-prefill-cuda-graph",
-            "--language-only", "--encoder-urls", f"http://localhost:{ENCODER_PORT}",
-            "--mem-fraction-static", LANGUAGE_MEM_FRACTION]
+    tail = [
+        "--chunked-prefill-size",
+        "8192",
+        "--max-prefill-tokens",
+        "8192",
+        "--disable-prefill-cuda-graph",
+        "--language-only",
+        "--encoder-urls",
+        f"http://localhost:{ENCODER_PORT}",
+        "--mem-fraction-static",
+        LANGUAGE_MEM_FRACTION,
+    ]
     language = Process(
         name="language",
         role="language",
@@ -279,10 +315,24 @@ def _pd(ctx: Context, topo: Topology, addrs: list[str]) -> list[Process]:
     o = ctx.options
     tp = o.tp
     env = {**_server_env(ctx), **PD_NIXL_ENV}
-    prefill_tail = ["--disaggregation-mode", "prefill", "--disaggregation-bootstrap-port", str(PD_BOOTSTRAP_PORT),
-                    "--disaggregation-transfer-backend", "nixl", "--nccl-port", str(PD_PREFILL_NCCL_PORT)]
-    decode_tail = ["--disaggregation-mode", "decode", "--disaggregation-transfer-backend", "nixl",
-                   "--nccl-port", str(PD_DECODE_NCCL_PORT)]
+    prefill_tail = [
+        "--disaggregation-mode",
+        "prefill",
+        "--disaggregation-bootstrap-port",
+        str(PD_BOOTSTRAP_PORT),
+        "--disaggregation-transfer-backend",
+        "nixl",
+        "--nccl-port",
+        str(PD_PREFILL_NCCL_PORT),
+    ]
+    decode_tail = [
+        "--disaggregation-mode",
+        "decode",
+        "--disaggregation-transfer-backend",
+        "nixl",
+        "--nccl-port",
+        str(PD_DECODE_NCCL_PORT),
+    ]
     prefill = Process(
         name="prefill",
         role="prefill",
@@ -294,7 +344,9 @@ def _pd(ctx: Context, topo: Topology, addrs: list[str]) -> list[Process]:
     decode = Process(
         name="decode",
         role="decode",
-        argv=_server_argv(ctx, topo, tp=tp, port=PD_DECODE_PORT, head=["--base-gpu-id", str(tp)], tail=decode_tail),
+        argv=_server_argv(
+            ctx, topo, tp=tp, port=PD_DECODE_PORT, head=["--base-gpu-id", str(tp)], tail=decode_tail
+        ),
         env=env,
         port=PD_DECODE_PORT,
         gpus=tuple(range(tp, 2 * tp)),
@@ -302,9 +354,17 @@ def _pd(ctx: Context, topo: Topology, addrs: list[str]) -> list[Process]:
     router = Process(
         name="router",
         role="router",
-        argv=(*ROUTER, "--pd-disaggregation", "--mini-lb",
-              "--prefill", f"http://127.0.0.1:{PD_PREFILL_PORT}", str(PD_BOOTSTRAP_PORT),
-              "--decode", f"http://127.0.0.1:{PD_DECODE_PORT}", *F.network_flags(SERVE_PORT)),
+        argv=(
+            *ROUTER,
+            "--pd-disaggregation",
+            "--mini-lb",
+            "--prefill",
+            f"http://127.0.0.1:{PD_PREFILL_PORT}",
+            str(PD_BOOTSTRAP_PORT),
+            "--decode",
+            f"http://127.0.0.1:{PD_DECODE_PORT}",
+            *F.network_flags(SERVE_PORT),
+        ),
         env={},
         port=SERVE_PORT,
         gpus=(),
@@ -342,7 +402,9 @@ def _notes(ctx: Context, badge: str) -> list[str]:
     if o.hicache != "off":
         notes.append("the HiCache host tier must fit in host memory, or the server does not start")
     if o.mm_transport == "auto" and hw.vendor == "nvidia":
-        notes.append("mm transport auto: CPU on a single CUDA node, CUDA VMM on multi-node GB200/GB300 (MNNVL)")
+        notes.append(
+            "mm transport auto: CPU on a single CUDA node, CUDA VMM on multi-node GB200/GB300 (MNNVL)"
+        )
     if o.mm_transport == "cuda_ipc":
         notes.append("CUDA IPC transport trades GPU memory (the IPC pool) for lower transfer latency")
     if hw.vendor == "amd":
@@ -356,12 +418,17 @@ def _notes(ctx: Context, badge: str) -> list[str]:
                 "precision=mxfp4, hicache=l1l2, hicache_size=180"
             )
     if ctx.topology == "encoder-disagg":
-        notes.append("start the encoder first; keep --mem-fraction-static 0.78 on the language server so the encoder keeps room for vision workspaces")
+        notes.append(
+            "start the encoder first; keep --mem-fraction-static 0.78 on the language server so "
+            "the encoder keeps room for vision workspaces"
+        )
     if ctx.topology == "pd":
         notes.append(
             f"the router's positional {PD_BOOTSTRAP_PORT} after --prefill equals the prefill's "
-            "--disaggregation-bootstrap-port; PD is a preview validated with dummy weights (triton MoE runner)"
+            "--disaggregation-bootstrap-port; PD is a preview validated with dummy weights "
+            "(triton MoE runner)"
         )
+    notes += [req.note() for req in applicable(ctx.hardware.id, o)]
     notes.append(
         "image and video input need transformers==5.17.0 (Glm5NextProcessor) with tokenizers>=0.23.1; "
         "install torchcodec before sending video"

@@ -56,7 +56,8 @@ def _precision(c: Context) -> str | None:
 def _checkpoint(c: Context) -> str | None:
     repos = CHECKPOINTS[c.options.precision]
     if c.options.checkpoint is not None and c.options.checkpoint not in repos:
-        return f"{c.options.checkpoint} is not a {c.options.precision} checkpoint (use one of: {', '.join(repos)})"
+        choices = ", ".join(repos)
+        return f"{c.options.checkpoint} is not a {c.options.precision} checkpoint (use one of: {choices})"
     return None
 
 
@@ -79,7 +80,10 @@ def _tp_fits(c: Context) -> str | None:
     if c.topology == "pd":
         need = o.tp + (o.pd_decode_tp or o.tp)
         if need > hw.gpus_per_node:
-            return f"PD needs {need} GPUs (prefill tp {o.tp} + decode tp) on one node; {hw.label} has {hw.gpus_per_node}"
+            return (
+                f"PD needs {need} GPUs (prefill tp {o.tp} + decode tp) on one node; "
+                f"{hw.label} has {hw.gpus_per_node}"
+            )
         return None
     total = hw.gpus_per_node * o.nodes
     if o.tp % o.nodes:
@@ -95,7 +99,10 @@ def _breakable(c: Context) -> str | None:
     if not c.hardware.has("breakable_cuda_graph"):
         return f"Breakable CUDA graph is disabled on {c.hardware.label}"
     if c.topology == "encoder-disagg":
-        return "the encoder-disaggregation language server disables the prefill CUDA graph, so a breakable prefill graph cannot apply"
+        return (
+            "the encoder-disaggregation language server disables the prefill CUDA graph, "
+            "so a breakable prefill graph cannot apply"
+        )
     return None
 
 
@@ -127,7 +134,10 @@ def _pd_same_tp(c: Context) -> str | None:
     if c.topology != "pd":
         return "pd_decode_tp applies to the pd topology only"
     if o.pd_decode_tp != o.tp:
-        return f"PD roles keep the same TP size (prefill tp {o.tp}, decode tp {o.pd_decode_tp}): numeric correctness across slice paths is unverified"
+        return (
+            f"PD roles keep the same TP size (prefill tp {o.tp}, decode tp {o.pd_decode_tp}): "
+            "numeric correctness across slice paths is unverified"
+        )
     return None
 
 
@@ -188,7 +198,10 @@ def _linear_lower_bound(c: Context) -> str | None:
         except json.JSONDecodeError:
             return f"--json-model-override-args is not valid JSON: {value!r}"
         if _mentions(override, "linear_lower_bound"):
-            return "the checkpoint's KDA linear_lower_bound must stay unchanged; do not override it through --json-model-override-args"
+            return (
+                "the checkpoint's KDA linear_lower_bound must stay unchanged; "
+                "do not override it through --json-model-override-args"
+            )
     return None
 
 
@@ -216,20 +229,60 @@ RULES: tuple[Rule, ...] = (
     Rule("checkpoint-precision", "checkpoint", "seed: model introduction (checkpoints)", _checkpoint),
     Rule("multi-node-topology", "nodes", "seed 3.4-3.6: single-node layouts", _multi_node_topology),
     Rule("tp-fits", "tp", "hardware catalog (GPUs per node)", _tp_fits),
-    Rule("tilelang-fp8-kv-cuda", "kv_dsa", "seed: Keep the KV and DSA backends paired", _kv_dsa_tilelang_fp8),
+    Rule(
+        "tilelang-fp8-kv-cuda",
+        "kv_dsa",
+        "seed: Keep the KV and DSA backends paired",
+        _kv_dsa_tilelang_fp8,
+    ),
     Rule("trtllm-dsa-hardware", "kv_dsa", "seed: Keep the KV and DSA backends paired", _kv_dsa_trtllm),
-    Rule("breakable-cuda-graph", "breakable_cuda_graph", "seed: Deployment (Breakable Cuda Graph)", _breakable),
+    Rule(
+        "breakable-cuda-graph",
+        "breakable_cuda_graph",
+        "seed: Deployment (Breakable Cuda Graph)",
+        _breakable,
+    ),
     Rule("dflash2-fa4", "speculative", "seed: Change the speculative algorithm", _dflash2_fa4),
     Rule("speculative-pd", "speculative", "seed 3.6 Known limitations", _spec_pd),
-    Rule("speculative-dp-attention", "dp_attention", "seed: Change the speculative algorithm", _spec_dp_attention),
+    Rule(
+        "speculative-dp-attention",
+        "dp_attention",
+        "seed: Change the speculative algorithm",
+        _spec_dp_attention,
+    ),
     Rule("pd-same-tp", "pd_decode_tp", "seed 3.6 Known limitations", _pd_same_tp),
     Rule("cuda-vmm-mnnvl", "mm_transport", "seed: Multimodal memory", _cuda_vmm),
     Rule("hicache-size-needs-tier", "hicache_size", "seed: Extend the cache hierarchy", _hicache_size),
-    Rule("mamba-pin-or-ratio", "max_mamba_cache_size", "sglang server args (--max-mamba-cache-size overrides the ratio)", _mamba_pin_and_ratio),
-    Rule("extra-args-shape", "extra_args", "flashfleet: extra_args is an argv list", _extra_args_shape),
-    Rule("prefix-cache-on", "extra_args", "seed: Size both memory pools (keep the prefix cache enabled)", _prefix_cache),
-    Rule("linear-lower-bound", "extra_args", "seed: Size both memory pools (keep the KDA lower bound)", _linear_lower_bound),
-    Rule("extra-args-typed", "extra_args", "flashfleet: one way to set each flag", _typed_flag_in_extra),
+    Rule(
+        "mamba-pin-or-ratio",
+        "max_mamba_cache_size",
+        "sglang server args (--max-mamba-cache-size overrides the ratio)",
+        _mamba_pin_and_ratio,
+    ),
+    Rule(
+        "extra-args-shape",
+        "extra_args",
+        "flashfleet: extra_args is an argv list",
+        _extra_args_shape,
+    ),
+    Rule(
+        "prefix-cache-on",
+        "extra_args",
+        "seed: Size both memory pools (keep the prefix cache enabled)",
+        _prefix_cache,
+    ),
+    Rule(
+        "linear-lower-bound",
+        "extra_args",
+        "seed: Size both memory pools (keep the KDA lower bound)",
+        _linear_lower_bound,
+    ),
+    Rule(
+        "extra-args-typed",
+        "extra_args",
+        "flashfleet: one way to set each flag",
+        _typed_flag_in_extra,
+    ),
 )
 
 

@@ -1,0 +1,297 @@
+"""Container launches: the one description of how each recipe process runs in a container.
+
+The CLI prints it as `docker run` commands, the `sglang_serve` role turns it into systemd units,
+and the Kubernetes source into container specs; none of them keeps its own list of flags,
+devices or mounts. Secrets never appear here: only the name of a root-only env file.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from flashfleet.catalog import Hardware, hardware_catalog
+from flashfleet.recipes.builds import applicable, parse_version
+from flashfleet.recipes.errors import RecipeError
+from flashfleet.recipes.layouts import MOONCAKE_CONFIG_PATH
+from flashfleet.recipes.render import Process, Recipe
+
+MIN_VERSION = (0, 5, 20)  # first SGLang release with GLM-5.3-Flash support
+_FLOATING = re.compile(r"(^|[-_.])(latest|dev|nightly|main)($|[-_.])")
+SECRET_ENV_NAMES = ("HF_TOKEN",)
+CONTAINER_HF_CACHE = "/root/.cache/huggingface"
+MOONCAKE_CONFIG_DIR = posixpath.dirname(MOONCAKE_CONFIG_PATH)
+
+
+class ImageSpec(BaseModel):
+    """The SGLang image a stack runs: a pinned release, never a floating tag."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    repository: str = "lmsysorg/sglang"
+    version: str = Field("v0.5.23", description="SGLang release, v0.5.20 or later")
+    tag: str | None = Field(None, description="full tag override; must start with the version")
+    digest: str | None = Field(None, pattern=r"^sha256:[0-9a-f]{64}$")
+    derived: bool = Field(True, description="run the derived image with the Transformers pin and torchcodec")
+    includes: tuple[str, ...] = Field((), description="PRs this build is known to contain, e.g. '#42178'")
+
+    @field_validator("version")
+    @classmethod
+    def _release(cls, value: str) -> str:
+        if parse_version(value) < MIN_VERSION:
+            raise ValueError(f"{value} predates GLM-5.3-Flash support (v0.5.20 or later)")
+        return value
+
+    @field_validator("includes")
+    @classmethod
+    def _pr_ids(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for pr in value:
+            if not re.fullmatch(r"#\d+", pr):
+                raise ValueError(f"{pr!r}: write pull requests as '#12345'")
+        return value
+
+    @model_validator(mode="after")
+    def _pinned(self) -> ImageSpec:
+        if self.tag is not None:
+            if _FLOATING.search(self.tag):
+                raise ValueError(f"tag {self.tag!r} floats; pin a release tag")
+            if not self.tag.startswith(self.version):
+                raise ValueError(f"tag {self.tag!r} must start with the version {self.version}")
+        return self
+
+    def base_ref(self, hw: Hardware) -> str:
+        """Upstream image for the node: CUDA arm64/x86_64 or ROCm build of the pinned release."""
+        tag = self.tag or f"{self.version}{hw.image_suffix}"
+        return f"{self.repository}:{tag}@{self.digest}" if self.digest else f"{self.repository}:{tag}"
+
+    def derived_ref(self, hw: Hardware) -> str:
+        """Local image the sglang_image role builds on top of the base (Transformers pin, torchcodec)."""
+        tag = self.tag or f"{self.version}{hw.image_suffix}"
+        return f"flashfleet/sglang:{tag}-tf5.17.0"
+
+    def ref(self, hw: Hardware) -> str:
+        return self.derived_ref(hw) if self.derived else self.base_ref(hw)
+
+
+class LaunchSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    image: ImageSpec = ImageSpec()
+    model_cache_dir: str = "/opt/flashfleet/hf-cache"
+    secret_env_file: str = "/etc/flashfleet/secrets.env"
+
+
+# Container runtime settings per vendor (sglang install docs for CUDA and ROCm).
+_VENDOR_RUNTIME: dict[str, dict[str, Any]] = {
+    "nvidia": {
+        "shm_size": "32g",
+        "devices": (),
+        "group_add": (),
+        "security_opt": (),
+        "cap_add": (),
+    },
+    "amd": {
+        "shm_size": "16g",
+        "devices": ("/dev/kfd", "/dev/dri"),
+        "group_add": ("video",),
+        "security_opt": ("seccomp=unconfined",),
+        "cap_add": ("SYS_PTRACE",),
+    },
+}
+_ULIMITS = (("memlock", "-1"), ("stack", "67108864"))
+
+
+@dataclass(frozen=True)
+class Mount:
+    source: str
+    target: str
+    read_only: bool = False
+
+    def docker(self) -> str:
+        return f"{self.source}:{self.target}{':ro' if self.read_only else ''}"
+
+
+@dataclass(frozen=True)
+class ContainerLaunch:
+    name: str  # the recipe process name
+    role: str
+    node: int
+    container_name: str
+    image: str
+    argv: tuple[str, ...]  # command inside the container
+    env: dict[str, str]  # non-secret environment
+    env_file: str  # root-only file on the host holding the secret variables
+    secret_env_names: tuple[str, ...]
+    vendor: str
+    gpus: tuple[int, ...]
+    devices: tuple[str, ...]
+    group_add: tuple[str, ...]
+    security_opt: tuple[str, ...]
+    cap_add: tuple[str, ...]
+    shm_size: str
+    mounts: tuple[Mount, ...]
+    port: int
+    start_after: tuple[str, ...]
+    ulimits: tuple[tuple[str, str], ...] = _ULIMITS
+    build_notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def gpu_request(self) -> str | None:
+        """Docker's --gpus value for NVIDIA (the devices the process owns)."""
+        if self.vendor != "nvidia" or not self.gpus:
+            return None
+        return '"device=' + ",".join(map(str, self.gpus)) + '"'
+
+    def docker_run_argv(self) -> list[str]:
+        argv = [
+            "docker",
+            "run",
+            "--rm",
+            "--name",
+            self.container_name,
+            "--network",
+            "host",
+            "--ipc",
+            "host",
+        ]
+        argv += ["--shm-size", self.shm_size]
+        for name, value in self.ulimits:
+            argv += ["--ulimit", f"{name}={value}"]
+        if (request := self.gpu_request()) is not None:
+            argv += ["--gpus", request]
+        for device in self.devices:
+            argv += ["--device", device]
+        for group in self.group_add:
+            argv += ["--group-add", group]
+        for opt in self.security_opt:
+            argv += ["--security-opt", opt]
+        for cap in self.cap_add:
+            argv += ["--cap-add", cap]
+        for mount in self.mounts:
+            argv += ["-v", mount.docker()]
+        if self.env_file:
+            argv += ["--env-file", self.env_file]
+        for key, value in self.env.items():
+            argv += ["-e", f"{key}={value}"]
+        return [*argv, self.image, *self.argv]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "role": self.role,
+            "node": self.node,
+            "container_name": self.container_name,
+            "image": self.image,
+            "argv": list(self.argv),
+            "env": dict(self.env),
+            "env_file": self.env_file,
+            "secret_env_names": list(self.secret_env_names),
+            "vendor": self.vendor,
+            "gpus": list(self.gpus),
+            "gpu_request": self.gpu_request(),
+            "devices": list(self.devices),
+            "group_add": list(self.group_add),
+            "security_opt": list(self.security_opt),
+            "cap_add": list(self.cap_add),
+            "shm_size": self.shm_size,
+            "ulimits": {k: v for k, v in self.ulimits},
+            "mounts": [
+                {"source": m.source, "target": m.target, "read_only": m.read_only} for m in self.mounts
+            ],
+            "port": self.port,
+            "start_after": list(self.start_after),
+            "docker_run": self.docker_run_argv(),
+        }
+
+
+def container_argv(process: Process) -> tuple[str, ...]:
+    """The process argv as it runs in its container.
+
+    The container only sees the GPUs it owns, renumbered from 0, so the bare-metal
+    ``--base-gpu-id`` (the PD decode role's offset) is dropped: it would point past them.
+    """
+    argv = list(process.argv)
+    if "--base-gpu-id" in argv:
+        i = argv.index("--base-gpu-id")
+        del argv[i : i + 2]
+    return tuple(argv)
+
+
+def _visible_devices_env(hw: Hardware, process: Process) -> dict[str, str]:
+    # NVIDIA narrows devices through --gpus; ROCm containers see every /dev/dri node, so the
+    # process's GPUs are named explicitly when it does not own the whole node.
+    if hw.vendor == "amd" and process.gpus and len(process.gpus) < hw.gpus_per_node:
+        return {"HIP_VISIBLE_DEVICES": ",".join(map(str, process.gpus))}
+    return {}
+
+
+def _mounts(recipe: Recipe, settings: LaunchSettings) -> tuple[Mount, ...]:
+    mounts = [Mount(settings.model_cache_dir, CONTAINER_HF_CACHE)]
+    if recipe.options.hicache == "l1l2l3":
+        mounts.append(Mount(MOONCAKE_CONFIG_DIR, MOONCAKE_CONFIG_DIR, read_only=True))
+    return tuple(mounts)
+
+
+def _rdma_access(recipe: Recipe) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(devices, capabilities) for RDMA: the Mooncake store over rdma/efa pins memory."""
+    if recipe.options.hicache == "l1l2l3":
+        return ("/dev/infiniband",), ("IPC_LOCK",)
+    return (), ()
+
+
+def container_launches(recipe: Recipe, settings: LaunchSettings | None = None) -> list[ContainerLaunch]:
+    """Every process of the recipe as a container launch, in start order."""
+    settings = settings or LaunchSettings()
+    hw = hardware_catalog()[recipe.hardware]
+    runtime = _VENDOR_RUNTIME[hw.vendor]
+    rdma_devices, rdma_caps = _rdma_access(recipe)
+    notes = tuple(r.note() for r in applicable(recipe.hardware, recipe.options))
+    launches = []
+    for proc in recipe.start_order():
+        serves_model = proc.role != "router"
+        launches.append(
+            ContainerLaunch(
+                name=proc.name,
+                role=proc.role,
+                node=proc.node,
+                container_name=f"flashfleet-{proc.name}",
+                image=settings.image.ref(hw),
+                argv=container_argv(proc),
+                env={**proc.env, **_visible_devices_env(hw, proc)},
+                env_file=settings.secret_env_file if serves_model else "",
+                secret_env_names=SECRET_ENV_NAMES if serves_model else (),
+                vendor=hw.vendor,
+                gpus=proc.gpus,
+                devices=(*runtime["devices"], *rdma_devices) if serves_model else (),
+                group_add=runtime["group_add"] if serves_model else (),
+                security_opt=runtime["security_opt"] if serves_model else (),
+                cap_add=(*runtime["cap_add"], *rdma_caps) if serves_model else (),
+                shm_size=runtime["shm_size"],
+                mounts=_mounts(recipe, settings) if serves_model else (),
+                port=proc.port,
+                start_after=proc.start_after,
+                build_notes=notes,
+            )
+        )
+    return launches
+
+
+def check_build_requirements(recipe: Recipe, image: ImageSpec) -> None:
+    """Refuse an image older than a known requirement of the recipe."""
+    for req in applicable(recipe.hardware, recipe.options):
+        if req.satisfied_by(image.version, image.includes):
+            continue
+        if req.since:
+            why = (
+                f"image {image.version} is older than {req.since}, the first release with "
+                f"PR {req.pr} ({req.summary})"
+            )
+        else:
+            why = (
+                f"the recipe needs PR {req.pr} ({req.summary}), whose first release is not "
+                f"recorded: pin an image that has it and list '{req.pr}' in image.includes"
+            )
+        raise RecipeError("image", req.id, f"image: {why}", req.source)
