@@ -1,0 +1,93 @@
+"""AWS instance types as data (``instances.toml``), with unknown figures kept unknown (None)."""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any, Literal
+
+Capacity = Literal["any", "block-only"]
+GIB_TO_GB = 1.073741824
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    name: str
+    hardware: str
+    arch: Literal["arm64", "x86_64"]
+    gpus: int
+    vcpus: int | None
+    host_memory_gib: int | None
+    efa_network_cards: int | None
+    price_usd_per_hour: float | None
+    capacity: Capacity
+    unknown: tuple[str, ...]
+    secondary: tuple[str, ...]
+    source: str
+
+    @property
+    def host_memory_gb(self) -> int | None:
+        return gib_to_gb(self.host_memory_gib) if self.host_memory_gib is not None else None
+
+
+def gib_to_gb(gib: float) -> int:
+    return math.floor(gib * GIB_TO_GB)
+
+
+def _load() -> dict[str, Any]:
+    text = resources.files(__package__).joinpath("instances.toml").read_text(encoding="utf-8")
+    return tomllib.loads(text)
+
+
+@cache
+def instance_catalog() -> dict[str, InstanceType]:
+    out: dict[str, InstanceType] = {}
+    for name, raw in _load()["types"].items():
+        out[name] = InstanceType(
+            name=name,
+            hardware=raw["hardware"],
+            arch=raw["arch"],
+            gpus=int(raw["gpus"]),
+            vcpus=raw.get("vcpus"),
+            host_memory_gib=raw.get("host_memory_gib"),
+            efa_network_cards=raw.get("efa_network_cards"),
+            price_usd_per_hour=raw.get("price_usd_per_hour"),
+            capacity=raw["capacity"],
+            unknown=tuple(raw["unknown"]),
+            secondary=tuple(raw["secondary"]),
+            source=raw["source"],
+        )
+        for key in out[name].unknown:
+            if raw.get(key) is not None:
+                raise ValueError(f"instances.toml: {name}.{key} is listed unknown but has a value")
+    return out
+
+
+def default_instance(hardware: str) -> InstanceType | None:
+    """The catalog's instance type for a hardware id (None: not on AWS, e.g. MI355X)."""
+    return next((t for t in instance_catalog().values() if t.hardware == hardware), None)
+
+
+@dataclass(frozen=True)
+class DiskFigures:
+    weights_gb: dict[str, int]
+    allowance_gb: int
+    source: str
+
+    def root_volume_gb(self, precision: str) -> int:
+        # Unrecorded 4-bit sizes fall back to the FP8 checkpoint, which is larger.
+        weights = self.weights_gb.get(precision, max(self.weights_gb.values()))
+        return weights + self.allowance_gb
+
+
+@cache
+def disk_figures() -> DiskFigures:
+    raw = _load()["disk"]
+    return DiskFigures(
+        weights_gb={k: int(v) for k, v in raw["weights_gb"].items()},
+        allowance_gb=int(raw["allowance_gb"]),
+        source=raw["weights_source"],
+    )

@@ -1,0 +1,250 @@
+"""The whole bring-up of a stack, resolved offline: nodes, recipe, launches, Mooncake, cost.
+
+``load_stack`` is the one entry point: it reads the file, validates the spec strictly, runs every
+cross-field check and returns a ``Bringup`` (or raises ``StackError`` listing each problem with
+its YAML path). ``plan``, ``validate`` and the Pulumi program all start here, before any resource
+is registered. Pure: imports neither pulumi nor boto3 nor ansible.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from flashfleet.catalog import hardware_catalog
+from flashfleet.catalog.instances import GIB_TO_GB, InstanceType, disk_figures
+from flashfleet.launch import ContainerLaunch, LaunchSettings, container_launches
+from flashfleet.recipes import Recipe, RecipeError
+from flashfleet.recipes.layouts import SERVE_PORT
+from flashfleet.stack import checks
+from flashfleet.stack.errors import STACK_KEY, Problem, StackError, from_validation_error
+from flashfleet.stack.files import DEFAULT_STACKS_DIR, REGION_KEY, StackFile, read_stack_file
+from flashfleet.stack.spec import AwsSource, ExistingSource, Mooncake, StackSpec
+
+PLACEHOLDER_RESERVATION = "cr-00000000000000000"
+SSH_PORT = 22
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    index: int
+    name: str  # resource and inventory host name
+    role: str  # the recipe roles on the node (+ mooncake-master), the flashfleet:role tag
+    instance_type: str | None  # AWS only
+    address: str | None  # existing hosts: known now; AWS: known after creation
+    private_address: str | None
+    ssh_user: str
+    gpu_count: int
+    host_memory_gb: int | None
+    hicache_host_gb: int
+    mooncake_master: bool
+
+
+@dataclass(frozen=True)
+class MooncakeLayout:
+    spec: Mooncake
+
+    def master_host(self, addresses: Sequence[str]) -> str:
+        return addresses[self.spec.master_node]
+
+    def to_dict(self, addresses: Sequence[str]) -> dict[str, Any]:
+        host = self.master_host(addresses)
+        return {
+            "master_node": self.spec.master_node,
+            "master_server_address": f"{host}:{self.spec.rpc_port}",
+            "metadata_server": f"http://{host}:{self.spec.metadata_port}/metadata",
+            "protocol": self.spec.protocol,
+            "global_segment_gib": self.spec.global_segment_gib,
+            "devices": list(self.spec.devices),
+            "members": list(addresses),
+        }
+
+
+@dataclass(frozen=True)
+class Bringup:
+    stack: str
+    spec: StackSpec
+    region: str | None
+    has_hf_token: bool
+    recipe: Recipe  # rendered with symbolic addresses (node-0, node-1, ...)
+    instance: InstanceType | None
+    nodes: tuple[NodePlan, ...]
+    mooncake: MooncakeLayout | None
+    root_volume_gib: int | None
+    warnings: tuple[str, ...]
+
+    @property
+    def vendor(self) -> str:
+        return hardware_catalog()[self.spec.hardware].vendor
+
+    @property
+    def arch(self) -> str:
+        return hardware_catalog()[self.spec.hardware].arch
+
+    @property
+    def serving_port(self) -> int:
+        return SERVE_PORT
+
+    @property
+    def hourly_cost_usd(self) -> float | None:
+        if self.instance is None or self.instance.price_usd_per_hour is None:
+            return None
+        return self.instance.price_usd_per_hour * len(self.nodes)
+
+    def launch_settings(self) -> LaunchSettings:
+        return LaunchSettings(image=self.spec.image, model_cache_dir=self.spec.model_cache_dir)
+
+    def recipe_for(self, private_addresses: Sequence[str] | None = None) -> Recipe:
+        """The recipe with the nodes' real addresses (multi-node rendezvous), or symbolic ones."""
+        if private_addresses is None:
+            return self.recipe
+        return checks.render_stack(self.spec, list(private_addresses))
+
+    def launches_by_node(
+        self, private_addresses: Sequence[str] | None = None
+    ) -> dict[int, list[ContainerLaunch]]:
+        launches = container_launches(self.recipe_for(private_addresses), self.launch_settings())
+        out: dict[int, list[ContainerLaunch]] = {n.index: [] for n in self.nodes}
+        for launch in launches:
+            out[launch.node].append(launch)
+        return out
+
+
+def load_stack(name: str, stacks_dir: Path = DEFAULT_STACKS_DIR) -> Bringup:
+    """Read, validate and resolve ``stacks/Pulumi.<name>.yaml``; raise StackError if refused."""
+    return resolve(read_stack_file(name, stacks_dir))
+
+
+def resolve(sf: StackFile) -> Bringup:
+    spec = parse_spec(sf.name, sf.spec_data)
+    return resolve_spec(sf.name, spec, region=sf.region, has_hf_token=sf.has_hf_token)
+
+
+def parse_spec(stack: str, data: Any) -> StackSpec:
+    try:
+        return StackSpec.model_validate(data)
+    except ValidationError as err:
+        raise StackError(stack, from_validation_error(err, data)) from None
+
+
+def resolve_spec(stack: str, spec: StackSpec, *, region: str | None, has_hf_token: bool) -> Bringup:
+    base = STACK_KEY
+    problems = checks.check_option_names(spec, base)
+    if isinstance(spec.nodes.source, AwsSource) and not region:
+        problems.append(Problem(REGION_KEY, "AWS stacks set the region: `aws:region: us-east-2`", "region"))
+    if problems:
+        raise StackError(stack, problems)
+    try:
+        recipe = checks.render_stack(spec)
+    except RecipeError as err:
+        raise StackError(stack, [checks.recipe_problem(spec, err, base)]) from None
+    facts, problems = checks.node_facts(spec, base)
+    if not problems:
+        problems += checks.check_hosts(spec, recipe, facts)
+        problems += checks.check_host_tier(spec, recipe, facts, base)
+    problems += checks.check_mooncake(spec, recipe, base)
+    problems += checks.check_image(spec, recipe, base)
+    src = spec.nodes.source
+    root_gib = None
+    instance = None
+    if isinstance(src, AwsSource):
+        root_gib = src.root_volume_gib or _root_volume_gib(recipe.options.precision)
+        problems += checks.check_root_volume(spec, _root_volume_gib(recipe.options.precision), base)
+        instance, _ = checks.effective_instance(src, spec.hardware)
+        if instance is not None and instance.capacity == "block-only" and src.capacity.kind != "block":
+            problems.append(
+                Problem(
+                    f"{base}.nodes.source.capacity",
+                    f"{instance.name} is sold as Capacity Blocks only: set capacity: "
+                    "{kind: block, reservationId: cr-...} with the id of your block",
+                    "capacity-block-required",
+                )
+            )
+    if problems:
+        raise StackError(stack, problems)
+    nodes = tuple(_node_plans(stack, spec, recipe, facts, instance))
+    return Bringup(
+        stack=stack,
+        spec=spec,
+        region=region,
+        has_hf_token=has_hf_token,
+        recipe=recipe,
+        instance=instance,
+        nodes=nodes,
+        mooncake=MooncakeLayout(spec.mooncake) if spec.mooncake else None,
+        root_volume_gib=root_gib,
+        warnings=tuple(_warnings(spec, recipe, instance, has_hf_token)),
+    )
+
+
+def _root_volume_gib(precision: str) -> int:
+    return math.ceil(disk_figures().root_volume_gb(precision) / GIB_TO_GB)
+
+
+def _node_plans(
+    stack: str, spec: StackSpec, recipe: Recipe, facts: list[checks.NodeFacts], instance: InstanceType | None
+) -> list[NodePlan]:
+    src = spec.nodes.source
+    master = spec.mooncake.master_node if spec.mooncake else None
+    plans = []
+    for i in range(spec.nodes.count):
+        roles = [p.role for p in recipe.start_order() if p.node == i]
+        if master == i:
+            roles.append("mooncake-master")
+        host = src.hosts[i] if isinstance(src, ExistingSource) else None
+        plans.append(
+            NodePlan(
+                index=i,
+                name=f"{stack}-node-{i}",
+                role="+".join(dict.fromkeys(roles)),
+                instance_type=instance.name if instance else None,
+                address=host.address if host else None,
+                private_address=(host.private_address or host.address) if host else None,
+                ssh_user=host.ssh_user if host else "ubuntu",  # the DLAMI's user
+                gpu_count=facts[i].gpu_count,
+                host_memory_gb=facts[i].host_memory_gb,
+                hicache_host_gb=checks.host_tier_need(spec, recipe, i),
+                mooncake_master=master == i,
+            )
+        )
+    return plans
+
+
+def _warnings(
+    spec: StackSpec, recipe: Recipe, instance: InstanceType | None, has_hf_token: bool
+) -> list[str]:
+    out = []
+    if recipe.badge != "Verified":
+        out.append(f"badge {recipe.badge}: {recipe.badge_source}")
+    if instance is not None and instance.unknown:
+        unknown = [k for k in instance.unknown if getattr(instance, k) is None]
+        if unknown:
+            out.append(f"{instance.name}: unverified/unknown in the catalog: {', '.join(unknown)}")
+        if "efa_network_cards" in unknown:
+            out.append(
+                "EFA network cards are read from the EC2 API at deploy time (aws ec2 describe-instance-types)"
+            )
+    src = spec.nodes.source
+    if (
+        isinstance(src, AwsSource)
+        and src.capacity.kind != "on-demand"
+        and src.capacity.reservation_id == PLACEHOLDER_RESERVATION
+    ):
+        out.append(
+            "capacity reservationId is the catalog placeholder: put the id of your reservation or block"
+        )
+    if recipe.options.hicache != "off" and recipe.options.hicache_size is None:
+        out.append(
+            "HiCache host tier sized by SGLang's ratio: set options.hicache_size "
+            "to have it checked against host memory"
+        )
+    if not has_hf_token:
+        out.append(
+            "no flashfleet:hfToken secret: gated repositories (the DFlash2 draft) cannot be downloaded"
+        )
+    return out

@@ -1,0 +1,253 @@
+"""Cross-field checks of a structurally valid stack: the recipe engine's rules, the image's build
+requirements, instance and host facts, the HiCache host tier and the Mooncake layout.
+
+Each check returns problems (path + reason) instead of raising, so one run reports them all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from flashfleet.catalog import hardware_catalog
+from flashfleet.catalog.instances import InstanceType, gib_to_gb, instance_catalog
+from flashfleet.launch import check_build_requirements
+from flashfleet.recipes import Recipe, RecipeError, render
+from flashfleet.recipes.options import OPTION_DEFS
+from flashfleet.sizing import SizingError, check_host_tier_fits, host_tier_need_gb
+from flashfleet.stack.errors import Problem
+from flashfleet.stack.spec import AwsSource, ExistingSource, StackSpec
+
+HICACHE_FLAG = "--enable-hierarchical-cache"
+
+# Recipe fields that are keys of the stack itself, not options.
+_TOP_LEVEL = {"hardware": "hardware", "strategy": "strategy", "topology": "topology", "image": "image"}
+
+
+def recipe_path(spec: StackSpec, field: str) -> str:
+    """The stack key a RecipeError's field comes from."""
+    if field in _TOP_LEVEL:
+        return _TOP_LEVEL[field]
+    if field == "nodes":
+        return "nodes.count"
+    # Unknown or misspelled option names arrive as written in the stack.
+    return f"options.{field}"
+
+
+def render_stack(spec: StackSpec, addresses: list[str] | None = None) -> Recipe:
+    overrides = {**spec.options, "nodes": spec.nodes.count}
+    return render(spec.hardware, spec.strategy, spec.topology, overrides, addresses=addresses)
+
+
+def recipe_problem(spec: StackSpec, err: RecipeError, base: str) -> Problem:
+    return Problem(f"{base}.{recipe_path(spec, err.field)}", err.message, err.rule)
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    """What the stack says (or the catalog knows) about one node's machine."""
+
+    gpu_model: str
+    gpu_count: int
+    host_memory_gb: int | None
+    path: str  # where these facts come from in the YAML, for messages
+
+
+def effective_instance(source: AwsSource, hardware: str) -> tuple[InstanceType | None, str | None]:
+    """(instance type with the stack's overrides applied, problem message or None)."""
+    catalog = instance_catalog()
+    if source.instance_type is None:
+        match = [t for t in catalog.values() if t.hardware == hardware]
+        if not match:
+            label = hardware_catalog()[hardware].label
+            return None, f"{label} has no AWS instance type in the catalog; use nodes.source.kind: existing"
+        base = match[0]
+    elif source.instance_type not in catalog:
+        return None, f"{source.instance_type!r} is not in the instance catalog (known: {', '.join(catalog)})"
+    else:
+        base = catalog[source.instance_type]
+    o = source.instance
+    return (
+        replace(
+            base,
+            host_memory_gib=o.host_memory_gib or base.host_memory_gib,
+            efa_network_cards=o.efa_network_cards or base.efa_network_cards,
+            price_usd_per_hour=o.price_usd_per_hour or base.price_usd_per_hour,
+        ),
+        None,
+    )
+
+
+def node_facts(spec: StackSpec, base: str) -> tuple[list[NodeFacts], list[Problem]]:
+    src = spec.nodes.source
+    if isinstance(src, ExistingSource):
+        facts = [
+            NodeFacts(
+                h.gpus.model, h.gpus.count, gib_to_gb(h.host_memory_gib), f"{base}.nodes.source.hosts[{i}]"
+            )
+            for i, h in enumerate(src.hosts)
+        ]
+        return facts, []
+    itype, problem = effective_instance(src, spec.hardware)
+    if itype is None:
+        key = "instanceType" if src.instance_type else "kind"
+        return [], [Problem(f"{base}.nodes.source.{key}", problem or "", "instance-type")]
+    facts = [
+        NodeFacts(itype.hardware, itype.gpus, itype.host_memory_gb, f"{base}.nodes.source.instance")
+    ] * spec.nodes.count
+    return facts, []
+
+
+def _gpus_used(recipe: Recipe, node: int) -> int:
+    used = [g for p in recipe.processes if p.node == node for g in p.gpus]
+    return max(used) + 1 if used else 0
+
+
+def hicache_ranks(recipe: Recipe, node: int) -> int:
+    """Ranks on the node that keep a host tier (each rank keeps its own)."""
+    return sum(len(p.gpus) for p in recipe.processes if p.node == node and HICACHE_FLAG in p.argv)
+
+
+def check_hosts(spec: StackSpec, recipe: Recipe, facts: list[NodeFacts]) -> list[Problem]:
+    problems = []
+    for i, f in enumerate(facts):
+        if f.gpu_model != spec.hardware:
+            key = "gpus.model" if isinstance(spec.nodes.source, ExistingSource) else "instanceType"
+            where = f.path if key == "gpus.model" else f.path.rsplit(".", 1)[0]
+            problems.append(
+                Problem(
+                    f"{where}.{key}",
+                    f"{f.gpu_model} machine, but the stack's hardware is {spec.hardware}",
+                    "gpu-model",
+                )
+            )
+        need = _gpus_used(recipe, i)
+        if f.gpu_count < need:
+            problems.append(
+                Problem(
+                    f"{f.path}.gpus.count",
+                    f"node {i} runs processes on {need} GPUs but has {f.gpu_count}",
+                    "gpu-count",
+                )
+            )
+        if isinstance(spec.nodes.source, AwsSource) and i > 0:
+            break  # every AWS node is the same type: report once
+    return problems
+
+
+def host_tier_need(spec: StackSpec, recipe: Recipe, node: int) -> int:
+    size = recipe.options.hicache_size
+    ranks = hicache_ranks(recipe, node)
+    if recipe.options.hicache == "off" or size is None or ranks == 0:
+        return 0
+    return round(host_tier_need_gb(size, ranks))
+
+
+def check_host_tier(spec: StackSpec, recipe: Recipe, facts: list[NodeFacts], base: str) -> list[Problem]:
+    size = recipe.options.hicache_size
+    if recipe.options.hicache == "off" or size is None:
+        return []
+    segment_gb = gib_to_gb(spec.mooncake.global_segment_gib) if spec.mooncake else 0
+    for i, f in enumerate(facts):
+        ranks = hicache_ranks(recipe, i)
+        if ranks == 0:
+            continue
+        if f.host_memory_gb is None:
+            return [
+                Problem(
+                    f"{f.path}.hostMemoryGib",
+                    "host memory of this instance type is unknown: set it so the HiCache "
+                    "host tier can be checked",
+                    "host-memory-unknown",
+                )
+            ]
+        try:
+            check_host_tier_fits(size, ranks, f.host_memory_gb, reserved_gb=segment_gb)
+        except SizingError as err:
+            extra = f" (Mooncake global segment {segment_gb} GB reserved)" if segment_gb else ""
+            return [Problem(f"{base}.options.hicache_size", f"node {i}: {err}{extra}", "host-tier-fits")]
+    return []
+
+
+def check_mooncake(spec: StackSpec, recipe: Recipe, base: str) -> list[Problem]:
+    l3 = recipe.options.hicache == "l1l2l3"
+    mc = spec.mooncake
+    if l3 and mc is None:
+        return [
+            Problem(
+                f"{base}.mooncake",
+                "hicache l1l2l3 needs the Mooncake L3 tier: add a mooncake block "
+                "(masterNode, protocol, globalSegmentGib)",
+                "l3-needs-mooncake",
+            )
+        ]
+    if mc is None:
+        return []
+    if not l3:
+        return [
+            Problem(
+                f"{base}.mooncake",
+                "the Mooncake tier is used only with options.hicache: l1l2l3",
+                "mooncake-without-l3",
+            )
+        ]
+    problems = []
+    if mc.master_node >= spec.nodes.count:
+        problems.append(
+            Problem(
+                f"{base}.mooncake.masterNode",
+                f"node {mc.master_node} does not exist (nodes.count is {spec.nodes.count})",
+                "mooncake-master",
+            )
+        )
+    on_aws = isinstance(spec.nodes.source, AwsSource)
+    if on_aws and mc.protocol == "rdma":
+        problems.append(
+            Problem(
+                f"{base}.mooncake.protocol",
+                "AWS nodes talk over EFA, not InfiniBand verbs: use efa (or tcp)",
+                "mooncake-protocol",
+            )
+        )
+    if not on_aws and mc.protocol == "efa":
+        problems.append(
+            Problem(
+                f"{base}.mooncake.protocol",
+                "efa is the AWS fabric; existing hosts use rdma (or tcp)",
+                "mooncake-protocol",
+            )
+        )
+    return problems
+
+
+def check_option_names(spec: StackSpec, base: str) -> list[Problem]:
+    # Caught by the recipe engine too, but reported here with every bad name at once.
+    return [
+        Problem(
+            f"{base}.options.{name}",
+            f"unknown option (see `flashfleet options`; known: {', '.join(OPTION_DEFS)})",
+            "unknown-option",
+        )
+        for name in spec.options
+        if name.strip().replace("-", "_") not in OPTION_DEFS
+    ]
+
+
+def check_image(spec: StackSpec, recipe: Recipe, base: str) -> list[Problem]:
+    try:
+        check_build_requirements(recipe, spec.image)
+    except RecipeError as err:
+        return [Problem(f"{base}.image", err.message.removeprefix("image: "), err.rule)]
+    return []
+
+
+def check_root_volume(spec: StackSpec, need_gib: int, base: str) -> list[Problem]:
+    src = spec.nodes.source
+    if isinstance(src, AwsSource) and src.root_volume_gib is not None and src.root_volume_gib < need_gib:
+        return [
+            Problem(
+                f"{base}.nodes.source.rootVolumeGib",
+                f"{src.root_volume_gib} GiB is below the {need_gib} GiB the image and weights need",
+                "root-volume",
+            )
+        ]
+    return []

@@ -1,0 +1,82 @@
+"""Stack errors: every problem names its YAML path (``flashfleet:stack.options.kv_dsa``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+STACK_KEY = "flashfleet:stack"
+
+
+@dataclass(frozen=True)
+class Problem:
+    path: str  # full YAML path, starting with the config key
+    message: str
+    rule: str = ""
+
+    def __str__(self) -> str:
+        rule = f" [rule: {self.rule}]" if self.rule else ""
+        return f"{self.path}: {self.message}{rule}"
+
+
+class StackError(ValueError):
+    """A stack file that is refused; ``problems`` lists every reason with its path."""
+
+    def __init__(self, stack: str, problems: Sequence[Problem]) -> None:
+        self.stack = stack
+        self.problems = tuple(problems)
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        if len(self.problems) == 1:
+            return f"stack {self.stack}: {self.problems[0]}"
+        lines = [f"stack {self.stack}: {len(self.problems)} problems"]
+        lines += [f"  {p}" for p in self.problems]
+        return "\n".join(lines)
+
+    def paths(self) -> list[str]:
+        return [p.path for p in self.problems]
+
+
+def join_path(base: str, parts: Iterable[str | int]) -> str:
+    out = base
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+def _yaml_loc(loc: tuple[str | int, ...], data: Any) -> list[str | int]:
+    """Drop the discriminator tags pydantic inserts into a union's location.
+
+    ``('nodes', 'source', 'aws', 'network', 'existing', 'vpcId')`` becomes
+    ``nodes.source.network.vpcId``: a tag is the ``kind`` value of the mapping at that level.
+    """
+    out: list[str | int] = []
+    node = data
+    for part in loc:
+        is_tag = isinstance(node, dict) and isinstance(part, str) and part not in node
+        if is_tag and isinstance(node, dict) and node.get("kind") == part:
+            continue
+        out.append(part)
+        if isinstance(node, dict):
+            node = node.get(part)
+        elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+            node = node[part]
+        else:
+            node = None
+    return out
+
+
+def from_validation_error(err: ValidationError, data: Any, base: str = STACK_KEY) -> list[Problem]:
+    problems = []
+    for item in err.errors(include_url=False):
+        loc = _yaml_loc(tuple(item["loc"]), data)
+        # Model-level validators report without a field; their message names the key.
+        message = item["msg"].removeprefix("Value error, ")
+        if item["type"] == "extra_forbidden":
+            message = "unknown key (not part of the stack spec; check its spelling)"
+        problems.append(Problem(join_path(base, loc), message, item["type"]))
+    return problems

@@ -1,0 +1,87 @@
+"""Stack files: ``stacks/Pulumi.<stack>.yaml`` (Pulumi's ``stackConfigDir: stacks``).
+
+Reads the YAML without Pulumi (validation and ``plan`` run offline). The file's ``config`` may
+hold ``aws:*`` provider keys, ``flashfleet:stack`` (the spec) and ``flashfleet:hfToken``, which
+must be a Pulumi secret (``secure:``): a token in plain text is refused, never read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from flashfleet.stack.errors import STACK_KEY, Problem, StackError
+
+PROJECT = "flashfleet"
+HF_TOKEN_KEY = f"{PROJECT}:hfToken"
+REGION_KEY = "aws:region"
+_KNOWN_PROJECT_KEYS = {STACK_KEY, HF_TOKEN_KEY}
+DEFAULT_STACKS_DIR = Path(__file__).resolve().parents[2] / "stacks"
+
+
+@dataclass(frozen=True)
+class StackFile:
+    name: str
+    path: Path
+    spec_data: Any  # raw mapping under flashfleet:stack
+    region: str | None
+    has_hf_token: bool
+
+
+def stack_path(name: str, stacks_dir: Path = DEFAULT_STACKS_DIR) -> Path:
+    # Pulumi writes `org/name` stacks as `org-name` file names.
+    return stacks_dir / f"Pulumi.{name.replace('/', '-')}.yaml"
+
+
+def list_stacks(stacks_dir: Path = DEFAULT_STACKS_DIR) -> list[str]:
+    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in stacks_dir.glob("Pulumi.*.yaml"))
+
+
+def read_stack_file(name: str, stacks_dir: Path = DEFAULT_STACKS_DIR) -> StackFile:
+    path = stack_path(name, stacks_dir)
+    if not path.is_file():
+        known = ", ".join(list_stacks(stacks_dir)) or "none"
+        raise StackError(name, [Problem(str(path.name), f"no such stack (known: {known})", "unknown-stack")])
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        line = f" (line {where.line + 1})" if where is not None else ""
+        raise StackError(name, [Problem(path.name, f"not valid YAML{line}", "yaml")]) from None
+    return _parse_config(name, path, doc)
+
+
+def _parse_config(name: str, path: Path, doc: Any) -> StackFile:
+    if not isinstance(doc, dict) or not isinstance(doc.get("config"), dict):
+        raise StackError(name, [Problem(path.name, "expected a top-level `config:` mapping", "shape")])
+    config: dict[str, Any] = doc["config"]
+    problems: list[Problem] = []
+    for key in config:
+        if key.startswith(f"{PROJECT}:") and key not in _KNOWN_PROJECT_KEYS:
+            problems.append(
+                Problem(
+                    key,
+                    f"unknown config key (known: {', '.join(sorted(_KNOWN_PROJECT_KEYS))})",
+                    "extra_forbidden",
+                )
+            )
+    if STACK_KEY not in config:
+        problems.append(Problem(STACK_KEY, "missing: the stack spec", "missing"))
+    token = config.get(HF_TOKEN_KEY)
+    if token is not None and not (isinstance(token, dict) and set(token) == {"secure"}):
+        problems.append(
+            Problem(
+                HF_TOKEN_KEY,
+                "must be a Pulumi secret: set it with `pulumi config set --secret flashfleet:hfToken`",
+                "secret",
+            )
+        )
+    region = config.get(REGION_KEY)
+    if region is not None and not isinstance(region, str):
+        problems.append(Problem(REGION_KEY, "must be a region name such as us-east-2", "type"))
+    if problems:
+        raise StackError(name, problems)
+    return StackFile(name, path, config[STACK_KEY], region, token is not None)

@@ -1,0 +1,264 @@
+"""The stack spec: everything under ``flashfleet:stack`` in ``stacks/Pulumi.<stack>.yaml``.
+
+Strict (unknown keys refused), frozen, camelCase keys as in the YAML, node sources discriminated
+by ``nodes.source.kind``. Secrets never live here: the HF token is its own secret config key.
+Cross-field checks that need the recipe engine or the catalogs live in ``checks.py``.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from ipaddress import IPv4Network
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+from flashfleet.launch import ImageSpec
+
+
+class Strict(BaseModel):
+    # Unknown keys are errors: a typo in a stack file fails `validate`, never silently.
+    model_config = ConfigDict(extra="forbid", frozen=True, alias_generator=to_camel, validate_by_name=False)
+
+
+_TTL = re.compile(r"^(\d+)([mhd])$")
+_TTL_UNITS = {"m": "minutes", "h": "hours", "d": "days"}
+MIN_TTL = timedelta(minutes=15)
+MAX_TTL = timedelta(days=14)
+
+
+def _parse_ttl(raw: object) -> timedelta:
+    if isinstance(raw, timedelta):
+        return raw
+    match = _TTL.match(str(raw).strip()) if isinstance(raw, str) else None
+    if not match:
+        raise ValueError("must be a duration such as 45m, 8h or 2d")
+    value = timedelta(**{_TTL_UNITS[match.group(2)]: int(match.group(1))})
+    if not MIN_TTL <= value <= MAX_TTL:
+        raise ValueError(f"must be between {MIN_TTL} and {MAX_TTL.days}d")
+    return value
+
+
+Ttl = Annotated[timedelta, BeforeValidator(_parse_ttl)]
+
+OptionValue = str | int | float | bool | list[str] | None
+
+# --- AWS node source -----------------------------------------------------------------------------
+
+_AWS_ID = {
+    "vpc": re.compile(r"^vpc-[0-9a-f]{8,17}$"),
+    "subnet": re.compile(r"^subnet-[0-9a-f]{8,17}$"),
+    "cr": re.compile(r"^cr-[0-9a-f]{8,17}$"),
+    "ami": re.compile(r"^ami-[0-9a-f]{8,17}$"),
+}
+
+
+def _aws_id(kind: str) -> AfterValidator:
+    def check(value: str) -> str:
+        if not _AWS_ID[kind].match(value):
+            raise ValueError(f"{value!r} is not a {kind}-... id")
+        return value
+
+    return AfterValidator(check)
+
+
+class NewNetwork(Strict):
+    """A VPC with one public subnet, an internet gateway and a default route (for pulls)."""
+
+    kind: Literal["new"]
+    cidr: IPv4Network = IPv4Network("10.42.0.0/16")
+    subnet_cidr: IPv4Network = IPv4Network("10.42.0.0/20")
+    availability_zone: str
+
+    @model_validator(mode="after")
+    def _subnet_inside(self) -> NewNetwork:
+        if not self.subnet_cidr.subnet_of(self.cidr):
+            raise ValueError(f"subnetCidr {self.subnet_cidr} is not inside cidr {self.cidr}")
+        return self
+
+
+class ExistingNetwork(Strict):
+    kind: Literal["existing"]
+    vpc_id: Annotated[str, _aws_id("vpc")]
+    subnet_id: Annotated[str, _aws_id("subnet")]
+
+
+Network = Annotated[NewNetwork | ExistingNetwork, Field(discriminator="kind")]
+
+
+class OnDemand(Strict):
+    kind: Literal["on-demand"]
+
+
+class Reservation(Strict):
+    """An On-Demand Capacity Reservation (ODCR) the instances must land in."""
+
+    kind: Literal["reservation"]
+    reservation_id: Annotated[str, _aws_id("cr")]
+
+
+class CapacityBlock(Strict):
+    """A purchased Capacity Block for ML: market type capacity-block, no placement group."""
+
+    kind: Literal["block"]
+    reservation_id: Annotated[str, _aws_id("cr")]
+
+
+Capacity = Annotated[OnDemand | Reservation | CapacityBlock, Field(discriminator="kind")]
+
+
+class InstanceOverride(Strict):
+    """Figures the catalog does not know (or that a stack knows better) for its instance type."""
+
+    host_memory_gib: int | None = Field(default=None, ge=1)
+    efa_network_cards: int | None = Field(default=None, ge=1)
+    price_usd_per_hour: float | None = Field(default=None, gt=0)
+
+
+class AwsSource(Strict):
+    kind: Literal["aws"]
+    instance_type: str | None = None  # default: the catalog's type for the stack's hardware
+    instance: InstanceOverride = InstanceOverride()
+    network: Network
+    capacity: Capacity = OnDemand(kind="on-demand")
+    # None = a cluster placement group unless the capacity is a block (blocks are co-located).
+    placement_group: bool | None = None
+    allowed_cidrs: tuple[IPv4Network, ...] = Field(min_length=1)
+    # 0.0.0.0/0 opens SSH and the serving port to the internet: only with this explicit flag.
+    allow_public_ingress: bool = False
+    public_ip: bool = True  # an Elastic IP on node's primary interface (EFA nodes get none)
+    ami: Annotated[str, _aws_id("ami")] | None = None  # default: the DLAMI SSM parameter
+    dlami_os: Literal["ubuntu-22.04", "ubuntu-24.04"] = "ubuntu-24.04"
+    key_name: str | None = None  # an existing EC2 key pair; SSM Session Manager works without
+    root_volume_gib: int | None = Field(default=None, ge=100, le=16384)
+
+    @model_validator(mode="after")
+    def _public_cidr_flag(self) -> AwsSource:
+        for cidr in self.allowed_cidrs:
+            if cidr.prefixlen == 0 and not self.allow_public_ingress:
+                raise ValueError(
+                    f"allowedCidrs contains {cidr}: that opens SSH and the serving port to the "
+                    "internet; set allowPublicIngress: true to mean it"
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _block_no_placement(self) -> AwsSource:
+        if self.capacity.kind == "block" and self.placement_group:
+            raise ValueError(
+                "placementGroup: a Capacity Block is already co-located and does not take a "
+                "cluster placement group; leave placementGroup unset"
+            )
+        return self
+
+    @property
+    def uses_placement_group(self) -> bool:
+        return self.capacity.kind != "block" if self.placement_group is None else self.placement_group
+
+
+# --- Existing hosts --------------------------------------------------------------------------------
+
+
+class HostGpus(Strict):
+    model: str  # hardware id: gb300 | h200 | mi355x
+    count: int = Field(ge=1)
+
+
+class ExistingHost(Strict):
+    address: str = Field(min_length=1)
+    ssh_user: str = Field(min_length=1)
+    gpus: HostGpus
+    host_memory_gib: int = Field(ge=1)
+    # Address the other nodes reach this one on (rendezvous, Mooncake); default: address.
+    private_address: str | None = None
+
+    @field_validator("address", "private_address")
+    @classmethod
+    def _no_spaces(cls, value: str | None) -> str | None:
+        if value is not None and (value.strip() != value or " " in value):
+            raise ValueError("must be a host name or IP address without spaces")
+        return value
+
+
+class ExistingSource(Strict):
+    kind: Literal["existing"]
+    hosts: tuple[ExistingHost, ...] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique(self) -> ExistingSource:
+        seen = [h.address for h in self.hosts]
+        dupes = sorted({a for a in seen if seen.count(a) > 1})
+        if dupes:
+            raise ValueError(f"hosts listed twice: {', '.join(dupes)}")
+        return self
+
+
+# The Kubernetes source (issue 5) joins this union as one more `kind`.
+NodeSource = Annotated[AwsSource | ExistingSource, Field(discriminator="kind")]
+
+
+class Nodes(Strict):
+    count: int = Field(ge=1, le=64)
+    source: NodeSource
+
+    @model_validator(mode="after")
+    def _count_matches_hosts(self) -> Nodes:
+        if isinstance(self.source, ExistingSource) and len(self.source.hosts) != self.count:
+            raise ValueError(
+                f"count is {self.count} but source.hosts lists {len(self.source.hosts)} machines"
+            )
+        return self
+
+
+# --- Mooncake L3 tier ------------------------------------------------------------------------------
+
+
+class Mooncake(Strict):
+    """Where the Mooncake master runs and what each serving node gives the store."""
+
+    master_node: int = Field(default=0, ge=0)
+    protocol: Literal["rdma", "efa", "tcp"]
+    global_segment_gib: int = Field(ge=1)  # host memory each node contributes to the store
+    devices: tuple[str, ...] = ()  # RDMA devices to pin; empty = auto-discover
+    rpc_port: int = Field(default=50051, ge=1, le=65535)
+    metadata_port: int = Field(default=8080, ge=1, le=65535)
+
+
+# --- The stack --------------------------------------------------------------------------------------
+
+
+class StackSpec(Strict):
+    description: str = Field(min_length=1)
+    hardware: str
+    strategy: str
+    topology: str = "unified"
+    options: dict[str, OptionValue] = Field(default_factory=dict)
+    ttl: Ttl
+    image: ImageSpec
+    nodes: Nodes
+    mooncake: Mooncake | None = None
+    model_cache_dir: str = "/opt/flashfleet/hf-cache"
+
+    @field_validator("model_cache_dir")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not value.startswith("/"):
+            raise ValueError("must be an absolute path")
+        return value
+
+    @field_validator("options")
+    @classmethod
+    def _nodes_not_an_option(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if "nodes" in value:
+            raise ValueError("nodes is set by nodes.count, not in options")
+        return value
