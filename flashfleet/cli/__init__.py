@@ -11,6 +11,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from flashfleet import __version__
 from flashfleet.cli.common import UsageError
@@ -26,11 +27,23 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "diff": ("diff", "show what overrides change in the command lines (the Playground)"),
     "options": ("options", "list the recipe options, their values and defaults"),
     "size": ("size", "size the KV and KDA state pools from a boot log"),
+    "plan": ("plan", "the whole bring-up of a stack, offline: nodes, docker commands, Mooncake, cost"),
+    "validate": ("validate", "check every stack file (or those named); a refusal names the YAML path"),
+    "bench": ("bench", "benchmark a stack's endpoint with a workload profile; --destroy tears it down"),
+    "compare": ("compare", "line up several benchmark runs in one table and plot"),
+    "sweep": ("sweep", "list (--yes: delete) expired or orphaned flashfleet-tagged AWS resources"),
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """Argument errors become one line on stderr and exit code 2, like every other bad input."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
+
 def _parser(command: str | None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="flashfleet",
         description="GLM-5.3-Flash on SGLang: recipes, bring-up, benchmark and teardown.",
     )
@@ -49,15 +62,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     command = next((a for a in args_list if not a.startswith("-")), None)
     parser = _parser(command if command in COMMANDS else None)
-    args = parser.parse_args(args_list)
-    if not getattr(args, "func", None):
-        parser.print_help()
-        return 2
     try:
+        args = parser.parse_args(args_list)
+        if not getattr(args, "func", None):
+            parser.print_help()
+            return 2
         return int(args.func(args) or 0)
     except (UsageError, RecipeError) as err:
         rule = f" [rule: {err.rule}]" if isinstance(err, RecipeError) else ""
-        print(f"flashfleet {args.command}: {err}{rule}", file=sys.stderr)
+        print(f"flashfleet {command or ''}: {err}{rule}".replace(" :", ":"), file=sys.stderr)
         return 2
     except BrokenPipeError:
         return 0

@@ -1,0 +1,85 @@
+"""`flashfleet plan STACK`: the whole bring-up, offline and without credentials."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from flashfleet.cli.common import UsageError, add_format, print_json
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("plan", help="the whole bring-up of a stack, offline: nodes, commands, cost")
+    p.add_argument("stack", help="stack name (stacks/Pulumi.<stack>.yaml)")
+    add_format(p, "text", "json")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from flashfleet.stack import StackError, load_stack
+    from flashfleet.stack.plan import plan_data
+
+    try:
+        data = plan_data(load_stack(args.stack))
+    except StackError as err:
+        raise UsageError(str(err)) from None
+    if args.format == "json":
+        print_json(data)
+    else:
+        print(plan_text(data), end="")
+    return 0
+
+
+def _docker(process: dict[str, Any]) -> str:
+    from flashfleet.cli.render import docker_lines
+
+    return " \\\n    ".join(docker_lines(process["docker_run"], len(process["argv"])))
+
+
+def plan_text(d: dict[str, Any]) -> str:
+    src = d["source"]
+    cost = d["hourly_cost_usd"]
+    out = [
+        f"stack {d['stack']}: {d['description']}",
+        f"  recipe   {d['hardware']} / {d['strategy']} / {d['topology']}: {d['badge']}",
+        f"  model    {d['model']}",
+        f"  ttl      {d['ttl']}",
+        f"  endpoint {d['endpoint']}",
+        f"  cost     {'unknown (no price in the catalog)' if cost is None else f'${cost:.2f}/h'}",
+    ]
+    if src["kind"] == "aws":
+        ingress = src["ingress"]
+        out += [
+            f"  aws      {src['region']}, {len(d['nodes'])} x {src['instance_type']} ({src['arch']}), "
+            f"capacity {src['capacity']['kind']}, placement group {src['placement_group'] or 'none'}",
+            f"           EFA network cards {src['efa_network_cards'] or 'read from EC2 at deploy'}, "
+            f"root volume {src['root_volume_gib']} GiB encrypted, IMDSv2 required, AMI {src['ami']}",
+            f"           ingress tcp {', '.join(map(str, ingress['ports']))} from "
+            f"{', '.join(ingress['cidrs'])}; all traffic within the group",
+            f"           TTL guard: {src['ttl_guard']}",
+        ]
+    else:
+        out.append(f"  hosts    existing: {', '.join(src['hosts'])}")
+    if d["mooncake"]:
+        m = d["mooncake"]
+        out.append(
+            f"  mooncake master on node {m['master_node']} ({m['master_server_address']}, "
+            f"{m['metadata_server']}), protocol {m['protocol']}, {m['global_segment_gib']} GiB per node"
+        )
+    out.append(f"  start    {' -> '.join(d['start_order'])}")
+    for node in d["nodes"]:
+        mem = node["host_memory_gb"]
+        out += [
+            "",
+            f"node {node['index']} {node['name']} ({node['role']}): {node['address']}, "
+            f"{node['gpu_count']} GPUs, host memory {mem if mem is not None else 'unknown'} GB, "
+            f"HiCache host tier {node['hicache_host_gb']} GB",
+        ]
+        for proc in node["processes"]:
+            after = f", after {', '.join(proc['start_after'])}" if proc["start_after"] else ""
+            out += [f"  # {proc['name']}: port {proc['port']}, GPUs {proc['gpus'] or 'none'}{after}"]
+            out.append("  " + _docker(proc))
+    if d["warnings"]:
+        out += [""] + [f"warning: {w}" for w in d["warnings"]]
+    out += [""] + [f"note: {n}" for n in d["notes"]]
+    return "\n".join(out) + "\n"

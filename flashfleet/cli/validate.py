@@ -1,0 +1,33 @@
+"""`flashfleet validate [STACK...]`: check stack files (all of stacks/ by default)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "validate", help="check stack files against the spec, the recipe rules and the catalogs"
+    )
+    p.add_argument("stacks", nargs="*", metavar="STACK", help="stack names (default: every file in stacks/)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from flashfleet.cli.common import UsageError
+    from flashfleet.stack import StackError, list_stacks, load_stack
+
+    names = args.stacks or list_stacks()
+    if not names:
+        raise UsageError("no stack files in stacks/")
+    failed = 0
+    for name in names:
+        try:
+            b = load_stack(name)
+        except StackError as err:
+            failed += 1
+            print(f"FAIL {err}", file=sys.stderr)
+            continue
+        print(f"ok   {name}: {b.spec.hardware} / {b.spec.strategy} / {b.spec.topology}, {b.recipe.badge}")
+    return 2 if failed else 0

@@ -1,0 +1,11 @@
+"""Stack output keys: written by ``__main__.py``, read by the runner, the CLI and the tests."""
+
+from __future__ import annotations
+
+INVENTORY = "inventory"  # the Ansible inventory (docs/contracts.md); never carries secrets
+ADDRESSES = "addresses"  # how the controller reaches each node (public IP, or private)
+PRIVATE_ADDRESSES = "privateAddresses"  # how the nodes reach each other
+ENDPOINT = "endpoint"  # the OpenAI-compatible URL of node 0
+NODE_NAMES = "nodeNames"
+HF_TOKEN = "hfToken"  # a Pulumi secret output: only for the ansible-runner hand-off
+EXPIRES_AT = "expiresAt"  # ISO 8601 UTC deadline the nodes enforce on themselves
