@@ -1,0 +1,103 @@
+"""The benchmark driver: one bench_serving run per concurrency level of a profile.
+
+Every level runs even when an earlier one failed (a sweep that dies at 256 still has its curve
+up to 128); the failures are kept with their logs and make the run fail.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from flashfleet.bench.argv import OUTPUT_NAME, bench_args, check_base_url
+from flashfleet.bench.profiles import BENCH_MODULES, Profile
+from flashfleet.bench.runner import Completed, Invocation, Runner, command
+from flashfleet.bench.summary import LevelSummary, ResultFormatError, parse_record, read_jsonl
+
+
+@dataclass(frozen=True)
+class LevelRun:
+    concurrency: int
+    argv: tuple[str, ...]
+    completed: Completed
+    summary: LevelSummary | None
+    error: str | None  # why this level counts as failed
+
+
+@dataclass(frozen=True)
+class BenchRun:
+    profile: Profile
+    endpoint: str
+    started_at: datetime
+    wall_s: float
+    levels: tuple[LevelRun, ...] = field(default_factory=tuple)
+
+    @property
+    def summaries(self) -> list[LevelSummary]:
+        return [lv.summary for lv in self.levels if lv.summary is not None]
+
+    @property
+    def failures(self) -> list[LevelRun]:
+        return [lv for lv in self.levels if lv.error is not None]
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.levels) and not self.failures
+
+
+def _judge(concurrency: int, expected: int, done: Completed) -> tuple[LevelSummary | None, str | None]:
+    summary = None
+    try:
+        records = read_jsonl(done.jsonl)
+        if records:
+            # bench_serving appends; the file is fresh per level, so the last line is this run
+            summary = parse_record(records[-1], num_prompts=expected)
+    except ResultFormatError as err:
+        return None, f"unreadable result: {err}"
+    if done.runner_error:
+        return None, done.runner_error
+    if done.timed_out:
+        return summary, "timed out"
+    if done.returncode != 0:
+        return summary, f"bench_serving exited with {done.returncode}"
+    if summary is None:
+        return None, "bench_serving wrote no result line"
+    if summary.completed == 0:
+        return summary, "no request succeeded"
+    if summary.concurrency != concurrency:
+        return summary, f"result is for max_concurrency={summary.concurrency}, not {concurrency}"
+    return summary, None
+
+
+def run_profile(
+    profile: Profile,
+    endpoint: str,
+    runner: Runner,
+    *,
+    python: str = "python3",
+    module: str = BENCH_MODULES[0],
+    clock: Callable[[], float] = time.monotonic,
+    log: Callable[[str], None] | None = None,
+) -> BenchRun:
+    if module not in BENCH_MODULES:
+        raise ValueError(f"bench module must be one of {', '.join(BENCH_MODULES)}, not {module!r}")
+    base_url = check_base_url(endpoint)
+    started_at = datetime.now(UTC)
+    t0 = clock()
+    levels = []
+    for concurrency in profile.concurrency:
+        argv = command(python, module, bench_args(profile, base_url, concurrency, OUTPUT_NAME))
+        if log:
+            requests = profile.expected_requests(concurrency)
+            log(f"bench {profile.name}: concurrency {concurrency}, {requests} requests")
+        try:
+            done = runner(Invocation(argv=argv, output_name=OUTPUT_NAME, timeout_s=profile.timeout_s))
+        except Exception as err:  # a broken runner fails the level; the other levels still run
+            done = Completed(-1, "", "", runner_error=f"runner failed: {type(err).__name__}: {err}")
+        summary, error = _judge(concurrency, profile.expected_requests(concurrency), done)
+        if log and error:
+            log(f"bench {profile.name}: concurrency {concurrency} failed: {error}")
+        levels.append(LevelRun(concurrency, argv, done, summary, error))
+    return BenchRun(profile, base_url, started_at, clock() - t0, tuple(levels))

@@ -1,0 +1,93 @@
+"""Exactly what was measured: the recipe, the image, the nodes' software, the hardware.
+
+``Deployment`` is the input the bring-up fills from the stack and from the nodes (image digest,
+driver and package versions it read there). The recipe's commands are rendered again here with
+``flashfleet.recipes.render``, so the fingerprint carries the argv the recipe engine produces for
+that selection, with the same badge. ``recipe_fingerprint`` runs before the benchmark, so a selection the
+engine rejects stops the run before it starts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from flashfleet import __version__
+
+
+@dataclass(frozen=True)
+class RecipeSelection:
+    hardware: str
+    strategy: str
+    topology: str = "unified"
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    addresses: Sequence[str] | None = None  # node addresses, as the recipe was rendered for the nodes
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """Facts about the deployed stack; every field but ``stack`` may be unknown."""
+
+    stack: str
+    recipe: RecipeSelection | None = None
+    image: str | None = None  # reference as deployed, e.g. a tag
+    image_digest: str | None = None  # sha256:... of what the nodes run
+    instance_type: str | None = None
+    node_count: int = 1
+    hourly_usd_per_node: float | None = None  # from the instance catalog
+    # node name -> {"nvidia_driver": "...", "cuda": "...", "sglang": "...", ...}
+    node_versions: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    region: str | None = None
+
+
+def recipe_fingerprint(selection: RecipeSelection) -> dict[str, Any]:
+    from flashfleet.recipes import render
+
+    recipe = render(
+        selection.hardware,
+        selection.strategy,
+        selection.topology,
+        selection.overrides,
+        addresses=selection.addresses,
+    )
+    return {
+        "hardware": recipe.hardware,
+        "strategy": recipe.strategy,
+        "topology": recipe.topology,
+        "overrides": dict(selection.overrides),
+        "badge": recipe.badge,
+        "badge_source": recipe.badge_source,
+        "model": recipe.model,
+        "processes": [
+            {"name": p.name, "node": p.node, "argv": list(p.argv), "env": dict(p.env)}
+            for p in recipe.start_order()
+        ],
+    }
+
+
+def make_fingerprint(
+    deployment: Deployment,
+    *,
+    recipe: dict[str, Any] | None,
+    profile: str,
+    bench_argv: Sequence[Sequence[str]],
+    endpoint: str,
+) -> dict[str, Any]:
+    return {
+        "stack": deployment.stack,
+        "recipe": recipe,
+        "image": deployment.image,
+        "image_digest": deployment.image_digest,
+        "instance_type": deployment.instance_type,
+        "node_count": deployment.node_count,
+        "region": deployment.region,
+        "hourly_usd_per_node": deployment.hourly_usd_per_node,
+        "node_versions": {node: dict(v) for node, v in deployment.node_versions.items()},
+        "benchmark": {
+            "profile": profile,
+            "endpoint": endpoint,
+            "argv": [list(a) for a in bench_argv],
+        },
+        "flashfleet_version": __version__,
+    }

@@ -1,0 +1,119 @@
+"""Pass/fail thresholds, so a benchmark can gate a recipe change.
+
+Every threshold is optional. Each is checked at every concurrency level of the run, or only at
+``concurrency`` when that is set (a sweep's low levels are not expected to reach the throughput
+floor of its high ones).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from flashfleet.bench.summary import LevelSummary
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    min_output_throughput: float | None = None  # tok/s, whole cluster
+    min_request_throughput: float | None = None  # req/s
+    max_median_ttft_ms: float | None = None
+    max_p99_ttft_ms: float | None = None
+    max_median_tpot_ms: float | None = None
+    max_p99_tpot_ms: float | None = None
+    max_p99_itl_ms: float | None = None
+    min_success_ratio: float | None = None  # completed / requested
+    max_cost_per_mtok_usd: float | None = None  # needs the hourly price
+    concurrency: int | None = None  # check only this level
+
+    @classmethod
+    def names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> Thresholds:
+        unknown = sorted(set(data) - set(cls.names()))
+        if unknown:
+            raise ValueError(f"unknown threshold(s) {', '.join(unknown)} (known: {', '.join(cls.names())})")
+        values: dict[str, Any] = {}
+        for key, value in data.items():
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"{key} must be a number, not {value!r}")
+            values[key] = int(value) if key == "concurrency" else float(value)
+        return cls(**values)
+
+    def merged(self, overrides: Mapping[str, Any]) -> Thresholds:
+        return Thresholds.from_mapping({**self.to_dict(), **overrides})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    def is_empty(self) -> bool:
+        return not any(v is not None for k, v in asdict(self).items() if k != "concurrency")
+
+
+@dataclass(frozen=True)
+class Check:
+    threshold: str
+    limit: float
+    concurrency: int | None
+    actual: float | None  # None: the run did not measure it (fails the check)
+    passed: bool
+
+    def line(self) -> str:
+        where = f"c={self.concurrency}" if self.concurrency is not None else "c=unlimited"
+        shown = "not measured" if self.actual is None else f"{self.actual:.4g}"
+        return f"{'PASS' if self.passed else 'FAIL'} {self.threshold} {where}: {shown} (limit {self.limit:g})"
+
+
+@dataclass(frozen=True)
+class GateResult:
+    checks: tuple[Check, ...]
+    missing_levels: tuple[int, ...] = ()  # `concurrency` named a level the run does not have
+
+    @property
+    def passed(self) -> bool:
+        return not self.missing_levels and all(c.passed for c in self.checks)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "passed": self.passed,
+            "checks": [asdict(c) for c in self.checks],
+            "missing_levels": list(self.missing_levels),
+        }
+
+
+def _actual(name: str, level: LevelSummary, cost_per_mtok: float | None) -> float | None:
+    table: dict[str, float | None] = {
+        "min_output_throughput": level.output_throughput,
+        "min_request_throughput": level.request_throughput,
+        "max_median_ttft_ms": level.ttft_ms.median,
+        "max_p99_ttft_ms": level.ttft_ms.p99,
+        "max_median_tpot_ms": level.tpot_ms.median,
+        "max_p99_tpot_ms": level.tpot_ms.p99,
+        "max_p99_itl_ms": level.itl_ms.p99,
+        "min_success_ratio": level.success_ratio,
+        "max_cost_per_mtok_usd": cost_per_mtok,
+    }
+    return table[name]
+
+
+def evaluate(
+    thresholds: Thresholds,
+    levels: Sequence[LevelSummary],
+    cost_per_mtok: Mapping[int | None, float | None] | None = None,
+) -> GateResult:
+    """Check every set threshold at every (or the selected) level."""
+    selected = [lv for lv in levels if thresholds.concurrency in (None, lv.concurrency)]
+    missing = (thresholds.concurrency,) if thresholds.concurrency is not None and not selected else ()
+    checks = []
+    for name, limit in thresholds.to_dict().items():
+        if name == "concurrency":
+            continue
+        for level in selected:
+            actual = _actual(name, level, (cost_per_mtok or {}).get(level.concurrency))
+            ok = actual is not None and (actual >= limit if name.startswith("min_") else actual <= limit)
+            checks.append(Check(name, limit, level.concurrency, actual, ok))
+    return GateResult(tuple(checks), tuple(m for m in missing if m is not None))

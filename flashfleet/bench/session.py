@@ -1,0 +1,129 @@
+"""`flashfleet bench` as one guarded step: measure, store, report, and tear down if asked.
+
+With ``destroy`` the teardown runs in a ``finally``: after a failed benchmark, a failed endpoint
+lookup, an exception in the driver or a Ctrl-C, the stack still goes. When a
+teardown is asked for but not available, nothing runs at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from flashfleet.bench.cost import level_cost_per_mtok, run_cost
+from flashfleet.bench.driver import BenchRun, run_profile
+from flashfleet.bench.fingerprint import Deployment, RecipeSelection, make_fingerprint, recipe_fingerprint
+from flashfleet.bench.gate import GateResult, evaluate
+from flashfleet.bench.profiles import BENCH_MODULES, Profile
+from flashfleet.bench.report import write_report
+from flashfleet.bench.runner import LocalRunner, Runner
+from flashfleet.bench.seams import Seams
+from flashfleet.bench.store import load_run, write_run
+
+EXIT_OK, EXIT_GATE_FAILED, EXIT_BENCH_FAILED, EXIT_TEARDOWN_FAILED = 0, 1, 3, 4
+
+
+class BenchSetupError(Exception):
+    """The request cannot be carried out as given (nothing was run)."""
+
+
+class TeardownFailed(Exception):
+    """The benchmark is done (and stored) but the stack may still exist and bill."""
+
+
+@dataclass(frozen=True)
+class BenchRequest:
+    stack: str
+    profile: Profile
+    results_root: Path = Path("results")
+    endpoint: str | None = None  # None: ask the bring-up (the stack's outputs)
+    destroy: bool = False
+    local: bool = False  # run bench_serving here even when the bring-up offers a node runner
+    python: str = "python3"
+    module: str = BENCH_MODULES[0]
+    recipe: RecipeSelection | None = None  # overrides what the bring-up reports
+    facts: Mapping[str, Any] | None = None  # Deployment fields given on the command line
+
+
+@dataclass(frozen=True)
+class BenchOutcome:
+    run: BenchRun
+    run_dir: Path
+    gate: GateResult | None
+
+    @property
+    def exit_code(self) -> int:
+        if not self.run.ok:
+            return EXIT_BENCH_FAILED
+        if self.gate is not None and not self.gate.passed:
+            return EXIT_GATE_FAILED
+        return EXIT_OK
+
+
+def bench(request: BenchRequest, seams: Seams, log: Callable[[str], None] = print) -> BenchOutcome:
+    teardown = seams.teardown
+    if request.destroy and teardown is None:
+        raise BenchSetupError("--destroy needs the bring-up's teardown, which is not available yet")
+    failure: BaseException | None = None
+    try:
+        return _measure(request, seams, log)
+    except BaseException as err:
+        failure = err
+        raise
+    finally:
+        if request.destroy and teardown is not None:
+            log(f"bench: tearing down stack {request.stack}")
+            try:
+                teardown(request.stack)
+            except Exception as td_err:
+                if failure is None:
+                    raise TeardownFailed(f"teardown of stack {request.stack} failed: {td_err}") from td_err
+                failure.add_note(f"teardown of stack {request.stack} also failed: {td_err}")
+
+
+def _deployment(request: BenchRequest, seams: Seams) -> Deployment:
+    deployment = seams.deployment(request.stack) if seams.deployment else Deployment(stack=request.stack)
+    if request.recipe is not None:
+        deployment = replace(deployment, recipe=request.recipe)
+    if request.facts:
+        deployment = replace(deployment, **{k: v for k, v in request.facts.items() if v is not None})
+    return deployment
+
+
+def _measure(request: BenchRequest, seams: Seams, log: Callable[[str], None]) -> BenchOutcome:
+    deployment = _deployment(request, seams)
+    recipe = recipe_fingerprint(deployment.recipe) if deployment.recipe else None  # fail before running
+    endpoint = request.endpoint
+    if endpoint is None:
+        if seams.endpoint is None:
+            raise BenchSetupError("no --endpoint given and the stack's outputs are not readable yet")
+        endpoint = seams.endpoint(request.stack)
+    runner: Runner = LocalRunner() if request.local or seams.runner is None else seams.runner(request.stack)
+
+    run = run_profile(
+        request.profile, endpoint, runner, python=request.python, module=request.module, log=log
+    )
+
+    cost = run_cost(deployment.hourly_usd_per_node, deployment.node_count, run.wall_s, run.summaries)
+    level_costs = {
+        lv.concurrency: level_cost_per_mtok(cost.hourly_usd, lv) if cost else None for lv in run.summaries
+    }
+    gate = (
+        None
+        if request.profile.gate.is_empty()
+        else evaluate(request.profile.gate, run.summaries, level_costs)
+    )
+    fingerprint = make_fingerprint(
+        deployment,
+        recipe=recipe,
+        profile=request.profile.name,
+        bench_argv=[lv.argv for lv in run.levels],
+        endpoint=run.endpoint,
+    )
+    run_dir = write_run(
+        request.results_root, request.stack, run, fingerprint=fingerprint, cost=cost, gate=gate
+    )
+    write_report(load_run(run_dir))
+    return BenchOutcome(run, run_dir, gate)

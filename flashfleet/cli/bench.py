@@ -1,0 +1,172 @@
+"""`flashfleet bench STACK`: run a workload profile against the stack's endpoint, store and report it.
+
+Exit status: 0 ok, 1 a gate threshold failed, 2 bad input, 3 the benchmark failed,
+4 the teardown failed (the stack may still be billing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from flashfleet.cli.common import UsageError
+
+if TYPE_CHECKING:
+    from flashfleet.bench.seams import Seams
+    from flashfleet.bench.session import BenchRequest
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("bench", help="benchmark a stack's endpoint with a workload profile")
+    p.add_argument("stack", nargs="?", help="stack name (results go to RESULTS/STACK/TIMESTAMP/)")
+    p.add_argument("--profile", default="chat-1k1k", help="workload profile (default: %(default)s)")
+    p.add_argument(
+        "--profiles-file", type=Path, default=None, help="profiles TOML instead of the packaged one"
+    )
+    p.add_argument("--list-profiles", action="store_true", help="list the profiles and exit")
+    p.add_argument("--endpoint", default=None, metavar="URL", help="serving base URL, e.g. http://HOST:8000")
+    p.add_argument("--destroy", action="store_true", help="tear the stack down afterwards, even on failure")
+    p.add_argument(
+        "--results", type=Path, default=Path("results"), help="results root (default: %(default)s)"
+    )
+    p.add_argument("--local", action="store_true", help="run bench_serving on this machine, not on a node")
+    p.add_argument("--python", default="python3", help="interpreter that has sglang (default: %(default)s)")
+    p.add_argument(
+        "--module", default="sglang.benchmark.serving",
+        choices=("sglang.benchmark.serving", "sglang.bench_serving"),
+        help="benchmark module (default: %(default)s; the other is its deprecated alias)",
+    )  # fmt: skip
+    p.add_argument("--concurrency", default=None, metavar="N,N,...", help="override the profile's levels")
+    p.add_argument("--num-prompts", type=int, default=None, help="override the requests per level")
+    p.add_argument(
+        "--threshold", action="append", default=[], metavar="NAME=VALUE",
+        help="set a gate threshold (repeatable), e.g. max_p99_ttft_ms=2000",
+    )  # fmt: skip
+    p.add_argument("--hardware", help="recipe of the deployment, for the fingerprint")
+    p.add_argument("--strategy", help="recipe strategy, for the fingerprint")
+    p.add_argument("--topology", default="unified", help="recipe topology (default: %(default)s)")
+    p.add_argument("--set", dest="assignments", action="append", default=[], metavar="NAME=VALUE",
+                   help="recipe option override, as given to `flashfleet render`")  # fmt: skip
+    p.add_argument("--instance-type", default=None, help="instance type, for the fingerprint")
+    p.add_argument("--node-count", type=int, default=None, help="nodes serving the endpoint")
+    p.add_argument(
+        "--hourly-price", type=float, default=None, metavar="USD", help="price of one instance-hour"
+    )
+    p.set_defaults(func=run)
+
+
+def _levels(text: str | None) -> tuple[int, ...] | None:
+    if text is None:
+        return None
+    try:
+        values = tuple(int(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise UsageError(f"--concurrency must be integers separated by commas, not {text!r}") from None
+    if not values or min(values) < 1:
+        raise UsageError("--concurrency values must be at least 1")
+    return values
+
+
+def _thresholds(items: list[str]) -> dict[str, float]:
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        try:
+            out[name.strip()] = float(value)
+        except ValueError:
+            sep = ""
+        if not sep:
+            raise UsageError(f"--threshold wants NAME=NUMBER, not {item!r}")
+    return out
+
+
+def _list_profiles(path: Path | None) -> int:
+    from flashfleet.bench.profiles import load_profiles
+
+    for name, prof in load_profiles(path).items():
+        levels = ",".join(map(str, prof.concurrency))
+        print(f"{name:16} {prof.backend:16} {prof.dataset:24} c={levels:18} {prof.description}")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    from flashfleet.bench.fingerprint import RecipeSelection
+    from flashfleet.bench.profiles import ProfileError, get_profile
+    from flashfleet.bench.seams import load_seams
+    from flashfleet.bench.session import BenchRequest
+
+    try:
+        if args.list_profiles:
+            return _list_profiles(args.profiles_file)
+        if not args.stack:
+            raise UsageError("which stack? flashfleet bench STACK")
+        profile = get_profile(args.profile, args.profiles_file)
+        profile = profile.with_overrides(
+            concurrency=_levels(args.concurrency),
+            num_prompts=args.num_prompts,
+            gate=profile.gate.merged(_thresholds(args.threshold)) if args.threshold else None,
+        )
+    except (ProfileError, ValueError, OSError) as err:
+        raise UsageError(str(err)) from None
+
+    recipe = None
+    if args.hardware or args.strategy:
+        if not (args.hardware and args.strategy):
+            raise UsageError("--hardware and --strategy go together")
+        from flashfleet.recipes.options import parse_assignments
+
+        recipe = RecipeSelection(
+            args.hardware, args.strategy, args.topology, parse_assignments(args.assignments)
+        )
+    facts: dict[str, Any] = {
+        "instance_type": args.instance_type,
+        "node_count": args.node_count,
+        "hourly_usd_per_node": args.hourly_price,
+    }
+    request = BenchRequest(
+        stack=args.stack,
+        profile=profile,
+        results_root=args.results,
+        endpoint=args.endpoint,
+        destroy=args.destroy,
+        local=args.local,
+        python=args.python,
+        module=args.module,
+        recipe=recipe,
+        facts=facts,
+    )
+    return execute(request, load_seams())
+
+
+def execute(request: BenchRequest, seams: Seams) -> int:
+    """Run the request and print the outcome; the exit status follows session.BenchOutcome."""
+    from flashfleet.bench.session import EXIT_TEARDOWN_FAILED, BenchSetupError, TeardownFailed, bench
+
+    def log(line: str) -> None:
+        print(line, file=sys.stderr)
+
+    try:
+        outcome = bench(request, seams, log)
+    except BenchSetupError as err:
+        raise UsageError(str(err)) from None
+    except TeardownFailed as err:
+        print(f"flashfleet bench: {err}; the stack may still be running", file=sys.stderr)
+        return EXIT_TEARDOWN_FAILED
+    for failure in outcome.run.failures:
+        print(f"flashfleet bench: concurrency {failure.concurrency} failed: {failure.error}", file=sys.stderr)
+    if outcome.gate is not None:
+        for check in outcome.gate.checks:
+            print(check.line())
+        for level in outcome.gate.missing_levels:
+            print(f"FAIL gate names concurrency {level}, which this run does not have")
+    for lv in outcome.run.summaries:
+        ttft, tpot = lv.ttft_ms.p99, lv.tpot_ms.p99
+        print(
+            f"c={lv.concurrency}: {lv.output_throughput:.1f} output tok/s, "
+            f"TTFT p99 {'-' if ttft is None else f'{ttft:.1f}'} ms, "
+            f"TPOT p99 {'-' if tpot is None else f'{tpot:.2f}'} ms"
+        )
+    print(f"results: {outcome.run_dir}")
+    return outcome.exit_code
