@@ -28,6 +28,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="--format docker: the derived image (Transformers pin, torchcodec) built by sglang_image",
     )
+    p.add_argument(
+        "--image-includes",
+        action="append",
+        default=[],
+        metavar="'#PR'",
+        help="--format docker: a PR the pinned build is known to contain (repeatable), e.g. '#42178'",
+    )
     p.set_defaults(func=run)
 
 
@@ -36,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         print_json(recipe.to_dict())
     elif args.format == "docker":
-        print(docker_text(recipe, args.image_version, args.derived_image), end="")
+        print(docker_text(recipe, args.image_version, args.derived_image, args.image_includes), end="")
     else:
         print(shell_text(recipe), end="")
     return 0
@@ -101,7 +108,7 @@ def shell_text(recipe: Recipe) -> str:
     return "\n".join(out) + "\n"
 
 
-def docker_text(recipe: Recipe, version: str | None, derived: bool) -> str:
+def docker_text(recipe: Recipe, version: str | None, derived: bool, includes: list[str] | None = None) -> str:
     """Complete `docker run` commands in start order (pydantic is imported on this path only)."""
     from pydantic import ValidationError
 
@@ -112,10 +119,15 @@ def docker_text(recipe: Recipe, version: str | None, derived: bool) -> str:
         container_launches,
     )
 
+    fields: dict[str, object] = {"derived": derived, "includes": tuple(includes or ())}
+    if version is not None:
+        fields["version"] = version
     try:
-        image = ImageSpec(derived=derived) if version is None else ImageSpec(version=version, derived=derived)
+        image = ImageSpec.model_validate(fields)
     except ValidationError as err:
-        raise UsageError(f"--image-version: {err.errors()[0]['msg']}") from None
+        first = err.errors()[0]
+        where = "--image-version" if first["loc"][:1] == ("version",) else "--image-includes"
+        raise UsageError(f"{where}: {first['msg']}") from None
     check_build_requirements(recipe, image)
     out = _header(recipe)
     for launch in container_launches(recipe, LaunchSettings(image=image)):

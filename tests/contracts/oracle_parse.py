@@ -1,0 +1,51 @@
+"""Runs inside the oracle venv: parse argv lists with sglang's and sglang_router's own parsers.
+
+stdin: {"id": {"kind": "server"|"router", "argv": [...]}}; stdout: {"id": null | "error text"}.
+"""
+
+import argparse
+import contextlib
+import io
+import json
+import sys
+
+from sglang.srt.server_args import ServerArgs
+from sglang_router.launch_router import parse_router_args
+
+
+class _Raising(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise ValueError(message)
+
+
+def _server_parser() -> argparse.ArgumentParser:
+    parser = _Raising(prog="sglang serve", exit_on_error=False)
+    ServerArgs.add_cli_args(parser)
+    return parser
+
+
+def main() -> None:
+    cases = json.load(sys.stdin)
+    server = _server_parser()
+    out: dict[str, str | None] = {}
+    for key, case in cases.items():
+        argv = case["argv"]
+        try:
+            if case["kind"] == "server":
+                assert argv[:2] == ["sglang", "serve"], argv[:2]
+                server.parse_args(argv[2:])
+            else:
+                assert argv[:3] == ["python", "-m", "sglang_router.launch_router"], argv[:3]
+                with contextlib.redirect_stderr(io.StringIO()) as err:
+                    try:
+                        parse_router_args(argv[3:])
+                    except SystemExit as exc:
+                        raise ValueError(err.getvalue().strip() or f"exit {exc.code}") from None
+            out[key] = None
+        except (ValueError, AssertionError, argparse.ArgumentError) as exc:
+            out[key] = str(exc) or type(exc).__name__
+    json.dump(out, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()

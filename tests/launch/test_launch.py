@@ -1,0 +1,167 @@
+"""Container launches (issue 9): golden docker commands, GPU access per vendor, pins, secrets."""
+
+import shlex
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from flashfleet.cli import main
+from flashfleet.launch import ImageSpec, LaunchSettings, check_build_requirements, container_launches
+from flashfleet.recipes import RecipeError, render
+
+GOLDEN = Path(__file__).parent / "golden"
+AGENTX = {"precision": "mxfp4", "hicache": "l1l2", "hicache_size": 180}
+CASES = {
+    "gb300-lowlat": ["--hardware", "gb300", "--strategy", "low-latency"],
+    "h200-throughput": ["--hardware", "h200", "--strategy", "high-throughput"],
+    "gb300-pd": ["--hardware", "gb300", "--strategy", "high-throughput", "--topology", "pd"],
+    "mi355x-agentx": [
+        "--hardware",
+        "mi355x",
+        "--strategy",
+        "low-latency",
+        "--set",
+        "precision=mxfp4",
+        "--set",
+        "hicache=l1l2",
+        "--set",
+        "hicache_size=180",
+        "--image-includes",
+        "#42178",
+    ],
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_docker_golden(capsys, name):
+    assert main(["render", *CASES[name], "--format", "docker", "--derived-image"]) == 0
+    assert capsys.readouterr().out == GOLDEN.joinpath(f"{name}.docker.sh").read_text()
+
+
+def docker_commands(text: str) -> list[list[str]]:
+    """The docker run commands of a rendered script, as argv lists (what a shell would run)."""
+    lines = [line for line in text.splitlines() if not line.startswith("#")]
+    return [
+        shlex.split(block) for block in "\n".join(lines).replace("\\\n", " ").split("\n") if block.strip()
+    ]
+
+
+def test_pd_processes_each_on_their_own_gpus():
+    text = GOLDEN.joinpath("gb300-pd.docker.sh").read_text()
+    prefill, decode, router = docker_commands(text)
+    assert prefill[prefill.index("--gpus") + 1] == '"device=0,1"'
+    assert decode[decode.index("--gpus") + 1] == '"device=2,3"'
+    assert "--gpus" not in router
+    # Inside its container the decode role sees its two GPUs as 0 and 1: no --base-gpu-id offset.
+    assert "--base-gpu-id" not in decode
+    recipe = render("gb300", "high-throughput", "pd")
+    bare = next(p for p in recipe.processes if p.name == "decode").argv
+    launch = next(launch for launch in container_launches(recipe) if launch.name == "decode")
+    i = bare.index("--base-gpu-id")
+    assert bare[i + 1] == "2"
+    assert [*bare[:i], *bare[i + 2 :]] == list(launch.argv)
+
+
+def test_docker_command_carries_the_render_argv_and_env():
+    recipe = render("gb300", "high-throughput", "pd")
+    for launch, proc in zip(container_launches(recipe), recipe.start_order(), strict=True):
+        argv = launch.docker_run_argv()
+        assert argv[-len(launch.argv) :] == list(launch.argv)
+        assert argv[-len(launch.argv) - 1] == launch.image
+        for key, value in proc.env.items():
+            assert f"{key}={value}" in argv
+        for flag, value in (("--network", "host"), ("--ipc", "host")):
+            assert argv[argv.index(flag) + 1] == value
+
+
+def test_amd_device_access():
+    (launch,) = container_launches(render("mi355x", "low-latency", overrides=AGENTX))
+    argv = launch.docker_run_argv()
+    for device in ("/dev/kfd", "/dev/dri"):
+        assert argv[argv.index(device) - 1] == "--device"
+    assert argv[argv.index("--group-add") + 1] == "video"
+    assert argv[argv.index("--security-opt") + 1] == "seccomp=unconfined"
+    assert "--gpus" not in argv
+    assert launch.env["HIP_VISIBLE_DEVICES"] == "0,1,2,3"
+
+
+def test_l3_mounts_mooncake_config_and_rdma():
+    (launch,) = container_launches(render("h200", "low-latency", overrides={"hicache": "l1l2l3"}))
+    config = launch.env["SGLANG_HICACHE_MOONCAKE_CONFIG_PATH"]
+    mount = next(m for m in launch.mounts if config.startswith(m.target + "/"))
+    assert mount.read_only
+    assert "/dev/infiniband" in launch.devices
+    assert "IPC_LOCK" in launch.cap_add
+
+
+@pytest.mark.parametrize(
+    ("hardware", "ref"),
+    [
+        ("gb300", "lmsysorg/sglang:v0.5.23-cu130"),
+        ("h200", "lmsysorg/sglang:v0.5.23"),
+        ("mi355x", "lmsysorg/sglang:v0.5.23-rocm720-mi35x"),
+    ],
+)
+def test_image_per_node_build(hardware, ref):
+    from flashfleet.catalog import hardware_catalog
+
+    hw = hardware_catalog()[hardware]
+    assert ImageSpec(derived=False).ref(hw) == ref
+    assert ImageSpec().ref(hw).startswith("flashfleet/sglang:")
+    digest = "sha256:" + "a" * 64
+    assert ImageSpec(derived=False, digest=digest).ref(hw) == f"{ref}@{digest}"
+
+
+@pytest.mark.parametrize(
+    ("fields", "needle"),
+    [
+        ({"version": "v0.5.19"}, "predates"),
+        ({"version": "latest"}, "not a release version"),
+        ({"tag": "latest"}, "floats"),
+        ({"tag": "v0.5.23-cu130-nightly"}, "floats"),
+        ({"tag": "v0.5.22-cu130"}, "must start with the version"),
+        ({"includes": ["42178"]}, "write pull requests"),
+        ({"digest": "sha256:zz"}, "pattern"),
+        ({"registry": "x"}, "Extra inputs are not permitted"),
+    ],
+)
+def test_image_spec_refuses_floating_or_old(fields, needle):
+    with pytest.raises(ValidationError) as info:
+        ImageSpec.model_validate(fields)
+    assert needle in str(info.value)
+
+
+def test_build_requirements():
+    agentx = render("mi355x", "low-latency", overrides=AGENTX)
+    with pytest.raises(RecipeError) as info:
+        check_build_requirements(agentx, ImageSpec())
+    assert info.value.rule == "mi355x-host-tier"
+    assert "#42178" in info.value.message
+    check_build_requirements(agentx, ImageSpec(includes=("#42178",)))
+    assert any("#42178" in n for n in agentx.notes)
+
+    breakable = render("gb300", "low-latency", overrides={"breakable_cuda_graph": "on"})
+    check_build_requirements(breakable, ImageSpec(version="v0.5.23"))
+    with pytest.raises(RecipeError) as info:
+        check_build_requirements(breakable, ImageSpec(version="v0.5.21"))
+    assert info.value.rule == "breakable-cuda-graph"
+    check_build_requirements(breakable, ImageSpec(version="v0.5.21", includes=("#38522",)))
+    # Nothing special needed by the plain recipe on any supported release.
+    check_build_requirements(render("gb300", "low-latency"), ImageSpec(version="v0.5.20"))
+
+
+def test_no_token_value_anywhere(capsys, monkeypatch):
+    token = "hf_TESTTOKENshouldNeverAppear123"
+    monkeypatch.setenv("HF_TOKEN", token)
+    monkeypatch.setenv("FLASHFLEET_HF_TOKEN", token)
+    for name, argv in CASES.items():
+        assert main(["render", *argv, "--format", "docker"]) == 0, name
+        out = capsys.readouterr().out
+        assert token not in out
+        assert "HF_TOKEN=" not in out.replace("holds HF_TOKEN=...", "")
+        assert "--env-file /etc/flashfleet/secrets.env" in out
+    recipe = render("gb300", "high-throughput", "pd")
+    for launch in container_launches(recipe, LaunchSettings()):
+        assert token not in repr(launch.to_dict())
+        assert "HF_TOKEN" not in launch.env

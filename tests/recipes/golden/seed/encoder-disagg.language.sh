@@ -1,0 +1,23 @@
+sglang serve \
+  --model-path zai-org/GLM-5.3-Flash \
+  --tp-size 4 \
+  --attention-backend dsa \
+  --dsa-prefill-backend tilelang \
+  --dsa-decode-backend tilelang \
+  --linear-attn-backend triton \
+  --kv-cache-dtype bfloat16 \
+  --quantization fp8 \
+  --moe-runner-backend flashinfer_trtllm \
+  --max-running-requests 64 \
+  --chunked-prefill-size 8192 \
+  --max-prefill-tokens 8192 \
+  --disable-prefill-cuda-graph \
+  --speculative-algorithm EAGLE \
+  --speculative-num-steps 3 \
+  --speculative-eagle-topk 1 \
+  --speculative-num-draft-tokens 4 \
+  --language-only \
+  --encoder-urls http://localhost:30001 \
+  --mem-fraction-static 0.78 \
+  --host 0.0.0.0 \
+  --port 30000

@@ -1,0 +1,12 @@
+sglang serve \
+  --model-path zai-org/GLM-5.3-Flash \
+  --tp-size 2 \
+  --dsa-prefill-backend tilelang \
+  --dsa-decode-backend tilelang \
+  --kv-cache-dtype bfloat16 \
+  --moe-runner-backend triton \
+  --disaggregation-mode prefill \
+  --disaggregation-bootstrap-port 8998 \
+  --disaggregation-transfer-backend nixl \
+  --host 0.0.0.0 \
+  --port 31000

@@ -1,0 +1,20 @@
+sglang serve \
+  --model-path zai-org/GLM-5.3-Flash \
+  --tp-size 4 \
+  --attn-cp-size 4 \
+  --enable-prefill-cp \
+  --cp-strategy interleave \
+  --moe-dense-tp-size 4 \
+  --ep-size 1 \
+  --speculative-algorithm EAGLE \
+  --speculative-num-steps 5 \
+  --speculative-eagle-topk 1 \
+  --speculative-num-draft-tokens 6 \
+  --dsa-prefill-backend trtllm \
+  --dsa-decode-backend trtllm \
+  --kv-cache-dtype fp8_e4m3 \
+  --moe-runner-backend flashinfer_trtllm \
+  --reasoning-parser auto \
+  --tool-call-parser auto \
+  --host 0.0.0.0 \
+  --port 30000
