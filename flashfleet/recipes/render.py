@@ -170,6 +170,7 @@ def render(
     if len(addrs) != nodes:
         raise RecipeError("nodes", "addresses", f"nodes={nodes} but {len(addrs)} addresses were given")
     processes = tuple(builder(ctx, topo, addrs))
+    _refuse_repeated_flags(processes)
     badge, source = badge_for(ctx, cell)
     return Recipe(
         hardware=hardware,
@@ -181,6 +182,22 @@ def render(
         processes=processes,
         notes=tuple(_notes(ctx, badge)),
     )
+
+
+def _refuse_repeated_flags(processes: tuple[Process, ...]) -> None:
+    # Only extra_args can repeat a flag the recipe already sets (for example a topology's
+    # --mem-fraction-static): refuse rather than leave sglang to pick one of the two.
+    for proc in processes:
+        seen: set[str] = set()
+        for unit in F.argv_units(proc.argv)[1:]:
+            if unit[0] in seen:
+                raise RecipeError(
+                    "extra_args",
+                    "extra-args-repeat",
+                    f"extra_args: {unit[0]} is already in the {proc.name} command; give each flag once",
+                    "flashfleet: one way to set each flag",
+                )
+            seen.add(unit[0])
 
 
 def _server_argv(
