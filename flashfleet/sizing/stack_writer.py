@@ -40,6 +40,27 @@ def _yaml() -> YAML:
     return yaml
 
 
+def _indentation(text: str) -> tuple[int, int]:
+    """The file's mapping indent and how far its "- " items sit inside their key (default 2, 2)."""
+    mapping, dash = 0, -1
+    previous: tuple[int, str] | None = None
+    for line in text.splitlines():
+        body = line.lstrip(" ")
+        if not body or body.startswith("#"):
+            continue
+        depth = len(line) - len(body)
+        if previous is not None:
+            parent_depth, parent = previous
+            opens_block = parent.split("#")[0].rstrip().endswith(":")
+            if opens_block and depth > parent_depth:
+                if body.startswith("- ") and dash < 0:
+                    dash = depth - parent_depth
+                elif not body.startswith("- ") and not mapping:
+                    mapping = depth - parent_depth
+        previous = (depth, body)
+    return mapping or 2, dash if dash >= 0 else 2
+
+
 def _mapping(parent: CommentedMap, key: str, where: str) -> CommentedMap:
     if key not in parent or parent[key] is None:
         parent[key] = CommentedMap()
@@ -67,6 +88,8 @@ def write_sizing(stacks_dir: Path, name: str, option: str, value: float | int) -
         doc = yaml.load(text)
     except Exception as err:  # ruamel raises several unrelated types for bad YAML
         raise SizingError(f"{path.name} is not valid YAML: {str(err).splitlines()[0]}") from None
+    mapping, dash = _indentation(text)
+    yaml.indent(mapping=mapping, sequence=dash + 2, offset=dash)
     if doc is None:
         doc = CommentedMap()
     if not isinstance(doc, CommentedMap):
