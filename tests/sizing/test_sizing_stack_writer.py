@@ -116,7 +116,7 @@ def test_committed_stacks_change_only_in_their_options(tmp_path: Path, stack_fil
     assert all(line.strip() == "options: {}" for line in removed), removed
     # the stack spec accepts the file, and its render carries the tuned flag on every server
     recipe = load_stack(name, tmp_path).recipe
-    servers = [p for p in recipe.processes if p.role != "router" and p.role != "encoder"]
+    servers = [p for p in recipe.processes if p.role not in {"router", "encoder"}]
     assert servers
     for proc in servers:
         assert proc.argv[proc.argv.index("--mamba-full-memory-ratio") + 1] == "1.78"
