@@ -37,7 +37,8 @@ def run(args: argparse.Namespace) -> int:
         print("| option | values | default | effect |")
         print("|---|---|---|---|")
         for r in rows:
-            print(f"| `{r['name']}` | {r['values']} | {r['default']} | {r['help']} |")
+            cells = [f"`{r['name']}`", r["values"], r["default"], r["help"]]
+            print("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     else:
         for r in rows:
             print(f"{r['name']:<25} {r['values']}\n{'':<25} default: {r['default']}; {r['help']}")
