@@ -63,13 +63,13 @@ def build_inventory(
         node.name: host_vars(bringup, node.index, ssh_addresses[node.index], private_addresses)
         for node in bringup.nodes
     }
-    members = {name: {} for name in hosts}
+    members: dict[str, dict[str, Any]] = {name: {} for name in hosts}
     children: dict[str, Any] = {
         "flashfleet": {"hosts": dict(members)},
         f"vendor_{hw.vendor}": {"hosts": dict(members)},
         f"hw_{hw.id}": {"hosts": dict(members)},
     }
-    masters = {n.name: {} for n in bringup.nodes if n.mooncake_master}
+    masters: dict[str, dict[str, Any]] = {n.name: {} for n in bringup.nodes if n.mooncake_master}
     if masters:
         children["mooncake_master"] = {"hosts": masters}
     return {"all": {"hosts": hosts, "children": children}}

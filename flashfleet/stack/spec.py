@@ -18,6 +18,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -133,24 +134,28 @@ class AwsSource(Strict):
     capacity: Capacity = OnDemand(kind="on-demand")
     # None = a cluster placement group unless the capacity is a block (blocks are co-located).
     placement_group: bool | None = None
-    allowed_cidrs: tuple[IPv4Network, ...] = Field(min_length=1)
     # 0.0.0.0/0 opens SSH and the serving port to the internet: only with this explicit flag.
+    # (Declared before allowedCidrs so that its validator sees it.)
     allow_public_ingress: bool = False
+    allowed_cidrs: tuple[IPv4Network, ...] = Field(min_length=1)
     public_ip: bool = True  # an Elastic IP on node's primary interface (EFA nodes get none)
     ami: Annotated[str, _aws_id("ami")] | None = None  # default: the DLAMI SSM parameter
     dlami_os: Literal["ubuntu-22.04", "ubuntu-24.04"] = "ubuntu-24.04"
     key_name: str | None = None  # an existing EC2 key pair; SSM Session Manager works without
     root_volume_gib: int | None = Field(default=None, ge=100, le=16384)
 
-    @model_validator(mode="after")
-    def _public_cidr_flag(self) -> AwsSource:
-        for cidr in self.allowed_cidrs:
-            if cidr.prefixlen == 0 and not self.allow_public_ingress:
+    @field_validator("allowed_cidrs")
+    @classmethod
+    def _public_cidr_flag(
+        cls, value: tuple[IPv4Network, ...], info: ValidationInfo
+    ) -> tuple[IPv4Network, ...]:
+        for cidr in value:
+            if cidr.prefixlen == 0 and not info.data.get("allow_public_ingress", False):
                 raise ValueError(
-                    f"allowedCidrs contains {cidr}: that opens SSH and the serving port to the "
-                    "internet; set allowPublicIngress: true to mean it"
+                    f"{cidr} opens SSH and the serving port to the internet; "
+                    "set allowPublicIngress: true to mean it"
                 )
-        return self
+        return value
 
     @model_validator(mode="after")
     def _block_no_placement(self) -> AwsSource:

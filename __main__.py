@@ -1,0 +1,23 @@
+"""Pulumi composition root: `pulumi up --stack <name>` (stack files in stacks/).
+
+Reads `flashfleet:stack` and the secret `flashfleet:hfToken` once, validates the whole stack
+before any resource is registered, builds the node source's component and exports the outputs.
+"""
+
+from datetime import UTC, datetime
+
+import pulumi
+
+from flashfleet.components.program import deploy
+from flashfleet.stack import parse_spec, resolve_spec
+
+config = pulumi.Config("flashfleet")
+stack = pulumi.get_stack()
+bringup = resolve_spec(
+    stack,
+    parse_spec(stack, config.require_object("stack")),
+    region=pulumi.Config("aws").get("region"),
+    has_hf_token=config.get("hfToken") is not None,
+)
+for key, value in deploy(bringup, config.get_secret("hfToken"), datetime.now(UTC)).items():
+    pulumi.export(key, value)

@@ -1,0 +1,287 @@
+"""AWS node source: EFA GPU instances from one launch template, in their own network.
+
+One ComponentResource; children are named ``{name}-...`` with ``parent=self``. It never reads
+config: it takes the resolved ``Bringup`` and the deadline in ``AwsNodesArgs``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+
+from flashfleet.components.tags import ROLE_TAG, STACK_TAG, base_tags
+from flashfleet.components.ttl_guard import user_data_base64
+from flashfleet.stack import Bringup
+from flashfleet.stack.bringup import SSH_PORT
+from flashfleet.stack.spec import AwsSource, NewNetwork
+
+SSM_POLICY_ARN = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
+DLAMI_PARAMETER = "/aws/service/deeplearning/ami/{arch}/base-oss-nvidia-driver-gpu-{os}/latest/ami-id"
+ROOT_DEVICE = "/dev/sda1"  # Ubuntu AMIs
+
+
+@dataclass(frozen=True)
+class AwsNodesArgs:
+    bringup: Bringup
+    expires_at: str  # ISO 8601 UTC, the flashfleet:expires-at tag
+
+
+def dlami_parameter(arch: str, os_name: str) -> str:
+    return DLAMI_PARAMETER.format(arch=arch, os=os_name)
+
+
+def efa_interfaces(
+    cards: int, subnet_id: pulumi.Input[str], sg_id: pulumi.Input[str]
+) -> list[aws.ec2.LaunchTemplateNetworkInterfaceArgs]:
+    """One EFA interface per network card: card 0 carries IP traffic too ("efa"), the rest are
+    "efa-only" (the primary interface cannot be efa-only)."""
+    return [
+        aws.ec2.LaunchTemplateNetworkInterfaceArgs(
+            network_card_index=card,
+            device_index=0 if card == 0 else 1,
+            interface_type="efa" if card == 0 else "efa-only",
+            subnet_id=subnet_id,
+            security_groups=[sg_id],
+            delete_on_termination="true",
+        )
+        for card in range(cards)
+    ]
+
+
+class AwsNodes(pulumi.ComponentResource):
+    ssh_addresses: pulumi.Output[list[str]]
+    """Where the controller connects: the Elastic IPs, or the private IPs without them."""
+    private_addresses: pulumi.Output[list[str]]
+    """Where the nodes reach each other (rendezvous, Mooncake, NIXL)."""
+
+    def __init__(self, name: str, args: AwsNodesArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("flashfleet:nodes:AwsNodes", name, {}, opts)
+        b = args.bringup
+        src = b.spec.nodes.source
+        assert isinstance(src, AwsSource)
+        assert b.instance is not None
+        self._name, self._stack, self._expires = name, b.stack, args.expires_at
+        child = pulumi.ResourceOptions(parent=self)
+
+        vpc_id, subnet_id = self._network(src, child)
+        self.security_group = self._security_group(src, vpc_id, b.serving_port, child)
+        profile = self._instance_profile(child)
+        self.placement_group = (
+            aws.ec2.PlacementGroup(
+                f"{name}-placement", strategy="cluster", tags=self._tags("placement"), opts=child
+            )
+            if src.uses_placement_group
+            else None
+        )
+        cards: pulumi.Input[int]
+        if b.instance.efa_network_cards is not None:
+            cards = b.instance.efa_network_cards
+        else:  # not in the catalog: ask EC2 (at preview/up time, with the user's credentials)
+            cards = aws.ec2.get_instance_type_output(instance_type=b.instance.name).maximum_network_cards
+        ami = (
+            src.ami or aws.ssm.get_parameter_output(name=dlami_parameter(b.instance.arch, src.dlami_os)).value
+        )
+        capacity = src.capacity
+        self.launch_template = aws.ec2.LaunchTemplate(
+            f"{name}-template",
+            image_id=ami,
+            instance_type=b.instance.name,
+            key_name=src.key_name,
+            iam_instance_profile=aws.ec2.LaunchTemplateIamInstanceProfileArgs(arn=profile.arn),
+            network_interfaces=pulumi.Output.from_input(cards).apply(
+                lambda n: efa_interfaces(int(n), subnet_id, self.security_group.id)
+            ),
+            metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
+                http_endpoint="enabled",
+                http_tokens="required",  # IMDSv2 only
+                http_put_response_hop_limit=2,  # containers on the node can reach IMDS
+                instance_metadata_tags="enabled",  # the TTL guard reads its own tag
+            ),
+            block_device_mappings=[
+                aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+                    device_name=ROOT_DEVICE,
+                    ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+                        volume_size=b.root_volume_gib,
+                        volume_type="gp3",
+                        encrypted="true",
+                        delete_on_termination="true",
+                    ),
+                )
+            ],
+            placement=(
+                aws.ec2.LaunchTemplatePlacementArgs(group_name=self.placement_group.name)
+                if self.placement_group
+                else None
+            ),
+            instance_market_options=(
+                aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(market_type="capacity-block")
+                if capacity.kind == "block"
+                else None
+            ),
+            capacity_reservation_specification=(
+                None
+                if capacity.kind == "on-demand"
+                else aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
+                    capacity_reservation_target=aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
+                        capacity_reservation_id=capacity.reservation_id
+                    )
+                )
+            ),
+            instance_initiated_shutdown_behavior="terminate",  # the TTL guard's shutdown ends billing
+            user_data=user_data_base64(),
+            # Static tags only: a changing deadline here would make a new template version.
+            tag_specifications=[
+                aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags={STACK_TAG: b.stack})
+                for kind in ("instance", "volume")
+            ],
+            tags=self._tags("template"),
+            opts=child,
+        )
+        self.instances: list[aws.ec2.Instance] = []
+        self.eips: list[aws.ec2.Eip] = []
+        for node in b.nodes:
+            instance = aws.ec2.Instance(
+                f"{name}-node-{node.index}",
+                launch_template={
+                    "id": self.launch_template.id,
+                    "version": self.launch_template.latest_version.apply(str),
+                },
+                # The deadline lives on the instance, where updating it is in place.
+                tags={**self._tags(f"node-{node.index}"), ROLE_TAG: node.role},
+                opts=child,
+            )
+            self.instances.append(instance)
+            if src.public_ip:
+                # Several network interfaces get no automatic public IP: attach one to card 0's.
+                self.eips.append(
+                    aws.ec2.Eip(
+                        f"{name}-node-{node.index}-ip",
+                        domain="vpc",
+                        network_interface=instance.primary_network_interface_id,
+                        tags=self._tags(f"node-{node.index}-ip"),
+                        opts=child,
+                    )
+                )
+        self.private_addresses = pulumi.Output.all(*[i.private_ip for i in self.instances]).apply(list)
+        addresses = [e.public_ip for e in self.eips] if self.eips else [i.private_ip for i in self.instances]
+        self.ssh_addresses = pulumi.Output.all(*addresses).apply(list)
+        self.register_outputs(
+            {"sshAddresses": self.ssh_addresses, "privateAddresses": self.private_addresses}
+        )
+
+    def _tags(self, suffix: str) -> dict[str, str]:
+        return base_tags(self._stack, self._expires, f"{self._name}-{suffix}")
+
+    def _network(
+        self, src: AwsSource, child: pulumi.ResourceOptions
+    ) -> tuple[pulumi.Input[str], pulumi.Input[str]]:
+        net = src.network
+        if not isinstance(net, NewNetwork):
+            return net.vpc_id, net.subnet_id
+        n = self._name
+        vpc = aws.ec2.Vpc(
+            f"{n}-vpc",
+            cidr_block=str(net.cidr),
+            enable_dns_support=True,
+            enable_dns_hostnames=True,
+            tags=self._tags("vpc"),
+            opts=child,
+        )
+        subnet = aws.ec2.Subnet(
+            f"{n}-subnet",
+            vpc_id=vpc.id,
+            cidr_block=str(net.subnet_cidr),
+            availability_zone=net.availability_zone,
+            map_public_ip_on_launch=False,
+            tags=self._tags("subnet"),
+            opts=child,
+        )
+        igw = aws.ec2.InternetGateway(f"{n}-igw", vpc_id=vpc.id, tags=self._tags("igw"), opts=child)
+        routes = aws.ec2.RouteTable(
+            f"{n}-routes",
+            vpc_id=vpc.id,
+            routes=[{"cidr_block": "0.0.0.0/0", "gateway_id": igw.id}],
+            tags=self._tags("routes"),
+            opts=child,
+        )
+        aws.ec2.RouteTableAssociation(
+            f"{n}-routes-subnet", subnet_id=subnet.id, route_table_id=routes.id, opts=child
+        )
+        return vpc.id, subnet.id
+
+    def _security_group(
+        self, src: AwsSource, vpc_id: pulumi.Input[str], port: int, child: pulumi.ResourceOptions
+    ) -> aws.ec2.SecurityGroup:
+        n = self._name
+        sg = aws.ec2.SecurityGroup(
+            f"{n}-sg",
+            vpc_id=vpc_id,
+            description="flashfleet nodes: SSH and serving from allowed CIDRs, all within",
+            tags=self._tags("sg"),
+            opts=child,
+        )
+        # NCCL, NIXL, EFA and Mooncake need every port between the nodes, both ways.
+        aws.vpc.SecurityGroupIngressRule(
+            f"{n}-sg-in-self",
+            security_group_id=sg.id,
+            referenced_security_group_id=sg.id,
+            ip_protocol="-1",
+            tags=self._tags("sg-in-self"),
+            opts=child,
+        )
+        aws.vpc.SecurityGroupEgressRule(
+            f"{n}-sg-out-self",
+            security_group_id=sg.id,
+            referenced_security_group_id=sg.id,
+            ip_protocol="-1",
+            tags=self._tags("sg-out-self"),
+            opts=child,
+        )
+        # Image and weight pulls.
+        aws.vpc.SecurityGroupEgressRule(
+            f"{n}-sg-out-all",
+            security_group_id=sg.id,
+            cidr_ipv4="0.0.0.0/0",
+            ip_protocol="-1",
+            tags=self._tags("sg-out-all"),
+            opts=child,
+        )
+        for i, cidr in enumerate(src.allowed_cidrs):
+            for label, p in (("ssh", SSH_PORT), ("serve", port)):
+                aws.vpc.SecurityGroupIngressRule(
+                    f"{n}-sg-in-{label}-{i}",
+                    security_group_id=sg.id,
+                    cidr_ipv4=str(cidr),
+                    ip_protocol="tcp",
+                    from_port=p,
+                    to_port=p,
+                    tags=self._tags(f"sg-in-{label}-{i}"),
+                    opts=child,
+                )
+        return sg
+
+    def _instance_profile(self, child: pulumi.ResourceOptions) -> aws.iam.InstanceProfile:
+        n = self._name
+        role = aws.iam.Role(
+            f"{n}-role",
+            assume_role_policy=json.dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {
+                            "Effect": "Allow",
+                            "Principal": {"Service": "ec2.amazonaws.com"},
+                            "Action": "sts:AssumeRole",
+                        }
+                    ],
+                }
+            ),
+            tags=self._tags("role"),
+            opts=child,
+        )
+        # Session Manager: a shell without opening SSH to the internet.
+        aws.iam.RolePolicyAttachment(f"{n}-role-ssm", role=role.name, policy_arn=SSM_POLICY_ARN, opts=child)
+        return aws.iam.InstanceProfile(f"{n}-profile", role=role.name, tags=self._tags("profile"), opts=child)
