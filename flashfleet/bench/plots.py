@@ -66,6 +66,8 @@ def latency_percentiles(label: str, levels: Sequence[LevelSummary]) -> Figure:
             ax.plot(xs, [float("nan") if y is None else y for y in ys], marker="o", label=name)
         if len(set(xs)) > 1:
             ax.set_xscale("log", base=2)
+        ax.set_xticks(xs, [str(x) for x in xs])  # the levels themselves, not powers of two
+        ax.minorticks_off()
         ax.set_xlabel("max concurrency")
         ax.set_ylabel(f"{title} (ms)")
         ax.set_title(f"{title} percentiles")

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from flashfleet.bench.argv import check_base_url
 from flashfleet.bench.cost import level_cost_per_mtok, run_cost
 from flashfleet.bench.driver import BenchRun, run_profile
 from flashfleet.bench.fingerprint import Deployment, RecipeSelection, make_fingerprint, recipe_fingerprint
@@ -100,6 +101,10 @@ def _measure(request: BenchRequest, seams: Seams, log: Callable[[str], None]) ->
         if seams.endpoint is None:
             raise BenchSetupError("no --endpoint given and the stack's outputs are not readable yet")
         endpoint = seams.endpoint(request.stack)
+    try:
+        endpoint = check_base_url(endpoint)
+    except ValueError as err:
+        raise BenchSetupError(str(err)) from None
     runner: Runner = LocalRunner() if request.local or seams.runner is None else seams.runner(request.stack)
 
     run = run_profile(

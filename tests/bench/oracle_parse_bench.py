@@ -10,7 +10,7 @@ import io
 import json
 import sys
 
-import sglang.benchmark.serving as serving
+from sglang.benchmark import serving
 
 
 class Parsed(Exception):
@@ -30,7 +30,13 @@ for argv in json.load(sys.stdin):
         with contextlib.redirect_stderr(err):
             serving.cli_main()
     except Parsed as parsed:
-        out.append({k: v for k, v in parsed.args[0].items() if isinstance(v, (str, int, float, bool, list, type(None)))})
+        out.append(
+            {
+                k: v
+                for k, v in parsed.args[0].items()
+                if isinstance(v, (str, int, float, bool, list, type(None)))
+            }
+        )
     except SystemExit:
         out.append({"error": err.getvalue().strip().splitlines()[-1]})
 json.dump(out, sys.stdout)

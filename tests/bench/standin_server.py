@@ -54,7 +54,9 @@ def _handler(state: StandinState) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:
             state.record(self.path, {})
             if self.path == "/v1/models":
-                self._json(200, {"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "standin"}]})
+                self._json(
+                    200, {"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "standin"}]}
+                )
             elif self.path in ("/server_info", "/get_server_info"):
                 self._json(200, {"version": "standin", "internal_states": [{}]})
             elif self.path in ("/model_info", "/get_model_info"):
@@ -78,7 +80,9 @@ def _handler(state: StandinState) -> type[BaseHTTPRequestHandler]:
                 n = int(body.get("max_completion_tokens") or body.get("max_tokens") or 16)
                 self._stream(n, self._chat_chunk, body.get("stream", False))
             elif self.path == "/v1/completions":
-                self._stream(int(body.get("max_tokens", 16)), self._completion_chunk, body.get("stream", False))
+                self._stream(
+                    int(body.get("max_tokens", 16)), self._completion_chunk, body.get("stream", False)
+                )
             elif self.path == "/flush_cache":
                 self._json(200, {})
             else:
@@ -86,7 +90,10 @@ def _handler(state: StandinState) -> type[BaseHTTPRequestHandler]:
 
         # one SSE event per token; `final` carries the usage like SGLang's last chunk
         def _native_chunk(self, words: list[str], final: bool) -> dict[str, Any]:
-            return {"text": " ".join(words), "meta_info": {"completion_tokens": len(words), "prompt_tokens": 7}}
+            return {
+                "text": " ".join(words),
+                "meta_info": {"completion_tokens": len(words), "prompt_tokens": 7},
+            }
 
         def _chat_chunk(self, words: list[str], final: bool) -> dict[str, Any]:
             if final:

@@ -110,7 +110,9 @@ def test_bench_session_end_to_end_writes_results_and_tears_down(standin, oracle_
         deployment=lambda stack: deployment,
     )
     profile = tiny(get_profile("sweep"), concurrency=(1, 2), requests=4)
-    request = BenchRequest(stack="h200-ll", profile=profile, results_root=tmp_path, destroy=True, python=str(ORACLE))
+    request = BenchRequest(
+        stack="h200-ll", profile=profile, results_root=tmp_path, destroy=True, python=str(ORACLE)
+    )
     outcome = bench(request, seams, log=lambda line: None)
 
     assert torn == ["h200-ll"]
@@ -139,7 +141,8 @@ def test_bench_session_end_to_end_writes_results_and_tears_down(standin, oracle_
     assert fp["benchmark"]["argv"][0][:3] == [str(ORACLE), "-m", "sglang.benchmark.serving"]
 
     report = (run_dir / "report.md").read_text()
-    assert "| 1 | 4/4 |" in report and "| 2 | 4/4 |" in report
+    assert "| 1 | 4/4 |" in report
+    assert "| 2 | 4/4 |" in report
     assert recipe.badge in report
     for png in ("throughput_latency.png", "latency_percentiles.png"):
         assert (run_dir / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -88,7 +88,12 @@ def test_every_profile_argv_parses_with_the_real_parser():
     assert all(isinstance(w, str) for a in argvs for w in a)
     env = {**os.environ, "PYTHONPATH": str(ORACLE_SITE)}
     out = subprocess.run(
-        [str(ORACLE), str(PARSE)], input=json.dumps(argvs), capture_output=True, text=True, env=env, check=True
+        [str(ORACLE), str(PARSE)],
+        input=json.dumps(argvs),
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
     )
     parsed = json.loads(out.stdout)
     for (profile, conc), ns in zip(cases, parsed, strict=True):

@@ -17,6 +17,7 @@ patches stay off exactly as on a machine without transformers.
 
 import sys
 import types
+import typing
 
 import sglang  # noqa: F401
 
@@ -27,8 +28,8 @@ class PreTrainedTokenizerBase:
 
 class WordTokenizer(PreTrainedTokenizerBase):
     vocab_size = 1000
-    init_kwargs = {"chat_template": "standin"}
-    all_special_ids = []
+    init_kwargs: typing.ClassVar = {"chat_template": "standin"}
+    all_special_ids: typing.ClassVar = []
 
     def num_special_tokens_to_add(self, pair=False):
         return 0

@@ -1,0 +1,61 @@
+"""Canned bench_serving results and a fake runner, for tests that need no server."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+from flashfleet.bench.runner import Completed, Invocation
+
+STATS = ("mean", "median", "std", "p90", "p95", "p99")
+
+
+def record(
+    concurrency: int, *, throughput: float, ttft: float, tpot: float, completed: int = 8
+) -> dict[str, object]:
+    """One result line with the keys sglang 0.5.23 writes (values made up, shapes real)."""
+    out: dict[str, object] = {
+        "tag": None, "backend": "sglang", "dataset_name": "random-ids", "request_rate": float("inf"),
+        "max_concurrency": concurrency, "sharegpt_output_len": None, "random_input_len": 1024,
+        "random_output_len": 1024, "random_range_ratio": 1.0, "server_info": None,
+        "duration": 10.0, "completed": completed, "total_input_tokens": completed * 1024,
+        "total_input_text_tokens": completed * 1024, "total_input_vision_tokens": 0,
+        "total_output_tokens": int(throughput * 10), "total_output_tokens_retokenized": int(throughput * 10),
+        "request_throughput": completed / 10, "input_throughput": completed * 102.4,
+        "output_throughput": throughput, "total_throughput": throughput + completed * 102.4,
+        "concurrency": concurrency * 0.95, "accept_length": None, "max_output_tokens_per_s": throughput * 1.2,
+        "max_concurrent_requests": concurrency,
+    }  # fmt: skip
+    for metric, base in (
+        ("ttft_ms", ttft),
+        ("tpot_ms", tpot),
+        ("itl_ms", tpot),
+        ("e2e_latency_ms", ttft + 1023 * tpot),
+    ):
+        for i, stat in enumerate(STATS):
+            out[f"{stat}_{metric}"] = base * (1 + 0.1 * i)
+    return out
+
+
+def jsonl(*records: dict[str, object]) -> str:
+    return "".join(json.dumps(r) + "\n" for r in records)  # json writes inf as Infinity, like sglang
+
+
+def curve(concurrency: int) -> dict[str, object]:
+    """A plausible throughput/latency curve: more users, more tokens/s, slower per user."""
+    return record(
+        concurrency, throughput=100.0 * concurrency**0.8, ttft=50.0 + concurrency, tpot=10.0 + concurrency / 8
+    )
+
+
+class FakeRunner:
+    """Answers each invocation from ``answer(concurrency)``; records what it was asked to run."""
+
+    def __init__(self, answer: Callable[[int], Completed] | None = None) -> None:
+        self.calls: list[Invocation] = []
+        self._answer = answer or (lambda c: Completed(0, "ok\n", jsonl(curve(c))))
+
+    def __call__(self, invocation: Invocation) -> Completed:
+        self.calls.append(invocation)
+        argv = list(invocation.argv)
+        return self._answer(int(argv[argv.index("--max-concurrency") + 1]))

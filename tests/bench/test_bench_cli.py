@@ -1,0 +1,180 @@
+"""`flashfleet bench` through the CLI: exit codes, the gate, and --destroy through the seams
+(a fake teardown and a fake runner at the same seams the bring-up fills)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from flashfleet.bench import seams as seams_mod
+from flashfleet.bench.runner import Completed, Invocation, LocalRunner
+from flashfleet.bench.seams import Seams, load_seams
+from flashfleet.cli import main
+from tests.bench.fakes import FakeRunner
+
+URL = "http://127.0.0.1:9"
+
+
+class FakeTeardown:
+    def __init__(self, fail: bool = False) -> None:
+        self.stacks: list[str] = []
+        self.fail = fail
+
+    def __call__(self, stack: str) -> None:
+        self.stacks.append(stack)
+        if self.fail:
+            raise RuntimeError("pulumi destroy: resource still in use")
+
+
+@pytest.fixture
+def with_seams(monkeypatch):
+    def install(seams: Seams) -> None:
+        monkeypatch.setattr(seams_mod, "load_seams", lambda: seams)
+
+    return install
+
+
+def bench(tmp_path: Path, *extra: str) -> int:
+    return main(
+        ["bench", "stk", "--profile", "sweep", "--concurrency", "1,4", "--results", str(tmp_path), *extra]
+    )
+
+
+def test_ok_run_exit_0_and_results(tmp_path, with_seams, capsys):
+    runner = FakeRunner()
+    with_seams(Seams(runner=lambda stack: runner))
+    assert bench(tmp_path, "--endpoint", URL, "--hourly-price", "10", "--node-count", "2") == 0
+    assert len(runner.calls) == 2
+    assert all(isinstance(c.argv, tuple) for c in runner.calls)
+    out = capsys.readouterr().out
+    assert "c=4:" in out
+    (run_dir,) = (tmp_path / "stk").iterdir()
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["cost"]["hourly_usd"] == 20.0
+    assert summary["gate"] is None
+
+
+def test_gate_failure_exit_1(tmp_path, with_seams, capsys):
+    with_seams(Seams(runner=lambda stack: FakeRunner()))
+    assert bench(tmp_path, "--endpoint", URL, "--threshold", "min_output_throughput=200") == 1
+    out = capsys.readouterr().out
+    assert "FAIL min_output_throughput c=1" in out
+    assert "PASS min_output_throughput c=4" in out
+    (run_dir,) = (tmp_path / "stk").iterdir()
+    assert json.loads((run_dir / "summary.json").read_text())["gate"]["passed"] is False
+    assert "## Gate: FAIL" in (run_dir / "report.md").read_text()
+
+
+def test_gate_pass_exit_0(tmp_path, with_seams):
+    with_seams(Seams(runner=lambda stack: FakeRunner()))
+    assert bench(tmp_path, "--endpoint", URL, "--threshold", "min_output_throughput=50") == 0
+
+
+def test_destroy_after_a_failing_benchmark(tmp_path, with_seams, capsys):
+    teardown = FakeTeardown()
+    failing = FakeRunner(lambda c: Completed(1, "Traceback: CUDA out of memory\n", ""))
+    with_seams(Seams(endpoint=lambda stack: URL, teardown=teardown, runner=lambda stack: failing))
+    assert bench(tmp_path, "--destroy") == 3
+    assert teardown.stacks == ["stk"]
+    assert "concurrency 1 failed: bench_serving exited with 1" in capsys.readouterr().err
+    (run_dir,) = (tmp_path / "stk").iterdir()
+    assert "CUDA out of memory" in (run_dir / "raw" / "c0001.log").read_text()
+
+
+def test_destroy_when_the_runner_raises(tmp_path, with_seams):
+    teardown = FakeTeardown()
+
+    def broken(invocation: Invocation) -> Completed:
+        raise ConnectionError("ssh: node-0 unreachable")
+
+    with_seams(Seams(endpoint=lambda stack: URL, teardown=teardown, runner=lambda stack: broken))
+    assert bench(tmp_path, "--destroy") == 3
+    assert teardown.stacks == ["stk"]
+
+
+def test_destroy_when_the_endpoint_lookup_raises(tmp_path, with_seams):
+    teardown = FakeTeardown()
+
+    def no_outputs(stack: str) -> str:
+        raise KeyError("stack output 'endpoint' missing")
+
+    with_seams(Seams(endpoint=no_outputs, teardown=teardown, runner=lambda stack: FakeRunner()))
+    with pytest.raises(KeyError):
+        bench(tmp_path, "--destroy")
+    assert teardown.stacks == ["stk"]
+
+
+def test_destroy_after_success_and_not_without_the_flag(tmp_path, with_seams):
+    teardown = FakeTeardown()
+    with_seams(Seams(endpoint=lambda stack: URL, teardown=teardown, runner=lambda stack: FakeRunner()))
+    assert bench(tmp_path) == 0
+    assert teardown.stacks == []
+    assert bench(tmp_path, "--destroy") == 0
+    assert teardown.stacks == ["stk"]
+
+
+def test_failed_teardown_exit_4(tmp_path, with_seams, capsys):
+    with_seams(
+        Seams(endpoint=lambda stack: URL, teardown=FakeTeardown(fail=True), runner=lambda s: FakeRunner())
+    )
+    assert bench(tmp_path, "--destroy") == 4
+    assert "may still be running" in capsys.readouterr().err
+    assert len(list((tmp_path / "stk").iterdir())) == 1  # the results were kept
+
+
+def test_destroy_without_a_teardown_runs_nothing(tmp_path, with_seams, capsys):
+    runner = FakeRunner()
+    with_seams(Seams(runner=lambda stack: runner))
+    assert bench(tmp_path, "--endpoint", URL, "--destroy") == 2
+    assert runner.calls == []
+    err = capsys.readouterr().err
+    assert "teardown" in err
+    assert err.count("\n") == 1
+
+
+def test_no_endpoint_and_no_bringup_is_a_usage_error(tmp_path, with_seams, capsys):
+    with_seams(Seams())
+    assert bench(tmp_path) == 2
+    assert "--endpoint" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--profile", "nope"], "unknown profile"),
+        (["--concurrency", "4,x"], "--concurrency"),
+        (["--threshold", "max_p99_ttft_ms"], "NAME=NUMBER"),
+        (["--threshold", "max_p99_ttf_ms=3"], "unknown threshold"),
+        (["--endpoint", "127.0.0.1:30000"], "base URL"),
+        (["--hardware", "h200"], "go together"),
+        (["--hardware", "h300", "--strategy", "low-latency"], "unknown hardware"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(tmp_path, with_seams, capsys, args, message):
+    with_seams(Seams(runner=lambda stack: FakeRunner()))
+    assert main(["bench", "stk", "--endpoint", URL, "--results", str(tmp_path), *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert "Traceback" not in err
+
+
+def test_list_profiles(capsys):
+    assert main(["bench", "--list-profiles"]) == 0
+    names = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    assert names == ["chat-1k1k", "agentic-long", "multimodal", "sweep"]
+
+
+def test_without_the_bringup_module_the_seams_are_empty():
+    assert load_seams("flashfleet.no_such_bringup.bench_seams") == Seams()
+
+
+def test_local_runner_runs_an_argv_list_and_reads_the_output(tmp_path):
+    script = "import sys; open(sys.argv[1], 'w').write('{\"x\": 1}\\n'); print('hi; rm -rf /')"
+    done = LocalRunner()(Invocation(("python3", "-c", script, "bench.jsonl"), "bench.jsonl", timeout_s=30))
+    assert (done.returncode, done.jsonl, done.log) == (0, '{"x": 1}\n', "hi; rm -rf /\n")
+    missing = LocalRunner()(Invocation(("/nonexistent/python",), "bench.jsonl"))
+    assert missing.runner_error is not None
+    slow = LocalRunner()(Invocation(("python3", "-c", "import time; time.sleep(5)"), "o", timeout_s=0.5))
+    assert slow.timed_out
