@@ -1,0 +1,167 @@
+"""The ``kubernetes`` node source: serve the recipes on a GPU cluster the user already has.
+
+Strict like the rest of the stack spec (unknown keys refused, frozen, camelCase keys). It names
+where to deploy (kubeconfig context, namespace), where each hardware's GPU nodes are (node
+selectors, tolerations, extra device-plugin resources), and where the model cache lives (a PVC of
+a class and size, or a host path). Cross-field checks that need the recipe (a node pool for the
+stack's hardware, a shared cache for several pods) are made by ``flashfleet.k8s`` when rendering.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+from flashfleet.catalog import hardware_catalog
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# A label key: optional DNS-subdomain prefix, then a name of up to 63 characters.
+_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+# Storage sizes in binary units only: "800Gi", "2Ti".
+_SIZE = re.compile(r"^[1-9][0-9]*(Gi|Ti)$")
+
+
+class _Strict(BaseModel):
+    # Same settings as flashfleet.stack.spec.Strict; kept here so that spec.py can import this
+    # module for its node-source union without an import cycle.
+    model_config = ConfigDict(extra="forbid", frozen=True, alias_generator=to_camel, validate_by_name=False)
+
+
+def _check_label_key(key: str) -> str:
+    if not _LABEL_KEY.match(key) or len(key) > 316:
+        raise ValueError(f"{key!r} is not a Kubernetes label key")
+    return key
+
+
+class Toleration(_Strict):
+    key: str | None = None
+    operator: Literal["Equal", "Exists"] = "Equal"
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    toleration_seconds: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _operator_value(self) -> Toleration:
+        if self.operator == "Exists" and self.value is not None:
+            raise ValueError("operator Exists takes no value")
+        if self.operator == "Equal" and self.key is None:
+            raise ValueError("operator Equal needs a key")
+        if self.toleration_seconds is not None and self.effect != "NoExecute":
+            raise ValueError("tolerationSeconds applies to the NoExecute effect only")
+        return self
+
+    def manifest(self) -> dict[str, object]:
+        out: dict[str, object] = {"operator": self.operator}
+        for field, key in (
+            ("key", "key"),
+            ("value", "value"),
+            ("effect", "effect"),
+            ("toleration_seconds", "tolerationSeconds"),
+        ):
+            if (value := getattr(self, field)) is not None:
+                out[key] = value
+        return out
+
+
+class NodePool(_Strict):
+    """Where one hardware's GPU nodes are, and what else their pods may ask the device plugins for."""
+
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    tolerations: tuple[Toleration, ...] = ()
+    # Device-plugin resources for RDMA (the Mooncake L3 tier over rdma/efa), e.g.
+    # {"vpc.amazonaws.com/efa": 16} on EKS or {"rdma/rdma_shared_device_a": 1}.
+    rdma_resources: dict[str, int] = Field(default_factory=dict)
+    # Dynamic Resource Allocation device class for GPUs (e.g. "gpu.nvidia.com"): needed only when
+    # two processes of one pod share GPUs (encoder disaggregation), which device-plugin limits
+    # cannot express: each container's limit gets GPUs of its own.
+    gpu_device_class: str | None = None
+
+    @field_validator("node_selector")
+    @classmethod
+    def _labels(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, label in value.items():
+            _check_label_key(key)
+            if not _LABEL_VALUE.match(label):
+                raise ValueError(f"{label!r} (for {key}) is not a Kubernetes label value")
+        return value
+
+    @field_validator("rdma_resources")
+    @classmethod
+    def _resources(cls, value: dict[str, int]) -> dict[str, int]:
+        for name, count in value.items():
+            if "/" not in name:
+                raise ValueError(f"{name!r}: extended resources are named domain/name")
+            _check_label_key(name)
+            if count < 1:
+                raise ValueError(f"{name}: count must be at least 1")
+        return value
+
+
+class PvcCache(_Strict):
+    """A PersistentVolumeClaim the stack creates for the Hugging Face cache."""
+
+    kind: Literal["pvc"]
+    storage_class: str = Field(min_length=1)
+    size: str = Field(description="e.g. 1500Gi: room for the checkpoint (and the DFlash2 draft)")
+    # ReadWriteMany lets one download Job fill the cache for every server pod; ReadWriteOnce
+    # serves one pod only, which then downloads in an init container.
+    access_mode: Literal["ReadWriteMany", "ReadWriteOnce"] = "ReadWriteMany"
+
+    @field_validator("size")
+    @classmethod
+    def _size(cls, value: str) -> str:
+        if not _SIZE.match(value):
+            raise ValueError("must be a whole number of Gi or Ti, such as 1500Gi or 2Ti")
+        return value
+
+
+class HostPathCache(_Strict):
+    """A directory on every GPU node (local NVMe); each server pod fills its own node's copy."""
+
+    kind: Literal["hostPath"]
+    path: str
+
+    @field_validator("path")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        if not value.startswith("/") or value.rstrip("/") == "":
+            raise ValueError("must be an absolute path below /")
+        return value
+
+
+ModelCache = Annotated[PvcCache | HostPathCache, Field(discriminator="kind")]
+
+
+class KubernetesSource(_Strict):
+    kind: Literal["kubernetes"]
+    # kubeconfig context for the stack's provider; None: the default provider (ambient kubeconfig).
+    context: str | None = Field(default=None, min_length=1)
+    namespace: str = Field(min_length=1, max_length=63)
+    create_namespace: bool = True
+    # Keyed by hardware id (gb300, h200, mi355x); the stack's hardware must have an entry.
+    node_pools: dict[str, NodePool] = Field(min_length=1)
+    model_cache: ModelCache
+    # The LeaderWorkerSet CRD (sigs.k8s.io lws) is installed: multi-node tensor parallel runs as
+    # one LeaderWorkerSet; without it, as one StatefulSet per rank behind a headless Service.
+    leader_worker_set: bool = False
+    service_type: Literal["ClusterIP", "LoadBalancer"] = "ClusterIP"
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, value: str) -> str:
+        if not _DNS_LABEL.match(value):
+            raise ValueError("must be a DNS label: lowercase letters, digits and '-'")
+        return value
+
+    @field_validator("node_pools")
+    @classmethod
+    def _known_hardware(cls, value: dict[str, NodePool]) -> dict[str, NodePool]:
+        known = hardware_catalog()
+        unknown = sorted(set(value) - set(known))
+        if unknown:
+            raise ValueError(f"unknown hardware {', '.join(unknown)} (choose from: {', '.join(known)})")
+        return value

@@ -1,0 +1,209 @@
+"""Mock tests of the AWS node source for every AWS catalog stack."""
+
+from __future__ import annotations
+
+import base64
+from collections import Counter
+
+import pytest
+from harness import AMI, API_NETWORK_CARDS, NOW, Result, run_program
+
+from flashfleet.catalog.instances import instance_catalog
+from flashfleet.components.ttl_guard import EXPIRES_TAG
+from flashfleet.stack import AwsSource, list_stacks, load_stack
+
+AWS_STACKS = [s for s in list_stacks() if load_stack(s).spec.nodes.source.kind == "aws"]
+LT = "aws:ec2/launchTemplate:LaunchTemplate"
+INSTANCE = "aws:ec2/instance:Instance"
+INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
+EGRESS = "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"
+TAGGABLE_SKIP = {
+    "aws:iam/rolePolicyAttachment:RolePolicyAttachment",
+    "aws:ec2/routeTableAssociation:RouteTableAssociation",
+}
+
+_cache: dict[str, Result] = {}
+
+
+def program(stack: str) -> Result:
+    if stack not in _cache:
+        _cache[stack] = run_program(stack)
+    return _cache[stack]
+
+
+def test_the_aws_catalog_is_covered() -> None:
+    assert len(AWS_STACKS) == 8
+    assert {"gb300-lowlat", "h200-l3", "gb300-pd"} <= set(AWS_STACKS)
+
+
+@pytest.mark.parametrize("stack", AWS_STACKS)
+def test_instances_type_and_count(stack: str) -> None:
+    r = program(stack)
+    instances = r.mocks.of_type(INSTANCE)
+    assert len(instances) == len(r.bringup.nodes) == r.bringup.spec.nodes.count
+    lt = r.mocks.one(LT)
+    expected = {"gb300": "p6e-gb300.36xlarge", "h200": "p5en.48xlarge"}[r.bringup.spec.hardware]
+    assert lt.inputs["instanceType"] == expected
+    assert all(i.inputs["launchTemplate"]["id"] == f"{stack}-template-id" for i in instances)
+    assert lt.inputs["imageId"] == AMI
+
+
+@pytest.mark.parametrize("stack", AWS_STACKS)
+def test_dlami_for_the_architecture(stack: str) -> None:
+    r = program(stack)
+    names = [a["name"] for tok, a in r.mocks.calls if tok == "aws:ssm/getParameter:getParameter"]
+    arch = {"gb300": "arm64", "h200": "x86_64"}[r.bringup.spec.hardware]
+    assert names == [
+        f"/aws/service/deeplearning/ami/{arch}/base-oss-nvidia-driver-gpu-ubuntu-24.04/latest/ami-id"
+    ]
+
+
+@pytest.mark.parametrize("stack", AWS_STACKS)
+def test_one_efa_interface_per_network_card(stack: str) -> None:
+    r = program(stack)
+    nics = r.mocks.one(LT).inputs["networkInterfaces"]
+    known = instance_catalog()[r.bringup.instance.name].efa_network_cards  # type: ignore[union-attr]
+    cards = known if known is not None else API_NETWORK_CARDS  # unknown: asked from EC2
+    assert len(nics) == cards
+    assert sorted(int(n["networkCardIndex"]) for n in nics) == list(range(cards))
+    primary = next(n for n in nics if int(n["networkCardIndex"]) == 0)
+    assert (primary["interfaceType"], int(primary["deviceIndex"])) == ("efa", 0)
+    assert all(n["interfaceType"] == "efa-only" for n in nics if n is not primary)
+    assert all(n["securityGroups"] == [f"{stack}-sg-id"] for n in nics)
+    asked = [a for tok, a in r.mocks.calls if tok == "aws:ec2/getInstanceType:getInstanceType"]
+    assert bool(asked) == (known is None)
+
+
+def test_p5en_has_sixteen_efa_interfaces() -> None:
+    assert len(program("h200-lowlat").mocks.one(LT).inputs["networkInterfaces"]) == 16
+
+
+@pytest.mark.parametrize("stack", AWS_STACKS)
+def test_placement_group_and_capacity(stack: str) -> None:
+    r = program(stack)
+    src = r.bringup.spec.nodes.source
+    assert isinstance(src, AwsSource)
+    lt = r.mocks.one(LT).inputs
+    groups = r.mocks.of_type("aws:ec2/placementGroup:PlacementGroup")
+    if src.capacity.kind == "block":
+        assert groups == []
+        assert "placement" not in lt
+        assert lt["instanceMarketOptions"] == {"marketType": "capacity-block"}
+        target = lt["capacityReservationSpecification"]["capacityReservationTarget"]
+        assert target["capacityReservationId"] == src.capacity.reservation_id
+    else:
+        assert [g.inputs["strategy"] for g in groups] == ["cluster"]
+        assert lt["placement"]["groupName"] == f"{stack}-placement"
+        assert "instanceMarketOptions" not in lt
+
+
+@pytest.mark.parametrize("stack", AWS_STACKS)
+def test_security_group_rules(stack: str) -> None:
+    r = program(stack)
+    src = r.bringup.spec.nodes.source
+    assert isinstance(src, AwsSource)
+    ingress = [x.inputs for x in r.mocks.of_type(INGRESS)]
+    from_cidrs = [x for x in ingress if "cidrIpv4" in x]
+    assert {(x["cidrIpv4"], int(x["fromPort"]), int(x["toPort"]), x["ipProtocol"]) for x in from_cidrs} == {
+        (str(c), p, p, "tcp") for c in src.allowed_cidrs for p in (22, 30000)
+    }
+    assert not any(x["cidrIpv4"] == "0.0.0.0/0" for x in from_cidrs), "no public ingress by default"
+    within = [x for x in ingress if "referencedSecurityGroupId" in x]
+    assert within == [
+        {
+            "securityGroupId": f"{stack}-sg-id",
+            "referencedSecurityGroupId": f"{stack}-sg-id",
+            "ipProtocol": "-1",
+            "tags": within[0]["tags"],
+        }
+    ]
+    egress = {
+        (x.inputs.get("cidrIpv4"), x.inputs.get("referencedSecurityGroupId")) for x in r.mocks.of_type(EGRESS)
+    }
+    assert egress == {("0.0.0.0/0", None), (None, f"{stack}-sg-id")}
+
+
+@pytest.mark.parametrize("stack", AWS_STACKS)
+def test_imdsv2_encryption_and_instance_profile(stack: str) -> None:
+    r = program(stack)
+    lt = r.mocks.one(LT).inputs
+    assert lt["metadataOptions"]["httpTokens"] == "required"
+    assert lt["metadataOptions"]["instanceMetadataTags"] == "enabled"
+    (root,) = lt["blockDeviceMappings"]
+    assert root["ebs"]["encrypted"] == "true"
+    assert int(root["ebs"]["volumeSize"]) == r.bringup.root_volume_gib >= 306  # 328 GB of weights
+    assert lt["iamInstanceProfile"]["arn"].endswith(f"{stack}-profile")
+    attach = r.mocks.one("aws:iam/rolePolicyAttachment:RolePolicyAttachment").inputs
+    assert attach["policyArn"] == "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
+    assert "ec2.amazonaws.com" in r.mocks.one("aws:iam/role:Role").inputs["assumeRolePolicy"]
+    assert "keyName" not in lt  # no key pair unless the stack names one
+
+
+@pytest.mark.parametrize("stack", AWS_STACKS)
+def test_tags_and_deadline(stack: str) -> None:
+    r = program(stack)
+    deadline = (NOW + r.bringup.spec.ttl).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert r.outputs["expiresAt"] == deadline
+    for i, inst in enumerate(r.mocks.of_type(INSTANCE)):
+        tags = inst.inputs["tags"]
+        assert tags["flashfleet:stack"] == stack
+        assert tags[EXPIRES_TAG] == deadline
+        assert tags["flashfleet:role"] == r.bringup.nodes[i].role
+    for res in r.mocks.resources:
+        if res.custom and res.typ not in TAGGABLE_SKIP:
+            assert res.inputs["tags"]["flashfleet:stack"] == stack, res.name
+            assert res.inputs["tags"][EXPIRES_TAG] == deadline, res.name
+    # The launch template's tags for new instances stay static (no new version per `up`).
+    for spec in r.mocks.one(LT).inputs["tagSpecifications"]:
+        assert EXPIRES_TAG not in spec["tags"]
+
+
+def test_ttl_tag_is_iso_utc_eight_hours_on() -> None:
+    assert program("h200-lowlat").outputs["expiresAt"] == "2026-11-29T18:00:00Z"
+
+
+@pytest.mark.parametrize("stack", AWS_STACKS)
+def test_ttl_guard_terminates_the_node_itself(stack: str) -> None:
+    lt = program(stack).mocks.one(LT).inputs
+    assert lt["instanceInitiatedShutdownBehavior"] == "terminate"
+    script = base64.b64decode(lt["userData"]).decode()
+    assert "meta-data/tags/instance/flashfleet:expires-at" in script
+    assert "X-aws-ec2-metadata-token" in script  # IMDSv2
+    assert "shutdown -h now" in script
+    assert "systemctl enable --now flashfleet-ttl-guard.timer" in script
+    assert "OnUnitActiveSec=5min" in script
+
+
+@pytest.mark.parametrize("stack", AWS_STACKS)
+def test_no_duplicate_resource_names(stack: str) -> None:
+    r = program(stack)
+    dupes = [k for k, n in Counter((x.typ, x.name) for x in r.mocks.resources).items() if n > 1]
+    assert dupes == []
+    assert sum(1 for x in r.mocks.resources if x.typ == "flashfleet:nodes:AwsNodes") == 1
+
+
+@pytest.mark.parametrize("stack", AWS_STACKS)
+def test_public_addresses_and_endpoint(stack: str) -> None:
+    r = program(stack)
+    instances = {x.name: x.outputs for x in r.mocks.of_type(INSTANCE)}
+    eips = {x.name: x for x in r.mocks.of_type("aws:ec2/eip:Eip")}
+    assert len(eips) == len(instances) == len(r.bringup.nodes)
+    for i in range(len(r.bringup.nodes)):
+        node, eip = instances[f"{stack}-node-{i}"], eips[f"{stack}-node-{i}-ip"]
+        # Each node's Elastic IP sits on that node's primary (card 0) interface.
+        assert eip.inputs["networkInterface"] == node["primaryNetworkInterfaceId"]
+        assert r.outputs["addresses"][i] == eip.outputs["publicIp"]
+        assert r.outputs["privateAddresses"][i] == node["privateIp"]
+    assert r.outputs["endpoint"] == f"http://{r.outputs['addresses'][0]}:30000/v1"
+
+
+def test_new_network_is_built_in_the_stack_zone() -> None:
+    r = program("h200-lowlat")
+    assert r.mocks.one("aws:ec2/vpc:Vpc").inputs["cidrBlock"] == "10.42.0.0/16"
+    subnet = r.mocks.one("aws:ec2/subnet:Subnet").inputs
+    assert (subnet["availabilityZone"], subnet["cidrBlock"]) == ("us-east-2a", "10.42.0.0/20")
+    (route,) = r.mocks.one("aws:ec2/routeTable:RouteTable").inputs["routes"]
+    assert route == {
+        "cidrBlock": "0.0.0.0/0",
+        "gatewayId": "h200-l3-igw-id".replace("h200-l3", "h200-lowlat"),
+    }

@@ -1,0 +1,80 @@
+"""The composition root (`__main__.py`) under mocks: config in, validation first, outputs out."""
+
+from __future__ import annotations
+
+import json
+import runpy
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pytest
+import yaml
+from harness import TOKEN, Recorder
+
+from flashfleet.stack import DEFAULT_STACKS_DIR, StackError
+
+MAIN = Path(__file__).resolve().parents[2] / "__main__.py"
+
+
+def run_main(
+    stack: str, spec: dict[str, Any], region: str | None = "us-east-2", mocks: Recorder | None = None
+) -> Recorder:
+    config = {"flashfleet:stack": json.dumps(spec), "flashfleet:hfToken": TOKEN}
+    if region:
+        config["aws:region"] = region
+    pulumi.runtime.set_all_config(config, secret_keys=["flashfleet:hfToken"])
+    mocks = mocks or Recorder()
+    pulumi.runtime.set_mocks(mocks, project="flashfleet", stack=stack, preview=False)
+
+    @pulumi.runtime.test
+    def program() -> Any:
+        runpy.run_path(str(MAIN), run_name="__main__")
+        return None
+
+    try:
+        program()
+    finally:
+        pulumi.runtime.set_all_config({})
+    return mocks
+
+
+def catalog_spec(name: str) -> dict[str, Any]:
+    doc = yaml.safe_load((DEFAULT_STACKS_DIR / f"Pulumi.{name}.yaml").read_text())
+    return dict(doc["config"]["flashfleet:stack"])
+
+
+def test_main_builds_the_stack_from_config() -> None:
+    mocks = run_main("h200-lowlat", catalog_spec("h200-lowlat"))
+    assert mocks.resources, "the program registered resources"
+    assert len(mocks.of_type("aws:ec2/instance:Instance")) == 1
+    assert mocks.one("aws:ec2/launchTemplate:LaunchTemplate").inputs["instanceType"] == "p5en.48xlarge"
+
+
+@pytest.mark.parametrize(
+    ("change", "path"),
+    [
+        (lambda s: s.pop("ttl"), "flashfleet:stack.ttl"),
+        (lambda s: s.update(options={"speculative": "eagle"}), "flashfleet:stack.options.speculative"),
+        (
+            lambda s: s["nodes"]["source"].update(allowedCidrs=["0.0.0.0/0"]),
+            "flashfleet:stack.nodes.source.allowedCidrs",
+        ),
+    ],
+)
+def test_broken_config_registers_nothing(change: Any, path: str) -> None:
+    spec = catalog_spec("gb300-pd")
+    change(spec)
+    mocks = Recorder()
+    with pytest.raises(StackError) as info:
+        run_main("gb300-pd", spec, mocks=mocks)
+    assert path in info.value.paths()
+    # Validation runs before the first component: not even the component was registered.
+    assert mocks.resources == []
+
+
+def test_aws_stack_without_region_is_refused_before_resources() -> None:
+    mocks = Recorder()
+    with pytest.raises(StackError, match="aws:region"):
+        run_main("h200-lowlat", catalog_spec("h200-lowlat"), region=None, mocks=mocks)
+    assert mocks.resources == []

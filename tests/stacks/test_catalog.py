@@ -1,0 +1,94 @@
+"""Every committed stack file validates, renders and matches what its name promises."""
+
+from __future__ import annotations
+
+import pytest
+
+from flashfleet.catalog.instances import instance_catalog
+from flashfleet.stack import AwsSource, ExistingSource, list_stacks, load_stack
+
+CATALOG = {
+    # name: (hardware, strategy, topology, source kind, nodes)
+    "gb300-lowlat": ("gb300", "low-latency", "unified", "aws", 1),
+    "gb300-throughput": ("gb300", "high-throughput", "unified", "aws", 1),
+    "gb300-encoder-disagg": ("gb300", "low-latency", "encoder-disagg", "aws", 1),
+    "gb300-prefill-cp": ("gb300", "low-latency", "prefill-cp", "aws", 1),
+    "gb300-pd": ("gb300", "high-throughput", "pd", "aws", 1),
+    "h200-lowlat": ("h200", "low-latency", "unified", "aws", 1),
+    "h200-throughput": ("h200", "high-throughput", "unified", "aws", 1),
+    "h200-l3": ("h200", "low-latency", "unified", "aws", 2),
+    "mi355x-lowlat": ("mi355x", "low-latency", "unified", "existing", 1),
+    "mi355x-throughput": ("mi355x", "high-throughput", "unified", "existing", 1),
+    "mi355x-agentx": ("mi355x", "low-latency", "unified", "existing", 1),
+}
+
+
+def test_the_catalog_is_exactly_the_committed_files() -> None:
+    assert set(list_stacks()) == set(CATALOG)
+
+
+@pytest.mark.parametrize("name", sorted(CATALOG))
+def test_stack_validates_as_named(name: str) -> None:
+    b = load_stack(name)
+    hardware, strategy, topology, kind, count = CATALOG[name]
+    assert (b.spec.hardware, b.spec.strategy, b.spec.topology) == (hardware, strategy, topology)
+    assert b.spec.nodes.source.kind == kind
+    assert len(b.nodes) == count
+    assert b.recipe.processes, "the recipe renders processes"
+    assert all(launches for launches in b.launches_by_node().values()), "every node runs something"
+    if kind == "aws":
+        assert isinstance(b.spec.nodes.source, AwsSource)
+        assert b.region, "AWS stacks name their region"
+        assert b.instance is not None
+        assert b.instance.hardware == hardware
+    else:
+        assert isinstance(b.spec.nodes.source, ExistingSource)
+
+
+def test_agentx_is_the_verified_measured_config_with_its_build_requirement() -> None:
+    b = load_stack("mi355x-agentx")
+    o = b.recipe.options
+    assert (o.precision, o.hicache, o.hicache_size, o.speculative) == ("mxfp4", "l1l2", 180, "eagle")
+    assert b.recipe.badge == "Verified"
+    assert "#42178" in b.spec.image.includes
+    # 4 ranks x 180 GB with the state/indexer copies: about 750 GB of host memory per node.
+    assert 740 <= b.nodes[0].hicache_host_gb <= 760
+
+
+def test_pd_stack_has_no_speculative_flags() -> None:
+    b = load_stack("gb300-pd")
+    assert b.recipe.options.speculative == "off"
+    assert not any(w.startswith("--speculative") for p in b.recipe.processes for w in p.argv)
+    assert [p.name for p in b.recipe.start_order()] == ["prefill", "decode", "router"]
+
+
+def test_l3_stack_spans_nodes_with_a_mooncake_master() -> None:
+    b = load_stack("h200-l3")
+    assert b.mooncake is not None
+    assert b.recipe.options.hicache == "l1l2l3"
+    assert [n.mooncake_master for n in b.nodes] == [True, False]
+    layout = b.mooncake.to_dict(["10.0.0.1", "10.0.0.2"])
+    assert layout["master_server_address"] == "10.0.0.1:50051"
+    assert layout["metadata_server"] == "http://10.0.0.1:8080/metadata"
+    assert layout["protocol"] == "efa"
+
+
+def test_gb300_stacks_use_capacity_blocks_without_placement_groups() -> None:
+    for name in (n for n in CATALOG if n.startswith("gb300")):
+        src = load_stack(name).spec.nodes.source
+        assert isinstance(src, AwsSource)
+        assert src.capacity.kind == "block"
+        assert not src.uses_placement_group
+
+
+def test_instance_catalog_keeps_unknowns_unknown() -> None:
+    cat = instance_catalog()
+    p5en = cat["p5en.48xlarge"]
+    assert (p5en.gpus, p5en.host_memory_gib, p5en.efa_network_cards) == (8, 2048, 16)
+    gb = cat["p6e-gb300.36xlarge"]
+    assert (gb.gpus, gb.arch, gb.capacity) == (4, "arm64", "block-only")
+    assert gb.host_memory_gib is None
+    assert gb.efa_network_cards is None
+    assert gb.vcpus is None
+    assert {"host_memory_gib", "efa_network_cards", "vcpus"} <= set(gb.unknown)
+    assert all(t.price_usd_per_hour is None for t in cat.values()), "no price has a source"

@@ -1,0 +1,88 @@
+"""`flashfleet plan` and `flashfleet validate`: offline, fast, exit 2 with a reason on bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from flashfleet.cli import main
+from flashfleet.stack import list_stacks
+
+
+@pytest.mark.parametrize("stack", list_stacks())
+def test_plan_json_has_the_whole_bring_up(stack: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", stack, "--format", "json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["stack"] == stack
+    assert d["badge"]
+    assert d["start_order"]
+    assert d["nodes"]
+    assert all(n["processes"] for n in d["nodes"])
+    for node in d["nodes"]:
+        for proc in node["processes"]:
+            assert proc["docker_run"][:2] == ["docker", "run"]
+            assert proc["docker_run"][-len(proc["argv"]) :] == proc["argv"]
+    assert d["hourly_cost_usd"] is None  # no price has a source yet
+    if d["source"]["kind"] == "aws":
+        assert d["nodes"][0]["instance_type"] in {"p5en.48xlarge", "p6e-gb300.36xlarge"}
+        assert 22 in d["source"]["ingress"]["ports"]
+        assert 30000 in d["source"]["ingress"]["ports"]
+
+
+def test_plan_text_shows_commands_mooncake_and_unknown_cost(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "h200-l3"]) == 0
+    out = capsys.readouterr().out
+    assert "2 x p5en.48xlarge" in out
+    assert "mooncake master on node 0 (node-0:50051" in out
+    assert "cost     unknown" in out
+    assert "docker run" in out
+    assert "--dist-init-addr node-0:5000" in out
+    assert "start    server-0@node-0 -> server-1@node-1" in out
+
+
+def test_plan_pd_start_order(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "gb300-pd", "--format", "json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["start_order"] == ["prefill@node-0", "decode@node-0", "router@node-0"]
+    assert d["source"]["placement_group"] is None
+    assert d["source"]["capacity"]["kind"] == "block"
+    assert any("Capacity" in w or "placeholder" in w for w in d["warnings"])
+
+
+def test_unknown_stack_exits_2_without_traceback() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "flashfleet", "plan", "no-such-stack"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert "no such stack" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_validate_all_and_a_broken_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate"]) == 0
+    assert capsys.readouterr().out.count("ok   ") == len(list_stacks())
+    (tmp_path / "Pulumi.bad.yaml").write_text("config:\n  flashfleet:stack:\n    description: x\n")
+    assert main(["validate", "--stacks-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "FAIL stack bad" in err
+    assert "flashfleet:stack.ttl: Field required" in err
+
+
+def test_plan_imports_no_pulumi_boto3_or_ansible() -> None:
+    code = (
+        "import sys, io, contextlib\n"
+        "from flashfleet.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    assert main(['plan', 'h200-l3']) == 0\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in {'pulumi', 'pulumi_aws', 'boto3', 'botocore', 'ansible', 'ansible_runner'})\n"
+        "print(heavy)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert proc.stdout.strip() == "[]"
