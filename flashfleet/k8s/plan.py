@@ -1,0 +1,261 @@
+"""A stack on the ``kubernetes`` source -> plain Kubernetes manifest dicts, in apply order.
+
+Pure: no pulumi import. The recipe is rendered with the stable DNS name of rank 0's pod as the
+rendezvous address, so every container's argv is the recipe engine's, and the container
+launches (``flashfleet.launch``) are the only description of how each process runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from flashfleet.catalog import hardware_catalog
+from flashfleet.components.kubernetes_spec import HostPathCache, KubernetesSource, NodePool, PvcCache
+from flashfleet.k8s import mooncake as mc
+from flashfleet.k8s import names, weights
+from flashfleet.k8s.containers import CACHE_VOLUME, MOONCAKE_VOLUME, PodResources
+from flashfleet.k8s.errors import KubernetesRenderError
+from flashfleet.k8s.workloads import (
+    PodShape,
+    deployment,
+    leader_worker_set,
+    pod_spec,
+    rank_addresses,
+    rank_stateful_sets,
+    shares_gpus,
+)
+from flashfleet.launch import ContainerLaunch, LaunchSettings, container_launches
+from flashfleet.recipes import Recipe
+from flashfleet.recipes.layouts import SERVE_PORT
+from flashfleet.stack.spec import Mooncake
+
+RecipeFor = Callable[[Sequence[str] | None], Recipe]
+
+
+@dataclass(frozen=True)
+class KubernetesPlan:
+    stack: str
+    namespace: str
+    recipe: Recipe
+    launches: tuple[ContainerLaunch, ...]
+    objects: tuple[dict[str, Any], ...]  # apply order; the Secret is the component's (its value)
+    secret_name: str
+    endpoint_service: str
+    workloads: tuple[str, ...]  # Deployments, StatefulSets or the LeaderWorkerSet serving the model
+    weights_job: str | None  # the Job the workloads wait for, when the cache is shared
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{self.endpoint_service}.{self.namespace}.svc:{SERVE_PORT}/v1"
+
+
+def plan_kubernetes(
+    stack: str,
+    source: KubernetesSource,
+    *,
+    hardware: str,
+    nodes: int,
+    recipe_for: RecipeFor,
+    settings: LaunchSettings,
+    mooncake: Mooncake | None = None,
+) -> KubernetesPlan:
+    """Render the recipe for the cluster and every object that serves it.
+
+    ``recipe_for(addresses)`` is ``Bringup.recipe_for``: the stack's recipe with the ranks'
+    addresses (None for one node).
+    """
+    names.check_stack_name(stack)
+    ns = source.namespace
+    pool = _pool(source, hardware)
+    if settings.image.derived:
+        raise KubernetesRenderError(
+            "image.derived",
+            "the derived image is built on each host by the sglang_image role; a Kubernetes cluster "
+            "pulls its images: set image.derived: false to run the pinned upstream release",
+        )
+    addresses = (
+        rank_addresses(stack, ns, nodes, leader_worker_set=source.leader_worker_set) if nodes > 1 else None
+    )
+    recipe = recipe_for(addresses)
+    launches = container_launches(recipe, settings)
+    l3 = recipe.options.hicache == "l1l2l3"
+    if l3 and mooncake is None:
+        raise KubernetesRenderError("mooncake", "hicache l1l2l3 needs the stack's mooncake section")
+    vendor = hardware_catalog()[hardware].vendor
+    image = launches[0].image
+    placement = _placement(pool)
+    secret = names.secret_name(stack)
+
+    objects: list[dict[str, Any]] = []
+    if source.create_namespace:
+        objects.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+
+    cache_volume = _cache_volume(stack, source)
+    shared_cache = isinstance(source.model_cache, PvcCache) and source.model_cache.access_mode == "ReadWriteMany"
+    pods = sorted({launch.node for launch in launches})
+    if not shared_cache and isinstance(source.model_cache, PvcCache) and len(pods) > 1:
+        raise KubernetesRenderError(
+            "nodes.source.modelCache.accessMode",
+            f"{len(pods)} pods on different nodes cannot share a ReadWriteOnce claim: use ReadWriteMany",
+        )
+    if isinstance(source.model_cache, PvcCache):
+        objects.append(_claim(stack, ns, source.model_cache))
+    downloads = weights.download_containers(recipe, image, secret)
+    job_name = None
+    if l3:
+        assert mooncake is not None
+        objects += mc.objects(stack, ns, mooncake, image, placement)
+    if shared_cache:
+        job_name = names.weights_job(stack)
+        objects.append(
+            weights.download_job(
+                job_name, ns, names.labels(stack, "weights"), downloads, cache_volume, placement
+            )
+        )
+
+    volumes = [cache_volume]
+    if l3:
+        volumes.append(
+            {
+                "name": MOONCAKE_VOLUME,
+                "configMap": {
+                    "name": names.mooncake_config(stack),
+                    "items": [{"key": mc.CONFIG_KEY, "path": mc.CONFIG_KEY}],
+                },
+            }
+        )
+    by_node = {node: [launch for launch in launches if launch.node == node] for node in pods}
+    gpu_sharing = any(shares_gpus(group) for group in by_node.values())
+    claim_template = names.gpu_claim_template(stack) if gpu_sharing else None
+    if gpu_sharing:
+        objects.append(_gpu_claim_template(stack, ns, pool, by_node[pods[0]]))
+    shape = PodShape(
+        placement=placement,
+        volumes=volumes,
+        init_downloads=[] if shared_cache else downloads,
+        gpu_claim_template=claim_template,
+    )
+    res = PodResources(
+        secret_name=secret,
+        vendor=vendor,
+        gpu_claim="gpus" if gpu_sharing else None,
+        rdma_resources=dict(pool.rdma_resources),
+        rdma_required=l3 and mooncake is not None and mooncake.protocol != "tcp",
+        mooncake_l3=l3,
+    )
+
+    serve = names.serve_name(stack)
+    if len(pods) == 1:
+        group = by_node[pods[0]]
+        objects.append(deployment(serve, ns, stack, "serve", pod_spec(group, res, shape), endpoint=True))
+        workloads: tuple[str, ...] = (serve,)
+    else:
+        ranks = [group[0] for group in by_node.values()]
+        if any(len(group) != 1 for group in by_node.values()):
+            raise KubernetesRenderError("topology", "multi-node stacks run one process per node")
+        if source.leader_worker_set:
+            objects.append(leader_worker_set(serve, ns, stack, ranks, res, shape))
+            workloads = (serve,)
+        else:
+            objects += rank_stateful_sets(stack, ns, ranks, res, shape)
+            workloads = tuple(names.rank_name(stack, launch.node) for launch in ranks)
+    objects.append(_endpoint_service(stack, ns, source))
+    return KubernetesPlan(
+        stack=stack,
+        namespace=ns,
+        recipe=recipe,
+        launches=tuple(launches),
+        objects=tuple(objects),
+        secret_name=secret,
+        endpoint_service=names.endpoint_service(stack),
+        workloads=workloads,
+        weights_job=job_name,
+    )
+
+
+def _pool(source: KubernetesSource, hardware: str) -> NodePool:
+    if hardware not in source.node_pools:
+        raise KubernetesRenderError(
+            "nodes.source.nodePools",
+            f"no node pool for {hardware}: say which nodes carry it (nodeSelector, tolerations)",
+        )
+    return source.node_pools[hardware]
+
+
+def _placement(pool: NodePool) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if pool.node_selector:
+        out["nodeSelector"] = dict(pool.node_selector)
+    if pool.tolerations:
+        out["tolerations"] = [t.manifest() for t in pool.tolerations]
+    return out
+
+
+def _cache_volume(stack: str, source: KubernetesSource) -> dict[str, Any]:
+    cache = source.model_cache
+    if isinstance(cache, HostPathCache):
+        return {"name": CACHE_VOLUME, "hostPath": {"path": cache.path, "type": "DirectoryOrCreate"}}
+    return {"name": CACHE_VOLUME, "persistentVolumeClaim": {"claimName": names.model_cache_claim(stack)}}
+
+
+def _claim(stack: str, ns: str, cache: PvcCache) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": names.metadata(names.model_cache_claim(stack), ns, names.labels(stack, "model-cache")),
+        "spec": {
+            "accessModes": [cache.access_mode],
+            "storageClassName": cache.storage_class,
+            "resources": {"requests": {"storage": cache.size}},
+        },
+    }
+
+
+def _gpu_claim_template(
+    stack: str, ns: str, pool: NodePool, group: Sequence[ContainerLaunch]
+) -> dict[str, Any]:
+    """One DRA claim for the GPUs the pod's processes share (encoder disaggregation)."""
+    if pool.gpu_device_class is None:
+        raise KubernetesRenderError(
+            "nodes.source.nodePools.gpuDeviceClass",
+            f"{', '.join(launch.name for launch in group)} share their GPUs, which device-plugin "
+            "limits cannot express (each container gets GPUs of its own): name the cluster's DRA "
+            "device class for these GPUs (e.g. gpu.nvidia.com)",
+        )
+    count = len({gpu for launch in group for gpu in launch.gpus})
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": names.metadata(names.gpu_claim_template(stack), ns, names.labels(stack, "serve")),
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {
+                            "name": "gpus",
+                            "exactly": {
+                                "deviceClassName": pool.gpu_device_class,
+                                "allocationMode": "ExactCount",
+                                "count": count,
+                            },
+                        }
+                    ]
+                }
+            }
+        },
+    }
+
+
+def _endpoint_service(stack: str, ns: str, source: KubernetesSource) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": names.metadata(names.endpoint_service(stack), ns, names.labels(stack, "endpoint")),
+        "spec": {
+            "type": source.service_type,
+            "selector": {names.LABEL_INSTANCE: stack, names.LABEL_ENDPOINT: "true"},
+            "ports": [{"name": "http", "port": SERVE_PORT, "targetPort": SERVE_PORT, "protocol": "TCP"}],
+        },
+    }
