@@ -107,30 +107,60 @@ def _pages(ec2: Any, op: str, key: str, **kwargs: Any) -> Iterator[dict[str, Any
         yield from getattr(ec2, op)(**kwargs).get(key, [])
 
 
-def _resources(ec2: Any) -> Iterator[tuple[str, str, dict[str, str]]]:
-    """(kind, id, tags) of every resource of the kinds sweep knows."""
+def _instances(ec2: Any) -> Iterator[tuple[str, dict[str, str]]]:
     filters = [{"Name": "instance-state-name", "Values": LIVE_INSTANCE_STATES}]
     for reservation in _pages(ec2, "describe_instances", "Reservations", Filters=filters):
         for inst in reservation.get("Instances", []):
-            yield "instance", inst["InstanceId"], _tags(inst.get("Tags"))
-    for lt in _pages(ec2, "describe_launch_templates", "LaunchTemplates"):
-        yield "launch-template", lt["LaunchTemplateId"], _tags(lt.get("Tags"))
-    for pg in _pages(ec2, "describe_placement_groups", "PlacementGroups"):
-        yield "placement-group", pg["GroupName"], _tags(pg.get("Tags"))
-    for sg in _pages(ec2, "describe_security_groups", "SecurityGroups"):
-        yield "security-group", sg["GroupId"], _tags(sg.get("Tags"))
-    for kp in _pages(ec2, "describe_key_pairs", "KeyPairs"):
-        yield "key-pair", kp["KeyPairId"], _tags(kp.get("Tags"))
+            yield inst["InstanceId"], _tags(inst.get("Tags"))
+
+
+def _listing(
+    op: str, key: str, id_key: str, **kwargs: Any
+) -> Callable[[Any], Iterator[tuple[str, dict[str, str]]]]:
+    def items(ec2: Any) -> Iterator[tuple[str, dict[str, str]]]:
+        for item in _pages(ec2, op, key, **kwargs):
+            yield item[id_key], _tags(item.get("Tags"))
+
+    return items
+
+
+LISTINGS: dict[str, Callable[[Any], Iterator[tuple[str, dict[str, str]]]]] = {
+    "instance": _instances,
+    "launch-template": _listing("describe_launch_templates", "LaunchTemplates", "LaunchTemplateId"),
+    "placement-group": _listing("describe_placement_groups", "PlacementGroups", "GroupName"),
+    "security-group": _listing("describe_security_groups", "SecurityGroups", "GroupId"),
+    "key-pair": _listing("describe_key_pairs", "KeyPairs", "KeyName"),
     # attached volumes go with their instance (DeleteOnTermination); only loose ones are swept
-    vol_filters = [{"Name": "status", "Values": ["available"]}]
-    for vol in _pages(ec2, "describe_volumes", "Volumes", Filters=vol_filters):
-        yield "volume", vol["VolumeId"], _tags(vol.get("Tags"))
+    "volume": _listing(
+        "describe_volumes", "Volumes", "VolumeId", Filters=[{"Name": "status", "Values": ["available"]}]
+    ),
+}
 
 
-def find(ec2: Any, *, now: datetime, stacks: set[str], stack: str | None = None) -> list[Finding]:
-    """Every flashfleet resource (of ``stack`` only, when given), stale or kept, in deletion order."""
+def find(
+    ec2: Any,
+    *,
+    now: datetime,
+    stacks: set[str],
+    stack: str | None = None,
+    unlisted: dict[str, str] | None = None,
+) -> list[Finding]:
+    """Every flashfleet resource (of ``stack`` only, when given), stale or kept, in deletion order.
+
+    A kind the endpoint cannot list (an API an emulator lacks, a missing permission) is recorded
+    in ``unlisted`` (kind -> error) and the other kinds are still swept. Instances are not
+    optional: failing to list them fails the sweep.
+    """
+    found: list[tuple[str, str, dict[str, str]]] = []
+    for kind in KINDS:
+        try:
+            found += [(kind, rid, tags) for rid, tags in LISTINGS[kind](ec2)]
+        except Exception as err:
+            if kind == "instance" or unlisted is None:
+                raise
+            unlisted[kind] = f"{type(err).__name__}: {err}".splitlines()[0]
     out = []
-    for kind, rid, tags in _resources(ec2):
+    for kind, rid, tags in found:
         verdict = judge(tags, now, stacks)
         if verdict is None or (stack is not None and tags.get(TAG_STACK) != stack):
             continue
@@ -146,7 +176,7 @@ def _delete_one(ec2: Any, finding: Finding) -> None:
         "launch-template": lambda: ec2.delete_launch_template(LaunchTemplateId=finding.id),
         "placement-group": lambda: ec2.delete_placement_group(GroupName=finding.id),
         "security-group": lambda: ec2.delete_security_group(GroupId=finding.id),
-        "key-pair": lambda: ec2.delete_key_pair(KeyPairId=finding.id),
+        "key-pair": lambda: ec2.delete_key_pair(KeyName=finding.id),
         "volume": lambda: ec2.delete_volume(VolumeId=finding.id),
     }
     calls[finding.kind]()
@@ -184,5 +214,8 @@ def delete(
 def ec2_client(region: str | None = None) -> Any:
     """boto3's EC2 client with the standard settings (profile, region, AWS_ENDPOINT_URL...)."""
     import boto3
+    from botocore.config import Config
 
-    return boto3.client("ec2", region_name=region)
+    return boto3.client(
+        "ec2", region_name=region, config=Config(retries={"mode": "standard", "max_attempts": 3})
+    )

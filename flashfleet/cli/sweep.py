@@ -34,9 +34,12 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{err}; give --stacks-dir") from None
     try:
         ec2 = sweep.ec2_client(args.region)
-        findings = sweep.find(ec2, now=datetime.now(UTC), stacks=stacks, stack=args.stack)
+        unlisted: dict[str, str] = {}
+        findings = sweep.find(ec2, now=datetime.now(UTC), stacks=stacks, stack=args.stack, unlisted=unlisted)
     except (BotoCoreError, ClientError) as err:
         raise UsageError(f"AWS: {err}") from None
+    for kind, error in unlisted.items():
+        print(f"flashfleet sweep: warning: could not list {kind}s, not swept: {error}", file=sys.stderr)
     shown = findings if args.all else [f for f in findings if f.stale]
     deletions = sweep.delete(ec2, findings) if args.yes else []
 
@@ -47,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
                 "findings": [f.to_dict() for f in shown],
                 "deleted": [d.finding.id for d in deletions if d.error is None],
                 "errors": {d.finding.id: d.error for d in deletions if d.error is not None},
+                "unlisted": unlisted,
             }
         )
     else:
