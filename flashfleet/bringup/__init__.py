@@ -1,0 +1,7 @@
+"""Bring-up orchestration: runs the repository's playbooks against a stack's nodes.
+
+`handoff` is the one entry point (validation, run directory, progress, timeline) used by the
+Pulumi dynamic resource (`resource`), the CLI (`up`/`down`/`status`/`configure`) and the
+benchmark's teardown seam (`bench_seams`). Nothing here imports pulumi at module level except
+`resource` and `stackops`.
+"""

@@ -1,0 +1,173 @@
+"""The ansible-runner hand-off shared by the Pulumi resource, the CLI and the bench teardown.
+
+On top of `flashfleet.runner`: refuses a bad inventory or bad role arguments before any host
+is touched, gives every run its own directory, prints progress per host and phase, and draws
+the timeline. Run directory: `<runs root>/<stack>/<UTC time>-<playbook>/` with
+`inventory.json` (the inventory run against; it never holds secrets), `events.jsonl`,
+`progress.log`, `summary.txt` and `timeline.png`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import ansible_runner
+
+from flashfleet.bringup.arguments import check_role_arguments
+from flashfleet.bringup.contract import check_inventory
+from flashfleet.bringup.errors import BringupInputError
+from flashfleet.bringup.progress import PhaseProgress
+from flashfleet.bringup.project import DEFAULT_PROJECT, Project
+from flashfleet.runner import TOKEN_ENV, RunResult, _EventSink
+from flashfleet.timeline import write_timeline
+
+RUNS_ENV = "FLASHFLEET_RUNS_DIR"
+
+
+def default_runs_root() -> Path:
+    return Path(os.environ.get(RUNS_ENV) or Path.cwd() / ".runner").resolve()
+
+
+def new_run_dir(runs_root: Path, stack: str, playbook: str) -> Path:
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    base = runs_root / stack / f"{stamp}-{Path(playbook).stem}"
+    for n in range(1, 1000):
+        path = base if n == 1 else base.with_name(f"{base.name}-{n}")
+        try:
+            path.mkdir(parents=True)
+            return path
+        except FileExistsError:
+            continue
+    raise RuntimeError(f"no free run directory under {base.parent}")
+
+
+def stack_of(inventory: Mapping[str, Any]) -> str:
+    hosts: Mapping[str, Any] = (inventory.get("all") or {}).get("hosts") or {}
+    first: Mapping[str, Any] = next(iter(hosts.values()), {})
+    return str(first.get("flashfleet_stack") or "unknown")
+
+
+def validate(
+    project: Project,
+    playbook: str,
+    inventory: Mapping[str, Any],
+    extravars: Mapping[str, Any],
+    *,
+    stack: str | None = None,
+    hf_token: str | None = None,
+) -> None:
+    """Everything that can be refused before a host is touched; raises BringupInputError."""
+    try:
+        project.playbook(playbook)
+    except FileNotFoundError as err:
+        raise BringupInputError(f"playbook: {err}") from None
+    check_inventory(inventory, stack)
+    if hf_token and hf_token in json.dumps([inventory, extravars], default=str):
+        raise BringupInputError(
+            "inventory/extravars: contain the HF token; it travels only in the environment"
+        )
+    check_role_arguments(project, playbook, inventory, extravars)
+
+
+def run(
+    playbook: str,
+    inventory: Mapping[str, Any],
+    *,
+    project: Project = DEFAULT_PROJECT,
+    runs_root: Path | None = None,
+    extravars: Mapping[str, Any] | None = None,
+    hf_token: str | None = None,
+    stack: str | None = None,
+    check: bool = False,
+    limit: str | None = None,
+    tags: str | None = None,
+    emit: Callable[[str], None] | None = None,
+    checked: bool = True,
+) -> RunResult:
+    """Validates (unless `checked` is False), then runs `playbook` of `project` and waits.
+
+    `hf_token` (or, when None, the caller's own FLASHFLEET_HF_TOKEN) reaches the roles only
+    through the ansible-playbook process environment; no file of the run directory holds it.
+    """
+    extravars = dict(extravars or {})
+    if checked:
+        validate(project, playbook, inventory, extravars, stack=stack, hf_token=hf_token)
+    run_dir = new_run_dir(runs_root or default_runs_root(), stack or stack_of(inventory), playbook)
+    (run_dir / "inventory.json").write_text(json.dumps(inventory, indent=2, default=str) + "\n")
+    with (run_dir / "progress.log").open("w", encoding="utf-8") as log:
+        progress = PhaseProgress(emit, log)
+        result = _execute(
+            project, playbook, inventory, run_dir,
+            extravars=extravars, hf_token=hf_token, check=check, limit=limit, tags=tags, progress=progress,
+        )  # fmt: skip
+        progress.finish()
+        try:
+            write_timeline(result.events_log)
+        except Exception as err:  # a missing chart must never fail a bring-up
+            progress.line(f"timeline not drawn: {err}")
+    return result
+
+
+def _execute(
+    project: Project,
+    playbook: str,
+    inventory: Mapping[str, Any],
+    run_dir: Path,
+    *,
+    extravars: Mapping[str, Any],
+    hf_token: str | None,
+    check: bool,
+    limit: str | None,
+    tags: str | None,
+    progress: PhaseProgress,
+) -> RunResult:
+    # Same as flashfleet.runner.run_playbook, with the project root as a parameter (see the
+    # module docstring there for why the artifacts live in a deleted private directory).
+    envvars = {
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "ANSIBLE_CONFIG": str(project.config),
+    }
+    if hf_token is not None:
+        envvars[TOKEN_ENV] = hf_token
+    sink = _EventSink(run_dir / "events.jsonl", None)
+
+    def on_event(event: dict[str, Any]) -> bool:
+        progress(event)
+        return sink(event)
+
+    private = Path(tempfile.mkdtemp(prefix="flashfleet-runner-"))
+    try:
+        runner = ansible_runner.run(
+            private_data_dir=str(private),
+            project_dir=str(project.playbooks),
+            roles_path=[str(project.roles)],
+            playbook=playbook,
+            inventory=dict(inventory),
+            extravars=dict(extravars),
+            envvars=envvars,
+            cmdline="--check" if check else None,
+            limit=limit,
+            tags=tags,
+            event_handler=on_event,
+            suppress_env_files=True,
+            quiet=True,
+        )
+        stats: dict[str, dict[str, int]] = runner.stats or {}
+        result = RunResult(str(runner.status), int(runner.rc), stats, run_dir, sink.failures)
+    finally:
+        sink.close()
+        shutil.rmtree(private, ignore_errors=True)
+    (run_dir / "summary.txt").write_text(result.summary() + "\n", encoding="utf-8")
+    return result
+
+
+def unreachable_hosts(result: RunResult) -> list[str]:
+    return sorted(h for h, n in result.stats.get("dark", {}).items() if n)

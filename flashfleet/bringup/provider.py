@@ -1,0 +1,188 @@
+"""The Pulumi dynamic provider that runs the playbooks inside `pulumi up` / `pulumi destroy`.
+
+The engine pickles the provider with dill and unpickles it in its own process, so the
+provider holds no state at all: the class is pickled by reference (this module must stay
+importable) and everything a call needs arrives in its inputs, as plain values.
+
+- create/update: run the playbook; a failed run raises (Pulumi keeps the old state and the
+  next `up` tries again);
+- diff: run again only when the inventory (minus connection details), the playbook, the
+  extra variables or the playbooks/roles tree changed; the token alone never triggers a run;
+- delete: run the teardown playbook, best effort: an unreachable host, a failed task or a
+  missing playbook is a warning, never a blocked `pulumi destroy`.
+
+The HF token is an input only: it is never in the outputs (the state) nor in any file.
+"""
+
+from __future__ import annotations
+
+import sys
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pulumi.dynamic import (
+    CheckFailure,
+    CheckResult,
+    CreateResult,
+    DiffResult,
+    ResourceProvider,
+    UpdateResult,
+)
+from pulumi.output import Unknown
+from pulumi.runtime.rpc import unwrap_rpc_secret
+
+from flashfleet.bringup.errors import BringupInputError, PlaybookFailed
+from flashfleet.bringup.fingerprint import content_hash, inventory_hash
+from flashfleet.bringup.project import Project
+from flashfleet.runner import RunResult
+
+# Inputs whose change means "run the playbook again"; compared as hashes kept in the outputs.
+TRIGGERS = ("inventoryHash", "treeHash", "playbook", "extravarsHash")
+
+
+def _has_unknown(value: Any) -> bool:
+    if isinstance(value, Unknown):
+        return True
+    if isinstance(value, Mapping):
+        return any(_has_unknown(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_unknown(v) for v in value)
+    return False
+
+
+def _warn(message: str) -> None:
+    # The engine shows a provider's stderr lines as diagnostics of the `up`/`destroy`.
+    print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True)
+class RunInputs:
+    inventory: dict[str, Any]
+    playbook: str
+    teardown_playbook: str
+    extravars: dict[str, Any]
+    project: Project
+    runs_root: Path
+    tree_hash: str
+    hf_token: str | None
+
+    @classmethod
+    def from_props(cls, props: Mapping[str, Any]) -> RunInputs:
+        token = unwrap_rpc_secret(props.get("hfToken"))
+        return cls(
+            inventory=dict(unwrap_rpc_secret(props.get("inventory")) or {}),
+            playbook=str(props.get("playbook") or "site.yml"),
+            teardown_playbook=str(props.get("teardownPlaybook") or "teardown.yml"),
+            extravars=dict(unwrap_rpc_secret(props.get("extravars")) or {}),
+            project=Project(Path(str(props["projectDir"]))),
+            runs_root=Path(str(props["runsDir"])),
+            tree_hash=str(props.get("treeHash") or ""),
+            hf_token=str(token) if token else None,
+        )
+
+    def triggers(self) -> dict[str, str]:
+        return {
+            "inventoryHash": inventory_hash(self.inventory),
+            "treeHash": self.tree_hash,
+            "playbook": self.playbook,
+            "extravarsHash": content_hash(self.extravars),
+        }
+
+    def outputs(self, result: RunResult) -> dict[str, Any]:
+        """What the state keeps: enough to diff and to tear down, never the token."""
+        return {
+            "inventory": self.inventory,
+            "playbook": self.playbook,
+            "teardownPlaybook": self.teardown_playbook,
+            "extravars": self.extravars,
+            "projectDir": str(self.project.root),
+            "runsDir": str(self.runs_root),
+            **self.triggers(),
+            "runDir": str(result.run_dir),
+            "changed": result.count("changed"),
+        }
+
+
+def _run(inputs: RunInputs) -> RunResult:
+    from flashfleet.bringup import handoff  # ansible imports only where a playbook runs
+
+    result = handoff.run(
+        inputs.playbook,
+        inputs.inventory,
+        project=inputs.project,
+        runs_root=inputs.runs_root,
+        extravars=inputs.extravars,
+        hf_token=inputs.hf_token,
+        emit=_say,
+    )
+    _say(result.summary())
+    if not result.ok:
+        raise PlaybookFailed(result.summary())
+    return result
+
+
+class PlaybookRunProvider(ResourceProvider):
+    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+        inventory = news.get("inventory")
+        if isinstance(inventory, Mapping) and not _has_unknown(inventory):
+            from flashfleet.bringup.contract import check_inventory
+
+            try:
+                check_inventory(unwrap_rpc_secret(inventory))
+            except BringupInputError as err:
+                return CheckResult(news, [CheckFailure("inventory", str(err))])
+        return CheckResult(news, [])
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        if _has_unknown(news):
+            return DiffResult(changes=True, replaces=[], delete_before_replace=False)
+        new = RunInputs.from_props(news).triggers()
+        changed = [key for key in TRIGGERS if olds.get(key) != new[key]]
+        return DiffResult(changes=bool(changed), replaces=[], delete_before_replace=False)
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        inputs = RunInputs.from_props(props)
+        return CreateResult(f"playbooks-{uuid.uuid4().hex[:12]}", inputs.outputs(_run(inputs)))
+
+    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        inputs = RunInputs.from_props(news)
+        return UpdateResult(inputs.outputs(_run(inputs)))
+
+    def delete(self, _id: str, props: dict[str, Any]) -> None:
+        try:
+            _teardown(RunInputs.from_props(props))
+        except Exception as err:  # best effort: a dead node must never block `pulumi destroy`
+            _warn(f"teardown skipped: {type(err).__name__}: {err}")
+
+
+def _teardown(inputs: RunInputs) -> None:
+    from flashfleet.bringup import handoff
+
+    try:
+        inputs.project.playbook(inputs.teardown_playbook)
+    except FileNotFoundError as err:
+        _warn(f"teardown skipped: {err}")
+        return
+    result = handoff.run(
+        inputs.teardown_playbook,
+        inputs.inventory,
+        project=inputs.project,
+        runs_root=inputs.runs_root,
+        emit=_say,
+        checked=False,  # the inventory was checked when it was deployed; roles may have moved on
+    )
+    dark = handoff.unreachable_hosts(result)
+    if dark:
+        _warn(f"teardown: unreachable, left as they are: {', '.join(dark)} ({result.run_dir})")
+    task_failures = [f for f in result.failures if f.host not in dark]
+    if task_failures or (not result.ok and not dark):
+        _warn(f"teardown did not finish cleanly; the destroy goes on:\n{result.summary()}")
+    elif result.ok:
+        _say(f"teardown done ({result.run_dir})")
