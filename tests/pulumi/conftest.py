@@ -1,5 +1,5 @@
 import sys
 from pathlib import Path
 
-# The harness is a plain module beside the tests.
+# pulumi_harness is a plain module beside the tests.
 sys.path.insert(0, str(Path(__file__).parent))

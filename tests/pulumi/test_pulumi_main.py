@@ -10,7 +10,7 @@ from typing import Any
 import pulumi
 import pytest
 import yaml
-from harness import TOKEN, Recorder
+from pulumi_harness import TOKEN, Recorder
 
 from flashfleet.stack import DEFAULT_STACKS_DIR, StackError
 

@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 import pytest
-from harness import TOKEN, Recorder, Registration, Result, is_secret, plain_strings, run_program, token_leaks
+from pulumi_harness import (
+    TOKEN,
+    Recorder,
+    Registration,
+    Result,
+    is_secret,
+    plain_strings,
+    run_program,
+    token_leaks,
+)
 
 from flashfleet.stack import ExistingSource, list_stacks
 from flashfleet.stack.checks import render_stack

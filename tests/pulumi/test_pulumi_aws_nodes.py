@@ -6,7 +6,7 @@ import base64
 from collections import Counter
 
 import pytest
-from harness import AMI, API_NETWORK_CARDS, NOW, Result, run_program
+from pulumi_harness import AMI, API_NETWORK_CARDS, NOW, Result, run_program
 
 from flashfleet.catalog.instances import instance_catalog
 from flashfleet.components.ttl_guard import EXPIRES_TAG
