@@ -32,6 +32,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("bench", "benchmark a stack's endpoint with a workload profile; --destroy tears it down"),
     "compare": ("compare", "line up several benchmark runs in one table and plot"),
     "sweep": ("sweep", "list (--yes: delete) expired or orphaned flashfleet-tagged AWS resources"),
+    "up": ("up", "bring a stack up through Pulumi: nodes, preparation, serving, smoke checks"),
+    "down": ("down", "tear a stack down (pulumi destroy, or teardown.yml on existing hosts)"),
+    "status": ("status", "a stack's outputs, last operation and latest bring-up runs"),
+    "configure": ("configure", "run the playbooks against a stack's hosts (--inventory: without Pulumi)"),
+    "timeline": ("timeline", "chart where a bring-up run's time went, per host and phase"),
 }
 
 

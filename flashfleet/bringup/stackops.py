@@ -1,0 +1,117 @@
+"""`pulumi up` / `destroy` / outputs of a stack through Pulumi's Automation API.
+
+Only CLI-backed calls: the Automation API's `stack_settings()` ignores `stackConfigDir`
+(pulumi/pulumi#10305) and this project keeps its stack files in `stacks/`. Secrets are never
+shown: `show_secrets=False` on every operation that prints, and outputs marked secret are
+masked by whoever prints them.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from flashfleet.bringup.project import REPO
+
+if TYPE_CHECKING:
+    from pulumi.automation import Stack
+
+NO_CLI = (
+    "the Pulumi CLI is not installed (up/down/status drive it through Pulumi's Automation API); "
+    "install it, or work on existing hosts without it: `flashfleet configure|down STACK --inventory FILE`"
+)
+
+
+class PulumiUnavailable(Exception):
+    """The Pulumi CLI is missing; the message says what to do instead."""
+
+
+class StackError(Exception):
+    """A Pulumi operation on the stack failed (one line)."""
+
+
+class UnknownStack(StackError):
+    """No such stack file or Pulumi stack: bad input, not a failure."""
+
+
+@dataclass(frozen=True)
+class StackOutput:
+    value: Any
+    secret: bool
+
+    def shown(self) -> Any:
+        return "[secret]" if self.secret else self.value
+
+
+def cli_available() -> bool:
+    return shutil.which("pulumi") is not None
+
+
+def _last_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return lines[-1] if lines else "no message"
+
+
+def select(stack: str) -> Stack:
+    if not cli_available():
+        raise PulumiUnavailable(NO_CLI)
+    from pulumi import automation as auto
+
+    if not (REPO / "stacks" / f"Pulumi.{stack}.yaml").is_file():
+        raise UnknownStack(f"stack {stack!r}: no stacks/Pulumi.{stack}.yaml")
+    try:
+        return auto.select_stack(stack_name=stack, work_dir=str(REPO))
+    except FileNotFoundError:
+        raise PulumiUnavailable(NO_CLI) from None
+    except auto.StackNotFoundError:
+        raise UnknownStack(f"stack {stack!r}: not initialised (pulumi stack init {stack})") from None
+    except auto.CommandError as err:
+        raise StackError(f"stack {stack!r}: {_last_line(str(err))}") from None
+
+
+def up(stack: str, on_output: Callable[[str], None]) -> dict[str, StackOutput]:
+    from pulumi import automation as auto
+
+    st = select(stack)
+    try:
+        result = st.up(on_output=on_output, show_secrets=False, color="never")
+    except auto.CommandError as err:
+        raise StackError(f"pulumi up {stack}: {_last_line(str(err))}") from None
+    return {k: StackOutput(v.value, v.secret) for k, v in result.outputs.items()}
+
+
+def destroy(stack: str, on_output: Callable[[str], None]) -> None:
+    from pulumi import automation as auto
+
+    st = select(stack)
+    try:
+        st.destroy(on_output=on_output, show_secrets=False, color="never")
+    except auto.CommandError as err:
+        raise StackError(f"pulumi destroy {stack}: {_last_line(str(err))}") from None
+
+
+def outputs(stack: str) -> dict[str, StackOutput]:
+    from pulumi import automation as auto
+
+    st = select(stack)
+    try:
+        return {k: StackOutput(v.value, v.secret) for k, v in st.outputs().items()}
+    except auto.CommandError as err:
+        raise StackError(f"outputs of {stack}: {_last_line(str(err))}") from None
+
+
+def last_update(stack: str) -> str | None:
+    """`<kind> <result> <start time>` of the stack's latest operation, or None."""
+    from pulumi import automation as auto
+
+    st = select(stack)
+    try:
+        history = st.history(page_size=1, page=1, show_secrets=False)
+    except auto.CommandError as err:
+        raise StackError(f"history of {stack}: {_last_line(str(err))}") from None
+    if not history:
+        return None
+    h = history[0]
+    return f"{h.kind} {h.result} {h.start_time:%Y-%m-%d %H:%M:%S}"

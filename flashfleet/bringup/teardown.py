@@ -1,0 +1,78 @@
+"""Tear a stack down: `pulumi destroy` (which runs teardown.yml through the playbook resource),
+or teardown.yml on existing hosts from an inventory. `bench --destroy` calls `teardown_stack`.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from flashfleet.bringup import stackops
+from flashfleet.bringup.project import DEFAULT_PROJECT, Project
+from flashfleet.runner import RunResult
+
+
+class TeardownError(RuntimeError):
+    pass
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def teardown_hosts(
+    inventory: Mapping[str, Any],
+    *,
+    project: Project = DEFAULT_PROJECT,
+    playbook: str = "teardown.yml",
+    runs_root: Path | None = None,
+    stack: str | None = None,
+    emit: Callable[[str], None] | None = _stderr,
+) -> RunResult:
+    """teardown.yml on existing hosts. Unreachable hosts are reported, not failed; a task that
+    fails on a reachable host raises TeardownError (its services may still run)."""
+    from flashfleet.bringup import handoff
+
+    result = handoff.run(playbook, inventory, project=project, runs_root=runs_root, stack=stack, emit=emit)
+    dark = handoff.unreachable_hosts(result)
+    if dark and emit is not None:
+        emit(f"warning: unreachable, left as they are: {', '.join(dark)}")
+    failed = sorted({f.host for f in result.failures if f.host not in dark})
+    if failed or (not result.ok and not dark):
+        raise TeardownError(
+            f"teardown failed on {', '.join(failed) or 'the controller'}; see {result.run_dir}"
+        )
+    return result
+
+
+def latest_inventory(stack: str, runs_root: Path) -> Path | None:
+    """The inventory of the latest non-teardown run of `stack` recorded under `runs_root`."""
+    runs = sorted(
+        (d for d in (runs_root / stack).glob("*") if (d / "inventory.json").is_file()),
+        key=lambda d: d.name,
+    )
+    runs = [d for d in runs if not d.name.endswith("-teardown")]
+    return runs[-1] / "inventory.json" if runs else None
+
+
+def teardown_stack(stack: str) -> None:
+    """Everything the stack runs is gone when this returns; raises otherwise.
+
+    With the Pulumi CLI: `pulumi destroy`. Without it: teardown.yml against the inventory of
+    the stack's latest `flashfleet configure` run on this machine.
+    """
+    if stackops.cli_available():
+        stackops.destroy(stack, _stderr)
+        return
+    import json
+
+    from flashfleet.bringup.handoff import default_runs_root
+
+    recorded = latest_inventory(stack, default_runs_root())
+    if recorded is None:
+        raise TeardownError(
+            f"{stackops.NO_CLI}; and no `flashfleet configure` run of {stack} is recorded here"
+        )
+    teardown_hosts(json.loads(recorded.read_text()), stack=stack)

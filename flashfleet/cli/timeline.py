@@ -1,0 +1,39 @@
+"""`flashfleet timeline RUN_DIR`: the bring-up Gantt chart (PNG) of a run, and the slowest
+phase of each host as text."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from flashfleet.cli.common import UsageError
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("timeline", help="chart where a bring-up run's time went, per host and phase")
+    p.add_argument("run_dir", type=Path, help="run directory (with events.jsonl), or the events.jsonl")
+    p.add_argument("-o", "--output", type=Path, default=None, help="PNG path (default: RUN_DIR/timeline.png)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from flashfleet.timeline import build_timeline, read_events, timeline_figure
+
+    events = args.run_dir if args.run_dir.is_file() else args.run_dir / "events.jsonl"
+    if not events.is_file():
+        raise UsageError(f"{args.run_dir}: no events.jsonl (a run directory of configure/up)")
+    try:
+        timeline = build_timeline(read_events(events))
+    except (ValueError, KeyError) as err:
+        raise UsageError(f"{events}: not an event log ({err})") from None
+    if not timeline.spans:
+        raise UsageError(f"{events}: no task ran, nothing to chart")
+    png = args.output or events.with_name("timeline.png")
+    timeline_figure(timeline).savefig(png, dpi=110)
+    for host in timeline.hosts:
+        spans = [s for s in timeline.spans if s.host == host]
+        slowest = max(spans, key=lambda s: s.duration)
+        took = max(s.end for s in spans) - min(s.start for s in spans)
+        print(f"{host}: {took:.1f}s, slowest phase {slowest.phase} {slowest.duration:.1f}s")
+    print(f"timeline: {png}")
+    return 0
