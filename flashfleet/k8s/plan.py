@@ -93,7 +93,9 @@ def plan_kubernetes(
         objects.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
 
     cache_volume = _cache_volume(stack, source)
-    shared_cache = isinstance(source.model_cache, PvcCache) and source.model_cache.access_mode == "ReadWriteMany"
+    shared_cache = (
+        isinstance(source.model_cache, PvcCache) and source.model_cache.access_mode == "ReadWriteMany"
+    )
     pods = sorted({launch.node for launch in launches})
     if not shared_cache and isinstance(source.model_cache, PvcCache) and len(pods) > 1:
         raise KubernetesRenderError(
@@ -111,7 +113,12 @@ def plan_kubernetes(
         job_name = names.weights_job(stack)
         objects.append(
             weights.download_job(
-                job_name, ns, names.labels(stack, "weights"), downloads, cache_volume, placement
+                job_name,
+                ns,
+                names.labels(stack, "weights"),
+                containers=downloads,
+                cache_volume=cache_volume,
+                placement=placement,
             )
         )
 
@@ -156,7 +163,7 @@ def plan_kubernetes(
         if any(len(group) != 1 for group in by_node.values()):
             raise KubernetesRenderError("topology", "multi-node stacks run one process per node")
         if source.leader_worker_set:
-            objects.append(leader_worker_set(serve, ns, stack, ranks, res, shape))
+            objects.append(leader_worker_set(serve, ns, stack=stack, ranks=ranks, res=res, shape=shape))
             workloads = (serve,)
         else:
             objects += rank_stateful_sets(stack, ns, ranks, res, shape)

@@ -53,6 +53,7 @@ def download_job(
     name: str,
     namespace: str,
     job_labels: dict[str, str],
+    *,
     containers: list[dict[str, Any]],
     cache_volume: dict[str, Any],
     placement: dict[str, Any],

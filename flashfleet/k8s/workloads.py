@@ -70,11 +70,11 @@ def pod_spec(
     commands = commands or {}
     sidecars, mains = [], []
     for launch in launches:
-        spec = container(launch, res, serves_http=http, command=commands.get(launch.name))
+        made = container(launch, res, serves_http=http, command=commands.get(launch.name))
         if launch.name in waited_on:
-            sidecars.append({**spec, "restartPolicy": "Always"})
+            sidecars.append({**made, "restartPolicy": "Always"})
         else:
-            mains.append(spec)
+            mains.append(made)
     shm = max((_gib(shm_size_limit(launch.shm_size)) for launch in launches), default=0)
     volumes = [{"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": f"{shm}Gi"}}]
     volumes += shape.volumes
@@ -88,7 +88,9 @@ def pod_spec(
     if shape.init_downloads or sidecars:
         spec["initContainers"] = [*shape.init_downloads, *sidecars]
     if res.gpu_claim is not None:
-        spec["resourceClaims"] = [{"name": res.gpu_claim, "resourceClaimTemplateName": shape.gpu_claim_template}]
+        spec["resourceClaims"] = [
+            {"name": res.gpu_claim, "resourceClaimTemplateName": shape.gpu_claim_template}
+        ]
     return spec
 
 
@@ -142,6 +144,7 @@ def worker_command(leader: ContainerLaunch, workers: Sequence[ContainerLaunch]) 
 def leader_worker_set(
     name: str,
     namespace: str,
+    *,
     stack: str,
     ranks: Sequence[ContainerLaunch],
     res: PodResources,

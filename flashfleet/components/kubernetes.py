@@ -1,0 +1,157 @@
+"""Kubernetes node source: the stack's recipe served on a GPU cluster the user already has.
+
+One ComponentResource; it creates the objects ``flashfleet.k8s.plan_kubernetes`` renders, plus
+the Secret made from the Pulumi secret HF token, with pulumi-kubernetes. The provider (kubeconfig
+context) comes through ``opts`` and reaches every child through ``parent=self``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from flashfleet.components.kubernetes_spec import KubernetesSource
+from flashfleet.k8s import KubernetesPlan, plan_kubernetes
+from flashfleet.k8s.plan import RecipeFor
+from flashfleet.launch import SECRET_ENV_NAMES, LaunchSettings
+from flashfleet.recipes.layouts import SERVE_PORT
+from flashfleet.stack.spec import Mooncake
+
+# Weight download and model loading take far longer than pulumi-kubernetes' default 10 minutes.
+SERVE_TIMEOUTS = pulumi.CustomTimeouts(create="3h", update="3h")
+
+_Factory = Callable[[str, dict[str, Any], pulumi.ResourceOptions], pulumi.CustomResource]
+
+
+def _typed(cls: Any) -> _Factory:
+    def make(name: str, obj: dict[str, Any], opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
+        fields = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
+        return cls(name, **fields, opts=opts)  # type: ignore[no-any-return]
+
+    return make
+
+
+def _custom(name: str, obj: dict[str, Any], opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
+    return k8s.apiextensions.CustomResource(
+        name,
+        api_version=obj["apiVersion"],
+        kind=obj["kind"],
+        metadata=obj["metadata"],
+        spec=obj["spec"],
+        opts=opts,
+    )
+
+
+_FACTORIES: dict[str, _Factory] = {
+    "Namespace": _typed(k8s.core.v1.Namespace),
+    "PersistentVolumeClaim": _typed(k8s.core.v1.PersistentVolumeClaim),
+    "ConfigMap": _typed(k8s.core.v1.ConfigMap),
+    "Service": _typed(k8s.core.v1.Service),
+    "Deployment": _typed(k8s.apps.v1.Deployment),
+    "StatefulSet": _typed(k8s.apps.v1.StatefulSet),
+    "Job": _typed(k8s.batch.v1.Job),
+    "ResourceClaimTemplate": _typed(k8s.resource.v1.ResourceClaimTemplate),
+    "LeaderWorkerSet": _custom,
+}
+_AWAITED = {"Deployment", "StatefulSet", "Job"}
+
+
+@dataclass(frozen=True)
+class KubernetesClusterArgs:
+    source: KubernetesSource
+    hardware: str
+    nodes: int
+    recipe_for: RecipeFor
+    """``Bringup.recipe_for``: the stack's recipe with the ranks' addresses."""
+    launch_settings: LaunchSettings
+    mooncake: Mooncake | None = None
+    hf_token: pulumi.Input[str] | None = None
+    """The ``flashfleet:hfToken`` secret; it only ever reaches the cluster as a Secret."""
+
+
+def kubernetes_provider(name: str, source: KubernetesSource) -> k8s.Provider | None:
+    """The provider for the source's kubeconfig context, or None for the default provider."""
+    if source.context is None:
+        return None
+    return k8s.Provider(f"{name}-k8s", context=source.context)
+
+
+class KubernetesCluster(pulumi.ComponentResource):
+    endpoint: pulumi.Output[str]
+    """The OpenAI-compatible base URL (``.../v1``): in-cluster DNS, or the load balancer."""
+    namespace: pulumi.Output[str]
+    workloads: pulumi.Output[list[str]]
+    """The Deployments, StatefulSets or LeaderWorkerSet that serve the model."""
+
+    def __init__(
+        self, name: str, args: KubernetesClusterArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("flashfleet:nodes:KubernetesCluster", name, {}, opts)
+        self.plan: KubernetesPlan = plan_kubernetes(
+            name,
+            args.source,
+            hardware=args.hardware,
+            nodes=args.nodes,
+            recipe_for=args.recipe_for,
+            settings=args.launch_settings,
+            mooncake=args.mooncake,
+        )
+        plan = self.plan
+        self.resources: dict[str, pulumi.CustomResource] = {}
+        namespace: list[pulumi.Resource] = []
+        before_serving: list[pulumi.Resource] = []
+        for obj in plan.objects:
+            kind = obj["kind"]
+            deps = list(namespace)
+            if kind in ("Deployment", "StatefulSet", "LeaderWorkerSet") and _serves(obj):
+                deps += before_serving  # the weights are in the cache before any server starts
+            child = pulumi.ResourceOptions(
+                parent=self,
+                depends_on=deps,
+                custom_timeouts=SERVE_TIMEOUTS if kind in _AWAITED else None,
+            )
+            resource = _FACTORIES[kind](f"{name}-{kind.lower()}-{obj['metadata']['name']}", obj, child)
+            self.resources[f"{kind}/{obj['metadata']['name']}"] = resource
+            if kind == "Namespace":
+                namespace.append(resource)
+            if kind == "Job":
+                before_serving.append(resource)
+        if args.hf_token is not None:
+            self.secret: k8s.core.v1.Secret | None = k8s.core.v1.Secret(
+                f"{name}-secret",
+                metadata={"name": plan.secret_name, "namespace": plan.namespace},
+                type="Opaque",
+                string_data={key: pulumi.Output.secret(args.hf_token) for key in SECRET_ENV_NAMES},
+                opts=pulumi.ResourceOptions(parent=self, depends_on=namespace),
+            )
+        else:
+            self.secret = None
+        self.namespace = pulumi.Output.from_input(plan.namespace)
+        self.workloads = pulumi.Output.from_input(list(plan.workloads))
+        self.endpoint = self._endpoint(plan, args.source)
+        self.register_outputs(
+            {"endpoint": self.endpoint, "namespace": self.namespace, "workloads": self.workloads}
+        )
+
+    def _endpoint(self, plan: KubernetesPlan, source: KubernetesSource) -> pulumi.Output[str]:
+        if source.service_type != "LoadBalancer":
+            return pulumi.Output.from_input(plan.endpoint)
+        service = self.resources[f"Service/{plan.endpoint_service}"]
+        assert isinstance(service, k8s.core.v1.Service)
+        return service.status.apply(_load_balancer_url)
+
+
+def _serves(obj: dict[str, Any]) -> bool:
+    labels = obj["metadata"].get("labels", {})
+    return bool(labels.get("app.kubernetes.io/component") == "serve")
+
+
+def _load_balancer_url(status: Any) -> str:
+    balancer = getattr(status, "load_balancer", None)
+    ingress = (getattr(balancer, "ingress", None) or [None])[0]
+    host = getattr(ingress, "hostname", None) or getattr(ingress, "ip", None) or ""
+    return f"http://{host}:{SERVE_PORT}/v1"
