@@ -28,7 +28,15 @@ from flashfleet.k8s.containers import MOONCAKE_HOSTNAME_ENV
 from flashfleet.launch import ImageSpec, LaunchSettings
 from flashfleet.recipes.layouts import MOONCAKE_CONFIG_ENV, MOONCAKE_CONFIG_PATH
 
-SERVE_CASES = [GB300_LOWLAT, MI355X_AGENTX, GB300_PD, H200_L3, H200_L3_STATEFULSETS, GB300_ENCODER, H200_DFLASH2]
+SERVE_CASES = [
+    GB300_LOWLAT,
+    MI355X_AGENTX,
+    GB300_PD,
+    H200_L3,
+    H200_L3_STATEFULSETS,
+    GB300_ENCODER,
+    H200_DFLASH2,
+]
 
 
 def _workload_containers(case: Case) -> dict[str, dict[str, Any]]:
@@ -128,7 +136,10 @@ def test_gb300_low_latency() -> None:
         "resources": {"requests": {"storage": "2Ti"}},
     }
     (svc,) = objects_of(plan, "Service")
-    assert svc["spec"]["selector"] == {"app.kubernetes.io/instance": "gb300-lowlat", "flashfleet.dev/endpoint": "true"}
+    assert svc["spec"]["selector"] == {
+        "app.kubernetes.io/instance": "gb300-lowlat",
+        "flashfleet.dev/endpoint": "true",
+    }
     assert deploy["spec"]["template"]["metadata"]["labels"]["flashfleet.dev/endpoint"] == "true"
     assert plan.endpoint == "http://gb300-lowlat.glm.svc:30000/v1"
     assert plan.workloads == ("gb300-lowlat-serve",)
@@ -157,7 +168,8 @@ def test_mi355x_agentx() -> None:
     (download,) = pod["initContainers"]
     assert download["command"] == ["hf", "download", "OneNexus/GLM-5.3-Flash-MXFP4"]
     assert "restartPolicy" not in download
-    assert objects_of(plan, "Job") == [] and objects_of(plan, "PersistentVolumeClaim") == []
+    assert objects_of(plan, "Job") == []
+    assert objects_of(plan, "PersistentVolumeClaim") == []
     assert plan.weights_job is None
 
 
@@ -176,7 +188,10 @@ def test_pd_one_pod_sidecars_before_router() -> None:
     assert "--base-gpu-id" not in by_name["decode"]["command"]  # the container's GPUs start at 0
     for name, port in (("prefill", 31000), ("decode", 32000), ("router", 30000)):
         assert by_name[name]["startupProbe"]["httpGet"] == {"path": "/health", "port": port}
-    assert by_name["router"]["startupProbe"]["failureThreshold"] < by_name["prefill"]["startupProbe"]["failureThreshold"]
+    assert (
+        by_name["router"]["startupProbe"]["failureThreshold"]
+        < by_name["prefill"]["startupProbe"]["failureThreshold"]
+    )
     (svc,) = objects_of(plan, "Service")
     assert svc["spec"]["ports"] == [{"name": "http", "port": 30000, "targetPort": 30000, "protocol": "TCP"}]
 
@@ -191,7 +206,8 @@ def test_encoder_ready_before_language_sharing_gpus_through_dra() -> None:
     assert pod["resourceClaims"] == [{"name": "gpus", "resourceClaimTemplateName": "gb300-encoder-gpus"}]
     (encoder,) = pod["initContainers"]
     (language,) = pod["containers"]
-    assert encoder["name"] == "encoder" and encoder["restartPolicy"] == "Always"
+    assert encoder["name"] == "encoder"
+    assert encoder["restartPolicy"] == "Always"
     assert encoder["startupProbe"]["httpGet"] == {"path": "/health", "port": 30001}
     assert language["name"] == "language"
     assert "http://localhost:30001" in language["command"]  # same pod: localhost is the encoder
@@ -201,7 +217,9 @@ def test_encoder_ready_before_language_sharing_gpus_through_dra() -> None:
 
 def test_encoder_without_dra_is_refused() -> None:
     pools = {"gb300": {"nodeSelector": {"a": "b"}}}
-    case = Case("gb300-encoder", "gb300", "low-latency", topology="encoder-disagg", source=source(nodePools=pools))
+    case = Case(
+        "gb300-encoder", "gb300", "low-latency", topology="encoder-disagg", source=source(nodePools=pools)
+    )
     with pytest.raises(KubernetesRenderError, match="gpuDeviceClass"):
         case.plan()
 
@@ -240,12 +258,17 @@ def test_l3_mooncake_objects_and_leader_worker_set() -> None:
     ]
     assert "resources" not in master_c  # no GPU for the master
     master_svc = next(o for o in objects_of(plan, "Service") if o["metadata"]["name"] == "h200-l3-mooncake")
-    assert {p["name"]: p["port"] for p in master_svc["spec"]["ports"]} == {"rpc": 50051, "metadata": 8080, "metrics": 9003}
+    assert {p["name"]: p["port"] for p in master_svc["spec"]["ports"]} == {
+        "rpc": 50051,
+        "metadata": 8080,
+        "metrics": 9003,
+    }
     assert master_svc["spec"]["selector"] == master["spec"]["selector"]["matchLabels"]
 
     (lws,) = objects_of(plan, "LeaderWorkerSet")
     lwt = lws["spec"]["leaderWorkerTemplate"]
-    assert lwt["size"] == 2 and lwt["restartPolicy"] == "RecreateGroupOnPodRestart"
+    assert lwt["size"] == 2
+    assert lwt["restartPolicy"] == "RecreateGroupOnPodRestart"
     leader = lwt["leaderTemplate"]["spec"]["containers"][0]
     worker = lwt["workerTemplate"]["spec"]["containers"][0]
     i = leader["command"].index("--dist-init-addr")
@@ -259,12 +282,16 @@ def test_l3_mooncake_objects_and_leader_worker_set() -> None:
     ]
     assert worker["command"][worker["command"].index("--node-rank") + 1] == "$(LWS_WORKER_INDEX)"
     # Only rank 0 serves HTTP; workers run schedulers only.
-    assert "readinessProbe" in leader and "startupProbe" not in worker and "ports" not in worker
+    assert "readinessProbe" in leader
+    assert "startupProbe" not in worker
+    assert "ports" not in worker
     for c in (leader, worker):
         assert c["resources"] == {"limits": {"nvidia.com/gpu": 8, "vpc.amazonaws.com/efa": 16}}
         assert c["securityContext"] == {"capabilities": {"add": ["IPC_LOCK"]}}
         assert {"name": MOONCAKE_CONFIG_ENV, "value": MOONCAKE_CONFIG_PATH} in c["env"]
-        assert {"name": MOONCAKE_HOSTNAME_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}} in c["env"]
+        assert {"name": MOONCAKE_HOSTNAME_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}} in c[
+            "env"
+        ]
         mount = next(m for m in c["volumeMounts"] if m["name"] == "mooncake-config")
         assert mount == {"name": "mooncake-config", "mountPath": "/etc/flashfleet/mooncake", "readOnly": True}
     volume = next(v for v in lwt["leaderTemplate"]["spec"]["volumes"] if v["name"] == "mooncake-config")
@@ -281,7 +308,8 @@ def test_statefulsets_per_rank_without_the_lws_crd() -> None:
     assert [s["metadata"]["name"] for s in sets] == [f"h200-l3-sts-serve-rank-{r}" for r in range(3)]
     assert plan.workloads == tuple(s["metadata"]["name"] for s in sets)
     headless = next(o for o in objects_of(plan, "Service") if o["metadata"]["name"] == "h200-l3-sts-serve")
-    assert headless["spec"]["clusterIP"] == "None" and headless["spec"]["publishNotReadyAddresses"] is True
+    assert headless["spec"]["clusterIP"] == "None"
+    assert headless["spec"]["publishNotReadyAddresses"] is True
     for rank, sts in enumerate(sets):
         assert sts["spec"]["serviceName"] == "h200-l3-sts-serve"
         (c,) = sts["spec"]["template"]["spec"]["containers"]

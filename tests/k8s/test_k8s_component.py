@@ -1,0 +1,239 @@
+"""KubernetesCluster under Pulumi mocks: what pulumi-kubernetes would be asked to create."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+import pytest
+from k8s_cases import GB300_LOWLAT, GB300_PD, H200_L3, MI355X_AGENTX, Case, source
+from pulumi.runtime import rpc
+
+from flashfleet.components.kubernetes import KubernetesCluster, KubernetesClusterArgs, kubernetes_provider
+
+TOKEN = "hf_k8sTOKENthatMUSTneverLEAK0123456789"
+DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+SECRET = "kubernetes:core/v1:Secret"
+
+
+@dataclass
+class Registered:
+    typ: str
+    name: str
+    inputs: dict[str, Any]
+    provider: str | None
+
+
+@dataclass
+class Recorder(pulumi.runtime.Mocks):
+    resources: list[Registered] = field(default_factory=list)
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        self.resources.append(Registered(args.typ, args.name, dict(args.inputs), args.provider))
+        out = dict(args.inputs)
+        if args.typ == "kubernetes:core/v1:Service":
+            out["status"] = {"loadBalancer": {"ingress": [{"hostname": "lb.example.com"}]}}
+        return f"{args.name}-id", out
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+        raise AssertionError(f"unexpected invoke {args.token}")
+
+    def of_type(self, typ: str) -> list[Registered]:
+        return [r for r in self.resources if r.typ == typ]
+
+
+@dataclass
+class Deployed:
+    cluster: KubernetesCluster
+    mocks: Recorder
+    outputs: dict[str, Any]
+
+
+def deploy(case: Case, *, token: str | None = TOKEN, with_provider: bool = False) -> Deployed:
+    mocks = Recorder()
+    pulumi.runtime.set_mocks(mocks, project="flashfleet", stack=case.stack, preview=False)
+    holder: dict[str, Any] = {}
+
+    @pulumi.runtime.test
+    def program() -> Any:
+        provider = k8s.Provider("ctx", context="gpu-cluster") if with_provider else None
+        cluster = KubernetesCluster(
+            case.stack,
+            KubernetesClusterArgs(
+                source=case.source,
+                hardware=case.hardware,
+                nodes=case.nodes,
+                recipe_for=case.recipe_for,
+                launch_settings=case.settings(),
+                mooncake=case.mooncake,
+                hf_token=pulumi.Output.secret(token) if token else None,
+            ),
+            opts=pulumi.ResourceOptions(provider=provider),
+        )
+        holder["cluster"] = cluster
+
+        async def collect() -> None:
+            holder["outputs"] = {
+                "endpoint": await cluster.endpoint.future(),
+                "namespace": await cluster.namespace.future(),
+                "workloads": await cluster.workloads.future(),
+            }
+
+        return asyncio.ensure_future(collect())
+
+    program()
+    return Deployed(holder["cluster"], mocks, holder["outputs"])
+
+
+def _is_secret(value: Any) -> bool:
+    return isinstance(value, dict) and value.get(rpc._special_sig_key) == rpc._special_secret_sig
+
+
+def _plain_strings(value: Any) -> list[str]:
+    """Every string in value that is not inside a secret."""
+    if _is_secret(value):
+        return []
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() for s in (*_plain_strings(k), *_plain_strings(v))]
+    if isinstance(value, list | tuple):
+        return [s for v in value for s in _plain_strings(v)]
+    return []
+
+
+def _pod(inputs: dict[str, Any]) -> dict[str, Any]:
+    return inputs["spec"]["template"]["spec"]  # type: ignore[no-any-return]
+
+
+def _serve(d: Deployed) -> Registered:
+    (serve,) = [r for r in d.mocks.of_type(DEPLOYMENT) if r.inputs["metadata"]["name"].endswith("-serve")]
+    return serve
+
+
+CASES = [GB300_LOWLAT, MI355X_AGENTX, GB300_PD, H200_L3]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.stack)
+def test_token_only_inside_a_secret(case: Case) -> None:
+    d = deploy(case)
+    leaks = [
+        f"{r.typ}::{r.name}" for r in d.mocks.resources if any(TOKEN in s for s in _plain_strings(r.inputs))
+    ]
+    assert leaks == []
+    (secret,) = d.mocks.of_type(SECRET)
+    assert secret.inputs["metadata"] == {"name": f"{case.stack}-hf-token", "namespace": "glm"}
+    assert _is_secret(secret.inputs["stringData"])
+    assert secret.inputs["stringData"]["value"] == {"HF_TOKEN": TOKEN}
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.stack)
+def test_each_container_command_is_the_launch_argv(case: Case) -> None:
+    d = deploy(case)
+    plan = d.cluster.plan
+    registered: dict[str, list[str]] = {}
+    for r in d.mocks.resources:
+        if r.typ in (DEPLOYMENT, "kubernetes:apps/v1:StatefulSet"):
+            pod = _pod(r.inputs)
+            for c in [*pod.get("initContainers", []), *pod["containers"]]:
+                registered[c["name"]] = c["command"]
+        if r.typ == "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet":
+            leader = r.inputs["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["spec"]["containers"][0]
+            registered[leader["name"]] = leader["command"]
+    for launch in plan.launches:
+        if launch.node == 0:
+            assert registered[launch.name] == list(launch.argv), launch.name
+
+
+def test_gb300_low_latency_resources() -> None:
+    d = deploy(GB300_LOWLAT)
+    kinds = Counter(r.typ for r in d.mocks.resources)
+    assert kinds == Counter(
+        {
+            "flashfleet:nodes:KubernetesCluster": 1,
+            "kubernetes:core/v1:Namespace": 1,
+            "kubernetes:core/v1:PersistentVolumeClaim": 1,
+            "kubernetes:batch/v1:Job": 1,
+            DEPLOYMENT: 1,
+            "kubernetes:core/v1:Service": 1,
+            SECRET: 1,
+        }
+    )
+    names = [r.name for r in d.mocks.resources]
+    assert len(names) == len(set(names))  # mocks do not catch duplicate URNs
+    pod = _pod(_serve(d).inputs)
+    (server,) = pod["containers"]
+    assert server["resources"]["limits"] == {"nvidia.com/gpu": 4}
+    assert pod["nodeSelector"] == {"node.kubernetes.io/instance-type": "p6e-gb300.36xlarge"}
+    assert server["readinessProbe"]["httpGet"] == {"path": "/health", "port": 30000}
+    assert server["startupProbe"]["failureThreshold"] * server["startupProbe"]["periodSeconds"] >= 3600
+    assert {v["name"] for v in pod["volumes"]} == {"dshm", "model-cache"}
+    env = {e["name"]: e for e in server["env"]}
+    assert env["HF_TOKEN"]["valueFrom"]["secretKeyRef"]["name"] == "gb300-lowlat-hf-token"
+    assert d.outputs == {
+        "endpoint": "http://gb300-lowlat.glm.svc:30000/v1",
+        "namespace": "glm",
+        "workloads": ["gb300-lowlat-serve"],
+    }
+
+
+def test_mi355x_agentx_resources() -> None:
+    d = deploy(MI355X_AGENTX)
+    pod = _pod(_serve(d).inputs)
+    (server,) = pod["containers"]
+    assert server["resources"]["limits"] == {"amd.com/gpu": 4}
+    assert server["securityContext"]["seccompProfile"] == {"type": "Unconfined"}
+    assert pod["nodeSelector"] == {"amd.com/gpu.product-name": "AMD_Instinct_MI355X"}
+    assert pod["tolerations"] == [{"key": "amd.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    assert next(v for v in pod["volumes"] if v["name"] == "dshm")["emptyDir"]["sizeLimit"] == "16Gi"
+    assert [c["command"][:2] for c in pod["initContainers"]] == [["hf", "download"]]
+    assert d.mocks.of_type("kubernetes:batch/v1:Job") == []
+
+
+def test_pd_resources() -> None:
+    d = deploy(GB300_PD)
+    pod = _pod(_serve(d).inputs)
+    limits = {c["name"]: c["resources"].get("limits") for c in [*pod["initContainers"], *pod["containers"]]}
+    assert limits == {"prefill": {"nvidia.com/gpu": 2}, "decode": {"nvidia.com/gpu": 2}, "router": None}
+    assert d.outputs["workloads"] == ["gb300-pd-serve"]
+
+
+def test_l3_mooncake_objects() -> None:
+    d = deploy(H200_L3)
+    by_type = Counter(r.typ for r in d.mocks.resources)
+    assert by_type["kubernetes:core/v1:ConfigMap"] == 1
+    assert by_type["kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"] == 1
+    (master,) = d.mocks.of_type(DEPLOYMENT)
+    assert _pod(master.inputs)["containers"][0]["command"][0] == "mooncake_master"
+    services = {r.inputs["metadata"]["name"] for r in d.mocks.of_type("kubernetes:core/v1:Service")}
+    assert services == {"h200-l3", "h200-l3-mooncake"}
+    (config_map,) = d.mocks.of_type("kubernetes:core/v1:ConfigMap")
+    assert (
+        '"master_server_address": "h200-l3-mooncake.glm.svc:50051"'
+        in config_map.inputs["data"]["mooncake.json"]
+    )
+
+
+def test_no_token_no_secret() -> None:
+    d = deploy(GB300_LOWLAT, token=None)
+    assert d.mocks.of_type(SECRET) == []
+
+
+def test_provider_from_opts_reaches_every_child() -> None:
+    d = deploy(GB300_LOWLAT, with_provider=True)
+    children = [r for r in d.mocks.resources if r.typ.startswith("kubernetes:")]
+    assert children
+    assert all(r.provider is not None and "::ctx::" in r.provider for r in children)
+
+
+def test_load_balancer_endpoint() -> None:
+    d = deploy(Case("gb300-lb", "gb300", "low-latency", source=source(serviceType="LoadBalancer")))
+    assert d.outputs["endpoint"] == "http://lb.example.com:30000/v1"
+
+
+def test_provider_helper_uses_the_context() -> None:
+    assert kubernetes_provider("x", source()) is None

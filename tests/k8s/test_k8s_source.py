@@ -1,0 +1,99 @@
+"""The strict ``kubernetes`` source model, and every catalog stack rendered onto it (issue 9's
+contract: the container spec carries the launch's image, argv and environment names)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from k8s_cases import POOLS, containers, pod_specs, source
+from k8s_schema import validate
+from pydantic import ValidationError
+
+from flashfleet.catalog import hardware_catalog
+from flashfleet.components.kubernetes_spec import HostPathCache, KubernetesSource, PvcCache
+from flashfleet.k8s import plan_kubernetes
+from flashfleet.k8s.containers import MOONCAKE_HOSTNAME_ENV
+from flashfleet.stack import list_stacks, load_stack
+
+
+def test_minimal_source() -> None:
+    src = source()
+    assert src.context is None
+    assert src.create_namespace
+    assert not src.leader_worker_set
+    assert isinstance(src.model_cache, PvcCache)
+    assert src.model_cache.access_mode == "ReadWriteMany"
+    assert isinstance(source(modelCache={"kind": "hostPath", "path": "/nvme"}).model_cache, HostPathCache)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"namespce": "glm"}, "namespce"),
+        ({"namespace": "GLM_models"}, "DNS label"),
+        ({"nodePools": {"b200": {}}}, "unknown hardware b200"),
+        ({"nodePools": {}}, "at least 1"),
+        ({"modelCache": {"kind": "pvc", "storageClass": "x", "size": "800GB"}}, "Gi or Ti"),
+        ({"modelCache": {"kind": "hostPath", "path": "relative/dir"}}, "absolute"),
+        ({"modelCache": {"kind": "nfs", "path": "/x"}}, "kind"),
+        ({"serviceType": "NodePort"}, "serviceType"),
+        (
+            {"nodePools": {"gb300": {"tolerations": [{"key": "k", "operator": "Exists", "value": "v"}]}}},
+            "no value",
+        ),
+        ({"nodePools": {"gb300": {"nodeSelector": {"bad key!": "x"}}}}, "label key"),
+        ({"nodePools": {"gb300": {"rdmaResources": {"efa": 1}}}}, "domain/name"),
+        ({"nodePools": {"gb300": {"node_selector": {}}}}, "node_selector"),
+    ],
+)
+def test_refused(change: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        source(**change)
+
+
+def test_frozen() -> None:
+    with pytest.raises(ValidationError):
+        source().namespace = "other"  # type: ignore[misc]
+
+
+def _kubernetes_source(nodes: int) -> KubernetesSource:
+    return KubernetesSource.model_validate(
+        {
+            "kind": "kubernetes",
+            "namespace": "glm",
+            "nodePools": POOLS,
+            "modelCache": {"kind": "pvc", "storageClass": "fsx", "size": "2Ti"},
+            "leaderWorkerSet": nodes > 1,
+        }
+    )
+
+
+@pytest.mark.parametrize("stack", list_stacks())
+def test_every_catalog_stack_on_kubernetes(stack: str) -> None:
+    """The same bring-up, moved onto a Kubernetes source: containers are the launches."""
+    b = load_stack(stack)
+    settings = b.launch_settings()
+    settings = settings.model_copy(update={"image": settings.image.model_copy(update={"derived": False})})
+    plan = plan_kubernetes(
+        stack,
+        _kubernetes_source(b.spec.nodes.count),
+        hardware=b.spec.hardware,
+        nodes=b.spec.nodes.count,
+        recipe_for=b.recipe_for,
+        settings=settings,
+        mooncake=b.spec.mooncake,
+    )
+    seen: dict[str, dict[str, Any]] = {}
+    for obj in plan.objects:
+        validate(obj)
+        for pod in pod_specs(obj):
+            seen.update(containers(pod))
+    for launch in plan.launches:
+        c = seen[launch.name] if launch.name in seen else seen["server-1"]  # LWS worker template
+        assert c["image"] == launch.image == settings.image.ref(hardware_catalog()[b.spec.hardware])
+        words = [w.replace("$(LWS_WORKER_INDEX)", str(launch.node)) for w in c["command"]]
+        assert words == list(launch.argv)
+        names = [e["name"] for e in c["env"]]
+        extra = [MOONCAKE_HOSTNAME_ENV] if b.spec.mooncake else []
+        assert names == [*launch.env, *launch.secret_env_names, *extra]
