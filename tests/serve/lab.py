@@ -1,0 +1,121 @@
+"""Test hosts for the serving and Mooncake roles: booted systemd hosts (the issue-6 harness), the
+Debian packages and wheels of scripts/setup.d/30-mooncake.sh served to them from the controller,
+and inventories built by flashfleet.inventory from a test stack."""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import tempfile
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from hosts.harness import CACHE, HostPool, HostSpec
+
+from flashfleet.inventory import build_inventory
+from flashfleet.runner import Progress, RunResult, run_playbook
+from flashfleet.stack import Bringup, parse_spec, resolve_spec
+
+MOONCAKE_CACHE = CACHE / "mooncake"
+TOKEN = "hf_flashfleetSERVEtoken9876543210fedcba"
+
+
+class _QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def make_stack(
+    name: str, topology: str, hosts: Sequence[str], *, options: dict[str, Any] | None = None,
+    mooncake: dict[str, Any] | None = None, strategy: str = "low-latency",
+) -> Bringup:
+    """An existing-hosts H200 stack on the given addresses (what `configure --inventory` gets)."""
+    spec = {
+        "description": f"test {topology}", "hardware": "h200", "strategy": strategy,
+        "topology": topology, "options": options or {}, "ttl": "8h",
+        "image": {"version": "v0.5.23"},
+        "nodes": {"count": len(hosts), "source": {"kind": "existing", "hosts": [
+            {"address": a, "sshUser": "root", "gpus": {"model": "h200", "count": 8},
+             "hostMemoryGib": 2048} for a in hosts]}},
+    }  # fmt: skip
+    if mooncake:
+        spec["mooncake"] = mooncake
+    return resolve_spec(name, parse_spec(name, spec), region=None, has_hf_token=True)
+
+
+@dataclass
+class ServeLab:
+    pool: HostPool
+    apt_url: str
+    runs: Path
+    progress: list[Progress] = field(default_factory=list)
+    _counter: int = 0
+
+    def address(self, host: str) -> str:
+        return self.pool.hosts[host].address
+
+    def inventory(self, *stacks: tuple[Bringup, Sequence[str]]) -> dict[str, Any]:
+        """flashfleet.inventory's inventory for each (stack, pool hosts), merged, plus SSH access."""
+        merged: dict[str, Any] = {"all": {"hosts": {}, "children": {}}}
+        for bringup, hosts in stacks:
+            addresses = [self.address(h) for h in hosts]
+            inv = build_inventory(bringup, addresses, addresses)["all"]
+            for node, pool_host in zip(bringup.nodes, hosts, strict=True):
+                inv["hosts"][node.name].update(self.pool.inventory_host(pool_host))
+            merged["all"]["hosts"].update(inv["hosts"])
+            for group, members in inv["children"].items():
+                merged["all"]["children"].setdefault(group, {"hosts": {}})["hosts"].update(members["hosts"])
+        return merged
+
+    def run(
+        self, playbook: str, inventory: dict[str, Any], *, extravars: dict[str, Any] | None = None,
+        tags: str | None = None, token: str | None = TOKEN,
+    ) -> RunResult:
+        self._counter += 1
+        self.progress = []
+        return run_playbook(
+            playbook, inventory, run_dir=self.runs / f"{self._counter:03d}-{playbook}",
+            extravars={"mooncake_wheels_dir": str(MOONCAKE_CACHE / "wheels"), **(extravars or {})},
+            hf_token=token, tags=tags, on_progress=self.progress.append,
+        )  # fmt: skip
+
+    def explain(self, result: RunResult) -> str:
+        return "\n".join([result.summary(), *(str(p) for p in self.progress)])
+
+    def ssh(self, host: str, command: str, check: bool = True) -> str:
+        done = self.pool.ssh(host, command, check=False)
+        if check and done.returncode != 0:
+            raise AssertionError(f"{host}: {command}: rc {done.returncode}\n{done.stdout}{done.stderr}")
+        return done.stdout
+
+
+@contextmanager
+def serve_lab(names: Sequence[str]) -> Iterator[ServeLab]:
+    """Boots the hosts; each gets the flat apt repository of 30-mooncake.sh as its package source."""
+    if not (MOONCAKE_CACHE / ".ok").exists():
+        raise RuntimeError(f"{MOONCAKE_CACHE} missing: run scripts/setup.d/30-mooncake.sh")
+    workdir = Path(tempfile.mkdtemp(prefix="flashfleet-serve-", dir="/var/tmp"))
+    pool = HostPool(workdir / "hosts")
+    server: ThreadingHTTPServer | None = None
+    try:
+        handler = functools.partial(_QuietHandler, directory=str(MOONCAKE_CACHE / "debs"))
+        server = ThreadingHTTPServer((pool.gateway, 0), handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        apt_url = f"http://{pool.gateway}:{server.server_address[1]}"
+        pool.start([HostSpec(n) for n in names])
+        lab = ServeLab(pool, apt_url, workdir / "runs")
+        for name in names:
+            # Stands for the distribution archive a real node has.
+            lab.ssh(name, f"echo 'deb [trusted=yes] {apt_url}/ ./' >/etc/apt/sources.list.d/local.list"
+                    " && apt-get update -qq")
+        yield lab
+    finally:
+        if server is not None:
+            server.shutdown()
+        pool.close()
+        shutil.rmtree(workdir, ignore_errors=True)
