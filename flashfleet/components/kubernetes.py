@@ -104,9 +104,13 @@ class KubernetesCluster(pulumi.ComponentResource):
         self.resources: dict[str, pulumi.CustomResource] = {}
         namespace: list[pulumi.Resource] = []
         before_serving: list[pulumi.Resource] = []
-        for obj in plan.objects:
+        if plan.objects and plan.objects[0]["kind"] == "Namespace":
+            namespace.append(self._create(name, plan.objects[0], pulumi.ResourceOptions(parent=self)))
+        # The token is in place before anything that downloads starts (its reference is optional).
+        self.secret = self._secret(name, plan, args.hf_token, namespace)
+        for obj in plan.objects[len(namespace) :]:
             kind = obj["kind"]
-            deps = list(namespace)
+            deps = [*namespace, *([self.secret] if self.secret else [])]
             if kind in ("Deployment", "StatefulSet", "LeaderWorkerSet") and _serves(obj):
                 deps += before_serving  # the weights are in the cache before any server starts
             child = pulumi.ResourceOptions(
@@ -114,27 +118,37 @@ class KubernetesCluster(pulumi.ComponentResource):
                 depends_on=deps,
                 custom_timeouts=SERVE_TIMEOUTS if kind in _AWAITED else None,
             )
-            resource = _FACTORIES[kind](f"{name}-{kind.lower()}-{obj['metadata']['name']}", obj, child)
-            self.resources[f"{kind}/{obj['metadata']['name']}"] = resource
-            if kind == "Namespace":
-                namespace.append(resource)
+            resource = self._create(name, obj, child)
             if kind == "Job":
                 before_serving.append(resource)
-        if args.hf_token is not None:
-            self.secret: k8s.core.v1.Secret | None = k8s.core.v1.Secret(
-                f"{name}-secret",
-                metadata={"name": plan.secret_name, "namespace": plan.namespace},
-                type="Opaque",
-                string_data={key: pulumi.Output.secret(args.hf_token) for key in SECRET_ENV_NAMES},
-                opts=pulumi.ResourceOptions(parent=self, depends_on=namespace),
-            )
-        else:
-            self.secret = None
         self.namespace = pulumi.Output.from_input(plan.namespace)
         self.workloads = pulumi.Output.from_input(list(plan.workloads))
         self.endpoint = self._endpoint(plan, args.source)
         self.register_outputs(
             {"endpoint": self.endpoint, "namespace": self.namespace, "workloads": self.workloads}
+        )
+
+    def _create(self, name: str, obj: dict[str, Any], opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
+        kind, object_name = obj["kind"], obj["metadata"]["name"]
+        resource = _FACTORIES[kind](f"{name}-{kind.lower()}-{object_name}", obj, opts)
+        self.resources[f"{kind}/{object_name}"] = resource
+        return resource
+
+    def _secret(
+        self,
+        name: str,
+        plan: KubernetesPlan,
+        token: pulumi.Input[str] | None,
+        namespace: list[pulumi.Resource],
+    ) -> k8s.core.v1.Secret | None:
+        if token is None:
+            return None
+        return k8s.core.v1.Secret(
+            f"{name}-secret",
+            metadata={"name": plan.secret_name, "namespace": plan.namespace},
+            type="Opaque",
+            string_data={key: pulumi.Output.secret(token) for key in SECRET_ENV_NAMES},
+            opts=pulumi.ResourceOptions(parent=self, depends_on=namespace),
         )
 
     def _endpoint(self, plan: KubernetesPlan, source: KubernetesSource) -> pulumi.Output[str]:
