@@ -1,0 +1,206 @@
+"""Runs a playbook of this repository through ansible-runner: the hand-off used by Pulumi and
+the CLI.
+
+Playbooks come from `playbooks/` and roles from `roles/` at the repository root; the inventory
+is a dict (what `flashfleet.inventory` builds). The Hugging Face token travels only in the
+environment of the ansible-playbook process (`FLASHFLEET_HF_TOKEN`): ansible-runner records its
+whole environment in `artifacts/<ident>/command`, so its artifacts live in a private temporary
+directory that is deleted after the run, and the run directory keeps only what this module
+writes there: `events.jsonl` (every event, as Ansible censored it) and `summary.txt`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import ansible_runner
+
+REPO = Path(__file__).resolve().parents[1]
+TOKEN_ENV = "FLASHFLEET_HF_TOKEN"
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+# ansible-runner event -> the status a progress line shows
+_STATUS = {
+    "runner_on_ok": "ok",
+    "runner_on_failed": "failed",
+    "runner_on_skipped": "skipped",
+    "runner_on_unreachable": "unreachable",
+    "runner_item_on_failed": "failed",
+}
+
+
+@dataclass(frozen=True)
+class Progress:
+    """One task result on one host, for a progress display."""
+
+    host: str
+    role: str
+    phase: str
+    task: str
+    status: str  # ok, changed, failed, skipped, unreachable
+
+    def __str__(self) -> str:
+        where = "/".join(p for p in (self.role, self.phase) if p)
+        return f"[{self.host}] {where}: {self.task} ... {self.status}"
+
+
+@dataclass(frozen=True)
+class TaskFailure:
+    host: str
+    role: str
+    task: str
+    message: str
+
+    def __str__(self) -> str:
+        role = f"{self.role}: " if self.role else ""
+        return f"{self.host}: {role}{self.task}\n    {self.message}"
+
+
+@dataclass
+class RunResult:
+    status: str  # successful, failed, timeout, canceled
+    rc: int
+    stats: dict[str, dict[str, int]]
+    run_dir: Path
+    failures: list[TaskFailure] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "successful" and self.rc == 0
+
+    @property
+    def events_log(self) -> Path:
+        return self.run_dir / "events.jsonl"
+
+    def count(self, key: str, host: str | None = None) -> int:
+        """Sum of one stats column (`changed`, `failures`, `ok`, ...), for one host or all."""
+        per_host = self.stats.get(key, {})
+        return per_host.get(host, 0) if host else sum(per_host.values())
+
+    def summary(self) -> str:
+        head = f"playbook {self.status} (rc {self.rc}); events: {self.events_log}"
+        if not self.failures:
+            return head
+        return "\n".join([head, "failed:", *(f"  {f}" for f in self.failures)])
+
+
+def split_task_name(name: str) -> tuple[str, str]:
+    """`"Install | add the CUDA repository"` -> (`"install"`, `"add the CUDA repository"`)."""
+    phase, sep, task = name.partition(" | ")
+    return (phase.strip().lower(), task.strip()) if sep else ("", name.strip())
+
+
+def failure_message(res: Mapping[str, Any]) -> str:
+    """The most useful line(s) of a failed task result."""
+    if res.get("censored"):
+        return str(res["censored"])
+    parts = [str(res.get("msg", "")).strip()]
+    for stream in ("stderr", "stdout"):
+        text = str(res.get(stream, "") or "").strip()
+        if text and text not in parts[0]:
+            parts.append(text.splitlines()[-1] if len(text) > 400 else text)
+    return " | ".join(p for p in parts if p) or "task failed (no message)"
+
+
+class _EventSink:
+    """Writes every event to events.jsonl and turns task results into Progress/TaskFailure."""
+
+    def __init__(self, path: Path, on_progress: Callable[[Progress], None] | None) -> None:
+        self.file = path.open("w", encoding="utf-8")
+        self.on_progress = on_progress
+        self.failures: list[TaskFailure] = []
+
+    def __call__(self, event: dict[str, Any]) -> bool:
+        self.file.write(json.dumps(event, default=str) + "\n")
+        self.file.flush()
+        if event.get("event") in {"verbose", "error"} and "ERROR!" in event.get("stdout", ""):
+            # parse and inventory errors come before any task: keep Ansible's own words
+            message = _ANSI.sub("", event["stdout"]).strip()
+            self.failures.append(TaskFailure("-", "", "playbook", message))
+            return True
+        status = _STATUS.get(event.get("event", ""))
+        data = event.get("event_data", {})
+        if status is None or "host" not in data:
+            return True
+        res = data.get("res", {}) or {}
+        if status == "ok" and res.get("changed"):
+            status = "changed"
+        phase, task = split_task_name(str(data.get("task", "")))
+        role = str(data.get("role", "") or "")
+        host = str(data["host"])
+        if status in {"failed", "unreachable"} and not data.get("ignore_errors"):
+            self.failures.append(TaskFailure(host, role, task, failure_message(res)))
+        if self.on_progress is not None and event["event"].startswith("runner_on_"):
+            self.on_progress(Progress(host, role, phase, task, status))
+        return True
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def run_playbook(
+    playbook: str,
+    inventory: Mapping[str, Any],
+    *,
+    run_dir: Path,
+    extravars: Mapping[str, Any] | None = None,
+    hf_token: str | None = None,
+    check: bool = False,
+    diff: bool = False,
+    limit: str | None = None,
+    tags: str | None = None,
+    forks: int = 16,
+    on_progress: Callable[[Progress], None] | None = None,
+) -> RunResult:
+    """Runs `playbooks/<playbook>` against `inventory` and waits for it.
+
+    `hf_token` (or, when None, the caller's own `FLASHFLEET_HF_TOKEN`) reaches the roles only
+    through the ansible-playbook process environment; no file this writes contains it.
+    """
+    run_dir.mkdir(parents=True, exist_ok=True)
+    envvars = {
+        # the venv that runs us also provides ansible-playbook
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+    }
+    if hf_token is not None:
+        envvars[TOKEN_ENV] = hf_token
+    cmdline = " ".join(
+        opt for opt, on in (("--check", check), ("--diff", diff)) if on
+    )  # ansible-runner takes extra ansible-playbook options as one string
+    sink = _EventSink(run_dir / "events.jsonl", on_progress)
+    private = Path(tempfile.mkdtemp(prefix="flashfleet-runner-"))  # holds the env dump; removed
+    try:
+        runner = ansible_runner.run(
+            private_data_dir=str(private),
+            project_dir=str(REPO / "playbooks"),
+            roles_path=[str(REPO / "roles")],
+            playbook=playbook,
+            inventory=dict(inventory),
+            extravars=dict(extravars or {}),
+            envvars=envvars,
+            cmdline=cmdline or None,
+            limit=limit,
+            tags=tags,
+            forks=forks,
+            event_handler=sink,
+            suppress_env_files=True,
+            quiet=True,
+        )
+        stats: dict[str, dict[str, int]] = runner.stats or {}
+        result = RunResult(str(runner.status), int(runner.rc), stats, run_dir, sink.failures)
+    finally:
+        sink.close()
+        shutil.rmtree(private, ignore_errors=True)
+    (run_dir / "summary.txt").write_text(result.summary() + "\n", encoding="utf-8")
+    return result

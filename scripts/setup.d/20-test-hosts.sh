@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Real systemd test hosts for the Ansible roles (systemd-nspawn in network namespaces):
+# installs the host tools and builds the base Debian rootfs once, then caches it.
+# The hosts themselves are started and stopped by the pytest session (tests/hosts/harness.py).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+need_apt=()
+for tool in debootstrap:debootstrap systemd-nspawn:systemd-container iptables:iptables \
+            ip:iproute2 ssh:openssh-client ssh-keygen:openssh-client dpkg-deb:dpkg \
+            apt-ftparchive:apt-utils gpg:gpg; do
+  command -v "${tool%%:*}" >/dev/null 2>&1 || need_apt+=("${tool##*:}")
+done
+if ((${#need_apt[@]})); then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${need_apt[@]}" gpg-agent >/dev/null
+fi
+
+# The base rootfs: what every test host boots (real systemd + sshd + python3 for Ansible).
+cache="${FLASHFLEET_TEST_HOSTS_CACHE:-/var/cache/flashfleet/test-hosts}"
+base="$cache/base-bookworm"
+packages=python3,python3-apt,python3-venv,systemd,systemd-sysv,dbus,iproute2,openssh-server,sudo,ca-certificates,procps,gnupg
+stamp="$base.ok"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$packages" ]; then
+  rm -rf "$base" "$stamp"
+  mkdir -p "$cache"
+  echo "building test-host rootfs (debootstrap, about a minute)"
+  debootstrap --variant=minbase --include="$packages" bookworm "$base.tmp" >"$cache/debootstrap.log" 2>&1 \
+    || { tail -20 "$cache/debootstrap.log"; exit 1; }
+  # sshd needs host keys; systemd must not wait for hardware it will never see.
+  chroot "$base.tmp" ssh-keygen -A >/dev/null
+  rm -f "$base.tmp/etc/machine-id" && : >"$base.tmp/etc/machine-id"
+  chroot "$base.tmp" apt-get clean
+  mv "$base.tmp" "$base"
+  echo "$packages" >"$stamp"
+fi
+
+# Wheels the test hosts install from the controller (huggingface_hub for model_weights):
+# fetched here from the Python package index so the hosts need no route to it.
+wheels="$cache/wheels"
+if [ ! -f "$wheels/.ok" ]; then
+  mkdir -p "$wheels"
+  python3 -m pip download --quiet --disable-pip-version-check --only-binary=:all: \
+    --python-version 3.11 --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
+    --platform manylinux_2_28_x86_64 -d "$wheels" 'huggingface_hub>=1.0'
+  touch "$wheels/.ok"
+fi
+echo "test-host rootfs ready: $base"

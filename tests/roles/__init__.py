@@ -1,0 +1,1 @@
+"""The node-preparation roles, run for real through flashfleet.runner against test hosts."""

@@ -1,0 +1,143 @@
+"""One lab per test session: a signed local apt repository, a stand-in Hub and five booted
+systemd hosts (H200, a Deep Learning AMI H200, two GB300 trays, MI355X), shared by every role
+test and removed at the end (also on failure)."""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import tempfile
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hosts import standin_images
+from hosts.aptrepo import DRIVER, AptRepository
+from hosts.harness import HostPool
+
+from flashfleet.runner import Progress, RunResult, run_playbook
+
+from .hardware import SPECS, facts
+
+GROUP_OF = {"h200": "h200", "dlami": "h200", "gb300a": "gb300", "gb300b": "gb300",
+            "mi355x": "mi355x"}  # fmt: skip
+TOKEN = "hf_flashfleetTESTtoken0123456789abcdef"
+
+
+class _QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@dataclass
+class Lab:
+    pool: HostPool
+    repo: AptRepository
+    base_url: str
+    runs: Path
+    _counter: int = 0
+
+    def repo_vars(self) -> dict[str, str]:
+        """Role arguments that point every vendor repository at the local one."""
+        b = self.base_url
+        return {
+            "nvidia_driver_repo_url": f"{b}/cuda/repos",
+            "container_runtime_docker_repo_url": f"{b}/docker/linux",
+            "container_runtime_nvidia_repo_url": f"{b}/libnvidia-container",
+            "rocm_driver_amdgpu_repo_url": f"{b}/amdgpu",
+            "rocm_driver_rocm_repo_url": f"{b}/rocm/apt",
+            "rocm_driver_repo_key_url": f"{b}/rocm/rocm.gpg.key",
+        }
+
+    def inventory(self, hostvars: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        """The inventory shape flashfleet.inventory writes, for the given hosts and facts."""
+        hosts = {h: {**self.pool.inventory_host(h), **v} for h, v in hostvars.items()}
+        children: dict[str, Any] = {"flashfleet": {"hosts": {h: {} for h in hosts}}}
+        for h, v in hostvars.items():
+            for group in (f"vendor_{v['flashfleet_vendor']}", f"hw_{v['flashfleet_hardware']}"):
+                children.setdefault(group, {"hosts": {}})["hosts"][h] = {}
+        return {"all": {"hosts": hosts, "children": children}}
+
+    def play(
+        self,
+        hosts: list[str],
+        tags: str,
+        *,
+        check: bool = False,
+        facts_override: dict[str, dict[str, Any]] | None = None,
+        extravars: dict[str, Any] | None = None,
+        token: str | None = TOKEN,
+    ) -> Run:
+        self._counter += 1
+        hostvars = {}
+        for i, h in enumerate(hosts):
+            hw = GROUP_OF[h]
+            index = i if hw == "gb300" else 0
+            hostvars[h] = facts(hw, index, **(facts_override or {}).get(h, {}))
+        progress: list[Progress] = []
+        result = run_playbook(
+            "prepare.yml",
+            self.inventory(hostvars),
+            run_dir=self.runs / f"{self._counter:03d}-{tags}",
+            extravars={**self.repo_vars(), **(extravars or {})},
+            hf_token=token,
+            check=check,
+            tags=tags,
+            on_progress=progress.append,
+        )
+        return Run(result, progress)
+
+
+@dataclass
+class Run:
+    result: RunResult
+    progress: list[Progress]
+
+    @property
+    def ok(self) -> bool:
+        return self.result.ok
+
+    def changed(self, host: str | None = None) -> int:
+        return self.result.count("changed", host)
+
+    def changed_tasks(self, host: str) -> list[str]:
+        return [f"{p.role}:{p.task}" for p in self.progress if p.host == host and p.status == "changed"]
+
+    def explain(self) -> str:
+        lines = [self.result.summary(), *(str(p) for p in self.progress)]
+        return "\n".join(lines)
+
+
+def _install_dlami_driver(pool: HostPool, repo: AptRepository) -> None:
+    """The `dlami` host gets the pinned driver the way an AMI has it: installed and running."""
+    deb = repo.debs[f"nvidia-driver-595-open={DRIVER}-1"]
+    shutil.copy(deb, pool.hosts["dlami"].root / "root/driver.deb")
+    pool.ssh("dlami", "dpkg -i /root/driver.deb && systemctl enable --now nvidia-persistenced")
+
+
+@pytest.fixture(scope="session")
+def lab() -> Iterator[Lab]:
+    workdir = Path(tempfile.mkdtemp(prefix="flashfleet-lab-", dir="/var/tmp"))
+    pool = HostPool(workdir / "hosts")
+    server: ThreadingHTTPServer | None = None
+    try:
+        repo = AptRepository(workdir / "www", workdir / "gnupg")
+        repo.build()
+        handler = functools.partial(_QuietHandler, directory=str(workdir / "www"))
+        server = ThreadingHTTPServer((pool.gateway, 0), handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        base_url = f"http://{pool.gateway}:{server.server_address[1]}"
+        pool.start(SPECS)
+        for host in pool.hosts.values():
+            standin_images.write(host.root / "etc/flashfleet-test")
+        _install_dlami_driver(pool, repo)
+        yield Lab(pool, repo, base_url, workdir / "runs")
+    finally:
+        if server is not None:
+            server.shutdown()
+        pool.close()
+        shutil.rmtree(workdir, ignore_errors=True)
