@@ -39,6 +39,20 @@ _SECRET_NAME = re.compile(r"token|secret|passw", re.IGNORECASE)
 _HF_TOKEN_VALUE = re.compile(r"\bhf_[A-Za-z0-9]{20,}")
 
 
+def restore_nulls(inventory: Mapping[str, Any]) -> dict[str, Any]:
+    """Puts back the facts whose value is null: Pulumi's wire format drops null-valued keys,
+    and a playbook that reads `flashfleet_draft_model` must find it defined."""
+    nullable = [name for name, (types, _) in _FACTS.items() if type(None) in types]
+    root = dict(inventory.get("all") or {})
+    hosts = root.get("hosts")
+    if isinstance(hosts, Mapping):
+        root["hosts"] = {
+            h: ({**{n: None for n in nullable}, **v} if isinstance(v, Mapping) else v)
+            for h, v in hosts.items()
+        }
+    return {**inventory, "all": root}
+
+
 def _type_ok(value: Any, types: tuple[type, ...]) -> bool:
     if isinstance(value, bool):
         return bool in types

@@ -3,7 +3,8 @@
 On top of `flashfleet.runner`: refuses a bad inventory or bad role arguments before any host
 is touched, gives every run its own directory, prints progress per host and phase, and draws
 the timeline. Run directory: `<runs root>/<stack>/<UTC time>-<playbook>/` with
-`inventory.json` (the inventory run against; it never holds secrets), `events.jsonl`,
+`inventory.json` (the inventory run against; it never holds secrets), `run.json` (playbook,
+project, options), `events.jsonl`,
 `progress.log`, `summary.txt` and `timeline.png`.
 """
 
@@ -102,6 +103,14 @@ def run(
         validate(project, playbook, inventory, extravars, stack=stack, hf_token=hf_token)
     run_dir = new_run_dir(runs_root or default_runs_root(), stack or stack_of(inventory), playbook)
     (run_dir / "inventory.json").write_text(json.dumps(inventory, indent=2, default=str) + "\n")
+    record = {
+        "playbook": playbook,
+        "project": str(project.root),
+        "check": check,
+        "limit": limit,
+        "tags": tags,
+    }
+    (run_dir / "run.json").write_text(json.dumps(record, indent=2) + "\n")
     with (run_dir / "progress.log").open("w", encoding="utf-8") as log:
         progress = PhaseProgress(emit, log)
         result = _execute(

@@ -56,13 +56,13 @@ class PhaseProgress:
         host = str(data.get("host") or "")
         if not host or not (name == "runner_on_start" or name in RESULT_EVENTS):
             return
-        phase = phase_of(data)
+        phase, now = phase_of(data), self.clock()
         current = self._open.get(host)
         if current is None or current.name != phase:
             self._close(host)
-            current = self._open[host] = _Phase(phase, self.clock(), self.clock())
+            current = self._open[host] = _Phase(phase, now, now)
             self.line(f"[{host}] {phase} ...")
-        current.last = self.clock()
+        current.last = now
         if name not in RESULT_EVENTS:
             return
         res = data.get("res") or {}

@@ -34,6 +34,7 @@ from pulumi.dynamic import (
 from pulumi.output import Unknown
 from pulumi.runtime.rpc import unwrap_rpc_secret
 
+from flashfleet.bringup.contract import restore_nulls
 from flashfleet.bringup.errors import BringupInputError, PlaybookFailed
 from flashfleet.bringup.fingerprint import content_hash, inventory_hash
 from flashfleet.bringup.project import Project
@@ -51,6 +52,19 @@ def _has_unknown(value: Any) -> bool:
     if isinstance(value, list):
         return any(_has_unknown(v) for v in value)
     return False
+
+
+def _whole_numbers(value: Any) -> Any:
+    """Undoes the wire format: Pulumi's protobuf Struct carries every number as a double, so an
+    inventory's `flashfleet_gpu_count: 8` reaches the provider as 8.0 (and would render as
+    "8.0" in templates). Integral floats become ints again, recursively."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, Mapping):
+        return {k: _whole_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_whole_numbers(v) for v in value]
+    return value
 
 
 def _warn(message: str) -> None:
@@ -77,10 +91,10 @@ class RunInputs:
     def from_props(cls, props: Mapping[str, Any]) -> RunInputs:
         token = unwrap_rpc_secret(props.get("hfToken"))
         return cls(
-            inventory=dict(unwrap_rpc_secret(props.get("inventory")) or {}),
+            inventory=restore_nulls(_whole_numbers(dict(unwrap_rpc_secret(props.get("inventory")) or {}))),
             playbook=str(props.get("playbook") or "site.yml"),
             teardown_playbook=str(props.get("teardownPlaybook") or "teardown.yml"),
-            extravars=dict(unwrap_rpc_secret(props.get("extravars")) or {}),
+            extravars=_whole_numbers(dict(unwrap_rpc_secret(props.get("extravars")) or {})),
             project=Project(Path(str(props["projectDir"]))),
             runs_root=Path(str(props["runsDir"])),
             tree_hash=str(props.get("treeHash") or ""),
@@ -135,7 +149,7 @@ class PlaybookRunProvider(ResourceProvider):
             from flashfleet.bringup.contract import check_inventory
 
             try:
-                check_inventory(unwrap_rpc_secret(inventory))
+                check_inventory(restore_nulls(_whole_numbers(unwrap_rpc_secret(inventory))))
             except BringupInputError as err:
                 return CheckResult(news, [CheckFailure("inventory", str(err))])
         return CheckResult(news, [])

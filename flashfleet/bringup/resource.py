@@ -18,9 +18,10 @@ from flashfleet.bringup.provider import PlaybookRunProvider
 
 
 class PlaybookRun(Resource, module="flashfleet", name="PlaybookRun"):
-    """Outputs: `runDir` (the last run's directory), `changed`, and the hashes it diffs on."""
+    """Outputs (named as in the state): `runDir`, the last run's directory; `changed`, the tasks
+    it changed; and the hashes it diffs on. `hfToken` is an input only, and secret."""
 
-    run_dir: pulumi.Output[str]
+    runDir: pulumi.Output[str]
     changed: pulumi.Output[int]
 
     def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None) -> None:

@@ -47,21 +47,18 @@ def teardown_hosts(
     return result
 
 
-def latest_inventory(stack: str, runs_root: Path) -> Path | None:
-    """The inventory of the latest non-teardown run of `stack` recorded under `runs_root`."""
-    runs = sorted(
-        (d for d in (runs_root / stack).glob("*") if (d / "inventory.json").is_file()),
-        key=lambda d: d.name,
-    )
-    runs = [d for d in runs if not d.name.endswith("-teardown")]
-    return runs[-1] / "inventory.json" if runs else None
+def latest_run(stack: str, runs_root: Path) -> Path | None:
+    """The latest run directory of `stack` under `runs_root` that deployed (not a teardown)."""
+    runs = sorted(d for d in (runs_root / stack).glob("*") if (d / "inventory.json").is_file())
+    runs = [d for d in runs if not d.name.partition("-")[2].startswith("teardown")]
+    return runs[-1] if runs else None
 
 
 def teardown_stack(stack: str) -> None:
     """Everything the stack runs is gone when this returns; raises otherwise.
 
-    With the Pulumi CLI: `pulumi destroy`. Without it: teardown.yml against the inventory of
-    the stack's latest `flashfleet configure` run on this machine.
+    With the Pulumi CLI: `pulumi destroy`. Without it: teardown.yml of the same project,
+    against the same inventory, as the stack's latest `flashfleet configure` run on this machine.
     """
     if stackops.cli_available():
         stackops.destroy(stack, _stderr)
@@ -70,9 +67,11 @@ def teardown_stack(stack: str) -> None:
 
     from flashfleet.bringup.handoff import default_runs_root
 
-    recorded = latest_inventory(stack, default_runs_root())
-    if recorded is None:
+    run = latest_run(stack, default_runs_root())
+    if run is None:
         raise TeardownError(
             f"{stackops.NO_CLI}; and no `flashfleet configure` run of {stack} is recorded here"
         )
-    teardown_hosts(json.loads(recorded.read_text()), stack=stack)
+    record = json.loads((run / "run.json").read_text()) if (run / "run.json").is_file() else {}
+    project = Project(Path(record["project"])) if record.get("project") else DEFAULT_PROJECT
+    teardown_hosts(json.loads((run / "inventory.json").read_text()), project=project, stack=stack)
