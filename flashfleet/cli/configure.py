@@ -41,8 +41,11 @@ def stack_inputs(stack: str) -> tuple[dict[str, Any], str | None]:
         raise UsageError(str(err)) from None
     if outputs.INVENTORY not in outs:
         raise UsageError(f"stack {stack} has no {outputs.INVENTORY} output yet (flashfleet up {stack})")
+    from flashfleet.bringup.contract import restore_nulls
+
     token = outs.get(outputs.HF_TOKEN)
-    return dict(outs[outputs.INVENTORY].value), (str(token.value) if token else None)
+    # stack outputs drop null-valued keys, as the provider's inputs do
+    return restore_nulls(outs[outputs.INVENTORY].value), (str(token.value) if token else None)
 
 
 def run(args: argparse.Namespace) -> int:
