@@ -1,0 +1,100 @@
+#!/usr/bin/python3
+"""The container boundary on a test host: `docker run ... IMAGE CMD...` records the argv and the
+environment the container would get (--env-file and -e) and execs the OpenAI-compatible stand-in
+in its place; `stop`, `rm -f`, `container inspect` and `ps` act on those stand-ins."""
+import json
+import os
+import signal
+import sys
+import time
+
+STATE = "/var/lib/fake-docker"
+STANDIN = "/usr/local/lib/fake-docker/standin_openai.py"
+MOONCAKE_PYTHON = "/opt/flashfleet/mooncake/venv/bin/python"  # the store client, for L3 stacks
+VALUE_FLAGS = {"--name", "--network", "--ipc", "--shm-size", "--ulimit", "--gpus", "--device",
+               "--group-add", "--security-opt", "--cap-add", "-v", "--volume", "--env-file",
+               "-e", "--env"}
+BOOL_FLAGS = {"--rm", "-d", "-i", "-t", "--init"}
+
+
+def record_path(name: str) -> str:
+    return f"{STATE}/containers/{name}.json"
+
+
+def alive(name: str) -> dict | None:
+    try:
+        rec = json.load(open(record_path(name)))
+        os.kill(rec["pid"], 0)
+        return rec
+    except (OSError, ValueError):
+        return None
+
+
+def run(args: list[str]) -> None:
+    opts, i = [], 0
+    while i < len(args) and args[i].startswith("-"):
+        if args[i] in BOOL_FLAGS:
+            i += 1
+        elif args[i] in VALUE_FLAGS:
+            opts.append((args[i], args[i + 1]))
+            i += 2
+        else:
+            sys.exit(f"docker: unknown flag: {args[i]}")
+    image, cmd = args[i], args[i + 1:]
+    env = {}
+    for flag, value in opts:
+        if flag == "--env-file":
+            for line in open(value).read().splitlines():
+                if line.strip() and not line.startswith("#"):
+                    key, _, val = line.partition("=")
+                    env[key] = val
+    for flag, value in opts:
+        if flag in ("-e", "--env"):
+            key, _, val = value.partition("=")
+            env[key] = val
+    name = dict(opts).get("--name", f"c{os.getpid()}")
+    if alive(name):
+        sys.exit(f'docker: Error response from daemon: Conflict. The container name "/{name}" is already in use.')
+    os.makedirs(f"{STATE}/containers", exist_ok=True)
+    rec = {"argv": sys.argv, "image": image, "cmd": cmd, "env": env, "pid": os.getpid(),
+           "started": time.time()}
+    with open(record_path(name), "w") as f:
+        json.dump(rec, f)
+    with open(f"{STATE}/runs.jsonl", "a") as f:
+        f.write(json.dumps(rec) + "\n")
+    python = MOONCAKE_PYTHON if os.path.exists(MOONCAKE_PYTHON) else "/usr/bin/python3"
+    os.execve(python, [python, STANDIN, *cmd], {"PATH": "/usr/bin:/bin", **env})
+
+
+def stop(name: str) -> None:
+    rec = alive(name)
+    if rec:
+        os.kill(rec["pid"], signal.SIGTERM)
+        for _ in range(100):
+            if not alive(name):
+                break
+            time.sleep(0.1)
+
+
+def main(argv: list[str]) -> None:
+    cmd, args = argv[0], argv[1:]
+    if cmd == "run":
+        run(args)
+    elif cmd == "stop":
+        stop(args[-1])
+    elif cmd == "rm":
+        stop(args[-1])
+        if os.path.exists(record_path(args[-1])):
+            os.unlink(record_path(args[-1]))
+    elif cmd == "container" and args[0] == "inspect":
+        if not alive(args[-1]):
+            sys.exit(f"Error: No such container: {args[-1]}")
+        print(json.dumps([{"Name": "/" + args[-1]}]))
+    elif cmd == "ps":
+        names = [f[:-5] for f in os.listdir(f"{STATE}/containers")] if os.path.isdir(f"{STATE}/containers") else []
+        print("\n".join(n for n in names if alive(n)))
+    else:
+        sys.exit(f"fake docker: unsupported command {cmd}")
+
+
+main(sys.argv[1:])

@@ -1,0 +1,142 @@
+"""Stand-in for an SGLang server (or router) in a container: started with the container's argv
+and environment, it answers the OpenAI-compatible endpoints the way the real server's flags say.
+Behaviour knobs (read per request) live in /etc/flashfleet-test/standin.json:
+  load_seconds: /health and /v1/models answer 503 this long after start (weights loading);
+  image_mode: "pixels" reads the colour from the image, "text-only" ignores the image."""
+
+import base64
+import json
+import os
+import re
+import sys
+import time
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+KNOBS = "/etc/flashfleet-test/standin.json"
+START = time.monotonic()
+ARGV = sys.argv[1:]
+COLOURS = {"red": (255, 0, 0), "green": (0, 255, 0), "blue": (0, 0, 255), "yellow": (255, 255, 0),
+           "black": (0, 0, 0), "white": (255, 255, 255), "orange": (255, 128, 0), "purple": (128, 0, 128)}
+
+
+def flag(name: str, default: str | None = None) -> str | None:
+    return ARGV[ARGV.index(name) + 1] if name in ARGV else default
+
+
+def knobs() -> dict:
+    try:
+        return json.load(open(KNOBS))
+    except OSError:
+        return {}
+
+
+def loaded() -> bool:
+    return time.monotonic() - START >= float(knobs().get("load_seconds", 0))
+
+
+def colour_of(data_url: str) -> str:
+    raw = base64.b64decode(data_url.split(",", 1)[1])
+    if raw[:2] != b"BM":
+        return "unreadable"
+    offset, width, height = (int.from_bytes(raw[a:b], "little") for a, b in ((10, 14), (18, 22), (22, 26)))
+    row = (width * 3 + 3) // 4 * 4
+    at = offset + (height // 2) * row + (width // 2) * 3
+    b, g, r = raw[at : at + 3]
+    return min(COLOURS, key=lambda n: sum((x - y) ** 2 for x, y in zip(COLOURS[n], (r, g, b), strict=True)))
+
+
+def chat(req: dict) -> dict:
+    last = req["messages"][-1]["content"]
+    parts = last if isinstance(last, list) else [{"type": "text", "text": last}]
+    text = " ".join(p.get("text", "") for p in parts if p.get("type") == "text")
+    images = [p["image_url"]["url"] for p in parts if p.get("type") == "image_url"]
+    thinking = (req.get("chat_template_kwargs") or {}).get("thinking", True)
+    message: dict = {"role": "assistant", "content": None, "reasoning_content": None, "tool_calls": None}
+    reasoning = f"The user asks: {text[:60]}"
+    if images:
+        answer = colour_of(images[0]).capitalize() + "." if knobs().get("image_mode", "pixels") == "pixels" else "Red."
+    elif req.get("tools") and flag("--tool-call-parser"):
+        found = re.search(r"in ([A-Z][a-z]+)", text)
+        city = found.group(1) if found else "somewhere"
+        message["tool_calls"] = [{"id": "call_0", "type": "function", "index": 0, "function": {
+            "name": req["tools"][0]["function"]["name"], "arguments": json.dumps({"city": city})}}]
+        answer = ""
+    else:
+        answer = "42" if any(c.isdigit() for c in text) else "Hello."
+    if thinking and flag("--reasoning-parser"):
+        message["reasoning_content"] = reasoning
+    elif thinking:
+        answer = f"<think>{reasoning}</think>{answer}"
+    message["content"] = answer or None
+    return {"id": "chatcmpl-standin", "object": "chat.completion", "model": req.get("model"),
+            "choices": [{"index": 0, "message": message,
+                         "finish_reason": "tool_calls" if message["tool_calls"] else "stop"}]}
+
+
+class Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def reply(self, status: int, body: object) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def proxy(self, method: str, body: bytes | None = None) -> None:
+        # The router stand-in forwards to its decode worker, as a PD router does.
+        upstream = flag("--decode")
+        req = urllib.request.Request(upstream + self.path, data=body, method=method,
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                self.reply(resp.status, json.load(resp))
+        except OSError as err:
+            self.reply(502, {"error": f"worker unreachable: {err}"})
+
+    def do_GET(self) -> None:
+        if not loaded():
+            return self.reply(503, {"error": "loading"})
+        if "sglang_router.launch_router" in ARGV:
+            return self.reply(200, {}) if self.path == "/health" else self.proxy("GET")
+        if self.path == "/health":
+            return self.reply(200, {})
+        if self.path == "/v1/models" and "--encoder-only" not in ARGV:
+            name = flag("--served-model-name") or flag("--model-path")
+            return self.reply(200, {"object": "list", "data": [{"id": name, "object": "model"}]})
+        self.reply(404, {"error": "not found"})
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        if "sglang_router.launch_router" in ARGV:
+            return self.proxy("POST", body)
+        if self.path == "/v1/chat/completions" and loaded():
+            return self.reply(200, chat(json.loads(body)))
+        self.reply(404, {"error": "not found"})
+
+
+def join_mooncake() -> object:
+    """With the Mooncake backend, mount a segment through the config SGLang would read."""
+    path = os.environ.get("SGLANG_HICACHE_MOONCAKE_CONFIG_PATH")
+    if flag("--hicache-storage-backend") != "mooncake" or not path:
+        return None
+    from mooncake.store import MooncakeDistributedStore
+
+    config = json.load(open(path))
+    store = MooncakeDistributedStore()
+    rc = store.setup(config["local_hostname"], config["metadata_server"], 64 << 20, 16 << 20,
+                     config["protocol"], config["device_name"], config["master_server_address"])
+    if rc != 0:
+        sys.exit(f"mooncake setup failed: {rc}")
+    return store
+
+
+store = join_mooncake()
+if flag("--node-rank", "0") != "0":
+    while True:  # ranks > 0 serve no HTTP
+        time.sleep(3600)
+server = ThreadingHTTPServer((flag("--host", "127.0.0.1") or "", int(flag("--port", "30000") or 30000)), Handler)
+server.serve_forever()

@@ -1,0 +1,170 @@
+"""site.yml (Mooncake, serve, verify) and teardown.yml on real systemd test hosts, with the
+serving container replaced at the container boundary: /usr/bin/docker on each host is a fake
+that records the argv and environment of `docker run` and starts an OpenAI-compatible stand-in.
+
+The prepare phase (drivers, container runtime, image, weights) is issue 6's and needs its GPU
+and apt fixtures; it runs in tests/roles. Here site.yml runs with its other tags."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flashfleet.runner import RunResult
+
+from .lab import TOKEN, ServeLab, make_stack, serve_lab
+
+HERE = Path(__file__).parent
+HOSTS = ["l3a", "l3b", "epd", "pd"]
+LOAD_SECONDS = 3
+TRICKY = 'glm $HOME %h "quoted" back\\slash'  # systemd would expand $, % and eat quotes unescaped
+SITE_TAGS = "mooncake,serve,verify"
+FAST = {"sglang_serve_ready_timeout_s": 60, "sglang_serve_ready_poll_s": 1}
+
+
+@pytest.fixture(scope="module")
+def site() -> Iterator[dict[str, Any]]:
+    with serve_lab(HOSTS) as lab:
+        for host in HOSTS:
+            root = lab.pool.hosts[host].root
+            (root / "usr/local/lib/fake-docker").mkdir(parents=True)
+            (root / "usr/local/lib/fake-docker/standin_openai.py").write_text((HERE / "standin_openai.py").read_text())
+            (root / "usr/bin/docker").write_text((HERE / "fake_docker.py").read_text())
+            (root / "usr/bin/docker").chmod(0o755)
+            set_knobs(lab, host, image_mode="pixels")
+        a = lab.address
+        stacks = [
+            (make_stack("l3", "unified", [a("l3a"), a("l3b")],
+                        options={"hicache": "l1l2l3", "hicache_size": 10,
+                                 "extra_args": ["--served-model-name", TRICKY]},
+                        mooncake={"masterNode": 0, "protocol": "tcp", "globalSegmentGib": 1}),
+             ["l3a", "l3b"]),
+            (make_stack("epd", "encoder-disagg", [a("epd")]), ["epd"]),
+            (make_stack("pd", "pd", [a("pd")], strategy="high-throughput"), ["pd"]),
+        ]  # fmt: skip
+        inventory = lab.inventory(*stacks)
+        first = lab.run("site.yml", inventory, tags=SITE_TAGS, extravars=FAST)
+        state = {"lab": lab, "inventory": inventory, "runs": [first], "first_explain": lab.explain(first)}
+        yield state
+
+
+def set_knobs(lab: ServeLab, host: str, **knobs: Any) -> None:
+    path = lab.pool.hosts[host].root / "etc/flashfleet-test/standin.json"
+    path.write_text(json.dumps({"load_seconds": LOAD_SECONDS, **knobs}))
+
+
+def records(lab: ServeLab, host: str) -> list[dict[str, Any]]:
+    text = lab.ssh(host, "cat /var/lib/fake-docker/runs.jsonl")
+    return [json.loads(line) for line in text.splitlines()]
+
+
+def launches(state: dict[str, Any], host: str) -> list[dict[str, Any]]:
+    hosts = state["inventory"]["all"]["hosts"]
+    name = next(n for n, v in hosts.items() if v["ansible_host"] == state["lab"].address(host))
+    return list(hosts[name]["flashfleet_processes"])
+
+
+def test_site_brings_every_node_up(site: dict[str, Any]) -> None:
+    first: RunResult = site["runs"][0]
+    assert first.ok, site["first_explain"]
+    for host in HOSTS:
+        for launch in launches(site, host):
+            unit = f"{launch['container_name']}.service"
+            assert site["lab"].ssh(host, f"systemctl is-active {unit}").strip() == "active", unit
+
+
+def test_recorded_argv_is_the_recipe_engines(site: dict[str, Any]) -> None:
+    lab = site["lab"]
+    for host in HOSTS:
+        started = {r["argv"][r["argv"].index("--name") + 1]: r for r in records(lab, host)}
+        for launch in launches(site, host):
+            rec = started[launch["container_name"]]
+            assert rec["argv"] == ["/usr/bin/docker", *launch["docker_run"][1:]]
+            assert rec["cmd"] == launch["argv"]
+            assert {k: rec["env"][k] for k in launch["env"]} == launch["env"]
+            if launch["env_file"]:
+                assert rec["env"]["HF_TOKEN"] == TOKEN  # reached the container through --env-file
+    l3 = records(lab, "l3a")[0]["argv"]
+    assert l3[l3.index("--served-model-name") + 1] == TRICKY
+
+
+def test_start_order_waits_for_readiness(site: dict[str, Any]) -> None:
+    lab = site["lab"]
+    for host, first, then in (("epd", ["encoder"], "language"), ("pd", ["prefill", "decode"], "router")):
+        started = {r["argv"][r["argv"].index("--name") + 1]: r["started"] for r in records(lab, host)}
+        for dep in first:
+            # the dependent starts only once its dependency answers /health (after loading)
+            assert started[f"flashfleet-{then}"] >= started[f"flashfleet-{dep}"] + LOAD_SECONDS
+        unit = lab.ssh(host, f"systemctl cat flashfleet-{then}.service")
+        for dep in first:
+            assert f"flashfleet-{dep}.service" in unit.split("Requires=")[1].splitlines()[0]
+
+
+def test_smoke_checks_ran_against_each_api(site: dict[str, Any]) -> None:
+    events = [json.loads(line) for line in site["runs"][0].events_log.read_text().splitlines()]
+    passed = {(e["event_data"]["host"], e["event_data"]["task"]) for e in events if e.get("event") == "runner_on_ok"}
+    for host in ("l3-node-0", "epd-node-0", "pd-node-0"):
+        assert (host, "Model | remember its id") in passed
+        assert sum(1 for h, t in passed if h == host and t.startswith("Image | the answer names")) == 3
+    assert ("l3-node-0", "Tools | the call came back in tool_calls") in passed
+    assert ("l3-node-0", "Mooncake | every serving node has a segment") in passed
+    assert ("l3-node-1", "Model | remember its id") not in passed  # rank 1 serves no API
+
+
+def test_second_run_changes_nothing(site: dict[str, Any]) -> None:
+    lab = site["lab"]
+    again = lab.run("site.yml", site["inventory"], tags=SITE_TAGS, extravars=FAST)
+    site["runs"].append(again)
+    assert again.ok, lab.explain(again)
+    assert again.count("changed") == 0, [str(p) for p in lab.progress if p.status == "changed"]
+
+
+def test_verify_catches_a_server_that_ignores_images(site: dict[str, Any]) -> None:
+    lab = site["lab"]
+    set_knobs(lab, "epd", image_mode="text-only")
+    try:
+        caught = lab.run("verify.yml", site["inventory"], extravars=FAST)
+    finally:
+        set_knobs(lab, "epd", image_mode="pixels")
+    site["runs"].append(caught)
+    assert not caught.ok
+    assert {f.host for f in caught.failures} == {"epd-node-0"}
+    assert "did not read the image" in caught.failures[0].message
+
+
+def test_token_is_in_no_log_event_unit_or_process_list(site: dict[str, Any]) -> None:
+    lab = site["lab"]
+    for run in site["runs"]:
+        for path in run.run_dir.iterdir():
+            assert TOKEN not in path.read_text(), path
+    for host in HOSTS:
+        assert TOKEN not in lab.ssh(host, "cat /etc/systemd/system/flashfleet-*.service")
+        assert TOKEN not in lab.ssh(host, "ps -eo args ww")
+        assert TOKEN not in lab.ssh(host, "journalctl --no-pager -o cat", check=False)
+        assert lab.ssh(host, "stat -c '%a %U' /etc/flashfleet/secrets.env").split() == ["600", "root"]
+
+
+def test_teardown_leaves_nothing_running_and_skips_a_gone_host(site: dict[str, Any]) -> None:
+    lab = site["lab"]
+    inventory = json.loads(json.dumps(site["inventory"]))
+    gone = {**inventory["all"]["hosts"]["pd-node-0"], "ansible_host": f"{lab.pool.gateway.rsplit('.', 1)[0]}.250"}
+    inventory["all"]["hosts"]["gone-node-0"] = gone
+    inventory["all"]["children"]["flashfleet"]["hosts"]["gone-node-0"] = {}
+    started = time.monotonic()
+    down = lab.run("teardown.yml", inventory)
+    assert down.ok, lab.explain(down)
+    assert time.monotonic() - started < 120
+    events = down.events_log.read_text()
+    assert "WARNING: unreachable, skipped (nothing to stop there): gone-node-0" in events
+    for host in HOSTS:
+        assert lab.ssh(host, "ls /etc/systemd/system | grep -c -e flashfleet- -e mooncake || true").strip() == "0"
+        assert lab.ssh(host, "systemctl list-units --all --plain --no-legend 'flashfleet-*' 'mooncake*'").strip() == ""
+        assert lab.ssh(host, "docker ps").strip() == ""
+        assert "standin_openai" not in lab.ssh(host, "ps -eo args ww")
+        assert "mooncake_master" not in lab.ssh(host, "ps -eo args ww")
+        assert lab.ssh(host, "test -e /etc/flashfleet/secrets.env || echo gone").strip() == "gone"
