@@ -73,6 +73,8 @@ def run_markdown(run: StoredRun) -> str:
     ]
     for failure in s["failures"]:
         out.append(f"- concurrency {failure['concurrency']} failed: {failure['error']}")
+    if s["failures"]:
+        out.append("")
     cost = s.get("cost")
     if cost:
         out += [

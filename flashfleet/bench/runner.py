@@ -47,10 +47,13 @@ class LocalRunner:
 
     def __call__(self, invocation: Invocation) -> Completed:
         env = {**self._base_env, **invocation.env}
+        argv = list(invocation.argv)
+        if os.sep in argv[0] and not os.path.isabs(argv[0]):
+            argv[0] = os.path.abspath(argv[0])  # the child runs in the scratch directory
         with tempfile.TemporaryDirectory(prefix="flashfleet-bench-") as scratch:
             try:
                 proc = subprocess.run(
-                    list(invocation.argv),
+                    argv,
                     cwd=scratch,
                     env=env,
                     stdin=subprocess.DEVNULL,

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -176,5 +178,9 @@ def test_local_runner_runs_an_argv_list_and_reads_the_output(tmp_path):
     assert (done.returncode, done.jsonl, done.log) == (0, '{"x": 1}\n', "hi; rm -rf /\n")
     missing = LocalRunner()(Invocation(("/nonexistent/python",), "bench.jsonl"))
     assert missing.runner_error is not None
+    relative = LocalRunner()(
+        Invocation((os.path.relpath(sys.executable), "-c", "print(1)"), "o", timeout_s=30)
+    )
+    assert (relative.returncode, relative.log) == (0, "1\n")  # resolved before the child changes directory
     slow = LocalRunner()(Invocation(("python3", "-c", "import time; time.sleep(5)"), "o", timeout_s=0.5))
     assert slow.timed_out
