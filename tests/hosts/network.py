@@ -14,8 +14,11 @@ def sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, check=check, capture_output=True, text=True)
 
 
-def _link_exists(name: str) -> bool:
-    return sh("ip", "link", "show", name, check=False).returncode == 0
+def _name_taken(name: str) -> bool:
+    """Any link or namespace of that name or derived from it (another suite's pool)."""
+    links = sh("ip", "-o", "link", "show").stdout
+    namespaces = sh("ip", "netns", "list").stdout
+    return f" {name}:" in links or f" {name}h" in links or f"{name}-" in namespaces
 
 
 def _subnet_in_use(prefix: str) -> bool:
@@ -37,9 +40,10 @@ class Bridge:
         # Several suites may run on one machine: take the first free bridge/subnet pair.
         for n in range(1, 250):
             name, prefix = f"ffbr{n}", f"10.213.{n}"
-            if _link_exists(name) or _subnet_in_use(prefix):
+            if _name_taken(name) or _subnet_in_use(prefix):
                 continue
-            sh("ip", "link", "add", name, "type", "bridge")
+            if sh("ip", "link", "add", name, "type", "bridge", check=False).returncode != 0:
+                continue  # taken meanwhile by a suite starting at the same time
             sh("ip", "addr", "add", f"{prefix}.1/24", "dev", name)
             sh("ip", "link", "set", name, "up")
             return cls(name, prefix)

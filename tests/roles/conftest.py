@@ -107,6 +107,10 @@ class Run:
     def changed_tasks(self, host: str) -> list[str]:
         return [f"{p.role}:{p.task}" for p in self.progress if p.host == host and p.status == "changed"]
 
+    def statuses(self, host: str) -> dict[str, str]:
+        """role:task -> last status on `host` (looped tasks keep the last item's status)."""
+        return {f"{p.role}:{p.task}": p.status for p in self.progress if p.host == host}
+
     def explain(self) -> str:
         lines = [self.result.summary(), *(str(p) for p in self.progress)]
         return "\n".join(lines)
@@ -117,6 +121,30 @@ def _install_dlami_driver(pool: HostPool, repo: AptRepository) -> None:
     deb = repo.debs[f"nvidia-driver-595-open={DRIVER}-1"]
     shutil.copy(deb, pool.hosts["dlami"].root / "root/driver.deb")
     pool.ssh("dlami", "dpkg -i /root/driver.deb && systemctl enable --now nvidia-persistenced")
+
+
+STATE_PROBE = (
+    "dpkg-query -W -f '${Package} ${Version} ${db:Status-Status}\\n' | sort; "
+    "find /etc /opt /var/lib/flashfleet /var/lib/docker -xdev -type f 2>/dev/null "
+    "| sort | xargs -r md5sum; systemctl list-units --state=active --no-legend --plain | sort"
+)
+
+
+def host_state(lab: Lab, host: str) -> str:
+    """Packages, configuration files and running units: what check mode must not touch."""
+    return lab.pool.ssh(host, STATE_PROBE).stdout
+
+
+def assert_same_plan(check: Run, real: Run, host: str) -> None:
+    """Check mode announced what the real run then did: every task the real run changed was
+    reported changed in check mode, or could not be previewed there (a command skipped by
+    check mode, a package of a repository check mode did not add); nothing else changed."""
+    planned, done = check.statuses(host), real.statuses(host)
+    changed = {t for t, s in done.items() if s == "changed"}
+    assert changed, real.explain()
+    for task in changed:
+        assert planned.get(task) in {"changed", "skipped", "failed"}, (task, check.explain())
+    assert {t for t, s in planned.items() if s == "changed"} <= changed, check.explain()
 
 
 @pytest.fixture(scope="session")

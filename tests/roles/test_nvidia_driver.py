@@ -1,0 +1,100 @@
+"""nvidia_driver on real hosts: pinned driver + fabric manager on H200, IMEX on a GB300 pair,
+a Deep Learning AMI's running driver kept, check mode honest, second runs change nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import Lab, Run, assert_same_plan, host_state
+
+PLANS: dict[str, Run] = {}
+
+
+def dpkg(lab: Lab, host: str, package: str) -> str:
+    return lab.pool.ssh(host, f"dpkg-query -W -f '${{Version}}' {package}").stdout
+
+
+def test_check_mode_on_a_fresh_h200_changes_nothing(lab: Lab) -> None:
+    before = host_state(lab, "h200")
+    run = lab.play(["h200"], "nvidia_driver", check=True)
+    assert run.ok, run.explain()
+    assert run.changed("h200") > 0  # it does announce work
+    assert host_state(lab, "h200") == before
+    PLANS["h200"] = run
+
+
+def test_h200_converges_to_the_pinned_driver_and_fabric_manager(lab: Lab) -> None:
+    run = lab.play(["h200"], "nvidia_driver")
+    assert run.ok, run.explain()
+    # the repository also offers 595.99.01: the pin keeps every package at the profile's version
+    assert dpkg(lab, "h200", "nvidia-driver-595-open") == "595.91.07-1"
+    assert dpkg(lab, "h200", "nvidia-fabricmanager-595") == "595.91.07-1"
+    for unit in ("nvidia-fabricmanager", "nvidia-persistenced"):
+        assert lab.pool.ssh("h200", f"systemctl is-active {unit}").stdout.strip() == "active"
+    assert run.statuses("h200")["nvidia_driver:the pinned driver runs and sees the expected GPUs"] == "ok"
+    assert_same_plan(PLANS["h200"], run, "h200")
+
+
+def test_h200_second_run_and_check_mode_change_nothing(lab: Lab) -> None:
+    again = lab.play(["h200"], "nvidia_driver")
+    assert again.ok and again.changed() == 0, again.explain()
+    check = lab.play(["h200"], "nvidia_driver", check=True)
+    assert check.ok and check.changed() == 0, check.explain()
+
+
+def test_deep_learning_ami_keeps_its_running_driver(lab: Lab) -> None:
+    run = lab.play(["dlami"], "nvidia_driver")
+    assert run.ok, run.explain()
+    # only the fabric manager was missing; the AMI's driver was not reinstalled
+    log = lab.pool.ssh("dlami", "grep -E ' (install|upgrade) ' /var/log/dpkg.log").stdout
+    assert log.count("install nvidia-driver-595-open") == 1, log
+    assert "install nvidia-fabricmanager-595" in log
+    assert lab.play(["dlami"], "nvidia_driver").changed() == 0
+
+
+def test_gb300_pair_runs_imex_with_one_node_list(lab: Lab) -> None:
+    pair = ["gb300a", "gb300b"]
+    run = lab.play(pair, "nvidia_driver")
+    assert run.ok, run.explain()
+    addresses = [lab.pool.hosts[h].address for h in pair]
+    for host in pair:
+        assert dpkg(lab, host, "nvidia-driver-595-open") == "595.91.07-1"  # open modules
+        nodes = lab.pool.ssh(host, "cat /etc/nvidia-imex/nodes_config.cfg").stdout.split()
+        assert nodes == addresses
+        status = lab.pool.ssh(host, "nvidia-imex-ctl -N").stdout
+        assert "Domain State: UP" in status and status.count(" - READY ") == 2
+    assert lab.play(pair, "nvidia_driver").changed() == 0
+
+
+def test_imex_node_list_is_not_changed_under_a_running_daemon(lab: Lab) -> None:
+    run = lab.play(["gb300a"], "nvidia_driver")  # an inventory with one node fewer
+    assert not run.ok
+    [failure] = run.result.failures
+    assert "nvidia-imex runs on gb300a with a different node list" in failure.message
+    assert "nvidia_driver_imex_reconfigure=true" in failure.message
+    nodes = lab.pool.ssh("gb300a", "cat /etc/nvidia-imex/nodes_config.cfg").stdout.split()
+    assert len(nodes) == 2  # untouched
+
+
+def test_imex_reconfigure_stops_rewrites_and_starts(lab: Lab) -> None:
+    only_a = lab.play(["gb300a"], "nvidia_driver", extravars={"nvidia_driver_imex_reconfigure": True})
+    assert only_a.ok, only_a.explain()
+    status = lab.pool.ssh("gb300a", "nvidia-imex-ctl -N").stdout
+    assert status.count(" - READY ") == 1 and "Domain State: UP" in status
+    both = lab.play(["gb300a", "gb300b"], "nvidia_driver",
+                    extravars={"nvidia_driver_imex_reconfigure": True})  # fmt: skip
+    assert both.ok, both.explain()
+    assert lab.pool.ssh("gb300a", "nvidia-imex-ctl -N").stdout.count(" - READY ") == 2
+
+
+@pytest.mark.parametrize(
+    ("extravars", "message"),
+    [
+        ({"nvidia_driver_open_kernel_modules": False}, "GB300 needs open kernel modules"),
+        ({"nvidia_driver_version": "580.95.05"}, "version 580.95.05 must be on branch 595"),
+    ],
+)
+def test_inconsistent_driver_inputs_are_refused(lab: Lab, extravars: dict[str, object], message: str) -> None:
+    run = lab.play(["gb300b"], "nvidia_driver", extravars=extravars)
+    assert not run.ok
+    assert message in run.result.failures[0].message
