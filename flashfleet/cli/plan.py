@@ -38,6 +38,47 @@ def _docker(process: dict[str, Any]) -> str:
     return " \\\n    ".join(docker_lines(process["docker_run"], len(process["argv"])))
 
 
+def _command(words: list[str], env: dict[str, str]) -> str:
+    from flashfleet.cli.render import command_lines
+
+    return " \\\n    ".join(command_lines(tuple(words), env))
+
+
+def _kubernetes_source(src: dict[str, Any]) -> list[str]:
+    pool = src["node_pool"]
+    selector = ", ".join(f"{k}={v}" for k, v in pool.get("nodeSelector", {}).items()) or "any node"
+    tolerations = ", ".join(
+        " ".join(str(t[k]) for k in ("key", "operator", "value", "effect") if t.get(k) is not None)
+        for t in pool.get("tolerations", [])
+    )
+    cache = src["model_cache"]
+    where = cache["path"] if cache["kind"] == "hostPath" else f"{cache['storageClass']} {cache['size']}"
+    return [
+        f"  k8s      context {src['context'] or '(current)'}, namespace {src['namespace']}"
+        f"{' (created)' if src['create_namespace'] else ''}, Service {src['service_type']}, "
+        f"{'LeaderWorkerSet' if src['leader_worker_set'] else 'no LeaderWorkerSet'}",
+        f"           nodes {selector}{f'; tolerating {tolerations}' if tolerations else ''}",
+        f"           model cache {cache['kind']} {where}; HF token Secret {src['secret'] or 'none'}",
+        f"           objects {', '.join(src['objects'])}",
+    ]
+
+
+def _workloads_text(src: dict[str, Any]) -> list[str]:
+    out = []
+    for w in src["workloads"]:
+        out += ["", f"{w['kind']} {w['name']}{' (serves the model)' if w['serves'] else ''}:"]
+        for c in w["containers"]:
+            pod = f"{c['pod']} " if c["pod"] != "pod" else ""
+            limits = ", ".join(f"{k}={v}" for k, v in c["resources"].get("limits", {}).items())
+            claims = ", ".join(x["name"] for x in c["resources"].get("claims", []))
+            extra = f", limits {limits}" if limits else ""
+            extra += f", claims {claims}" if claims else ""
+            extra += f", env by reference {', '.join(c['env_from'])}" if c["env_from"] else ""
+            out.append(f"  # {pod}{c['stage']} {c['name']}: image {c['image']}{extra}")
+            out.append("  " + _command(c["command"], c["env"]))
+    return out
+
+
 def plan_text(d: dict[str, Any]) -> str:
     src = d["source"]
     cost = d["hourly_cost_usd"]
@@ -60,16 +101,23 @@ def plan_text(d: dict[str, Any]) -> str:
             f"{', '.join(ingress['cidrs'])}; all traffic within the group",
             f"           TTL guard: {src['ttl_guard']}",
         ]
+    elif src["kind"] == "kubernetes":
+        out += _kubernetes_source(src)
     else:
         out.append(f"  hosts    existing: {', '.join(src['hosts'])}")
     if d["mooncake"]:
         m = d["mooncake"]
+        where = "its own Deployment" if m["master_node"] is None else f"node {m['master_node']}"
         out.append(
-            f"  mooncake master on node {m['master_node']} ({m['master_server_address']}, "
+            f"  mooncake master on {where} ({m['master_server_address']}, "
             f"{m['metadata_server']}), protocol {m['protocol']}, {m['global_segment_gib']} GiB per node"
         )
     out.append(f"  start    {' -> '.join(d['start_order'])}")
-    for node in d["nodes"]:
+    # Kubernetes: the workloads and their containers' commands instead of hosts and docker runs.
+    kube = src["kind"] == "kubernetes"
+    if kube:
+        out += _workloads_text(src)
+    for node in [] if kube else d["nodes"]:
         mem = node["host_memory_gb"]
         out += [
             "",

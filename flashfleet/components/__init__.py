@@ -1,42 +1,8 @@
-"""Pulumi components, one per node source, and the program that wires them to the outputs.
+"""Pulumi components, one per node source; ``program.deploy`` dispatches on ``nodes.source.kind``.
 
-Dispatch is by ``nodes.source.kind`` through ``NODE_SOURCES``: a new source (Kubernetes) is one
-more entry. Every component exposes ``ssh_addresses`` and ``private_addresses``.
+This package file imports nothing: the stack spec imports ``components.kubernetes_spec`` (a pure
+pydantic model), and that must not pull in pulumi, pulumi_aws or the stack package itself
+(``flashfleet plan`` and ``validate`` stay offline and fast, and there is no import cycle).
+Import the components from their modules (``flashfleet.components.aws``, ``.existing``,
+``.kubernetes``).
 """
-
-from __future__ import annotations
-
-from collections.abc import Callable
-from typing import Protocol
-
-import pulumi
-
-from flashfleet.components.aws import AwsNodes, AwsNodesArgs
-from flashfleet.components.existing import ExistingHosts, ExistingHostsArgs
-from flashfleet.stack import Bringup
-
-
-class NodeSource(Protocol):
-    ssh_addresses: pulumi.Output[list[str]]
-    private_addresses: pulumi.Output[list[str]]
-
-
-def _aws(b: Bringup, expires_at: str) -> NodeSource:
-    return AwsNodes(b.stack, AwsNodesArgs(bringup=b, expires_at=expires_at))
-
-
-def _existing(b: Bringup, expires_at: str) -> NodeSource:
-    return ExistingHosts(b.stack, ExistingHostsArgs(bringup=b))
-
-
-NODE_SOURCES: dict[str, Callable[[Bringup, str], NodeSource]] = {
-    "aws": _aws,
-    "existing": _existing,
-}
-
-
-def build_nodes(b: Bringup, expires_at: str) -> NodeSource:
-    return NODE_SOURCES[b.spec.nodes.source.kind](b, expires_at)
-
-
-__all__ = ["NODE_SOURCES", "AwsNodes", "AwsNodesArgs", "ExistingHosts", "ExistingHostsArgs", "build_nodes"]

@@ -1,25 +1,82 @@
 """The Pulumi program behind ``__main__.py``: validated bring-up in, stack outputs out.
 
 Kept apart from ``__main__.py`` so tests run it under mocks with any stack, clock and token.
+Dispatch is by ``nodes.source.kind``: host sources (``aws``, ``existing``) expose addresses and
+hand an inventory to Ansible; ``kubernetes`` serves on the cluster itself (no hosts, no Ansible).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import pulumi
 
 from flashfleet import outputs
-from flashfleet.components import build_nodes
+from flashfleet.components.aws import AwsNodes, AwsNodesArgs
+from flashfleet.components.existing import ExistingHosts, ExistingHostsArgs
+from flashfleet.components.kubernetes import KubernetesCluster, KubernetesClusterArgs, kubernetes_provider
 from flashfleet.components.tags import iso_utc
 from flashfleet.inventory import build_inventory
-from flashfleet.stack import Bringup
+from flashfleet.stack import Bringup, KubernetesSource
+
+# Outputs of Kubernetes stacks only (the shared keys are in flashfleet.outputs).
+NAMESPACE = "namespace"
+WORKLOADS = "workloads"  # the Deployments, StatefulSets or LeaderWorkerSet serving the model
+
+
+class NodeSource(Protocol):
+    ssh_addresses: pulumi.Output[list[str]]
+    private_addresses: pulumi.Output[list[str]]
+
+
+def _aws(b: Bringup, expires_at: str) -> NodeSource:
+    return AwsNodes(b.stack, AwsNodesArgs(bringup=b, expires_at=expires_at))
+
+
+def _existing(b: Bringup, expires_at: str) -> NodeSource:
+    return ExistingHosts(b.stack, ExistingHostsArgs(bringup=b))
+
+
+NODE_SOURCES: dict[str, Callable[[Bringup, str], NodeSource]] = {
+    "aws": _aws,
+    "existing": _existing,
+}
+
+
+def build_nodes(b: Bringup, expires_at: str) -> NodeSource:
+    return NODE_SOURCES[b.spec.nodes.source.kind](b, expires_at)
+
+
+def build_kubernetes(b: Bringup, hf_token: pulumi.Output[str] | None) -> KubernetesCluster:
+    src = b.spec.nodes.source
+    assert isinstance(src, KubernetesSource)
+    args = KubernetesClusterArgs(
+        source=src,
+        hardware=b.spec.hardware,
+        nodes=b.spec.nodes.count,
+        recipe_for=b.recipe_for,
+        launch_settings=b.launch_settings(),
+        mooncake=b.spec.mooncake,
+        hf_token=hf_token,
+    )
+    provider = kubernetes_provider(b.stack, src)
+    return KubernetesCluster(b.stack, args, opts=pulumi.ResourceOptions(provider=provider))
 
 
 def deploy(b: Bringup, hf_token: pulumi.Output[str] | None, now: datetime) -> dict[str, Any]:
     """Register the stack's resources; return its outputs by key (``flashfleet.outputs``)."""
     expires_at = iso_utc(now + b.spec.ttl)
+    if isinstance(b.spec.nodes.source, KubernetesSource):
+        # The token reaches the cluster as a Secret only; with no Ansible hand-off it is no output.
+        cluster = build_kubernetes(b, hf_token)
+        return {
+            outputs.ENDPOINT: cluster.endpoint,
+            NAMESPACE: cluster.namespace,
+            WORKLOADS: cluster.workloads,
+            outputs.EXPIRES_AT: expires_at,  # recorded for sweeping; nothing enforces it on a cluster
+        }
     nodes = build_nodes(b, expires_at)
     inventory = pulumi.Output.all(nodes.ssh_addresses, nodes.private_addresses).apply(
         lambda a: build_inventory(b, a[0], a[1])

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import posixpath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flashfleet.k8s import names
 from flashfleet.recipes.layouts import MOONCAKE_CONFIG_PATH
-from flashfleet.stack.spec import Mooncake
+
+if TYPE_CHECKING:  # flashfleet.stack imports this package to validate Kubernetes stacks
+    from flashfleet.stack.spec import Mooncake
 
 CONFIG_KEY = posixpath.basename(MOONCAKE_CONFIG_PATH)
 METRICS_PORT = 9003  # mooncake_master's default --metrics_port

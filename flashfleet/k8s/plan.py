@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flashfleet.catalog import hardware_catalog
 from flashfleet.components.kubernetes_spec import HostPathCache, KubernetesSource, NodePool, PvcCache
@@ -29,7 +29,9 @@ from flashfleet.k8s.workloads import (
 from flashfleet.launch import ContainerLaunch, LaunchSettings, container_launches
 from flashfleet.recipes import Recipe
 from flashfleet.recipes.layouts import SERVE_PORT
-from flashfleet.stack.spec import Mooncake
+
+if TYPE_CHECKING:  # flashfleet.stack imports this package to validate Kubernetes stacks
+    from flashfleet.stack.spec import Mooncake
 
 RecipeFor = Callable[[Sequence[str] | None], Recipe]
 

@@ -3,6 +3,7 @@
 Imports neither pulumi nor boto3 nor ansible, so `flashfleet plan` and `validate` stay fast.
 """
 
+from flashfleet.components.kubernetes_spec import KubernetesSource
 from flashfleet.stack.bringup import Bringup, MooncakeLayout, NodePlan, load_stack, parse_spec, resolve_spec
 from flashfleet.stack.errors import STACK_KEY, Problem, StackError
 from flashfleet.stack.files import DEFAULT_STACKS_DIR, HF_TOKEN_KEY, list_stacks, read_stack_file, stack_path
@@ -15,6 +16,7 @@ __all__ = [
     "AwsSource",
     "Bringup",
     "ExistingSource",
+    "KubernetesSource",
     "MooncakeLayout",
     "NodePlan",
     "Problem",

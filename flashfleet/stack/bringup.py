@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from flashfleet.catalog import hardware_catalog
 from flashfleet.catalog.instances import GIB_TO_GB, InstanceType, disk_figures
+from flashfleet.components.kubernetes_spec import KubernetesSource
 from flashfleet.launch import ContainerLaunch, LaunchSettings, container_launches
 from flashfleet.recipes import Recipe, RecipeError
 from flashfleet.recipes.layouts import SERVE_PORT
@@ -36,9 +37,9 @@ class NodePlan:
     name: str  # resource and inventory host name
     role: str  # the recipe roles on the node (+ mooncake-master), the flashfleet:role tag
     instance_type: str | None  # AWS only
-    address: str | None  # existing hosts: known now; AWS: known after creation
+    address: str | None  # existing hosts: known now; AWS: known after creation; Kubernetes: none
     private_address: str | None
-    ssh_user: str
+    ssh_user: str  # "-" on Kubernetes
     gpu_count: int
     host_memory_gb: int | None
     hicache_host_gb: int
@@ -149,6 +150,8 @@ def resolve_spec(stack: str, spec: StackSpec, *, region: str | None, has_hf_toke
         problems += checks.check_host_tier(spec, recipe, facts, base)
     problems += checks.check_mooncake(spec, recipe, base)
     problems += checks.check_image(spec, recipe, base)
+    if not problems:  # the manifests render from a recipe every other check accepted
+        problems += checks.check_kubernetes(stack, spec, base)
     src = spec.nodes.source
     root_gib = None
     instance = None
@@ -190,13 +193,18 @@ def _node_plans(
     stack: str, spec: StackSpec, recipe: Recipe, facts: list[checks.NodeFacts], instance: InstanceType | None
 ) -> list[NodePlan]:
     src = spec.nodes.source
-    master = spec.mooncake.master_node if spec.mooncake else None
+    # On Kubernetes the Mooncake master is a Deployment of its own, on no serving node.
+    kube = isinstance(src, KubernetesSource)
+    master = spec.mooncake.master_node if spec.mooncake and not kube else None
     plans = []
     for i in range(spec.nodes.count):
         roles = [p.role for p in recipe.start_order() if p.node == i]
         if master == i:
             roles.append("mooncake-master")
         host = src.hosts[i] if isinstance(src, ExistingSource) else None
+        ssh_user = host.ssh_user if host else "ubuntu"  # the DLAMI's user
+        if kube:
+            ssh_user = "-"  # pods: nothing to log in to
         plans.append(
             NodePlan(
                 index=i,
@@ -205,7 +213,7 @@ def _node_plans(
                 instance_type=instance.name if instance else None,
                 address=host.address if host else None,
                 private_address=(host.private_address or host.address) if host else None,
-                ssh_user=host.ssh_user if host else "ubuntu",  # the DLAMI's user
+                ssh_user=ssh_user,
                 gpu_count=facts[i].gpu_count,
                 host_memory_gb=facts[i].host_memory_gb,
                 hicache_host_gb=checks.host_tier_need(spec, recipe, i),
@@ -238,7 +246,12 @@ def _warnings(
         out.append(
             "capacity reservationId is the catalog placeholder: put the id of your reservation or block"
         )
-    if recipe.options.hicache != "off" and recipe.options.hicache_size is None:
+    if isinstance(src, KubernetesSource) and recipe.options.hicache != "off":
+        out.append(
+            "HiCache host tier not checked against host memory: the scheduler picks the Kubernetes "
+            "nodes (give the GPU nodes room for it)"
+        )
+    elif recipe.options.hicache != "off" and recipe.options.hicache_size is None:
         out.append(
             "HiCache host tier sized by SGLang's ratio: set options.hicache_size "
             "to have it checked against host memory"

@@ -1,5 +1,6 @@
 """Cross-field checks of a structurally valid stack: the recipe engine's rules, the image's build
-requirements, instance and host facts, the HiCache host tier and the Mooncake layout.
+requirements, instance and host facts, the HiCache host tier, the Mooncake layout and, on the
+Kubernetes source, the manifests themselves.
 
 Each check returns problems (path + reason) instead of raising, so one run reports them all.
 """
@@ -10,7 +11,9 @@ from dataclasses import dataclass, replace
 
 from flashfleet.catalog import hardware_catalog
 from flashfleet.catalog.instances import InstanceType, gib_to_gb, instance_catalog
-from flashfleet.launch import check_build_requirements
+from flashfleet.components.kubernetes_spec import KubernetesSource
+from flashfleet.k8s import KubernetesPlan, KubernetesRenderError, plan_kubernetes
+from flashfleet.launch import LaunchSettings, check_build_requirements
 from flashfleet.recipes import Recipe, RecipeError, render
 from flashfleet.recipes.options import OPTION_DEFS
 from flashfleet.sizing import SizingError, check_host_tier_fits, host_tier_need_gb
@@ -79,6 +82,11 @@ def effective_instance(source: AwsSource, hardware: str) -> tuple[InstanceType |
 
 def node_facts(spec: StackSpec, base: str) -> tuple[list[NodeFacts], list[Problem]]:
     src = spec.nodes.source
+    if isinstance(src, KubernetesSource):
+        # One pod per recipe node, each with the GPUs of one catalog node; the cluster's host
+        # memory is not known offline.
+        gpus = hardware_catalog()[spec.hardware].gpus_per_node
+        return [NodeFacts(spec.hardware, gpus, None, f"{base}.hardware")] * spec.nodes.count, []
     if isinstance(src, ExistingSource):
         facts = [
             NodeFacts(
@@ -122,15 +130,17 @@ def check_hosts(spec: StackSpec, recipe: Recipe, facts: list[NodeFacts]) -> list
             )
         need = _gpus_used(recipe, i)
         if f.gpu_count < need:
+            # Kubernetes pods get the catalog's GPUs per node: the stack's hardware is what to change.
+            kube = isinstance(spec.nodes.source, KubernetesSource)
             problems.append(
                 Problem(
-                    f"{f.path}.gpus.count",
+                    f.path if kube else f"{f.path}.gpus.count",
                     f"node {i} runs processes on {need} GPUs but has {f.gpu_count}",
                     "gpu-count",
                 )
             )
-        if isinstance(spec.nodes.source, AwsSource) and i > 0:
-            break  # every AWS node is the same type: report once
+        if not isinstance(spec.nodes.source, ExistingSource) and i > 0:
+            break  # every AWS or Kubernetes node is the same: report once
     return problems
 
 
@@ -152,6 +162,8 @@ def check_host_tier(spec: StackSpec, recipe: Recipe, facts: list[NodeFacts], bas
         if ranks == 0:
             continue
         if f.host_memory_gb is None:
+            if isinstance(spec.nodes.source, KubernetesSource):
+                return []  # the pod's node is the scheduler's choice: a warning says it is unchecked
             return [
                 Problem(
                     f"{f.path}.hostMemoryGib",
@@ -208,7 +220,7 @@ def check_mooncake(spec: StackSpec, recipe: Recipe, base: str) -> list[Problem]:
                 "mooncake-protocol",
             )
         )
-    if not on_aws and mc.protocol == "efa":
+    if isinstance(spec.nodes.source, ExistingSource) and mc.protocol == "efa":
         problems.append(
             Problem(
                 f"{base}.mooncake.protocol",
@@ -250,4 +262,43 @@ def check_root_volume(spec: StackSpec, need_gib: int, base: str) -> list[Problem
                 "root-volume",
             )
         ]
+    return []
+
+
+def kubernetes_plan(stack: str, spec: StackSpec) -> KubernetesPlan:
+    """The stack's manifests (raises KubernetesRenderError, RecipeError)."""
+    src = spec.nodes.source
+    assert isinstance(src, KubernetesSource)
+    return plan_kubernetes(
+        stack,
+        src,
+        hardware=spec.hardware,
+        nodes=spec.nodes.count,
+        recipe_for=lambda addresses: render_stack(spec, None if addresses is None else list(addresses)),
+        settings=LaunchSettings(image=spec.image, model_cache_dir=spec.model_cache_dir),
+        mooncake=spec.mooncake,
+    )
+
+
+def check_kubernetes(stack: str, spec: StackSpec, base: str) -> list[Problem]:
+    """Render the manifests now, so `validate` reports what `pulumi up` would refuse."""
+    if not isinstance(spec.nodes.source, KubernetesSource):
+        return []
+    if spec.image.derived:
+        return [
+            Problem(
+                f"{base}.image.derived",
+                "the derived image is built on each host by the sglang_image role; a Kubernetes "
+                "cluster pulls its images: set image.derived: false to run the pinned upstream release",
+                "kubernetes-derived-image",
+            )
+        ]
+    try:
+        kubernetes_plan(stack, spec)
+    except KubernetesRenderError as err:
+        # Its field is relative to the stack spec; "stack" is the stack's own name.
+        path = base if err.field == "stack" else f"{base}.{err.field}"
+        return [Problem(path, err.message, "kubernetes")]
+    except RecipeError as err:
+        return [recipe_problem(spec, err, base)]
     return []

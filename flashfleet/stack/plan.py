@@ -1,15 +1,23 @@
 """The bring-up plan as data: what ``flashfleet plan`` prints (text or JSON), offline.
 
 Addresses are not known before ``pulumi up`` on AWS, so AWS nodes appear as ``node-0``,
-``node-1``...; existing hosts show their real addresses.
+``node-1``...; existing hosts show their real addresses. A Kubernetes stack has no hosts: its
+plan lists the objects and, per workload, each container's image and command.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from flashfleet.components.kubernetes_spec import KubernetesSource
+from flashfleet.k8s import KubernetesPlan
+from flashfleet.k8s import mooncake as k8s_mooncake
+from flashfleet.launch import ContainerLaunch
+from flashfleet.stack import checks
 from flashfleet.stack.bringup import SSH_PORT, Bringup
 from flashfleet.stack.spec import AwsSource, ExistingSource
+
+_POD_KINDS = {"Deployment", "StatefulSet", "LeaderWorkerSet", "Job"}
 
 
 def ttl_text(seconds: float) -> str:
@@ -56,10 +64,126 @@ def source_summary(b: Bringup) -> dict[str, Any]:
     }
 
 
-def plan_data(b: Bringup) -> dict[str, Any]:
+def _pod_templates(obj: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    spec = obj["spec"]
+    if obj["kind"] == "LeaderWorkerSet":
+        lwt = spec["leaderWorkerTemplate"]
+        return [("leader", lwt["leaderTemplate"]["spec"]), ("worker", lwt["workerTemplate"]["spec"])]
+    return [("pod", spec["template"]["spec"])]
+
+
+def _container(c: dict[str, Any], pod: str, init: bool) -> dict[str, Any]:
+    # Init containers run to completion first (weight downloads); sidecars are the processes that
+    # others start after (restartPolicy Always); the rest start once those are up.
+    stage = ("sidecar" if c.get("restartPolicy") == "Always" else "init") if init else "main"
+    return {
+        "pod": pod,
+        "name": c["name"],
+        "stage": stage,
+        "image": c["image"],
+        "command": list(c["command"]),
+        "env": {e["name"]: e["value"] for e in c.get("env", []) if "value" in e},
+        "env_from": sorted(e["name"] for e in c.get("env", []) if "valueFrom" in e),  # Secret, pod IP
+        "resources": c.get("resources", {}),
+    }
+
+
+def kubernetes_workloads(plan: KubernetesPlan) -> list[dict[str, Any]]:
+    """Every object that runs pods, with its containers in start order."""
+    out = []
+    for obj in plan.objects:
+        if obj["kind"] not in _POD_KINDS:
+            continue
+        containers = [
+            _container(c, pod, init)
+            for pod, spec in _pod_templates(obj)
+            for init, group in ((True, spec.get("initContainers", [])), (False, spec["containers"]))
+            for c in group
+        ]
+        name = obj["metadata"]["name"]
+        out.append(
+            {"kind": obj["kind"], "name": name, "serves": name in plan.workloads, "containers": containers}
+        )
+    return out
+
+
+def kubernetes_summary(b: Bringup, plan: KubernetesPlan) -> dict[str, Any]:
+    src = b.spec.nodes.source
+    assert isinstance(src, KubernetesSource)
+    return {
+        "kind": "kubernetes",
+        "context": src.context,  # None: the kubeconfig's current context
+        "namespace": plan.namespace,
+        "create_namespace": src.create_namespace,
+        "node_pool": src.node_pools[b.spec.hardware].model_dump(
+            by_alias=True, mode="json", exclude_none=True
+        ),
+        "model_cache": src.model_cache.model_dump(by_alias=True, mode="json"),
+        "leader_worker_set": src.leader_worker_set,
+        "service_type": src.service_type,
+        # The component makes the Secret from the flashfleet:hfToken secret, when the stack has one.
+        "secret": plan.secret_name if b.has_hf_token else None,
+        "objects": [f"{o['kind']}/{o['metadata']['name']}" for o in plan.objects],
+        "workloads": kubernetes_workloads(plan),
+    }
+
+
+def _pod_process(launch: ContainerLaunch) -> dict[str, Any]:
+    """A process as its container sees it on Kubernetes (no docker flags, no host paths)."""
+    keys = ("name", "role", "node", "image", "argv", "env", "secret_env_names", "gpus", "port", "start_after")
+    full = launch.to_dict()
+    return {k: full[k] for k in keys}
+
+
+def _kubernetes_parts(b: Bringup) -> dict[str, Any]:
+    plan = checks.kubernetes_plan(b.stack, b.spec)
+    src = b.spec.nodes.source
+    assert isinstance(src, KubernetesSource)
+    endpoint = plan.endpoint
+    if src.service_type == "LoadBalancer":
+        endpoint = f"http://<load balancer of Service {plan.endpoint_service}>:{b.serving_port}/v1"
+    mooncake = None
+    if b.spec.mooncake is not None:
+        mc = b.spec.mooncake
+        cfg = k8s_mooncake.config(b.stack, plan.namespace, mc)
+        mooncake = {
+            "master_node": None,  # its own Deployment and Service
+            "master_server_address": cfg["master_server_address"],
+            "metadata_server": cfg["metadata_server"],
+            "protocol": mc.protocol,
+            "global_segment_gib": mc.global_segment_gib,
+            "devices": list(mc.devices),
+        }
+    by_node: dict[int, list[dict[str, Any]]] = {n.index: [] for n in b.nodes}
+    for launch in plan.launches:
+        by_node[launch.node].append(_pod_process(launch))
+    return {
+        "recipe": plan.recipe,
+        "source": kubernetes_summary(b, plan),
+        "addresses": [None] * len(b.nodes),
+        "processes": by_node,
+        "mooncake": mooncake,
+        "endpoint": endpoint,
+    }
+
+
+def _host_parts(b: Bringup) -> dict[str, Any]:
     ssh, private = plan_addresses(b)
     launches = b.launches_by_node(private)
-    recipe = b.recipe_for(private)
+    return {
+        "recipe": b.recipe_for(private),
+        "source": source_summary(b),
+        "addresses": ssh,
+        "processes": {i: [launch.to_dict() for launch in group] for i, group in launches.items()},
+        "mooncake": b.mooncake.to_dict(private) if b.mooncake else None,
+        "endpoint": f"http://{ssh[0]}:{b.serving_port}/v1",
+    }
+
+
+def plan_data(b: Bringup) -> dict[str, Any]:
+    kube = isinstance(b.spec.nodes.source, KubernetesSource)
+    parts = _kubernetes_parts(b) if kube else _host_parts(b)
+    recipe = parts["recipe"]
     cost = b.hourly_cost_usd
     return {
         "stack": b.stack,
@@ -72,26 +196,26 @@ def plan_data(b: Bringup) -> dict[str, Any]:
         "model": recipe.model,
         "image": b.spec.image.model_dump(mode="json"),
         "ttl": ttl_text(b.spec.ttl.total_seconds()),
-        "source": source_summary(b),
+        "source": parts["source"],
         "nodes": [
             {
                 "index": n.index,
                 "name": n.name,
                 "role": n.role,
-                "address": ssh[n.index],
+                "address": parts["addresses"][n.index],
                 "ssh_user": n.ssh_user,
                 "instance_type": n.instance_type,
                 "gpu_count": n.gpu_count,
                 "host_memory_gb": n.host_memory_gb,
                 "hicache_host_gb": n.hicache_host_gb,
                 "mooncake_master": n.mooncake_master,
-                "processes": [launch.to_dict() for launch in launches[n.index]],
+                "processes": parts["processes"][n.index],
             }
             for n in b.nodes
         ],
         "start_order": [f"{p.name}@node-{p.node}" for p in recipe.start_order()],
-        "mooncake": b.mooncake.to_dict(private) if b.mooncake else None,
-        "endpoint": f"http://{ssh[0]}:{b.serving_port}/v1",
+        "mooncake": parts["mooncake"],
+        "endpoint": parts["endpoint"],
         "hourly_cost_usd": cost,
         "warnings": list(b.warnings),
         "notes": list(recipe.notes),

@@ -24,6 +24,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from flashfleet.components.kubernetes_spec import KubernetesSource
 from flashfleet.launch import ImageSpec
 
 
@@ -208,8 +209,10 @@ class ExistingSource(Strict):
         return self
 
 
-# The Kubernetes source (issue 5) joins this union as one more `kind`.
-NodeSource = Annotated[AwsSource | ExistingSource, Field(discriminator="kind")]
+# --- Node sources ------------------------------------------------------------------------------------
+# KubernetesSource (a GPU cluster the user already has) is defined beside its renderer. It imports
+# only the catalog, and flashfleet/components/__init__.py imports nothing: no cycle, no pulumi.
+NodeSource = Annotated[AwsSource | ExistingSource | KubernetesSource, Field(discriminator="kind")]
 
 
 class Nodes(Strict):

@@ -32,6 +32,7 @@ class Registration:
     inputs: dict[str, Any]
     custom: bool
     outputs: dict[str, Any] = field(default_factory=dict)
+    provider: str | None = None  # the explicit provider reference, if any
 
 
 @dataclass
@@ -41,7 +42,9 @@ class Recorder(pulumi.runtime.Mocks):
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         out = dict(args.inputs)
-        self.resources.append(Registration(args.typ, args.name, dict(args.inputs), args.custom, out))
+        self.resources.append(
+            Registration(args.typ, args.name, dict(args.inputs), args.custom, out, args.provider)
+        )
         n = sum(1 for r in self.resources if r.typ == args.typ)
         if args.typ == "aws:ec2/instance:Instance":
             out.update(privateIp=f"10.42.0.{10 + n}", primaryNetworkInterfaceId=f"eni-{n:017x}")

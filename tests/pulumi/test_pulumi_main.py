@@ -10,7 +10,7 @@ from typing import Any
 import pulumi
 import pytest
 import yaml
-from pulumi_harness import TOKEN, Recorder
+from pulumi_harness import TOKEN, Recorder, plain_strings
 
 from flashfleet.stack import DEFAULT_STACKS_DIR, StackError
 
@@ -77,4 +77,22 @@ def test_aws_stack_without_region_is_refused_before_resources() -> None:
     mocks = Recorder()
     with pytest.raises(StackError, match="aws:region"):
         run_main("h200-lowlat", catalog_spec("h200-lowlat"), region=None, mocks=mocks)
+    assert mocks.resources == []
+
+
+def test_main_builds_a_kubernetes_stack_without_a_region() -> None:
+    mocks = run_main("mi355x-k8s", catalog_spec("mi355x-k8s"), region=None)
+    assert len(mocks.of_type("flashfleet:nodes:KubernetesCluster")) == 1
+    assert len(mocks.of_type("kubernetes:apps/v1:Deployment")) == 1
+    assert not [r for r in mocks.resources if r.typ.startswith("aws:")]
+    assert not [r.name for r in mocks.resources if any(TOKEN in s for s in plain_strings(r.inputs))]
+
+
+def test_kubernetes_stack_with_the_derived_image_registers_nothing() -> None:
+    spec = catalog_spec("mi355x-k8s")
+    spec["image"]["derived"] = True
+    mocks = Recorder()
+    with pytest.raises(StackError) as info:
+        run_main("mi355x-k8s", spec, region=None, mocks=mocks)
+    assert info.value.paths() == ["flashfleet:stack.image.derived"]
     assert mocks.resources == []

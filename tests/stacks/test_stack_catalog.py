@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from flashfleet.catalog.instances import instance_catalog
-from flashfleet.stack import AwsSource, ExistingSource, list_stacks, load_stack
+from flashfleet.stack import AwsSource, ExistingSource, KubernetesSource, list_stacks, load_stack
 
 CATALOG = {
     # name: (hardware, strategy, topology, source kind, nodes)
@@ -20,6 +20,7 @@ CATALOG = {
     "mi355x-lowlat": ("mi355x", "low-latency", "unified", "existing", 1),
     "mi355x-throughput": ("mi355x", "high-throughput", "unified", "existing", 1),
     "mi355x-agentx": ("mi355x", "low-latency", "unified", "existing", 1),
+    "mi355x-k8s": ("mi355x", "low-latency", "unified", "kubernetes", 1),
 }
 
 
@@ -41,6 +42,9 @@ def test_stack_validates_as_named(name: str) -> None:
         assert b.region, "AWS stacks name their region"
         assert b.instance is not None
         assert b.instance.hardware == hardware
+    elif kind == "kubernetes":
+        assert isinstance(b.spec.nodes.source, KubernetesSource)
+        assert not b.spec.image.derived, "a cluster pulls its image"
     else:
         assert isinstance(b.spec.nodes.source, ExistingSource)
 
@@ -92,3 +96,19 @@ def test_instance_catalog_keeps_unknowns_unknown() -> None:
     assert gb.vcpus is None
     assert {"host_memory_gib", "efa_network_cards", "vcpus"} <= set(gb.unknown)
     assert all(t.price_usd_per_hour is None for t in cat.values()), "no price has a source"
+
+
+def test_kubernetes_stack_nodes_come_from_the_catalog() -> None:
+    b = load_stack("mi355x-k8s")
+    src = b.spec.nodes.source
+    assert isinstance(src, KubernetesSource)
+    assert (src.namespace, src.context, src.service_type) == ("glm", "mi355x-cluster", "ClusterIP")
+    assert set(src.node_pools) == {"mi355x"}
+    [node] = b.nodes
+    # A pod on one catalog node: 8 MI355X GPUs (4 serve), host memory unknown, no SSH.
+    assert (node.gpu_count, node.host_memory_gb) == (8, None)
+    assert (node.address, node.private_address, node.ssh_user) == (None, None, "-")
+    assert node.instance_type is None
+    assert b.instance is None
+    assert b.region is None
+    assert b.launches_by_node()[0][0].image == "lmsysorg/sglang:v0.5.23-rocm720-mi35x"

@@ -22,6 +22,14 @@ def test_plan_json_has_the_whole_bring_up(stack: str, capsys: pytest.CaptureFixt
     assert d["start_order"]
     assert d["nodes"]
     assert all(n["processes"] for n in d["nodes"])
+    if d["source"]["kind"] == "kubernetes":
+        # No docker runs: each process is a container of a workload, its argv the command.
+        commands = [c["command"] for w in d["source"]["workloads"] for c in w["containers"]]
+        for node in d["nodes"]:
+            for proc in node["processes"]:
+                assert "docker_run" not in proc
+                assert proc["argv"] in commands
+        return
     for node in d["nodes"]:
         for proc in node["processes"]:
             assert proc["docker_run"][:2] == ["docker", "run"]
@@ -42,6 +50,21 @@ def test_plan_text_shows_commands_mooncake_and_unknown_cost(capsys: pytest.Captu
     assert "docker run" in out
     assert "--dist-init-addr node-0:5000" in out
     assert "start    server-0@node-0 -> server-1@node-1" in out
+
+
+def test_plan_text_of_a_kubernetes_stack_shows_workloads(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "mi355x-k8s"]) == 0
+    out = capsys.readouterr().out
+    assert "docker run" not in out
+    assert "endpoint http://mi355x-k8s.glm.svc:30000/v1" in out
+    assert "k8s      context mi355x-cluster, namespace glm (created), Service ClusterIP" in out
+    assert "objects Namespace/glm, Deployment/mi355x-k8s-serve, Service/mi355x-k8s" in out
+    assert "Deployment mi355x-k8s-serve (serves the model):" in out
+    assert "# init weights-zai-org-glm-5-3-flash: image lmsysorg/sglang:v0.5.23-rocm720-mi35x" in out
+    assert "  hf download zai-org/GLM-5.3-Flash\n" in out
+    assert "# main server: image lmsysorg/sglang:v0.5.23-rocm720-mi35x, limits amd.com/gpu=4" in out
+    assert "    sglang serve \\\n    --model-path zai-org/GLM-5.3-Flash" in out
+    assert "\nnode 0 " not in out, "no host sections"
 
 
 def test_plan_pd_start_order(capsys: pytest.CaptureFixture[str]) -> None:
@@ -75,13 +98,14 @@ def test_validate_all_and_a_broken_folder(tmp_path: Path, capsys: pytest.Capture
     assert "flashfleet:stack.ttl: Field required" in err
 
 
-def test_plan_imports_no_pulumi_boto3_or_ansible() -> None:
+@pytest.mark.parametrize("stack", ["h200-l3", "mi355x-k8s"])
+def test_plan_imports_no_pulumi_boto3_or_ansible(stack: str) -> None:
     code = (
         "import sys, io, contextlib\n"
         "from flashfleet.cli import main\n"
         "with contextlib.redirect_stdout(io.StringIO()):\n"
-        "    assert main(['plan', 'h200-l3']) == 0\n"
-        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in {'pulumi', 'pulumi_aws', 'boto3', 'botocore', 'ansible', 'ansible_runner'})\n"
+        f"    assert main(['plan', '{stack}']) == 0\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in {'pulumi', 'pulumi_aws', 'pulumi_kubernetes', 'boto3', 'botocore', 'ansible', 'ansible_runner'})\n"
         "print(heavy)\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
