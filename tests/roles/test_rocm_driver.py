@@ -1,0 +1,39 @@
+"""rocm_driver on a real host: amdgpu-dkms and ROCm 7 from AMD's (local) repositories."""
+
+from __future__ import annotations
+
+from .conftest import Lab, assert_same_plan, host_state
+
+
+def test_mi355x_check_mode_then_converge_then_nothing_left(lab: Lab) -> None:
+    before = host_state(lab, "mi355x")
+    check = lab.play(["mi355x"], "rocm_driver", check=True)
+    assert check.ok, check.explain()
+    assert host_state(lab, "mi355x") == before
+
+    run = lab.play(["mi355x"], "rocm_driver")
+    assert run.ok, run.explain()
+    assert_same_plan(check, run, "mi355x")
+    versions = lab.pool.ssh("mi355x", "dpkg-query -W amdgpu-dkms rocm").stdout
+    assert "amdgpu-dkms\t1:6.14.14.30100200" in versions and "rocm\t7.0.2" in versions
+    # AMD's pin applies to packages whose Release says Origin: repo.radeon.com
+    policy = lab.pool.ssh("mi355x", "apt-cache policy rocm").stdout
+    assert " 600 " in policy, policy
+    verified = run.statuses("mi355x")["rocm_driver:the driver runs and sees the expected GPUs"]
+    assert verified == "ok"
+
+    again = lab.play(["mi355x"], "rocm_driver")
+    assert again.ok and again.changed() == 0, again.explain()
+
+
+def test_gpu_count_mismatch_after_install_names_the_numbers(lab: Lab) -> None:
+    run = lab.play(["mi355x"], "rocm_driver", facts_override={"mi355x": {"flashfleet_gpu_count": 4}})
+    assert not run.ok
+    message = run.result.failures[0].message
+    assert "expected 4 x MI355X" in message and "reports 8: AMD Instinct MI355X" in message
+
+
+def test_rocm_6_is_refused_for_gfx950(lab: Lab) -> None:
+    run = lab.play(["mi355x"], "rocm_driver", extravars={"rocm_driver_rocm_version": "6.4.1"})
+    assert not run.ok
+    assert "MI355X (gfx950) needs ROCm 7.x, got 6.4.1" in run.result.failures[0].message

@@ -1,0 +1,87 @@
+"""sglang_image on a real host behind the stand-in Docker engine: pinned base pulled, derived
+image built with the multimodal check run inside it, rebuilt only when its recipe changes."""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import Lab, assert_same_plan, host_state
+
+DERIVED = "flashfleet/sglang-glm5:v0.5.23-transformers5.17.0"
+
+
+@pytest.fixture(scope="module")
+def docker_on_h200(lab: Lab) -> None:
+    """The image role needs the runtime role's Docker (idempotent if already there)."""
+    run = lab.play(["h200"], "container_runtime")
+    assert run.ok, run.explain()
+
+
+@pytest.mark.usefixtures("docker_on_h200")
+def test_check_mode_then_build_then_nothing_left(lab: Lab) -> None:
+    before = host_state(lab, "h200")
+    check = lab.play(["h200"], "sglang_image", check=True)
+    assert check.ok, check.explain()
+    assert host_state(lab, "h200") == before
+
+    run = lab.play(["h200"], "sglang_image")
+    assert run.ok, run.explain()
+    assert_same_plan(check, run, "h200")
+    inspect = lab.pool.ssh("h200", f"docker image inspect --format '{{{{.Id}}}}' {DERIVED}")
+    assert inspect.stdout.startswith("sha256:")
+    assert run.statuses("h200")[
+        "sglang_image:Glm5NextProcessor imports and torchcodec loads in the derived image"
+    ] == "ok"
+
+    again = lab.play(["h200"], "sglang_image")
+    assert again.ok and again.changed() == 0, again.explain()
+
+
+@pytest.mark.usefixtures("docker_on_h200")
+def test_transformers_5_12_1_is_refused_by_name(lab: Lab) -> None:
+    run = lab.play(["h200"], "sglang_image",
+                   extravars={"sglang_image_transformers_version": "5.12.1"})  # fmt: skip
+    assert not run.ok
+    [failure] = run.result.failures
+    assert "transformers 5.12.1 is refused" in failure.message
+    assert "answers image requests from the text alone" in failure.message
+
+
+@pytest.mark.usefixtures("docker_on_h200")
+def test_the_in_image_check_fails_the_build_without_the_processor(lab: Lab) -> None:
+    # with the name check lifted, the check script itself finds no Glm5NextProcessor in 5.12.1
+    run = lab.play(["h200"], "sglang_image", extravars={
+        "sglang_image_transformers_version": "5.12.1", "sglang_image_refused_transformers": []})  # fmt: skip
+    assert not run.ok
+    [failure] = run.result.failures
+    assert failure.task == "derived image (runs the multimodal check while building)"
+    assert "Glm5NextProcessor does not import from transformers 5.12.1" in failure.message
+
+
+@pytest.mark.parametrize(
+    ("image", "message"),
+    [
+        ("lmsysorg/sglang:latest", "is not pinned to an SGLang release >= v0.5.20"),
+        ("lmsysorg/sglang:v0.5.19-cu129", "is not pinned to an SGLang release >= v0.5.20"),
+        ("lmsysorg/sglang:v0.5.23-rocm720-mi35x", "does not fit a nvidia x86_64 node"),
+    ],
+)
+def test_unpinned_old_or_foreign_base_images_are_refused(lab: Lab, image: str, message: str) -> None:
+    run = lab.play(["h200"], "sglang_image", facts_override={"h200": {"flashfleet_image": image}})
+    assert not run.ok
+    assert message in run.result.failures[0].message
+
+
+def test_gb300_needs_the_cuda13_multiarch_build(lab: Lab) -> None:
+    run = lab.play(["gb300b"], "sglang_image",
+                   facts_override={"gb300b": {"flashfleet_image": "lmsysorg/sglang:v0.5.23"}})  # fmt: skip
+    assert not run.ok
+    assert "does not fit a nvidia arm64 node" in run.result.failures[0].message
+
+
+@pytest.mark.usefixtures("docker_on_h200")
+def test_a_tag_the_registry_does_not_have_fails_the_pull(lab: Lab) -> None:
+    run = lab.play(["h200"], "sglang_image",
+                   facts_override={"h200": {"flashfleet_image": "lmsysorg/sglang:v0.5.99"}})  # fmt: skip
+    assert not run.ok
+    assert "manifest for lmsysorg/sglang:v0.5.99 not found" in run.result.failures[0].message
