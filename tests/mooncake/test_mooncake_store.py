@@ -11,11 +11,13 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/ (no __init__ here: `mooncake` is the wheel)
+sys.path.insert(
+    0, str(Path(__file__).resolve().parents[1])
+)  # tests/ (no __init__ here: `mooncake` is the wheel)
 
-from serve.lab import ServeLab, make_stack, serve_lab  # noqa: E402
+from serve.lab import ServeLab, make_stack, serve_lab
 
-from flashfleet.recipes.layouts import MOONCAKE_CONFIG_PATH  # noqa: E402
+from flashfleet.recipes.layouts import MOONCAKE_CONFIG_PATH
 
 HOSTS = ["mc0", "mc1"]
 CHECK = "/opt/flashfleet/mooncake/venv/bin/python /opt/flashfleet/mooncake/store_check.py"
@@ -70,7 +72,9 @@ def test_role_checked_the_store_from_every_node(store: tuple[ServeLab, dict]) ->
 def test_kv_block_put_on_one_host_is_read_on_the_other(store: tuple[ServeLab, dict]) -> None:
     lab, _ = store
     key = f"kv-block/layer-0/page-{time.time_ns()}"
-    lab.ssh("mc1", f"nohup {CHECK} {MOONCAKE_CONFIG_PATH} --put {key} --hold 60 >/tmp/put.json 2>/tmp/put.log &")
+    lab.ssh(
+        "mc1", f"nohup {CHECK} {MOONCAKE_CONFIG_PATH} --put {key} --hold 60 >/tmp/put.json 2>/tmp/put.log &"
+    )
     put: dict = {}
     for _ in range(60):
         out = lab.ssh("mc1", "cat /tmp/put.json", check=False).strip()
@@ -79,8 +83,11 @@ def test_kv_block_put_on_one_host_is_read_on_the_other(store: tuple[ServeLab, di
             break
         time.sleep(0.5)
     assert put.get("ok"), lab.ssh("mc1", "tail -5 /tmp/put.log", check=False)
-    segments = lab.ssh("mc0", "python3 -c \"import urllib.request;print(urllib.request.urlopen("
-                       "'http://127.0.0.1:9003/get_all_segments').read().decode())\"")
+    segments = lab.ssh(
+        "mc0",
+        'python3 -c "import urllib.request;print(urllib.request.urlopen('
+        "'http://127.0.0.1:9003/get_all_segments').read().decode())\"",
+    )
     assert any(s.startswith(lab.address("mc1") + ":") for s in segments.split()), segments
     got = json.loads(lab.ssh("mc0", f"{CHECK} {MOONCAKE_CONFIG_PATH} --get {key}").strip().splitlines()[-1])
     assert got == {**got, "ok": True, "match": True, "bytes": 4 * 1024 * 1024}, got

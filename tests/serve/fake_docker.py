@@ -2,6 +2,7 @@
 """The container boundary on a test host: `docker run ... IMAGE CMD...` records the argv and the
 environment the container would get (--env-file and -e) and execs the OpenAI-compatible stand-in
 in its place; `stop`, `rm -f`, `container inspect` and `ps` act on those stand-ins."""
+
 import json
 import os
 import signal
@@ -11,9 +12,23 @@ import time
 STATE = "/var/lib/fake-docker"
 STANDIN = "/usr/local/lib/fake-docker/standin_openai.py"
 MOONCAKE_PYTHON = "/opt/flashfleet/mooncake/venv/bin/python"  # the store client, for L3 stacks
-VALUE_FLAGS = {"--name", "--network", "--ipc", "--shm-size", "--ulimit", "--gpus", "--device",
-               "--group-add", "--security-opt", "--cap-add", "-v", "--volume", "--env-file",
-               "-e", "--env"}
+VALUE_FLAGS = {
+    "--name",
+    "--network",
+    "--ipc",
+    "--shm-size",
+    "--ulimit",
+    "--gpus",
+    "--device",
+    "--group-add",
+    "--security-opt",
+    "--cap-add",
+    "-v",
+    "--volume",
+    "--env-file",
+    "-e",
+    "--env",
+}
 BOOL_FLAGS = {"--rm", "-d", "-i", "-t", "--init"}
 
 
@@ -23,7 +38,8 @@ def record_path(name: str) -> str:
 
 def alive(name: str) -> dict | None:
     try:
-        rec = json.load(open(record_path(name)))
+        with open(record_path(name)) as f:
+            rec = json.load(f)
         os.kill(rec["pid"], 0)
         return rec
     except (OSError, ValueError):
@@ -40,11 +56,13 @@ def run(args: list[str]) -> None:
             i += 2
         else:
             sys.exit(f"docker: unknown flag: {args[i]}")
-    image, cmd = args[i], args[i + 1:]
+    image, cmd = args[i], args[i + 1 :]
     env = {}
     for flag, value in opts:
         if flag == "--env-file":
-            for line in open(value).read().splitlines():
+            with open(value) as f:
+                lines = f.read().splitlines()
+            for line in lines:
                 if line.strip() and not line.startswith("#"):
                     key, _, val = line.partition("=")
                     env[key] = val
@@ -54,10 +72,18 @@ def run(args: list[str]) -> None:
             env[key] = val
     name = dict(opts).get("--name", f"c{os.getpid()}")
     if alive(name):
-        sys.exit(f'docker: Error response from daemon: Conflict. The container name "/{name}" is already in use.')
+        sys.exit(
+            f'docker: Error response from daemon: Conflict. The container name "/{name}" is already in use.'
+        )
     os.makedirs(f"{STATE}/containers", exist_ok=True)
-    rec = {"argv": sys.argv, "image": image, "cmd": cmd, "env": env, "pid": os.getpid(),
-           "started": time.time()}
+    rec = {
+        "argv": sys.argv,
+        "image": image,
+        "cmd": cmd,
+        "env": env,
+        "pid": os.getpid(),
+        "started": time.time(),
+    }
     with open(record_path(name), "w") as f:
         json.dump(rec, f)
     with open(f"{STATE}/runs.jsonl", "a") as f:
@@ -91,7 +117,11 @@ def main(argv: list[str]) -> None:
             sys.exit(f"Error: No such container: {args[-1]}")
         print(json.dumps([{"Name": "/" + args[-1]}]))
     elif cmd == "ps":
-        names = [f[:-5] for f in os.listdir(f"{STATE}/containers")] if os.path.isdir(f"{STATE}/containers") else []
+        names = (
+            [f[:-5] for f in os.listdir(f"{STATE}/containers")]
+            if os.path.isdir(f"{STATE}/containers")
+            else []
+        )
         print("\n".join(n for n in names if alive(n)))
     else:
         sys.exit(f"fake docker: unsupported command {cmd}")

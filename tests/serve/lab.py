@@ -31,8 +31,13 @@ class _QuietHandler(SimpleHTTPRequestHandler):
 
 
 def make_stack(
-    name: str, topology: str, hosts: Sequence[str], *, options: dict[str, Any] | None = None,
-    mooncake: dict[str, Any] | None = None, strategy: str = "low-latency",
+    name: str,
+    topology: str,
+    hosts: Sequence[str],
+    *,
+    options: dict[str, Any] | None = None,
+    mooncake: dict[str, Any] | None = None,
+    strategy: str = "low-latency",
 ) -> Bringup:
     """An existing-hosts H200 stack on the given addresses (what `configure --inventory` gets)."""
     spec = {
@@ -73,8 +78,13 @@ class ServeLab:
         return merged
 
     def run(
-        self, playbook: str, inventory: dict[str, Any], *, extravars: dict[str, Any] | None = None,
-        tags: str | None = None, token: str | None = TOKEN,
+        self,
+        playbook: str,
+        inventory: dict[str, Any],
+        *,
+        extravars: dict[str, Any] | None = None,
+        tags: str | None = None,
+        token: str | None = TOKEN,
     ) -> RunResult:
         self._counter += 1
         self.progress = []
@@ -111,8 +121,11 @@ def serve_lab(names: Sequence[str]) -> Iterator[ServeLab]:
         lab = ServeLab(pool, apt_url, workdir / "runs")
         for name in names:
             # Stands for the distribution archive a real node has.
-            lab.ssh(name, f"echo 'deb [trusted=yes] {apt_url}/ ./' >/etc/apt/sources.list.d/local.list"
-                    " && apt-get update -qq")
+            lab.ssh(
+                name,
+                f"echo 'deb [trusted=yes] {apt_url}/ ./' >/etc/apt/sources.list.d/local.list"
+                " && apt-get update -qq",
+            )
         yield lab
     finally:
         if server is not None:

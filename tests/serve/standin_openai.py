@@ -16,8 +16,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 KNOBS = "/etc/flashfleet-test/standin.json"
 START = time.monotonic()
 ARGV = sys.argv[1:]
-COLOURS = {"red": (255, 0, 0), "green": (0, 255, 0), "blue": (0, 0, 255), "yellow": (255, 255, 0),
-           "black": (0, 0, 0), "white": (255, 255, 255), "orange": (255, 128, 0), "purple": (128, 0, 128)}
+COLOURS = {
+    "red": (255, 0, 0),
+    "green": (0, 255, 0),
+    "blue": (0, 0, 255),
+    "yellow": (255, 255, 0),
+    "black": (0, 0, 0),
+    "white": (255, 255, 255),
+    "orange": (255, 128, 0),
+    "purple": (128, 0, 128),
+}
 
 
 def flag(name: str, default: str | None = None) -> str | None:
@@ -26,7 +34,8 @@ def flag(name: str, default: str | None = None) -> str | None:
 
 def knobs() -> dict:
     try:
-        return json.load(open(KNOBS))
+        with open(KNOBS) as f:
+            return json.load(f)
     except OSError:
         return {}
 
@@ -55,12 +64,25 @@ def chat(req: dict) -> dict:
     message: dict = {"role": "assistant", "content": None, "reasoning_content": None, "tool_calls": None}
     reasoning = f"The user asks: {text[:60]}"
     if images:
-        answer = colour_of(images[0]).capitalize() + "." if knobs().get("image_mode", "pixels") == "pixels" else "Red."
+        answer = (
+            colour_of(images[0]).capitalize() + "."
+            if knobs().get("image_mode", "pixels") == "pixels"
+            else "Red."
+        )
     elif req.get("tools") and flag("--tool-call-parser"):
         found = re.search(r"in ([A-Z][a-z]+)", text)
         city = found.group(1) if found else "somewhere"
-        message["tool_calls"] = [{"id": "call_0", "type": "function", "index": 0, "function": {
-            "name": req["tools"][0]["function"]["name"], "arguments": json.dumps({"city": city})}}]
+        message["tool_calls"] = [
+            {
+                "id": "call_0",
+                "type": "function",
+                "index": 0,
+                "function": {
+                    "name": req["tools"][0]["function"]["name"],
+                    "arguments": json.dumps({"city": city}),
+                },
+            }
+        ]
         answer = ""
     else:
         answer = "42" if any(c.isdigit() for c in text) else "Hello."
@@ -69,9 +91,18 @@ def chat(req: dict) -> dict:
     elif thinking:
         answer = f"<think>{reasoning}</think>{answer}"
     message["content"] = answer or None
-    return {"id": "chatcmpl-standin", "object": "chat.completion", "model": req.get("model"),
-            "choices": [{"index": 0, "message": message,
-                         "finish_reason": "tool_calls" if message["tool_calls"] else "stop"}]}
+    return {
+        "id": "chatcmpl-standin",
+        "object": "chat.completion",
+        "model": req.get("model"),
+        "choices": [
+            {
+                "index": 0,
+                "message": message,
+                "finish_reason": "tool_calls" if message["tool_calls"] else "stop",
+            }
+        ],
+    }
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -89,8 +120,9 @@ class Handler(BaseHTTPRequestHandler):
     def proxy(self, method: str, body: bytes | None = None) -> None:
         # The router stand-in forwards to its decode worker, as a PD router does.
         upstream = flag("--decode")
-        req = urllib.request.Request(upstream + self.path, data=body, method=method,
-                                     headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            upstream + self.path, data=body, method=method, headers={"Content-Type": "application/json"}
+        )
         try:
             with urllib.request.urlopen(req, timeout=30) as resp:
                 self.reply(resp.status, json.load(resp))
@@ -125,10 +157,18 @@ def join_mooncake() -> object:
         return None
     from mooncake.store import MooncakeDistributedStore
 
-    config = json.load(open(path))
+    with open(path) as f:
+        config = json.load(f)
     store = MooncakeDistributedStore()
-    rc = store.setup(config["local_hostname"], config["metadata_server"], 64 << 20, 16 << 20,
-                     config["protocol"], config["device_name"], config["master_server_address"])
+    rc = store.setup(
+        config["local_hostname"],
+        config["metadata_server"],
+        64 << 20,
+        16 << 20,
+        config["protocol"],
+        config["device_name"],
+        config["master_server_address"],
+    )
     if rc != 0:
         sys.exit(f"mooncake setup failed: {rc}")
     return store
@@ -138,5 +178,7 @@ store = join_mooncake()
 if flag("--node-rank", "0") != "0":
     while True:  # ranks > 0 serve no HTTP
         time.sleep(3600)
-server = ThreadingHTTPServer((flag("--host", "127.0.0.1") or "", int(flag("--port", "30000") or 30000)), Handler)
+server = ThreadingHTTPServer(
+    (flag("--host", "127.0.0.1") or "", int(flag("--port", "30000") or 30000)), Handler
+)
 server.serve_forever()

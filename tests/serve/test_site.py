@@ -33,7 +33,9 @@ def site() -> Iterator[dict[str, Any]]:
         for host in HOSTS:
             root = lab.pool.hosts[host].root
             (root / "usr/local/lib/fake-docker").mkdir(parents=True)
-            (root / "usr/local/lib/fake-docker/standin_openai.py").write_text((HERE / "standin_openai.py").read_text())
+            (root / "usr/local/lib/fake-docker/standin_openai.py").write_text(
+                (HERE / "standin_openai.py").read_text()
+            )
             (root / "usr/bin/docker").write_text((HERE / "fake_docker.py").read_text())
             (root / "usr/bin/docker").chmod(0o755)
             set_knobs(lab, host, image_mode="pixels")
@@ -107,7 +109,9 @@ def test_start_order_waits_for_readiness(site: dict[str, Any]) -> None:
 
 def test_smoke_checks_ran_against_each_api(site: dict[str, Any]) -> None:
     events = [json.loads(line) for line in site["runs"][0].events_log.read_text().splitlines()]
-    passed = {(e["event_data"]["host"], e["event_data"]["task"]) for e in events if e.get("event") == "runner_on_ok"}
+    passed = {
+        (e["event_data"]["host"], e["event_data"]["task"]) for e in events if e.get("event") == "runner_on_ok"
+    }
     for host in ("l3-node-0", "epd-node-0", "pd-node-0"):
         assert (host, "Model | remember its id") in passed
         assert sum(1 for h, t in passed if h == host and t.startswith("Image | the answer names")) == 3
@@ -152,7 +156,10 @@ def test_token_is_in_no_log_event_unit_or_process_list(site: dict[str, Any]) -> 
 def test_teardown_leaves_nothing_running_and_skips_a_gone_host(site: dict[str, Any]) -> None:
     lab = site["lab"]
     inventory = json.loads(json.dumps(site["inventory"]))
-    gone = {**inventory["all"]["hosts"]["pd-node-0"], "ansible_host": f"{lab.pool.gateway.rsplit('.', 1)[0]}.250"}
+    gone = {
+        **inventory["all"]["hosts"]["pd-node-0"],
+        "ansible_host": f"{lab.pool.gateway.rsplit('.', 1)[0]}.250",
+    }
     inventory["all"]["hosts"]["gone-node-0"] = gone
     inventory["all"]["children"]["flashfleet"]["hosts"]["gone-node-0"] = {}
     started = time.monotonic()
@@ -162,8 +169,14 @@ def test_teardown_leaves_nothing_running_and_skips_a_gone_host(site: dict[str, A
     events = down.events_log.read_text()
     assert "WARNING: unreachable, skipped (nothing to stop there): gone-node-0" in events
     for host in HOSTS:
-        assert lab.ssh(host, "ls /etc/systemd/system | grep -c -e flashfleet- -e mooncake || true").strip() == "0"
-        assert lab.ssh(host, "systemctl list-units --all --plain --no-legend 'flashfleet-*' 'mooncake*'").strip() == ""
+        assert (
+            lab.ssh(host, "ls /etc/systemd/system | grep -c -e flashfleet- -e mooncake || true").strip()
+            == "0"
+        )
+        assert (
+            lab.ssh(host, "systemctl list-units --all --plain --no-legend 'flashfleet-*' 'mooncake*'").strip()
+            == ""
+        )
         assert lab.ssh(host, "docker ps").strip() == ""
         assert "standin_openai" not in lab.ssh(host, "ps -eo args ww")
         assert "mooncake_master" not in lab.ssh(host, "ps -eo args ww")
