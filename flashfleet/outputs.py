@@ -9,3 +9,6 @@ ENDPOINT = "endpoint"  # the OpenAI-compatible URL of node 0
 NODE_NAMES = "nodeNames"
 HF_TOKEN = "hfToken"  # a Pulumi secret output: only for the ansible-runner hand-off
 EXPIRES_AT = "expiresAt"  # ISO 8601 UTC deadline the nodes enforce on themselves
+BRINGUP_RUN_DIR = "bringupRunDir"  # the last site.yml run's directory (event log, timeline)
+NAMESPACE = "namespace"  # Kubernetes stacks: where the workloads live
+WORKLOADS = "workloads"  # Kubernetes stacks: the workloads' names

@@ -24,7 +24,9 @@ _FACTS: dict[str, tuple[tuple[type, ...], bool]] = {
     "flashfleet_arch": ((str,), True),
     "flashfleet_gpu_count": ((int,), True),
     "flashfleet_gpu_model": ((str,), True),
-    "flashfleet_host_memory_gb": ((int,), True),
+    # null: the catalog does not know the instance's memory (p6e-gb300); preflight then only
+    # checks that the HiCache host tier fits what the node has.
+    "flashfleet_host_memory_gb": ((int, type(None)), False),
     "flashfleet_hicache_host_gb": ((int,), True),
     "flashfleet_node_index": ((int,), True),
     "flashfleet_model": ((str,), True),

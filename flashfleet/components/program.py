@@ -14,6 +14,7 @@ from typing import Any, Protocol
 import pulumi
 
 from flashfleet import outputs
+from flashfleet.bringup.resource import attach
 from flashfleet.components.aws import AwsNodes, AwsNodesArgs
 from flashfleet.components.existing import ExistingHosts, ExistingHostsArgs
 from flashfleet.components.kubernetes import KubernetesCluster, KubernetesClusterArgs, kubernetes_provider
@@ -21,9 +22,6 @@ from flashfleet.components.tags import iso_utc
 from flashfleet.inventory import build_inventory
 from flashfleet.stack import Bringup, KubernetesSource
 
-# Outputs of Kubernetes stacks only (the shared keys are in flashfleet.outputs).
-NAMESPACE = "namespace"
-WORKLOADS = "workloads"  # the Deployments, StatefulSets or LeaderWorkerSet serving the model
 
 
 class NodeSource(Protocol):
@@ -73,8 +71,8 @@ def deploy(b: Bringup, hf_token: pulumi.Output[str] | None, now: datetime) -> di
         cluster = build_kubernetes(b, hf_token)
         return {
             outputs.ENDPOINT: cluster.endpoint,
-            NAMESPACE: cluster.namespace,
-            WORKLOADS: cluster.workloads,
+            outputs.NAMESPACE: cluster.namespace,
+            outputs.WORKLOADS: cluster.workloads,
             outputs.EXPIRES_AT: expires_at,  # recorded for sweeping; nothing enforces it on a cluster
         }
     nodes = build_nodes(b, expires_at)
@@ -92,4 +90,7 @@ def deploy(b: Bringup, hf_token: pulumi.Output[str] | None, now: datetime) -> di
     if hf_token is not None:
         # Only for the ansible-runner hand-off; it stays a secret in the state and outputs.
         exports[outputs.HF_TOKEN] = pulumi.Output.secret(hf_token)
+    # Prepare, configure Mooncake, serve and verify once the nodes exist; teardown on destroy.
+    run = attach("bringup", inventory, hf_token, playbook="site.yml")
+    exports[outputs.BRINGUP_RUN_DIR] = run.runDir
     return exports

@@ -113,8 +113,28 @@ def test_multi_node_rendezvous_uses_private_addresses() -> None:
 
 def test_existing_hosts_make_no_cloud_resources() -> None:
     r = program("mi355x-lowlat")
-    assert [(x.typ, x.custom) for x in r.mocks.resources] == [("flashfleet:nodes:ExistingHosts", False)]
+    # The component, and the playbook run that prepares and serves the hosts: nothing in a cloud.
+    assert [(x.typ, x.custom) for x in r.mocks.resources] == [
+        ("flashfleet:nodes:ExistingHosts", False),
+        ("pulumi-python:dynamic/flashfleet:PlaybookRun", True),
+    ]
     assert r.outputs["endpoint"] == "http://192.0.2.10:30000/v1"
+
+
+@pytest.mark.parametrize("stack", HOST_STACKS)
+def test_playbook_run_follows_the_nodes(stack: str) -> None:
+    r = program(stack)
+    run = r.mocks.one("pulumi-python:dynamic/flashfleet:PlaybookRun").inputs
+    assert run["playbook"] == "site.yml"
+    assert run["teardownPlaybook"] == "teardown.yml"
+    # The inputs went through Pulumi's wire format (numbers as floats, nulls dropped): compare
+    # what the playbooks act on, the hosts and each container's argv.
+    sent, exported = run["inventory"]["all"], r.outputs["inventory"]["all"]
+    assert sent["hosts"].keys() == exported["hosts"].keys()
+    for host, hvars in exported["hosts"].items():
+        argvs = [p["argv"] for p in hvars["flashfleet_processes"]]
+        assert [p["argv"] for p in sent["hosts"][host]["flashfleet_processes"]] == argvs
+    assert "bringupRunDir" in r.outputs
 
 
 @pytest.mark.parametrize("stack", HOST_STACKS)

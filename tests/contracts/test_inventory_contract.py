@@ -1,0 +1,50 @@
+"""Contract between provisioning (flashfleet.inventory) and the Ansible hand-off
+(flashfleet.bringup.contract, docs/contracts.md): every catalog stack's inventory passes the
+hand-off's checks, and every fact it emits is documented."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+from flashfleet.bringup.contract import check_inventory
+from flashfleet.components.kubernetes_spec import KubernetesSource
+from flashfleet.inventory import build_inventory
+from flashfleet.stack.bringup import load_stack
+from flashfleet.stack.files import list_stacks
+
+DOC = (Path(__file__).resolve().parents[2] / "docs" / "contracts.md").read_text()
+HOST_STACKS = [s for s in list_stacks() if not isinstance(load_stack(s).spec.nodes.source, KubernetesSource)]
+
+
+def inventory_for(stack: str) -> dict:
+    b = load_stack(stack)
+    ssh = [f"198.51.100.{i + 10}" for i in range(len(b.nodes))]
+    private = [f"10.0.0.{i + 10}" for i in range(len(b.nodes))]
+    return build_inventory(b, ssh, private)
+
+
+def test_catalog_has_host_stacks():
+    assert {"gb300-lowlat", "gb300-pd", "h200-l3", "mi355x-agentx"} <= set(HOST_STACKS)
+
+
+@pytest.mark.parametrize("stack", HOST_STACKS)
+def test_inventory_passes_the_handoff_contract(stack):
+    inventory = inventory_for(stack)
+    check_inventory(inventory, stack)  # raises naming the field when broken
+
+
+@pytest.mark.parametrize("stack", HOST_STACKS)
+def test_every_emitted_fact_is_documented(stack):
+    documented = set(re.findall(r"`(flashfleet_\w+)`", DOC))
+    for hvars in inventory_for(stack)["all"]["hosts"].values():
+        emitted = {k for k in hvars if k.startswith("flashfleet_")}
+        assert emitted <= documented, emitted - documented
+
+
+def test_a_broken_inventory_is_refused_naming_the_field():
+    inventory = inventory_for("h200-lowlat")
+    host = next(iter(inventory["all"]["hosts"].values()))
+    host["flashfleet_gpu_count"] = "8"
+    with pytest.raises(Exception, match="flashfleet_gpu_count"):
+        check_inventory(inventory, "h200-lowlat")
