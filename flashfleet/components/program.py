@@ -23,7 +23,6 @@ from flashfleet.inventory import build_inventory
 from flashfleet.stack import Bringup, KubernetesSource
 
 
-
 class NodeSource(Protocol):
     ssh_addresses: pulumi.Output[list[str]]
     private_addresses: pulumi.Output[list[str]]
