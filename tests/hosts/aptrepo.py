@@ -50,8 +50,10 @@ def unit(description: str, exec_start: str) -> str:
 
 def nvidia_debs(version: str) -> list[Deb]:
     rev = f"{version}-1"
-    driver_tools = {"/usr/bin/nvidia-smi": "nvidia-smi",
-                    "/usr/bin/nvidia-persistenced": "nvidia-persistenced"}
+    driver_tools = {
+        "/usr/bin/nvidia-smi": "nvidia-smi",
+        "/usr/bin/nvidia-persistenced": "nvidia-persistenced",
+    }
     persistenced = {"nvidia-persistenced": "/usr/bin/nvidia-persistenced"}
     return [
         Deb(f"nvidia-driver-{DRIVER_BRANCH}-open", rev, driver_tools, units=persistenced,
@@ -127,8 +129,7 @@ def build_deb(deb: Deb, out: Path) -> Path:
         (root / "DEBIAN/conffiles").write_text("\n".join(deb.conffiles) + "\n")
     if deb.name == "amd-smi-lib":  # the real package links the ROCm tree into PATH
         (root / "DEBIAN/postinst").write_text(
-            f"#!/bin/sh\nln -sfn /opt/rocm-{ROCM} /opt/rocm\n"
-            f"ln -sf /opt/rocm/bin/amd-smi /usr/bin/amd-smi\n"
+            f"#!/bin/sh\nln -sfn /opt/rocm-{ROCM} /opt/rocm\nln -sf /opt/rocm/bin/amd-smi /usr/bin/amd-smi\n"
         )
         (root / "DEBIAN/postinst").chmod(0o755)
     deb_file = out / f"{root.name}_amd64.deb"
@@ -172,8 +173,13 @@ class AptRepository:
                 suite, component = layout.split("/")
                 dist = repo / "dists" / suite
                 (dist / component / "binary-amd64").mkdir(parents=True)
-                packages = subprocess.run(["apt-ftparchive", "packages", "pool"], cwd=repo,
-                                          check=True, capture_output=True, text=True).stdout
+                packages = subprocess.run(
+                    ["apt-ftparchive", "packages", "pool"],
+                    cwd=repo,
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                ).stdout
                 (dist / component / "binary-amd64/Packages").write_text(packages)
                 # AMD's pin (`o=repo.radeon.com`) matches on the Release file's Origin
                 origin = "repo.radeon.com" if rel.startswith(("amdgpu", "rocm")) else ""

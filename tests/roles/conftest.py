@@ -135,6 +135,12 @@ def host_state(lab: Lab, host: str) -> str:
     return lab.pool.ssh(host, STATE_PROBE).stdout
 
 
+def assert_no_change(run: Run) -> None:
+    """A converged host: the run succeeds and reports changed=0."""
+    assert run.ok, run.explain()
+    assert run.changed() == 0, run.explain()
+
+
 def assert_same_plan(check: Run, real: Run, host: str) -> None:
     """Check mode announced what the real run then did: every task the real run changed was
     reported changed in check mode, or could not be previewed there (a command skipped by

@@ -10,7 +10,7 @@ H200 = {"vendor": "nvidia", "gpus": [{"name": "NVIDIA H200", "memory_mib": 14377
 GB300 = {"vendor": "nvidia", "gpus": [{"name": "NVIDIA GB300", "memory_mib": 284208}] * 4}
 MI355X = {"vendor": "amd", "gpus": [{"name": "AMD Instinct MI355X", "memory_mib": 294896}] * 8}
 
-NVIDIA_DEVICES = tuple(f"/dev/nvidia{i}" for i in range(8)) + ("/dev/nvidiactl",)
+NVIDIA_DEVICES = (*(f"/dev/nvidia{i}" for i in range(8)), "/dev/nvidiactl")
 AMD_DEVICES = ("/dev/kfd", "/dev/dri/renderD128", "/dev/dri/card0")
 SMALL_DISK = "/mnt/small-nvme"
 

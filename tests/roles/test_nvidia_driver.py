@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import Lab, Run, assert_same_plan, host_state
+from .conftest import Lab, Run, assert_no_change, assert_same_plan, host_state
 
 PLANS: dict[str, Run] = {}
 
@@ -37,9 +37,9 @@ def test_h200_converges_to_the_pinned_driver_and_fabric_manager(lab: Lab) -> Non
 
 def test_h200_second_run_and_check_mode_change_nothing(lab: Lab) -> None:
     again = lab.play(["h200"], "nvidia_driver")
-    assert again.ok and again.changed() == 0, again.explain()
+    assert_no_change(again)
     check = lab.play(["h200"], "nvidia_driver", check=True)
-    assert check.ok and check.changed() == 0, check.explain()
+    assert_no_change(check)
 
 
 def test_deep_learning_ami_keeps_its_running_driver(lab: Lab) -> None:
@@ -62,7 +62,8 @@ def test_gb300_pair_runs_imex_with_one_node_list(lab: Lab) -> None:
         nodes = lab.pool.ssh(host, "cat /etc/nvidia-imex/nodes_config.cfg").stdout.split()
         assert nodes == addresses
         status = lab.pool.ssh(host, "nvidia-imex-ctl -N").stdout
-        assert "Domain State: UP" in status and status.count(" - READY ") == 2
+        assert "Domain State: UP" in status
+        assert status.count(" - READY ") == 2
     assert lab.play(pair, "nvidia_driver").changed() == 0
 
 
@@ -80,7 +81,8 @@ def test_imex_reconfigure_stops_rewrites_and_starts(lab: Lab) -> None:
     only_a = lab.play(["gb300a"], "nvidia_driver", extravars={"nvidia_driver_imex_reconfigure": True})
     assert only_a.ok, only_a.explain()
     status = lab.pool.ssh("gb300a", "nvidia-imex-ctl -N").stdout
-    assert status.count(" - READY ") == 1 and "Domain State: UP" in status
+    assert status.count(" - READY ") == 1
+    assert "Domain State: UP" in status
     both = lab.play(["gb300a", "gb300b"], "nvidia_driver",
                     extravars={"nvidia_driver_imex_reconfigure": True})  # fmt: skip
     assert both.ok, both.explain()

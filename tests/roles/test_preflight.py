@@ -38,7 +38,8 @@ def test_gpu_model_mismatch_stops_with_the_names(lab: Lab) -> None:
                    facts_override={"dlami": {"flashfleet_gpu_model": "GB300"}})  # fmt: skip
     assert not run.ok
     [failure] = run.result.failures
-    assert "expects 8 x GB300" in failure.message and "NVIDIA H200" in failure.message
+    assert "expects 8 x GB300" in failure.message
+    assert "NVIDIA H200" in failure.message
 
 
 def test_full_disk_stops_with_the_numbers(lab: Lab) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .conftest import Lab, assert_same_plan, host_state
+from .conftest import Lab, assert_no_change, assert_same_plan, host_state
 
 
 def test_mi355x_check_mode_then_converge_then_nothing_left(lab: Lab) -> None:
@@ -15,7 +15,8 @@ def test_mi355x_check_mode_then_converge_then_nothing_left(lab: Lab) -> None:
     assert run.ok, run.explain()
     assert_same_plan(check, run, "mi355x")
     versions = lab.pool.ssh("mi355x", "dpkg-query -W amdgpu-dkms rocm").stdout
-    assert "amdgpu-dkms\t1:6.14.14.30100200" in versions and "rocm\t7.0.2" in versions
+    assert "amdgpu-dkms\t1:6.14.14.30100200" in versions
+    assert "rocm\t7.0.2" in versions
     # AMD's pin applies to packages whose Release says Origin: repo.radeon.com
     policy = lab.pool.ssh("mi355x", "apt-cache policy rocm").stdout
     assert " 600 " in policy, policy
@@ -23,14 +24,15 @@ def test_mi355x_check_mode_then_converge_then_nothing_left(lab: Lab) -> None:
     assert verified == "ok"
 
     again = lab.play(["mi355x"], "rocm_driver")
-    assert again.ok and again.changed() == 0, again.explain()
+    assert_no_change(again)
 
 
 def test_gpu_count_mismatch_after_install_names_the_numbers(lab: Lab) -> None:
     run = lab.play(["mi355x"], "rocm_driver", facts_override={"mi355x": {"flashfleet_gpu_count": 4}})
     assert not run.ok
     message = run.result.failures[0].message
-    assert "expected 4 x MI355X" in message and "reports 8: AMD Instinct MI355X" in message
+    assert "expected 4 x MI355X" in message
+    assert "reports 8: AMD Instinct MI355X" in message
 
 
 def test_rocm_6_is_refused_for_gfx950(lab: Lab) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import Lab, assert_same_plan, host_state
+from .conftest import Lab, assert_no_change, assert_same_plan, host_state
 
 DERIVED = "flashfleet/sglang-glm5:v0.5.23-transformers5.17.0"
 
@@ -29,12 +29,15 @@ def test_check_mode_then_build_then_nothing_left(lab: Lab) -> None:
     assert_same_plan(check, run, "h200")
     inspect = lab.pool.ssh("h200", f"docker image inspect --format '{{{{.Id}}}}' {DERIVED}")
     assert inspect.stdout.startswith("sha256:")
-    assert run.statuses("h200")[
-        "sglang_image:Glm5NextProcessor imports and torchcodec loads in the derived image"
-    ] == "ok"
+    assert (
+        run.statuses("h200")[
+            "sglang_image:Glm5NextProcessor imports and torchcodec loads in the derived image"
+        ]
+        == "ok"
+    )
 
     again = lab.play(["h200"], "sglang_image")
-    assert again.ok and again.changed() == 0, again.explain()
+    assert_no_change(again)
 
 
 @pytest.mark.usefixtures("docker_on_h200")
