@@ -16,7 +16,17 @@ import time
 
 COMMANDS = {
     "render": ["render", "--hardware", "gb300", "--strategy", "low-latency"],
-    "render --format docker": ["render", "--hardware", "gb300", "--strategy", "high-throughput", "--topology", "pd", "--format", "docker"],
+    "render --format docker": [
+        "render",
+        "--hardware",
+        "gb300",
+        "--strategy",
+        "high-throughput",
+        "--topology",
+        "pd",
+        "--format",
+        "docker",
+    ],
     "matrix": ["matrix"],
     "matrix --format json (with disabled choices)": ["matrix", "--format", "json"],
     "plan gb300-lowlat": ["plan", "gb300-lowlat"],
@@ -41,7 +51,9 @@ def main() -> int:
                 break
         else:
             rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-            print(f"{label:<48} {statistics.median(times):9.3f} {min(times):7.3f} {max(times):7.3f}  {rss:8.1f}")
+            print(
+                f"{label:<48} {statistics.median(times):9.3f} {min(times):7.3f} {max(times):7.3f}  {rss:8.1f}"
+            )
     return 0
 
 
