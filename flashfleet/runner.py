@@ -119,6 +119,8 @@ class _EventSink:
         self.file = path.open("w", encoding="utf-8")
         self.on_progress = on_progress
         self.failures: list[TaskFailure] = []
+        # an async task's `changed` arrives with its async event: no_log hides it afterwards
+        self.async_changed: dict[tuple[str, str], bool] = {}
 
     def __call__(self, event: dict[str, Any]) -> bool:
         self.file.write(json.dumps(event, default=str) + "\n")
@@ -128,12 +130,15 @@ class _EventSink:
             message = _ANSI.sub("", event["stdout"]).strip()
             self.failures.append(TaskFailure("-", "", "playbook", message))
             return True
-        status = _STATUS.get(event.get("event", ""))
         data = event.get("event_data", {})
+        res = data.get("res", {}) or {}
+        key = (str(data.get("host", "")), str(data.get("task_uuid", "")))
+        if event.get("event") in {"runner_on_async_ok", "runner_on_async_failed"}:
+            self.async_changed[key] = bool(res.get("changed"))
+        status = _STATUS.get(event.get("event", ""))
         if status is None or "host" not in data:
             return True
-        res = data.get("res", {}) or {}
-        if status == "ok" and res.get("changed"):
+        if status == "ok" and res.get("changed", self.async_changed.get(key)):
             status = "changed"
         phase, task = split_task_name(str(data.get("task", "")))
         role = str(data.get("role", "") or "")

@@ -5,6 +5,7 @@ test and removed at the end (also on failure)."""
 from __future__ import annotations
 
 import functools
+import os
 import shutil
 import tempfile
 import threading
@@ -17,11 +18,12 @@ from typing import Any
 import pytest
 from hosts import standin_images
 from hosts.aptrepo import DRIVER, AptRepository
-from hosts.harness import HostPool
+from hosts.harness import CACHE, HostPool
+from hosts.hub import Hub, Repo
 
 from flashfleet.runner import Progress, RunResult, run_playbook
 
-from .hardware import SPECS, facts
+from .hardware import DRAFT, MODEL, SPECS, facts
 
 GROUP_OF = {"h200": "h200", "dlami": "h200", "gb300a": "gb300", "gb300b": "gb300",
             "mi355x": "mi355x"}  # fmt: skip
@@ -38,6 +40,8 @@ class Lab:
     pool: HostPool
     repo: AptRepository
     base_url: str
+    hub: Hub
+    hub_url: str
     runs: Path
     _counter: int = 0
 
@@ -51,6 +55,9 @@ class Lab:
             "rocm_driver_amdgpu_repo_url": f"{b}/amdgpu",
             "rocm_driver_rocm_repo_url": f"{b}/rocm/apt",
             "rocm_driver_repo_key_url": f"{b}/rocm/rocm.gpg.key",
+            "model_weights_hf_endpoint": self.hub_url,
+            "model_weights_pip_find_links": f"{b}/wheels/",
+            "model_weights_pip_trusted_host": self.pool.gateway,
         }
 
     def inventory(self, hostvars: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -116,6 +123,15 @@ class Run:
         return "\n".join(lines)
 
 
+def _hub() -> Hub:
+    """A checkpoint of a few shards and its gated draft (sizes are small, the layout real)."""
+    hub = Hub(token=TOKEN)
+    shards = {f"model-0000{i}-of-00002.safetensors": bytes([i]) * 1_500_000 for i in (1, 2)}
+    hub.repos[MODEL] = Repo({"config.json": b'{"model_type": "glm5_next"}', **shards})
+    hub.repos[DRAFT] = Repo({"config.json": b'{"model_type": "dflash2"}'}, gated=True)
+    return hub
+
+
 def _install_dlami_driver(pool: HostPool, repo: AptRepository) -> None:
     """The `dlami` host gets the pinned driver the way an AMI has it: installed and running."""
     deb = repo.debs[f"nvidia-driver-595-open={DRIVER}-1"]
@@ -141,12 +157,12 @@ def assert_no_change(run: Run) -> None:
     assert run.changed() == 0, run.explain()
 
 
-def assert_same_plan(check: Run, real: Run, host: str) -> None:
-    """Check mode announced what the real run then did: every task the real run changed was
+def assert_same_plan(check: Run, real: Run, host: str, *more: Run) -> None:
+    """Check mode announced what the real run(s) then did: every task the real run changed was
     reported changed in check mode, or could not be previewed there (a command skipped by
     check mode, a package of a repository check mode did not add); nothing else changed."""
-    planned, done = check.statuses(host), real.statuses(host)
-    changed = {t for t, s in done.items() if s == "changed"}
+    planned = check.statuses(host)
+    changed = {t for r in (real, *more) for t, s in r.statuses(host).items() if s == "changed"}
     assert changed, real.explain()
     for task in changed:
         assert planned.get(task) in {"changed", "skipped", "failed"}, (task, check.explain())
@@ -158,9 +174,12 @@ def lab() -> Iterator[Lab]:
     workdir = Path(tempfile.mkdtemp(prefix="flashfleet-lab-", dir="/var/tmp"))
     pool = HostPool(workdir / "hosts")
     server: ThreadingHTTPServer | None = None
+    hub = _hub()
     try:
         repo = AptRepository(workdir / "www", workdir / "gnupg")
         repo.build()
+        # the download client's wheels, fetched by scripts/setup.d/20-test-hosts.sh
+        shutil.copytree(CACHE / "wheels", workdir / "www/wheels")
         handler = functools.partial(_QuietHandler, directory=str(workdir / "www"))
         server = ThreadingHTTPServer((pool.gateway, 0), handler)
         threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -169,8 +188,11 @@ def lab() -> Iterator[Lab]:
         for host in pool.hosts.values():
             standin_images.write(host.root / "etc/flashfleet-test")
         _install_dlami_driver(pool, repo)
-        yield Lab(pool, repo, base_url, workdir / "runs")
+        # FLASHFLEET_TEST_RUNS_DIR keeps the event logs of every run (CI artifacts, debugging)
+        runs = Path(os.environ.get("FLASHFLEET_TEST_RUNS_DIR", workdir / "runs"))
+        yield Lab(pool, repo, base_url, hub, hub.start(pool.gateway), runs)
     finally:
+        hub.stop()
         if server is not None:
             server.shutdown()
         pool.close()

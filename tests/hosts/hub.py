@@ -1,0 +1,135 @@
+"""A stand-in Hugging Face Hub: the HTTP endpoints `hf download` uses (repo info, file tree,
+resolve with ETag/X-Repo-Commit/Range), a gated repository that answers 401 without a
+token, and a record of every request so tests can see what a client sent and resumed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Repo:
+    files: dict[str, bytes]
+    gated: bool = False
+
+    @property
+    def sha(self) -> str:
+        digest = hashlib.sha1()
+        for path in sorted(self.files):
+            digest.update(path.encode() + self.files[path])
+        return digest.hexdigest()
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    authorization: str
+    range: str
+
+
+@dataclass
+class Hub:
+    token: str
+    repos: dict[str, Repo] = field(default_factory=dict)
+    requests: list[Request] = field(default_factory=list)
+    # files whose next download is cut in the middle (the connection drops), once
+    interrupt_once: set[str] = field(default_factory=set)
+    # files the Hub lists but cannot serve right now (404), until removed from the set
+    unavailable: set[str] = field(default_factory=set)
+    server: ThreadingHTTPServer | None = None
+
+    def start(self, address: str) -> str:
+        hub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_HEAD(self) -> None:
+                hub.serve(self, body=False)
+
+            def do_GET(self) -> None:
+                hub.serve(self, body=True)
+
+        self.server = ThreadingHTTPServer((address, 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return f"http://{address}:{self.server.server_address[1]}"
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.shutdown()
+
+    def file_gets(self, repo: str) -> list[Request]:
+        return [r for r in self.requests if r.method == "GET" and f"/{repo}/resolve/" in r.path]
+
+    def serve(self, h: BaseHTTPRequestHandler, body: bool) -> None:
+        auth = h.headers.get("Authorization", "")
+        self.requests.append(Request(h.command, h.path, auth, h.headers.get("Range", "")))
+        path = h.path.split("?", 1)[0]
+        m = re.fullmatch(r"/api/models/(.+?)/(revision|tree)/([^/]+)(/.*)?", path)
+        r = re.fullmatch(r"/(.+?)/resolve/([^/]+)/(.+)", path)
+        repo_id = (m or r).group(1) if (m or r) else ""
+        repo = self.repos.get(repo_id)
+        if repo is None:
+            return self._json(
+                h, 404, {"error": "Repository not found"}, {"X-Error-Code": "RepoNotFound"}, body
+            )
+        if repo.gated and auth != f"Bearer {self.token}":
+            msg = {
+                "error": f"Access to model {repo_id} is restricted. You must have access to it and be authenticated."
+            }
+            return self._json(h, 401, msg, {"X-Error-Code": "GatedRepo"}, body)
+        if m and m.group(2) == "revision":
+            siblings = [{"rfilename": p} for p in sorted(repo.files)]
+            info = {"id": repo_id, "modelId": repo_id, "sha": repo.sha, "siblings": siblings,
+                    "private": False, "gated": "manual" if repo.gated else False}  # fmt: skip
+            return self._json(h, 200, info, {}, body)
+        if m:
+            tree = [{"type": "file", "path": p, "size": len(c), "oid": hashlib.sha1(c).hexdigest()}
+                    for p, c in sorted(repo.files.items())]  # fmt: skip
+            return self._json(h, 200, tree, {}, body)
+        content = repo.files.get(r.group(3)) if r else None
+        if content is None or f"{repo_id}/{r.group(3) if r else ''}" in self.unavailable:
+            return self._json(h, 404, {"error": "Entry not found"}, {"X-Error-Code": "EntryNotFound"}, body)
+        start = 0
+        rng = re.fullmatch(r"bytes=(\d+)-", h.headers.get("Range", ""))
+        if rng and h.command == "GET":
+            start = int(rng.group(1))
+        h.send_response(206 if start else 200)
+        h.send_header("ETag", f'"{hashlib.sha1(content).hexdigest()}"')
+        h.send_header("X-Repo-Commit", repo.sha)
+        h.send_header("Content-Length", str(len(content) - start))
+        if start:
+            h.send_header("Content-Range", f"bytes {start}-{len(content) - 1}/{len(content)}")
+        h.end_headers()
+        if not body:
+            return
+        key = f"{repo_id}/{r.group(3) if r else ''}"
+        if key in self.interrupt_once:
+            self.interrupt_once.discard(key)
+            h.wfile.write(content[start : start + len(content) // 2])
+            h.wfile.flush()
+            h.close_connection = True
+            h.connection.shutdown(2)  # socket.SHUT_RDWR: the client sees a short body
+            return
+        h.wfile.write(content[start:])
+
+    @staticmethod
+    def _json(h: BaseHTTPRequestHandler, code: int, obj: object, headers: dict[str, str], body: bool) -> None:
+        data = json.dumps(obj).encode()
+        h.send_response(code)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", str(len(data)))
+        for k, v in headers.items():
+            h.send_header(k, v)
+        h.end_headers()
+        if body:
+            h.wfile.write(data)

@@ -1,0 +1,83 @@
+"""model_weights on a real host against a stand-in Hub, with the real `hf download` client:
+downloaded once into the shared cache, a failed run resumes without refetching complete
+files, a dropped connection is survived, the gated draft needs the token."""
+
+from __future__ import annotations
+
+import hashlib
+
+from hosts.hub import Request
+
+from .conftest import TOKEN, Lab, assert_no_change, assert_same_plan, host_state
+from .hardware import DRAFT, MODEL
+
+SHARD = "model-00002-of-00002.safetensors"
+CACHE = "/var/lib/flashfleet/hf/hub"
+
+
+def file_gets(lab: Lab, repo: str, name: str) -> list[Request]:
+    return [r for r in lab.hub.file_gets(repo) if r.path.endswith(f"/{name}")]
+
+
+def test_interrupted_download_resumes_without_refetching(lab: Lab) -> None:
+    before = host_state(lab, "h200")
+    check = lab.play(["h200"], "model_weights", check=True)
+    assert check.ok, check.explain()
+    assert host_state(lab, "h200") == before
+    assert lab.hub.requests == []  # check mode does not download
+
+    lab.hub.unavailable.add(f"{MODEL}/{SHARD}")
+    failed = lab.play(["h200"], "model_weights")
+    assert not failed.ok
+    [failure] = failed.result.failures
+    assert failure.message.startswith(f"hf download {MODEL} failed (rc 1)")
+    assert len(file_gets(lab, MODEL, "model-00001-of-00002.safetensors")) == 1
+
+    lab.hub.unavailable.clear()
+    lab.hub.interrupt_once.add(f"{MODEL}/{SHARD}")  # and the connection drops mid-file
+    run = lab.play(["h200"], "model_weights")
+    assert run.ok, run.explain()
+    assert_same_plan(check, failed, "h200", run)
+    # the shard that completed in the failed run was not fetched again
+    assert len(file_gets(lab, MODEL, "model-00001-of-00002.safetensors")) == 1
+    snapshot = lab.pool.ssh(
+        "h200", f"cat /var/lib/flashfleet/hf/.flashfleet-complete/{MODEL.replace('/', '--')}@main"
+    )
+    path = f"{snapshot.stdout.strip()}/{SHARD}"
+    on_disk = lab.pool.ssh("h200", f"sha256sum {path}").stdout.split()[0]
+    assert on_disk == hashlib.sha256(bytes([2]) * 1_500_000).hexdigest()  # intact after the drop
+    # one cache for every process of the node: world-readable, in the standard hub layout
+    mode = lab.pool.ssh("h200", f"stat -c %a {CACHE} {CACHE}/models--zai-org--GLM-5.3-Flash").stdout.split()
+    assert mode == ["755", "755"]
+
+    requests = len(lab.hub.requests)
+    assert_no_change(lab.play(["h200"], "model_weights"))
+    assert len(lab.hub.requests) == requests  # downloaded once: a rerun does not even ask
+
+
+def test_gated_draft_needs_the_token(lab: Lab) -> None:
+    with_draft = {"h200": {"flashfleet_draft_model": DRAFT}}
+    refused = lab.play(["h200"], "model_weights", facts_override=with_draft, token=None)
+    assert not refused.ok
+    assert "set FLASHFLEET_HF_TOKEN" in refused.result.failures[0].message
+
+    run = lab.play(["h200"], "model_weights", facts_override=with_draft)
+    assert run.ok, run.explain()
+    [get] = lab.hub.file_gets(DRAFT)
+    assert get.authorization == f"Bearer {TOKEN}"
+    listing = lab.pool.ssh("h200", f"ls {CACHE}/models--zai-org--GLM-5.3-Flash-DFlash2/snapshots/*/")
+    assert listing.stdout.split() == ["config.json"]
+
+
+def test_token_is_in_no_log_event_or_host_file(lab: Lab) -> None:
+    # every run of the session so far, including the draft download that used the token
+    leaked = [p for p in lab.runs.rglob("*") if p.is_file() and TOKEN in p.read_text(errors="replace")]
+    assert leaked == []
+    events = list(lab.runs.rglob("events.jsonl"))
+    assert events  # the event logs exist and were searched
+    on_host = lab.pool.ssh(
+        "h200",
+        f"journalctl --no-pager | grep -c {TOKEN}; grep -rl {TOKEN} /var/log /root /tmp /etc /opt /var/lib/flashfleet",
+        check=False,
+    )
+    assert on_host.stdout.split() == ["0"]
