@@ -1,0 +1,84 @@
+"""flashfleet.runner: event handling on synthetic events, and one real ansible-runner run of
+playbooks/prepare.yml against this machine (read-only preflight probes) that must fail with a
+readable summary and leave no trace of the token."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from flashfleet.runner import Progress, _EventSink, failure_message, run_playbook, split_task_name
+
+TOKEN = "hf_unitTESTtoken987654321"
+
+
+def event(kind: str, task: str, res: dict[str, object], **data: object) -> dict[str, object]:
+    return {"event": kind, "event_data": {"host": "n1", "role": "preflight", "task": task,
+                                          "task_uuid": "u1", "res": res, **data}}  # fmt: skip
+
+
+def test_task_names_split_into_phase_and_task() -> None:
+    assert split_task_name("Install | add the CUDA repository") == ("install", "add the CUDA repository")
+    assert split_task_name("Gathering Facts") == ("", "Gathering Facts")
+
+
+def test_failure_message_prefers_msg_then_stderr() -> None:
+    assert failure_message({"msg": "non-zero return code", "stderr": "E: boom"}) == (
+        "non-zero return code | E: boom"
+    )
+    assert "no_log" in failure_message({"censored": "hidden: no_log"})
+
+
+def test_sink_reports_progress_failures_and_keeps_every_event(tmp_path: Path) -> None:
+    seen: list[Progress] = []
+    sink = _EventSink(tmp_path / "events.jsonl", seen.append)
+    sink(event("runner_on_ok", "Disk | measure", {"changed": False}))
+    sink(event("runner_on_ok", "Install | key", {"changed": True}))
+    sink(event("runner_on_failed", "Gpus | match", {"msg": "GPU mismatch: 4 vs 8"}))
+    sink(event("runner_on_failed", "Probe | tolerated", {"msg": "x"}, ignore_errors=True))
+    sink(event("runner_on_async_ok", "Download | fetch", {"changed": True}))
+    sink(event("runner_on_ok", "Download | fetch", {"censored": "hidden"}))
+    sink({"event": "verbose", "stdout": "\x1b[0;31mERROR! the role 'x' was not found\x1b[0m"})
+    sink.close()
+    assert [p.status for p in seen] == ["ok", "changed", "failed", "failed", "changed"]
+    assert seen[2] == Progress("n1", "preflight", "gpus", "match", "failed")
+    assert [(f.task, f.message) for f in sink.failures] == [
+        ("match", "GPU mismatch: 4 vs 8"),
+        ("playbook", "ERROR! the role 'x' was not found"),
+    ]
+    assert len((tmp_path / "events.jsonl").read_text().splitlines()) == 7
+
+
+def test_a_real_failing_run_is_summarised_and_keeps_no_token(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where ansible-runner's env dump goes
+    facts = {
+        "ansible_connection": "local", "ansible_python_interpreter": "/usr/bin/python3",
+        "flashfleet_vendor": "nvidia", "flashfleet_arch": "x86_64", "flashfleet_gpu_model": "H200",
+        "flashfleet_gpu_count": 8, "flashfleet_model_cache_dir": str(tmp_path / "hf"),
+        "flashfleet_host_memory_gb": 0, "flashfleet_hicache_host_gb": 0, "flashfleet_mooncake": False,
+    }  # fmt: skip
+    inventory = {"all": {"children": {"flashfleet": {"hosts": {"controller": facts}}}}}
+    seen: list[Progress] = []
+    result = run_playbook(
+        "prepare.yml", inventory, run_dir=tmp_path / "run", hf_token=TOKEN, tags="preflight",
+        extravars={"preflight_weights_gb": 10**6}, on_progress=seen.append,
+    )  # fmt: skip
+    assert not result.ok
+    assert result.count("failures", "controller") == 1
+    [failure] = result.failures
+    assert failure.task == "enough free space for image and weights"
+    assert "needs 1000060 GB (image 40 + weights 1000000 + margin 20)" in failure.message
+    assert str(failure) in result.summary()
+    assert (tmp_path / "run/summary.txt").read_text().startswith("playbook failed")
+    assert any(p.phase == "disk" and p.status == "failed" for p in seen)
+    events = [json.loads(line) for line in result.events_log.read_text().splitlines()]
+    assert any(e["event"] == "playbook_on_stats" for e in events)
+    # ansible-runner dumped its environment (with the token) in its private dir: removed
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("flashfleet-runner-")] == []
+    leaks = [p for p in tmp_path.rglob("*") if p.is_file() and TOKEN in p.read_text(errors="replace")]
+    assert leaks == []
