@@ -46,6 +46,9 @@ def host_vars(
     }
     if bringup.mooncake is not None:
         hvars["flashfleet_mooncake_layout"] = bringup.mooncake.to_dict(private_addresses)
+    if spec.teardown is not None:
+        # Only a stack with a teardown section says; without it teardown.yml keeps the caches.
+        hvars["flashfleet_keep_caches"] = spec.teardown.keep_caches
     return hvars
 
 

@@ -39,6 +39,10 @@ class Deployment:
     # node name -> {"nvidia_driver": "...", "cuda": "...", "sglang": "...", ...}
     node_versions: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     region: str | None = None
+    image_repo_digests: Sequence[str] = ()  # registry digests of the image (none for a local build)
+    # profile -> gate threshold name -> limit, from the stack's bench.thresholds
+    thresholds: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    notes: Sequence[str] = ()  # facts that could not be read, and why
 
 
 def recipe_fingerprint(selection: RecipeSelection) -> dict[str, Any]:
@@ -79,6 +83,7 @@ def make_fingerprint(
         "recipe": recipe,
         "image": deployment.image,
         "image_digest": deployment.image_digest,
+        "image_repo_digests": list(deployment.image_repo_digests),
         "instance_type": deployment.instance_type,
         "node_count": deployment.node_count,
         "region": deployment.region,
@@ -89,5 +94,6 @@ def make_fingerprint(
             "endpoint": endpoint,
             "argv": [list(a) for a in bench_argv],
         },
+        "notes": list(deployment.notes),
         "flashfleet_version": __version__,
     }

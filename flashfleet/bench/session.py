@@ -16,7 +16,7 @@ from flashfleet.bench.argv import check_base_url
 from flashfleet.bench.cost import level_cost_per_mtok, run_cost
 from flashfleet.bench.driver import BenchRun, run_profile
 from flashfleet.bench.fingerprint import Deployment, RecipeSelection, make_fingerprint, recipe_fingerprint
-from flashfleet.bench.gate import GateResult, evaluate
+from flashfleet.bench.gate import GateResult, Thresholds, evaluate
 from flashfleet.bench.profiles import BENCH_MODULES, Profile
 from flashfleet.bench.report import write_report
 from flashfleet.bench.runner import LocalRunner, Runner
@@ -93,9 +93,22 @@ def _deployment(request: BenchRequest, seams: Seams) -> Deployment:
     return deployment
 
 
+def gate_for(profile: Profile, deployment: Deployment) -> Thresholds:
+    """The stack's thresholds for this profile, overridden name by name by the profile's own gate
+    (the profiles file and `--threshold`: what the command line asked for wins)."""
+    from_stack = deployment.thresholds.get(profile.name, {})
+    if not from_stack:
+        return profile.gate
+    try:
+        return Thresholds.from_mapping(from_stack).merged(profile.gate.to_dict())
+    except ValueError as err:
+        raise BenchSetupError(f"stack {deployment.stack}: bench.thresholds.{profile.name}: {err}") from None
+
+
 def _measure(request: BenchRequest, seams: Seams, log: Callable[[str], None]) -> BenchOutcome:
     deployment = _deployment(request, seams)
     recipe = recipe_fingerprint(deployment.recipe) if deployment.recipe else None  # fail before running
+    thresholds = gate_for(request.profile, deployment)
     endpoint = request.endpoint
     if endpoint is None:
         if seams.endpoint is None:
@@ -115,11 +128,7 @@ def _measure(request: BenchRequest, seams: Seams, log: Callable[[str], None]) ->
     level_costs = {
         lv.concurrency: level_cost_per_mtok(cost.hourly_usd, lv) if cost else None for lv in run.summaries
     }
-    gate = (
-        None
-        if request.profile.gate.is_empty()
-        else evaluate(request.profile.gate, run.summaries, level_costs)
-    )
+    gate = None if thresholds.is_empty() else evaluate(thresholds, run.summaries, level_costs)
     fingerprint = make_fingerprint(
         deployment,
         recipe=recipe,

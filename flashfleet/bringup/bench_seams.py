@@ -1,10 +1,24 @@
-"""What `flashfleet bench` takes from the bring-up (see flashfleet.bench.seams)."""
+"""What `flashfleet bench` takes from the bring-up (see flashfleet.bench.seams).
+
+endpoint: the stack's `endpoint` output; teardown: `teardown_stack`; runner: bench.yml on node 0
+(flashfleet.bringup.node_runner); deployment: the stack file plus what bench.yml reads on the
+nodes (flashfleet.bringup.node_facts). Runner and facts find the nodes through the stack's
+outputs or its latest `flashfleet configure` run here (flashfleet.bringup.stack_inventory).
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
 from flashfleet import outputs
+from flashfleet.bench.fingerprint import Deployment
+from flashfleet.bench.runner import Runner
 from flashfleet.bench.seams import Seams
+from flashfleet.bringup.project import DEFAULT_PROJECT, Project
 from flashfleet.bringup.teardown import teardown_stack
+from flashfleet.stack.files import DEFAULT_STACKS_DIR
 
 
 def endpoint(stack: str) -> str:
@@ -17,8 +31,55 @@ def endpoint(stack: str) -> str:
         raise BenchSetupError(f"no --endpoint given and {err}") from None
     if out is None:
         raise BenchSetupError(f"stack {stack} has no {outputs.ENDPOINT} output yet (flashfleet up {stack})")
-    return str(out.value)
+    # The output is the OpenAI base (…/v1); bench_serving wants the server's root and adds the paths.
+    return str(out.value).rstrip("/").removesuffix("/v1")
 
 
-def bench_seams() -> Seams:
-    return Seams(endpoint=endpoint, teardown=teardown_stack)
+@dataclass(frozen=True)
+class NodeSeams:
+    """Runner and facts on the stack's nodes; the folders are parameters for the tests."""
+
+    runs_root: Path | None = None  # None: the hand-off's (FLASHFLEET_RUNS_DIR or ./.runner)
+    stacks_dir: Path = DEFAULT_STACKS_DIR
+    project: Project = DEFAULT_PROJECT
+
+    def _runs_root(self) -> Path:
+        from flashfleet.bringup.handoff import default_runs_root
+
+        return self.runs_root or default_runs_root()
+
+    def inventory(self, stack: str) -> dict[str, Any]:
+        from flashfleet.bringup.stack_inventory import stack_inventory
+
+        return stack_inventory(stack, self._runs_root())
+
+    def runner(self, stack: str) -> Runner:
+        from flashfleet.bench.session import BenchSetupError
+        from flashfleet.bringup.node_runner import NodeRunner
+        from flashfleet.bringup.stack_inventory import NoInventory, bench_runs_root, node_zero
+
+        try:
+            inventory = self.inventory(stack)
+            node_zero(inventory)
+        except NoInventory as err:
+            hint = "or run bench_serving here with --local"
+            raise BenchSetupError(f"cannot run on the nodes of {stack}: {err} ({hint})") from None
+        return NodeRunner(stack, inventory, bench_runs_root(self._runs_root()), self.project)
+
+    def deployment(self, stack: str) -> Deployment:
+        from flashfleet.bench.session import BenchSetupError
+        from flashfleet.bringup.node_facts import StackRefused, deployment_facts
+        from flashfleet.bringup.stack_inventory import bench_runs_root
+
+        try:
+            return deployment_facts(
+                stack, inventory_of=self.inventory, runs_root=bench_runs_root(self._runs_root()),
+                stacks_dir=self.stacks_dir, project=self.project,
+            )  # fmt: skip
+        except StackRefused as err:
+            raise BenchSetupError(str(err)) from None
+
+
+def bench_seams(node: NodeSeams | None = None) -> Seams:
+    node = node or NodeSeams()
+    return Seams(endpoint=endpoint, teardown=teardown_stack, runner=node.runner, deployment=node.deployment)

@@ -36,6 +36,8 @@ _FACTS: dict[str, tuple[tuple[type, ...], bool]] = {
     "flashfleet_mooncake": ((bool,), True),
     "flashfleet_processes": ((list,), True),
     "flashfleet_mooncake_layout": ((dict,), False),
+    # missing: keep (teardown.yml's default); false deletes the weight cache on teardown
+    "flashfleet_keep_caches": ((bool,), False),
 }
 _SECRET_NAME = re.compile(r"token|secret|passw", re.IGNORECASE)
 _HF_TOKEN_VALUE = re.compile(r"\bhf_[A-Za-z0-9]{20,}")

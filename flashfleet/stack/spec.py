@@ -24,6 +24,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from flashfleet.bench.gate import Thresholds
 from flashfleet.components.kubernetes_spec import KubernetesSource
 from flashfleet.launch import ImageSpec
 
@@ -242,6 +243,48 @@ class Mooncake(Strict):
     metadata_port: int = Field(default=8080, ge=1, le=65535)
 
 
+# --- Benchmark gate and teardown ------------------------------------------------------------------
+
+
+class ProfileThresholds(BaseModel):
+    """Pass/fail limits of one workload profile, by the names flashfleet.bench.gate knows.
+
+    snake_case like the profiles' [gate] tables and `bench --threshold NAME=VALUE`, so a limit is
+    spelt the same everywhere; an unknown name is refused at its own YAML path.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    min_output_throughput: float | None = Field(default=None, ge=0)
+    min_request_throughput: float | None = Field(default=None, ge=0)
+    max_median_ttft_ms: float | None = Field(default=None, ge=0)
+    max_p99_ttft_ms: float | None = Field(default=None, ge=0)
+    max_median_tpot_ms: float | None = Field(default=None, ge=0)
+    max_p99_tpot_ms: float | None = Field(default=None, ge=0)
+    max_p99_itl_ms: float | None = Field(default=None, ge=0)
+    min_success_ratio: float | None = Field(default=None, ge=0, le=1)
+    max_cost_per_mtok_usd: float | None = Field(default=None, ge=0)
+    concurrency: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _gate_accepts(self) -> ProfileThresholds:
+        Thresholds.from_mapping(self.limits())  # the gate's own check: the two never drift apart
+        return self
+
+    def limits(self) -> dict[str, float | int]:
+        return {k: v for k, v in self.model_dump().items() if v is not None}
+
+
+class BenchSpec(Strict):
+    # workload profile name -> its thresholds; `bench --threshold` overrides one for a run
+    thresholds: dict[str, ProfileThresholds] = Field(default_factory=dict)
+
+
+class TeardownSpec(Strict):
+    # The weight cache is hundreds of GB and slow to download again: kept unless set to false.
+    keep_caches: bool = True
+
+
 # --- The stack --------------------------------------------------------------------------------------
 
 
@@ -256,6 +299,8 @@ class StackSpec(Strict):
     nodes: Nodes
     mooncake: Mooncake | None = None
     model_cache_dir: str = "/opt/flashfleet/hf-cache"
+    bench: BenchSpec = BenchSpec()
+    teardown: TeardownSpec | None = None  # None: the teardown role's default (keep the caches)
 
     @field_validator("model_cache_dir")
     @classmethod
