@@ -6,12 +6,21 @@ from __future__ import annotations
 import pytest
 
 from .conftest import Lab, Run, assert_no_change, assert_same_plan, host_state
+from .test_preflight import SMALL_SIZES
 
 PLANS: dict[str, Run] = {}
 
 
 def dpkg(lab: Lab, host: str, package: str) -> str:
     return lab.pool.ssh(host, f"dpkg-query -W -f '${{Version}}' {package}").stdout
+
+
+def test_preflight_on_a_node_without_driver_leaves_the_gpus_to_this_role(lab: Lab) -> None:
+    run = lab.play(["h200"], "preflight", extravars=SMALL_SIZES)
+    assert run.ok, run.explain()
+    statuses = {p.task: p.status for p in run.progress if p.host == "h200"}
+    assert statuses["no driver yet, the driver role verifies the GPUs"] == "ok"
+    assert statuses["model and count match the stack"] == "skipped"
 
 
 def test_check_mode_on_a_fresh_h200_changes_nothing(lab: Lab) -> None:
