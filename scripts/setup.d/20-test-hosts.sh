@@ -8,13 +8,13 @@ cd "$(dirname "$0")/../.."
 need_apt=()
 for tool in debootstrap:debootstrap systemd-nspawn:systemd-container iptables:iptables \
             ip:iproute2 ssh:openssh-client ssh-keygen:openssh-client dpkg-deb:dpkg \
-            apt-ftparchive:apt-utils gpg:gpg; do
+            apt-ftparchive:apt-utils gpg:gpg gpg-agent:gpg-agent; do
   command -v "${tool%%:*}" >/dev/null 2>&1 || need_apt+=("${tool##*:}")
 done
 if ((${#need_apt[@]})); then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${need_apt[@]}" gpg-agent >/dev/null
+  apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
 fi
 
 # The base rootfs: what every test host boots (real systemd + sshd + python3 for Ansible).
@@ -36,14 +36,17 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$packages" ]; then
   echo "$packages" >"$stamp"
 fi
 
-# Wheels the test hosts install from the controller (huggingface_hub for model_weights):
-# fetched here from the Python package index so the hosts need no route to it.
-wheels="$cache/wheels"
+# Wheels the test hosts install from the controller (the model_weights role's download client,
+# at the version the role pins): fetched here so the hosts need no route to the package index.
+hub_version=$(sed -n 's/^model_weights_hub_version: "\(.*\)"$/\1/p' roles/model_weights/defaults/main.yml)
+wheels="$cache/wheels-huggingface_hub-$hub_version"
 if [ ! -f "$wheels/.ok" ]; then
+  if python3 -m pip --version >/dev/null 2>&1; then pip=(python3 -m pip); else pip=(uv tool run pip); fi
   mkdir -p "$wheels"
-  python3 -m pip download --quiet --disable-pip-version-check --only-binary=:all: \
+  "${pip[@]}" download --quiet --disable-pip-version-check --only-binary=:all: \
     --python-version 3.11 --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
-    --platform manylinux_2_28_x86_64 -d "$wheels" 'huggingface_hub>=1.0'
+    --platform manylinux_2_28_x86_64 -d "$wheels" "huggingface_hub==$hub_version"
   touch "$wheels/.ok"
 fi
+ln -sfn "$wheels" "$cache/wheels"
 echo "test-host rootfs ready: $base"
