@@ -75,8 +75,8 @@ class HostPool:
 
     def _boot(self, spec: HostSpec, index: int) -> TestHost:
         netns = f"{self.bridge.name}-{spec.name}"
+        self._netns.append(netns)  # before attach: a half-wired namespace is removed too
         address = self.bridge.attach(netns, index)
-        self._netns.append(netns)
         root = self.workdir / spec.name
         sh("cp", "-a", str(BASE_ROOTFS), str(root))
         self._personalise(root, spec)
