@@ -166,17 +166,22 @@ def run_playbook(
     tags: str | None = None,
     forks: int = 16,
     on_progress: Callable[[Progress], None] | None = None,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+    project_root: Path = REPO,
 ) -> RunResult:
-    """Runs `playbooks/<playbook>` against `inventory` and waits for it.
+    """Runs `<project_root>/playbooks/<playbook>` against `inventory` and waits for it.
 
     `hf_token` (or, when None, the caller's own `FLASHFLEET_HF_TOKEN`) reaches the roles only
     through the ansible-playbook process environment; no file this writes contains it.
+    `on_event` sees every raw event first (phase starts, for live progress). A project without
+    its own ansible.cfg runs with this repository's settings.
     """
     run_dir.mkdir(parents=True, exist_ok=True)
+    config = project_root / "ansible.cfg"
     envvars = {
         # the venv that runs us also provides ansible-playbook
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-        "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+        "ANSIBLE_CONFIG": str(config if config.is_file() else REPO / "ansible.cfg"),
     }
     if hf_token is not None:
         envvars[TOKEN_ENV] = hf_token
@@ -184,12 +189,18 @@ def run_playbook(
         opt for opt, on in (("--check", check), ("--diff", diff)) if on
     )  # ansible-runner takes extra ansible-playbook options as one string
     sink = _EventSink(run_dir / "events.jsonl", on_progress)
+
+    def handle(event: dict[str, Any]) -> bool:
+        if on_event is not None:
+            on_event(event)
+        return sink(event)
+
     private = Path(tempfile.mkdtemp(prefix="flashfleet-runner-"))  # holds the env dump; removed
     try:
         runner = ansible_runner.run(
             private_data_dir=str(private),
-            project_dir=str(REPO / "playbooks"),
-            roles_path=[str(REPO / "roles")],
+            project_dir=str(project_root / "playbooks"),
+            roles_path=[str(project_root / "roles")],
             playbook=playbook,
             inventory=dict(inventory),
             extravars=dict(extravars or {}),
@@ -198,12 +209,15 @@ def run_playbook(
             limit=limit,
             tags=tags,
             forks=forks,
-            event_handler=sink,
+            event_handler=handle,
             suppress_env_files=True,
             quiet=True,
         )
         stats: dict[str, dict[str, int]] = runner.stats or {}
-        result = RunResult(str(runner.status), int(runner.rc), stats, run_dir, sink.failures)
+        if runner.rc is None:  # ansible-playbook died on a signal: pexpect saw no exit status
+            sink.failures.append(TaskFailure("-", "", "ansible-playbook", "ended without an exit status"))
+        rc = -1 if runner.rc is None else int(runner.rc)
+        result = RunResult(str(runner.status), rc, stats, run_dir, sink.failures)
     finally:
         sink.close()
         shutil.rmtree(private, ignore_errors=True)

@@ -12,22 +12,17 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import sys
-import tempfile
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-
-import ansible_runner
 
 from flashfleet.bringup.arguments import check_role_arguments
 from flashfleet.bringup.contract import check_inventory
 from flashfleet.bringup.errors import BringupInputError
 from flashfleet.bringup.progress import PhaseProgress
 from flashfleet.bringup.project import DEFAULT_PROJECT, Project
-from flashfleet.runner import TOKEN_ENV, RunResult, _EventSink
+from flashfleet.runner import RunResult, run_playbook
 from flashfleet.timeline import write_timeline
 
 RUNS_ENV = "FLASHFLEET_RUNS_DIR"
@@ -138,44 +133,18 @@ def _execute(
     tags: str | None,
     progress: PhaseProgress,
 ) -> RunResult:
-    # Same as flashfleet.runner.run_playbook, with the project root as a parameter (see the
-    # module docstring there for why the artifacts live in a deleted private directory).
-    envvars = {
-        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-        "ANSIBLE_CONFIG": str(project.config),
-    }
-    if hf_token is not None:
-        envvars[TOKEN_ENV] = hf_token
-    sink = _EventSink(run_dir / "events.jsonl", None)
-
-    def on_event(event: dict[str, Any]) -> bool:
-        progress(event)
-        return sink(event)
-
-    private = Path(tempfile.mkdtemp(prefix="flashfleet-runner-"))
-    try:
-        runner = ansible_runner.run(
-            private_data_dir=str(private),
-            project_dir=str(project.playbooks),
-            roles_path=[str(project.roles)],
-            playbook=playbook,
-            inventory=dict(inventory),
-            extravars=dict(extravars),
-            envvars=envvars,
-            cmdline="--check" if check else None,
-            limit=limit,
-            tags=tags,
-            event_handler=on_event,
-            suppress_env_files=True,
-            quiet=True,
-        )
-        stats: dict[str, dict[str, int]] = runner.stats or {}
-        result = RunResult(str(runner.status), int(runner.rc), stats, run_dir, sink.failures)
-    finally:
-        sink.close()
-        shutil.rmtree(private, ignore_errors=True)
-    (run_dir / "summary.txt").write_text(result.summary() + "\n", encoding="utf-8")
-    return result
+    return run_playbook(
+        playbook,
+        inventory,
+        run_dir=run_dir,
+        extravars=extravars,
+        hf_token=hf_token,
+        check=check,
+        limit=limit,
+        tags=tags,
+        on_event=progress,
+        project_root=project.root,
+    )
 
 
 def unreachable_hosts(result: RunResult) -> list[str]:

@@ -125,16 +125,15 @@ class RunInputs:
 
 
 def _run(inputs: RunInputs) -> RunResult:
-    from flashfleet.bringup import handoff  # ansible imports only where a playbook runs
+    from flashfleet.bringup.isolated import run_isolated  # ansible runs in a child process
 
-    result = handoff.run(
+    result = run_isolated(
         inputs.playbook,
         inputs.inventory,
         project=inputs.project,
         runs_root=inputs.runs_root,
         extravars=inputs.extravars,
         hf_token=inputs.hf_token,
-        emit=_say,
     )
     _say(result.summary())
     if not result.ok:
@@ -178,18 +177,18 @@ class PlaybookRunProvider(ResourceProvider):
 
 def _teardown(inputs: RunInputs) -> None:
     from flashfleet.bringup import handoff
+    from flashfleet.bringup.isolated import run_isolated
 
     try:
         inputs.project.playbook(inputs.teardown_playbook)
     except FileNotFoundError as err:
         _warn(f"teardown skipped: {err}")
         return
-    result = handoff.run(
+    result = run_isolated(
         inputs.teardown_playbook,
         inputs.inventory,
         project=inputs.project,
         runs_root=inputs.runs_root,
-        emit=_say,
         checked=False,  # the inventory was checked when it was deployed; roles may have moved on
     )
     dark = handoff.unreachable_hosts(result)

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.metadata as metadata
 import re
 import sys
+from importlib import metadata
 
 
 def version_tuple(version: str) -> tuple[int, ...]:
@@ -44,8 +44,8 @@ def check(args: argparse.Namespace) -> list[str]:
     if tokenizers is None or version_tuple(tokenizers) < version_tuple(args.min_tokenizers):
         problems.append(f"tokenizers {tokenizers} installed, >={args.min_tokenizers} required")
     try:
-        getattr(importlib.import_module("transformers"), "Glm5NextProcessor")
-        print(f"ok: Glm5NextProcessor imports from transformers {transformers}")
+        processor = importlib.import_module("transformers").Glm5NextProcessor
+        print(f"ok: {processor.__name__} imports from transformers {transformers}")
     except (ImportError, AttributeError) as exc:
         problems.append(f"Glm5NextProcessor does not import from transformers {transformers}: {exc}")
     if not args.skip_torchcodec:

@@ -1,5 +1,6 @@
 #!/usr/bin/python3
 """Waits until every URL answers 200 (a server's /health): gates a unit on the ones it starts after."""
+
 import argparse
 import sys
 import time
