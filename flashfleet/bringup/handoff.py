@@ -108,43 +108,24 @@ def run(
     (run_dir / "run.json").write_text(json.dumps(record, indent=2) + "\n")
     with (run_dir / "progress.log").open("w", encoding="utf-8") as log:
         progress = PhaseProgress(emit, log)
-        result = _execute(
-            project, playbook, inventory, run_dir,
-            extravars=extravars, hf_token=hf_token, check=check, limit=limit, tags=tags, progress=progress,
-        )  # fmt: skip
+        result = run_playbook(
+            playbook,
+            inventory,
+            run_dir=run_dir,
+            extravars=extravars,
+            hf_token=hf_token,
+            check=check,
+            limit=limit,
+            tags=tags,
+            on_event=progress,
+            project_root=project.root,
+        )
         progress.finish()
         try:
             write_timeline(result.events_log)
         except Exception as err:  # a missing chart must never fail a bring-up
             progress.line(f"timeline not drawn: {err}")
     return result
-
-
-def _execute(
-    project: Project,
-    playbook: str,
-    inventory: Mapping[str, Any],
-    run_dir: Path,
-    *,
-    extravars: Mapping[str, Any],
-    hf_token: str | None,
-    check: bool,
-    limit: str | None,
-    tags: str | None,
-    progress: PhaseProgress,
-) -> RunResult:
-    return run_playbook(
-        playbook,
-        inventory,
-        run_dir=run_dir,
-        extravars=extravars,
-        hf_token=hf_token,
-        check=check,
-        limit=limit,
-        tags=tags,
-        on_event=progress,
-        project_root=project.root,
-    )
 
 
 def unreachable_hosts(result: RunResult) -> list[str]:
