@@ -27,6 +27,7 @@ class InstanceType:
     unknown: tuple[str, ...]
     secondary: tuple[str, ...]
     source: str
+    price_source: str | None = None  # where price_usd_per_hour comes from, when known
 
     @property
     def host_memory_gb(self) -> int | None:
@@ -59,6 +60,7 @@ def instance_catalog() -> dict[str, InstanceType]:
             unknown=tuple(raw["unknown"]),
             secondary=tuple(raw["secondary"]),
             source=raw["source"],
+            price_source=raw.get("price_source"),
         )
         for key in out[name].unknown:
             if raw.get(key) is not None:
