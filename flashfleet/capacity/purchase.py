@@ -112,6 +112,8 @@ def record(path: Path, purchase: Purchase) -> None:
         capacity = child_mapping(source, "capacity", path.name)
         capacity["kind"] = "block"
         capacity["reservationId"] = purchase.reservation_id
+        if "reservationId" in capacity.ca.items:  # the placeholder's comment no longer applies
+            capacity.yaml_add_eol_comment("bought with `flashfleet capacity buy`", "reservationId")
         bought = CommentedMap()
         bought["offeringId"] = purchase.offer.offering_id
         bought["availabilityZone"] = purchase.availability_zone
