@@ -135,15 +135,19 @@ def test_offers_cli_json(stacks: Path, ec2: Any, capsys: pytest.CaptureFixture[s
     assert code == 0
     [offer] = json.loads(out)["offers"]
     assert offer["offering_id"] == "cbo-00000000000000001"
-    assert offer["instance_type"] == GB300 and offer["instance_count"] == 1
-    assert offer["availability_zone"] == "us-east-2a" and offer["duration_hours"] == 48
-    assert offer["upfront_fee"] == 2400.0 and offer["price_per_gpu_hour"] == pytest.approx(12.5)
+    assert offer["instance_type"] == GB300
+    assert offer["instance_count"] == 1
+    assert offer["availability_zone"] == "us-east-2a"
+    assert offer["duration_hours"] == 48
+    assert offer["upfront_fee"] == 2400.0
+    assert offer["price_per_gpu_hour"] == pytest.approx(12.5)
     assert offer["end"] > offer["usable_until"] > offer["start"]
 
 
 def test_offers_for_an_on_demand_stack_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = _cli(capsys, "capacity", "offers", "h200-lowlat")
-    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1
     assert "capacity-block-stack" in err
 
 
@@ -173,7 +177,7 @@ def test_buy_refuses_above_max_price_checked_against_the_current_quote(
         {"CapacityBlockOfferings": [offering("cbo-00000000000000001", start=START, fee="2600.00")]},
         QUERY,
     )
-    code, out, err = _buy(stacks, capsys, "--max-price", "2500", "--yes")
+    code, _out, err = _buy(stacks, capsys, "--max-price", "2500", "--yes")
     assert code == 2
     assert err.strip().splitlines() == [
         "flashfleet capacity: --max-price 2500.00: cbo-00000000000000001 costs 2600.00 USD now; "
@@ -187,7 +191,8 @@ def test_buy_an_offering_no_longer_offered_is_refused(
 ) -> None:
     ec2.add_response("describe_capacity_block_offerings", {"CapacityBlockOfferings": []}, QUERY)
     code, _, err = _buy(stacks, capsys, "--yes")
-    assert code == 2 and "[rule: offering-gone]" in err
+    assert code == 2
+    assert "[rule: offering-gone]" in err
 
 
 def test_buy_without_a_terminal_needs_yes(
@@ -200,8 +205,10 @@ def test_buy_without_a_terminal_needs_yes(
         QUERY,
     )
     code, out, err = _buy(stacks, capsys)
-    assert code == 2 and "[rule: confirm]" in err
-    assert "cannot be cancelled" in out and "`pulumi destroy` cannot remove it" in out
+    assert code == 2
+    assert "[rule: confirm]" in err
+    assert "cannot be cancelled" in out
+    assert "`pulumi destroy` cannot remove it" in out
 
 
 def test_buy_writes_the_block_into_the_stack_file_keeping_comments(
@@ -227,7 +234,8 @@ def test_buy_writes_the_block_into_the_stack_file_keeping_comments(
     )
     code, out, err = _buy(stacks, capsys, "--max-price", "2500", "--yes")
     assert code == 0, err
-    assert "cannot be cancelled" in out and f"bought {RID}" in out
+    assert "cannot be cancelled" in out
+    assert f"bought {RID}" in out
     text = path.read_text()
     # Every comment line of the file survives the edit.
     kept = [ln.strip() for ln in before.splitlines() if ln.strip().startswith("#")]
@@ -235,22 +243,24 @@ def test_buy_writes_the_block_into_the_stack_file_keeping_comments(
     assert "# the node ends itself 30 min before the block ends" in text
     assert "cr-00000000000000000" not in text
     [id_line] = [ln for ln in text.splitlines() if "reservationId:" in ln]
-    assert "placeholder" not in id_line and "flashfleet capacity buy" in id_line
+    assert "placeholder" not in id_line
+    assert "flashfleet capacity buy" in id_line
     spec = yaml.safe_load(text)["config"]["flashfleet:stack"]
     cap = spec["nodes"]["source"]["capacity"]
     assert cap["reservationId"] == RID
     assert spec["nodes"]["source"]["network"]["availabilityZone"] == "us-east-2b"  # moved to the block
     bought = cap["purchased"]
-    assert bought["availabilityZone"] == "us-east-2b" and bought["instanceCount"] == 1
+    assert bought["availabilityZone"] == "us-east-2b"
+    assert bought["instanceCount"] == 1
     assert bought["upfrontPriceUsd"] == 2400.0
-    assert "cbo-00000000000000001" in bought["priceSource"] and RID in bought["priceSource"]
+    assert "cbo-00000000000000001" in bought["priceSource"]
+    assert RID in bought["priceSource"]
     # The file still validates, and the block's price is now the stack's sourced price.
     b = load_stack("gb300-lowlat", stacks)
     assert not b.needs_capacity_purchase
     assert b.hourly_cost_usd == pytest.approx(2400 / 48)
-    assert b.price_source is not None and b.price_source.startswith(
-        "Capacity Block purchase: EC2 PurchaseCapacityBlock"
-    )
+    assert b.price_source is not None
+    assert b.price_source.startswith("Capacity Block purchase: EC2 PurchaseCapacityBlock")
     plan = plan_data(b)
     assert plan["capacity"]["window"]["end"] == bought["end"]
     assert plan["capacity"]["window"]["nodes_until"] < bought["end"]
@@ -267,4 +277,6 @@ def test_a_second_buy_while_the_block_lasts_is_refused(
     )
     assert _buy(stacks, capsys, "--yes")[0] == 0
     code, _, err = _buy(stacks, capsys, "--yes")
-    assert code == 2 and "[rule: block-held]" in err and RID in err
+    assert code == 2
+    assert "[rule: block-held]" in err
+    assert RID in err

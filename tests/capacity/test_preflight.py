@@ -65,7 +65,8 @@ def test_placeholder_is_an_error_before_any_resource_and_any_aws_call(ec2: Stubb
     # No response queued: a call to EC2 would fail the test.
     line = refused("gb300-lowlat", catalog_spec("gb300-lowlat"))
     assert line.startswith("capacity reservation cr-00000000000000000: is the placeholder")
-    assert "flashfleet capacity buy gb300-lowlat" in line and line.endswith("[rule: capacity-placeholder]")
+    assert "flashfleet capacity buy gb300-lowlat" in line
+    assert line.endswith("[rule: capacity-placeholder]")
 
 
 def test_scheduled_block_says_when_it_starts(ec2: Stubber) -> None:
@@ -73,14 +74,16 @@ def test_scheduled_block_says_when_it_starts(ec2: Stubber) -> None:
     describe(ec2, reservation(state="scheduled", start=start))
     line = refused("gb300-lowlat", block_spec())
     assert line.startswith(f"capacity reservation {RID}: is scheduled: starts {start:%Y-%m-%dT%H:%M:%SZ}")
-    assert "--wait" in line and line.endswith("[rule: capacity-scheduled]")
+    assert "--wait" in line
+    assert line.endswith("[rule: capacity-scheduled]")
 
 
 def test_expired_block_is_refused_with_its_date(ec2: Stubber) -> None:
     start = datetime(2026, 11, 1, 11, 30, tzinfo=UTC)
     describe(ec2, reservation(state="expired", start=start, hours=48))
     line = refused("gb300-lowlat", block_spec())
-    assert "expired: it ended 2026-11-03T11:30:00Z" in line and line.endswith("[rule: capacity-expired]")
+    assert "expired: it ended 2026-11-03T11:30:00Z" in line
+    assert line.endswith("[rule: capacity-expired]")
 
 
 def test_active_block_inside_its_last_30_minutes_counts_as_expired(ec2: Stubber) -> None:
@@ -141,7 +144,8 @@ def test_on_demand_reservation_gets_the_same_check(ec2: Stubber) -> None:
     spec = odcr_spec()
     zone = spec["nodes"]["source"]["network"]["availabilityZone"]
     line = refused("h200-lowlat", spec)
-    assert line.endswith("[rule: capacity-zone]") and f"subnet is in {zone}" in line
+    assert line.endswith("[rule: capacity-zone]")
+    assert f"subnet is in {zone}" in line
 
 
 def test_active_block_deploys_and_the_deadline_stays_inside_the_block(ec2: Stubber) -> None:
@@ -195,7 +199,8 @@ def test_wait_sleeps_until_the_block_starts_then_passes() -> None:
     said: list[str] = []
     with stub:
         r = preflight.check_or_wait(ec2, b, wait=True, clock=lambda: clock[0], sleep=sleep, say=said.append)
-    assert r is not None and r.state == "active"
+    assert r is not None
+    assert r.state == "active"
     assert slept == [3 * 3600, 60]  # to the start, then a poll until EC2 reports it active
     assert "waiting" in said[0]
     stub.assert_no_pending_responses()
@@ -211,7 +216,8 @@ def test_flashfleet_up_refuses_with_exit_2_before_pulumi(
     assert load_stack("gb300-lowlat").needs_capacity_purchase
     assert main(["up", "gb300-lowlat"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("flashfleet up: stack gb300-lowlat: capacity reservation cr-")
+    assert len(err) == 1
+    assert err[0].startswith("flashfleet up: stack gb300-lowlat: capacity reservation cr-")
     assert err[0].endswith("[rule: capacity-placeholder]")
 
 
@@ -227,9 +233,8 @@ def test_flashfleet_up_says_when_a_scheduled_block_starts(
     describe(ec2, reservation(state="scheduled", start=start))
     assert main(["up", "gb300-lowlat"]) == 2
     [line] = capsys.readouterr().err.strip().splitlines()
-    assert f"is scheduled: starts {start:%Y-%m-%dT%H:%M:%SZ}" in line and line.endswith(
-        "[rule: capacity-scheduled]"
-    )
+    assert f"is scheduled: starts {start:%Y-%m-%dT%H:%M:%SZ}" in line
+    assert line.endswith("[rule: capacity-scheduled]")
 
 
 def test_plan_and_validate_mark_a_stack_that_needs_a_block(capsys: pytest.CaptureFixture[str]) -> None:
