@@ -13,6 +13,7 @@ import pytest
 import yaml
 from ec2_api import GB300, RID, client, offering, reservation
 
+from flashfleet.bringup.node_facts import from_bringup
 from flashfleet.capacity.offers import OfferError, OfferQuery, check_hours, fitting
 from flashfleet.cli import main
 from flashfleet.stack import DEFAULT_STACKS_DIR, load_stack
@@ -261,6 +262,8 @@ def test_buy_writes_the_block_into_the_stack_file_keeping_comments(
     assert b.hourly_cost_usd == pytest.approx(2400 / 48)
     assert b.price_source is not None
     assert b.price_source.startswith("Capacity Block purchase: EC2 PurchaseCapacityBlock")
+    # ... and what a benchmark's cost figures are computed from.
+    assert from_bringup(b).hourly_usd_per_node == pytest.approx(2400 / 48)
     plan = plan_data(b)
     assert plan["capacity"]["window"]["end"] == bought["end"]
     assert plan["capacity"]["window"]["nodes_until"] < bought["end"]
