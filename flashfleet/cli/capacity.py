@@ -108,7 +108,8 @@ def _context(args: argparse.Namespace) -> _Target:
         hours=args.hours,
         start_after=args.start_after,
         end_before=args.end_before,
-        ultraserver_type=args.ultraserver_type,
+        # The catalog's UltraServer type when the instance type is sold only that way.
+        ultraserver_type=args.ultraserver_type or b.instance.ultraserver_type,
         ultraserver_count=args.ultraserver_count,
     )
     # A new network follows the block's zone (buy moves it); an existing subnet pins the zone.

@@ -246,3 +246,28 @@ def test_plan_and_validate_mark_a_stack_that_needs_a_block(capsys: pytest.Captur
     assert "  capacity Capacity Block: NONE YET (placeholder cr-00000000000000000); pulumi up refuses" in (
         capsys.readouterr().out
     )
+
+
+def test_an_existing_subnet_gives_the_zone_the_reservation_must_be_in() -> None:
+    spec = odcr_spec()
+    spec["nodes"]["source"]["network"] = {
+        "kind": "existing",
+        "vpcId": "vpc-0123456789abcdef0",
+        "subnetId": "subnet-0123456789abcdef0",
+    }
+    b = resolve_spec("h200-lowlat", parse_spec("h200-lowlat", spec), region="us-east-2", has_hf_token=True)
+    ec2, stub = client()
+    stub.add_response(
+        "describe_subnets",
+        {"Subnets": [{"SubnetId": "subnet-0123456789abcdef0", "AvailabilityZone": "us-east-2b"}]},
+        {"SubnetIds": ["subnet-0123456789abcdef0"]},
+    )
+    stub.add_response(
+        "describe_capacity_reservations",
+        {"CapacityReservations": [reservation(kind="default", itype="p5en.48xlarge", zone="us-east-2a")]},
+        {"CapacityReservationIds": [RID]},
+    )
+    with stub, pytest.raises(preflight.CapacityRefused) as info:
+        preflight.check(ec2, b, NOW)
+    assert info.value.rule == "capacity-zone"
+    assert "subnet is in us-east-2b" in str(info.value)
