@@ -145,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _offers(args: argparse.Namespace, ec2: Any, t: _Target) -> int:
-    from flashfleet.capacity.offers import fitting
+    from flashfleet.capacity.offers import fitting, iso
 
     b, query, zone = t.b, t.query, t.zone
     offers = fitting(ec2, query, t.gpus, zone)
@@ -169,7 +169,11 @@ def _offers(args: argparse.Namespace, ec2: Any, t: _Target) -> int:
             f"{o.to_dict()['start']:20} {o.to_dict()['end']:20} {o.availability_zone:12} "
             f"{o.upfront_fee:>8.2f} {o.currency:3} {per:>8}"
         )
-    print(f"buy one: flashfleet capacity buy {b.stack} --offering ID --hours {query.hours} [--max-price USD]")
+    # buy searches again with the same terms: EC2 has no lookup by offering id.
+    same = f"--hours {query.hours}"
+    same += f" --start-after {iso(query.start_after)}" if query.start_after else ""
+    same += f" --end-before {iso(query.end_before)}" if query.end_before else ""
+    print(f"buy one: flashfleet capacity buy {b.stack} --offering ID {same} [--max-price USD]")
     return 0
 
 
