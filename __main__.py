@@ -11,7 +11,7 @@ import pulumi
 
 from flashfleet.capacity import preflight
 from flashfleet.components.program import deploy
-from flashfleet.stack import parse_spec, resolve_spec
+from flashfleet.planning import parse_spec, resolve_spec
 
 config = pulumi.Config("flashfleet")
 stack = pulumi.get_stack()

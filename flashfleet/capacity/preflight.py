@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from flashfleet.capacity.offers import iso
-from flashfleet.stack import Bringup
+from flashfleet.planning import StackPlan
 from flashfleet.stack.capacity import PLACEHOLDER_RESERVATION, block, reservation_id, usable_until
 from flashfleet.stack.errors import STACK_KEY
 from flashfleet.stack.spec import AwsSource, NewNetwork
@@ -88,7 +88,7 @@ class Reservation:
         return usable_until(self.end) if self.reservation_type == "capacity-block" else self.end
 
 
-def need(b: Bringup) -> Need | None:
+def need(b: StackPlan) -> Need | None:
     """The stack's capacity need, or None when it runs on-demand or off AWS."""
     rid = reservation_id(b.spec)
     src = b.spec.nodes.source
@@ -166,7 +166,7 @@ def _span(delta: timedelta) -> str:
     return (f"{days}d " if days else "") + f"{rest // 60}h {rest % 60:02d}m"
 
 
-def check(ec2: Any, b: Bringup, now: datetime) -> Reservation | None:
+def check(ec2: Any, b: StackPlan, now: datetime) -> Reservation | None:
     """The live reservation the stack may launch into now (None: the stack needs none)."""
     n = need(b)
     if n is None:
@@ -187,7 +187,7 @@ def check(ec2: Any, b: Bringup, now: datetime) -> Reservation | None:
 
 def check_or_wait(
     ec2: Any,
-    b: Bringup,
+    b: StackPlan,
     *,
     wait: bool,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
@@ -207,13 +207,13 @@ def check_or_wait(
             sleep(pause.total_seconds())
 
 
-def wait_requested(b: Bringup) -> bool:
+def wait_requested(b: StackPlan) -> bool:
     blk = block(b.spec)
     return bool(blk and blk.wait_for_start)
 
 
 def run(
-    b: Bringup,
+    b: StackPlan,
     *,
     wait: bool | None = None,
     client: Callable[[str | None], Any] | None = None,

@@ -75,7 +75,7 @@ def _no_subcommand(args: argparse.Namespace) -> int:
 
 @dataclass
 class _Target:
-    b: Any  # the stack's Bringup
+    b: Any  # the stack's StackPlan
     query: Any  # OfferQuery
     gpus: int  # per instance
     zone: str | None  # the zone the stack is bound to (an existing subnet's), or None
@@ -83,7 +83,8 @@ class _Target:
 
 def _context(args: argparse.Namespace) -> _Target:
     from flashfleet.capacity.offers import OfferError, OfferQuery, check_hours
-    from flashfleet.stack import DEFAULT_STACKS_DIR, AwsSource, StackError, load_stack
+    from flashfleet.planning import load_stack
+    from flashfleet.stack import DEFAULT_STACKS_DIR, AwsSource, StackError
     from flashfleet.stack.capacity import block
     from flashfleet.stack.spec import NewNetwork
 
@@ -186,7 +187,8 @@ def _confirm(prompt: str) -> bool:
 def _buy(args: argparse.Namespace, ec2: Any, t: _Target) -> int:
     from flashfleet.capacity import purchase
     from flashfleet.capacity.offers import OfferError, iso
-    from flashfleet.stack import DEFAULT_STACKS_DIR, StackError, load_stack
+    from flashfleet.planning import load_stack
+    from flashfleet.stack import DEFAULT_STACKS_DIR, StackError
     from flashfleet.stack.capacity import block, usable_until
     from flashfleet.stack.files import stack_path
 

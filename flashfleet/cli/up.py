@@ -24,7 +24,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def preflight(stack: str, wait: bool) -> None:
     """The stack's capacity must be usable before Pulumi starts (the program checks it again)."""
-    from flashfleet.stack import DEFAULT_STACKS_DIR, StackError, load_stack
+    from flashfleet.planning import load_stack
+    from flashfleet.stack import DEFAULT_STACKS_DIR, StackError
     from flashfleet.stack.capacity import reservation_id
     from flashfleet.stack.files import stack_path
 

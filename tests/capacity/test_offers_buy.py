@@ -13,11 +13,12 @@ import pytest
 import yaml
 from ec2_api import GB300, RID, client, offering, reservation
 
-from flashfleet.bringup.node_facts import from_bringup
+from flashfleet.bench.node_facts import from_bringup
 from flashfleet.capacity.offers import OfferError, OfferQuery, check_hours, fitting
 from flashfleet.cli import main
-from flashfleet.stack import DEFAULT_STACKS_DIR, load_stack
-from flashfleet.stack.plan import plan_data
+from flashfleet.planning import load_stack
+from flashfleet.planning.summary import plan_data
+from flashfleet.stack import DEFAULT_STACKS_DIR
 
 START = (datetime.now(UTC) + timedelta(days=2)).replace(hour=11, minute=30, second=0, microsecond=0)
 QUERY = {"CapacityDurationHours": 48, "InstanceType": GB300, "InstanceCount": 1}

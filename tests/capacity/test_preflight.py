@@ -16,7 +16,8 @@ from test_pulumi_main import catalog_spec, run_main
 
 from flashfleet.capacity import preflight
 from flashfleet.cli import main
-from flashfleet.stack import DEFAULT_STACKS_DIR, load_stack, parse_spec, resolve_spec
+from flashfleet.planning import load_stack, parse_spec, resolve_spec
+from flashfleet.stack import DEFAULT_STACKS_DIR
 
 LIVE = datetime.now(UTC)
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from flashfleet.components.kubernetes_spec import KubernetesSource
 from flashfleet.k8s import KubernetesPlan
 from flashfleet.k8s import mooncake as k8s_mooncake
 from flashfleet.launch import ContainerLaunch
-from flashfleet.stack import capacity, checks
-from flashfleet.stack.bringup import SSH_PORT, Bringup
+from flashfleet.planning import checks
+from flashfleet.planning.resolve import SSH_PORT, StackPlan
+from flashfleet.stack import capacity
+from flashfleet.stack.kubernetes import KubernetesSource
 from flashfleet.stack.spec import AwsSource, ExistingSource
 
 _POD_KINDS = {"Deployment", "StatefulSet", "LeaderWorkerSet", "Job"}
@@ -29,14 +30,14 @@ def ttl_text(seconds: float) -> str:
     return f"{minutes}m"
 
 
-def plan_addresses(b: Bringup) -> tuple[list[str], list[str]]:
+def plan_addresses(b: StackPlan) -> tuple[list[str], list[str]]:
     """(SSH addresses, private addresses) as far as they are known offline."""
     ssh = [n.address or f"node-{n.index}" for n in b.nodes]
     private = [n.private_address or f"node-{n.index}" for n in b.nodes]
     return ssh, private
 
 
-def source_summary(b: Bringup) -> dict[str, Any]:
+def source_summary(b: StackPlan) -> dict[str, Any]:
     src = b.spec.nodes.source
     if isinstance(src, ExistingSource):
         return {"kind": "existing", "hosts": [h.address for h in src.hosts]}
@@ -69,7 +70,7 @@ def _iso(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def capacity_summary(b: Bringup) -> dict[str, Any] | None:
+def capacity_summary(b: StackPlan) -> dict[str, Any] | None:
     """The reservation or block the nodes land in, and a bought block's window (None: on-demand)."""
     rid = capacity.reservation_id(b.spec)
     if rid is None:
@@ -137,7 +138,7 @@ def kubernetes_workloads(plan: KubernetesPlan) -> list[dict[str, Any]]:
     return out
 
 
-def kubernetes_summary(b: Bringup, plan: KubernetesPlan) -> dict[str, Any]:
+def kubernetes_summary(b: StackPlan, plan: KubernetesPlan) -> dict[str, Any]:
     src = b.spec.nodes.source
     assert isinstance(src, KubernetesSource)
     return {
@@ -165,7 +166,7 @@ def _pod_process(launch: ContainerLaunch) -> dict[str, Any]:
     return {k: full[k] for k in keys}
 
 
-def _kubernetes_parts(b: Bringup) -> dict[str, Any]:
+def _kubernetes_parts(b: StackPlan) -> dict[str, Any]:
     plan = checks.kubernetes_plan(b.stack, b.spec)
     src = b.spec.nodes.source
     assert isinstance(src, KubernetesSource)
@@ -197,7 +198,7 @@ def _kubernetes_parts(b: Bringup) -> dict[str, Any]:
     }
 
 
-def _host_parts(b: Bringup) -> dict[str, Any]:
+def _host_parts(b: StackPlan) -> dict[str, Any]:
     ssh, private = plan_addresses(b)
     launches = b.launches_by_node(private)
     return {
@@ -210,7 +211,7 @@ def _host_parts(b: Bringup) -> dict[str, Any]:
     }
 
 
-def plan_data(b: Bringup) -> dict[str, Any]:
+def plan_data(b: StackPlan) -> dict[str, Any]:
     kube = isinstance(b.spec.nodes.source, KubernetesSource)
     parts = _kubernetes_parts(b) if kube else _host_parts(b)
     recipe = parts["recipe"]
