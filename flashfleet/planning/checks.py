@@ -71,7 +71,7 @@ def effective_instance(source: AwsSource, hardware: str) -> tuple[InstanceType |
     o = source.instance
     price, price_source = base.price_usd_per_hour, base.price_source
     if o.price_usd_per_hour is not None:
-        price, price_source = o.price_usd_per_hour, "stack file (nodes.source.instance.priceUsdPerHour)"
+        price, price_source = o.price_usd_per_hour, "the stack file (nodes.source.instance.priceUsdPerHour)"
     bought = source.capacity.purchased if isinstance(source.capacity, CapacityBlock) else None
     if bought is not None:
         # The block is paid up front: its price per instance-hour is what the nodes cost.
