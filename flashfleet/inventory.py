@@ -49,6 +49,9 @@ def host_vars(
     if spec.teardown is not None:
         # Only a stack with a teardown section says; without it teardown.yml keeps the caches.
         hvars["flashfleet_keep_caches"] = spec.teardown.keep_caches
+    if spec.weights.prestaged:
+        # The checkpoint is already in the cache directory: prepare.yml downloads nothing.
+        hvars["flashfleet_weights_prestaged"] = True
     return hvars
 
 

@@ -38,6 +38,7 @@ _FACTS: dict[str, tuple[tuple[type, ...], bool]] = {
     "flashfleet_mooncake_layout": ((dict,), False),
     # missing: keep (teardown.yml's default); false deletes the weight cache on teardown
     "flashfleet_keep_caches": ((bool,), False),
+    "flashfleet_weights_prestaged": ((bool,), False),
 }
 _SECRET_NAME = re.compile(r"token|secret|passw", re.IGNORECASE)
 _HF_TOKEN_VALUE = re.compile(r"\bhf_[A-Za-z0-9]{20,}")
