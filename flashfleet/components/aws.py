@@ -12,13 +12,23 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_aws as aws
 
-from flashfleet.components.tags import ROLE_TAG, STACK_TAG, base_tags
+from flashfleet.components.tags import ROLE_TAG, base_tags, static_tags
 from flashfleet.components.ttl_guard import user_data_base64
 from flashfleet.stack import Bringup
 from flashfleet.stack.bringup import SSH_PORT
 from flashfleet.stack.spec import AwsSource, NewNetwork
 
-SSM_POLICY_ARN = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
+# Session Manager (a shell without opening SSH) and nothing else. AWS's managed
+# AmazonSSMManagedInstanceCore would also let anything on the node (host-network containers
+# included) read every SSM parameter of the account (ssm:GetParameter* on *) and fetch Run
+# Command documents; these are the actions AWS lists for a Session-Manager-only instance role.
+SESSION_MANAGER_ACTIONS = (
+    "ssm:UpdateInstanceInformation",
+    "ssmmessages:CreateControlChannel",
+    "ssmmessages:CreateDataChannel",
+    "ssmmessages:OpenControlChannel",
+    "ssmmessages:OpenDataChannel",
+)
 DLAMI_PARAMETER = "/aws/service/deeplearning/ami/{arch}/base-oss-nvidia-driver-gpu-{os}/latest/ami-id"
 ROOT_DEVICE = "/dev/sda1"  # Ubuntu AMIs
 
@@ -97,7 +107,10 @@ class AwsNodes(pulumi.ComponentResource):
             metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
                 http_endpoint="enabled",
                 http_tokens="required",  # IMDSv2 only
-                http_put_response_hop_limit=2,  # containers on the node can reach IMDS
+                # 1: a container on a bridge network cannot reach IMDS (nothing in one needs
+                # it). The serving containers use the host network and still can: what they
+                # could get with the node's credentials is bounded by the instance role.
+                http_put_response_hop_limit=1,
                 instance_metadata_tags="enabled",  # the TTL guard reads its own tag
             ),
             block_device_mappings=[
@@ -131,10 +144,10 @@ class AwsNodes(pulumi.ComponentResource):
                 )
             ),
             instance_initiated_shutdown_behavior="terminate",  # the TTL guard's shutdown ends billing
-            user_data=user_data_base64(),
+            user_data=user_data_base64(int(b.spec.ttl.total_seconds())),
             # Static tags only: a changing deadline here would make a new template version.
             tag_specifications=[
-                aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags={STACK_TAG: b.stack})
+                aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=static_tags(b.stack))
                 for kind in ("instance", "volume")
             ],
             tags=self._tags("template"),
@@ -282,6 +295,17 @@ class AwsNodes(pulumi.ComponentResource):
             tags=self._tags("role"),
             opts=child,
         )
-        # Session Manager: a shell without opening SSH to the internet.
-        aws.iam.RolePolicyAttachment(f"{n}-role-ssm", role=role.name, policy_arn=SSM_POLICY_ARN, opts=child)
+        aws.iam.RolePolicy(
+            f"{n}-role-session-manager",
+            role=role.id,
+            policy=json.dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {"Effect": "Allow", "Action": list(SESSION_MANAGER_ACTIONS), "Resource": "*"}
+                    ],
+                }
+            ),
+            opts=child,
+        )
         return aws.iam.InstanceProfile(f"{n}-profile", role=role.name, tags=self._tags("profile"), opts=child)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 from collections import Counter
 
 import pytest
@@ -18,7 +19,7 @@ INSTANCE = "aws:ec2/instance:Instance"
 INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 EGRESS = "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"
 TAGGABLE_SKIP = {
-    "aws:iam/rolePolicyAttachment:RolePolicyAttachment",
+    "aws:iam/rolePolicy:RolePolicy",
     "aws:ec2/routeTableAssociation:RouteTableAssociation",
 }
 # The playbook run is a dynamic resource on the controller, not a cloud resource: no tags.
@@ -135,8 +136,21 @@ def test_imdsv2_encryption_and_instance_profile(stack: str) -> None:
     assert root["ebs"]["encrypted"] == "true"
     assert int(root["ebs"]["volumeSize"]) == r.bringup.root_volume_gib >= 306  # 328 GB of weights
     assert lt["iamInstanceProfile"]["arn"].endswith(f"{stack}-profile")
-    attach = r.mocks.one("aws:iam/rolePolicyAttachment:RolePolicyAttachment").inputs
-    assert attach["policyArn"] == "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
+    # Least privilege: Session Manager's own actions inline, no managed policy (issue 14:
+    # AmazonSSMManagedInstanceCore granted ssm:GetParameter* on *), IMDS one hop away.
+    assert r.mocks.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment") == []
+    policy = json.loads(r.mocks.one("aws:iam/rolePolicy:RolePolicy").inputs["policy"])
+    (statement,) = policy["Statement"]
+    assert statement["Effect"] == "Allow"
+    assert set(statement["Action"]) == {
+        "ssm:UpdateInstanceInformation",
+        "ssmmessages:CreateControlChannel",
+        "ssmmessages:CreateDataChannel",
+        "ssmmessages:OpenControlChannel",
+        "ssmmessages:OpenDataChannel",
+    }
+    assert not any(a.startswith("ssm:Get") or "*" in a for a in statement["Action"])
+    assert int(lt["metadataOptions"]["httpPutResponseHopLimit"]) == 1
     assert "ec2.amazonaws.com" in r.mocks.one("aws:iam/role:Role").inputs["assumeRolePolicy"]
     assert "keyName" not in lt  # no key pair unless the stack names one
 
@@ -155,9 +169,11 @@ def test_tags_and_deadline(stack: str) -> None:
         if res.custom and res.typ not in TAGGABLE_SKIP and res.typ != PLAYBOOK_RUN:
             assert res.inputs["tags"]["flashfleet:stack"] == stack, res.name
             assert res.inputs["tags"][EXPIRES_TAG] == deadline, res.name
+            assert res.inputs["tags"]["flashfleet:managed-by"] == "flashfleet", res.name
     # The launch template's tags for new instances stay static (no new version per `up`).
     for spec in r.mocks.one(LT).inputs["tagSpecifications"]:
         assert EXPIRES_TAG not in spec["tags"]
+        assert spec["tags"] == {"flashfleet:managed-by": "flashfleet", "flashfleet:stack": stack}
 
 
 def test_ttl_tag_is_iso_utc_eight_hours_on() -> None:
@@ -169,11 +185,15 @@ def test_ttl_guard_terminates_the_node_itself(stack: str) -> None:
     lt = program(stack).mocks.one(LT).inputs
     assert lt["instanceInitiatedShutdownBehavior"] == "terminate"
     script = base64.b64decode(lt["userData"]).decode()
-    assert "meta-data/tags/instance/flashfleet:expires-at" in script
+    assert "/latest/meta-data/tags/instance/{EXPIRES_TAG}" in script
+    assert "EXPIRES_TAG = 'flashfleet:expires-at'" in script  # rendered from components.tags
+    assert len(script.encode()) <= 16384  # EC2's user-data limit (before base64)
     assert "X-aws-ec2-metadata-token" in script  # IMDSv2
     assert "shutdown -h now" in script
     assert "systemctl enable --now flashfleet-ttl-guard.timer" in script
     assert "OnUnitActiveSec=5min" in script
+    # the fallback deadline (launch + ttl) when no tag is ever readable
+    assert f"echo {int(program(stack).bringup.spec.ttl.total_seconds())} > /var/lib/flashfleet/ttl-seconds" in script
 
 
 @pytest.mark.parametrize("stack", AWS_STACKS)
