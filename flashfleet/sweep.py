@@ -242,7 +242,14 @@ def find(
         t = res.tags
         out.append(
             Finding(
-                res.kind, res.id, t.get(STACK_TAG), t.get(ROLE_TAG), t.get(EXPIRES_TAG), stale, reason, res.detail
+                res.kind,
+                res.id,
+                t.get(STACK_TAG),
+                t.get(ROLE_TAG),
+                t.get(EXPIRES_TAG),
+                stale,
+                reason,
+                res.detail,
             )
         )
     return sorted(out, key=lambda f: (KINDS.index(f.kind), f.id))
@@ -267,7 +274,9 @@ class Usage:
     @classmethod
     def now(cls, ec2: Any) -> Usage:
         u = cls()
+        live: set[str] = set()
         for inst in _instances(ec2, LIVE_INSTANCE_STATES):
+            live.add(inst["InstanceId"])
             u.security_groups |= {g["GroupId"] for g in inst.get("SecurityGroups", [])}
             u.subnets |= {inst["SubnetId"]} if inst.get("SubnetId") else set()
             u.vpcs |= {inst["VpcId"]} if inst.get("VpcId") else set()
@@ -279,12 +288,21 @@ class Usage:
                 u.profiles.add(profile)
             if template := _tags(inst.get("Tags")).get("aws:ec2launchtemplate:id"):
                 u.launch_templates.add(template)
+        enis: set[str] = set()
         for eni in _pages(ec2, "describe_network_interfaces", "NetworkInterfaces"):
+            owner = eni.get("Attachment", {}).get("InstanceId")
+            if owner is not None and owner not in live:
+                continue  # the interface of a terminated instance, on its way out
+            enis.add(eni["NetworkInterfaceId"])
             u.security_groups |= {g["GroupId"] for g in eni.get("Groups", [])}
             u.subnets |= {eni["SubnetId"]} if eni.get("SubnetId") else set()
             u.vpcs |= {eni["VpcId"]} if eni.get("VpcId") else set()
-        # read again: terminating an instance disassociates its address
-        u.addresses = {a["AllocationId"] for a in ec2.describe_addresses()["Addresses"] if a.get("AssociationId")}
+        # read again: terminating an instance releases its address's association
+        for a in ec2.describe_addresses()["Addresses"]:
+            if a.get("InstanceId") in live or (
+                not a.get("InstanceId") and a.get("NetworkInterfaceId") in enis
+            ):
+                u.addresses.add(a["AllocationId"])
         return u
 
     def user_of(self, f: Finding, profiles_by_role: Mapping[str, set[str]]) -> str | None:
@@ -292,9 +310,13 @@ class Usage:
         d = f.detail
         checks: dict[str, Callable[[], str | None]] = {
             "elastic-ip": lambda: "associated with a live interface" if f.id in self.addresses else None,
-            "launch-template": lambda: "a live instance was launched from it" if f.id in self.launch_templates else None,
+            "launch-template": lambda: (
+                "a live instance was launched from it" if f.id in self.launch_templates else None
+            ),
             "placement-group": lambda: "a live instance is in it" if f.id in self.placement_groups else None,
-            "security-group": lambda: "a live instance or interface uses it" if f.id in self.security_groups else None,
+            "security-group": lambda: (
+                "a live instance or interface uses it" if f.id in self.security_groups else None
+            ),
             "key-pair": lambda: "a live instance uses it" if f.id in self.key_pairs else None,
             "route-table": lambda: self._vpc_user(d.get("VpcId")),
             "internet-gateway": lambda: next(
@@ -322,6 +344,8 @@ class Usage:
 def _delete_one(clients: Clients, f: Finding) -> None:
     ec2, d = clients.ec2, f.detail
     if f.kind == "elastic-ip":
+        if d.get("AssociationId"):  # left on an instance that is gone
+            ec2.disassociate_address(AssociationId=d["AssociationId"])
         ec2.release_address(AllocationId=f.id)
     elif f.kind == "launch-template":
         ec2.delete_launch_template(LaunchTemplateId=f.id)
@@ -363,7 +387,9 @@ def _delete_role(iam: Any, name: str) -> None:
     for policy in _pages(iam, "list_role_policies", "PolicyNames", RoleName=name):
         iam.delete_role_policy(RoleName=name, PolicyName=policy)
     for profile in _pages(iam, "list_instance_profiles_for_role", "InstanceProfiles", RoleName=name):
-        iam.remove_role_from_instance_profile(InstanceProfileName=profile["InstanceProfileName"], RoleName=name)
+        iam.remove_role_from_instance_profile(
+            InstanceProfileName=profile["InstanceProfileName"], RoleName=name
+        )
     iam.delete_role(RoleName=name)
 
 

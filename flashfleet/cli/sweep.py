@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from flashfleet.cli.common import UsageError, add_format, print_json
 from flashfleet.sweep import KINDS  # standard library only; boto3 loads when a sweep runs
 
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "sweep",
@@ -97,7 +98,9 @@ def run(args: argparse.Namespace) -> int:
         if args.yes:
             print(f"deleted {len(deleted)} of {stale} stale resources")
     for d in failed:
-        print(f"flashfleet sweep: could not delete {d.finding.kind} {d.finding.id}: {d.error}", file=sys.stderr)
+        print(
+            f"flashfleet sweep: could not delete {d.finding.kind} {d.finding.id}: {d.error}", file=sys.stderr
+        )
     for kind, error in unlisted.items():
         print(
             f"flashfleet sweep: error: could not list {kind}s, not swept: {error} "

@@ -21,7 +21,7 @@ This file is rendered into the user data by ``flashfleet.components.ttl_guard``;
 constants between the markers are replaced there with the values from ``components.tags``.
 """
 
-from __future__ import annotations
+from __future__ import annotations  # Ubuntu 22.04 nodes run Python 3.10
 
 import argparse
 import json
@@ -53,23 +53,24 @@ def parse(text: str) -> float | None:
     if not re.match(EXPIRY_PATTERN, text):
         return None
     try:
-        return datetime.strptime(text, EXPIRY_FORMAT).replace(tzinfo=timezone.utc).timestamp()
+        return datetime.strptime(text, EXPIRY_FORMAT).replace(tzinfo=timezone.utc).timestamp()  # noqa: UP017 (3.10 nodes)
     except ValueError:  # 2026-02-30T...
         return None
 
 
 def fmt(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, timezone.utc).strftime(EXPIRY_FORMAT)
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime(EXPIRY_FORMAT)  # noqa: UP017 (3.10 nodes)
 
 
 class Imds:
     def __init__(self, base: str, timeout: float) -> None:
-        self.base, self.timeout, self.token = base.rstrip("/"), timeout, None
+        self.base, self.timeout = base.rstrip("/"), timeout
+        self.token: str | None = None
 
-    def _open(self, path: str, method: str = "GET", headers: dict | None = None) -> str:
+    def _open(self, path: str, method: str = "GET", headers: dict[str, str] | None = None) -> str:
         req = urllib.request.Request(self.base + path, method=method, headers=headers or {})
         with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-            return resp.read().decode()
+            return str(resp.read().decode())
 
     def get(self, path: str) -> str:
         """The value, or raises (urllib.error.HTTPError 404: not there)."""

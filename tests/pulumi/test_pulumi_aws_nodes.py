@@ -193,7 +193,10 @@ def test_ttl_guard_terminates_the_node_itself(stack: str) -> None:
     assert "systemctl enable --now flashfleet-ttl-guard.timer" in script
     assert "OnUnitActiveSec=5min" in script
     # the fallback deadline (launch + ttl) when no tag is ever readable
-    assert f"echo {int(program(stack).bringup.spec.ttl.total_seconds())} > /var/lib/flashfleet/ttl-seconds" in script
+    assert (
+        f"echo {int(program(stack).bringup.spec.ttl.total_seconds())} > /var/lib/flashfleet/ttl-seconds"
+        in script
+    )
 
 
 @pytest.mark.parametrize("stack", AWS_STACKS)
