@@ -267,7 +267,8 @@ class AwsNodes(pulumi.ComponentResource):
                 aws.vpc.SecurityGroupIngressRule(
                     f"{n}-sg-in-{label}-{i}",
                     security_group_id=sg.id,
-                    cidr_ipv4=str(cidr),
+                    cidr_ipv4=str(cidr) if cidr.version == 4 else None,
+                    cidr_ipv6=str(cidr) if cidr.version == 6 else None,
                     ip_protocol="tcp",
                     from_port=p,
                     to_port=p,
