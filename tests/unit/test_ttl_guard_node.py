@@ -116,23 +116,18 @@ class Node:
     def check(self) -> tuple[bool, str]:
         """One timer run: (did it shut down, its journal lines)."""
         (self.root / "uptime").write_text(f"{self.uptime_s:.2f} 10.00\n")
+        argv = [
+            sys.executable,
+            str(self.root / "ttl-guard"),
+            "--imds",
+            self.imds_url,
+            "--state",
+            str(self.state),
+        ]
+        argv += ["--shutdown", f"touch {self.marker}", "--timeout", "2"]
+        argv += ["--uptime-file", str(self.root / "uptime"), "--boot-id-file", str(self.root / "boot_id")]
         proc = subprocess.run(
-            [
-                sys.executable,
-                str(self.root / "ttl-guard"),
-                "--imds",
-                self.imds_url,
-                "--state",
-                str(self.state),
-                "--shutdown",
-                f"touch {self.marker}",
-                "--uptime-file",
-                str(self.root / "uptime"),
-                "--boot-id-file",
-                str(self.root / "boot_id"),
-                "--timeout",
-                "2",
-            ],  # fmt: skip
+            argv,
             capture_output=True,
             text=True,
             timeout=60,
