@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from flashfleet.cli import main
-from flashfleet.stack import load_stack
+from flashfleet.planning import load_stack
 from flashfleet.stack.ingress import public_addresses, too_public
 
 PATH = "flashfleet:stack.nodes.source.allowedCidrs"
