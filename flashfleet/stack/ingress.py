@@ -55,7 +55,7 @@ def parse_cidr(raw: object) -> object:
 
 def public_addresses(cidrs: Iterable[Network], version: int) -> int:
     """Addresses in the union of ``cidrs`` of one family, private blocks not counted."""
-    union = list(collapse_addresses(c for c in cidrs if c.version == version))  # type: ignore[misc]
+    union = list(collapse_addresses(c for c in cidrs if c.version == version))  # type: ignore[type-var]  # one family at a time
     total = sum(n.num_addresses for n in union)
     # union and NOT_PUBLIC are each disjoint; two CIDRs overlap only when one holds the other
     for n in union:
