@@ -10,6 +10,7 @@ relative dates (`tomorrow`, `next year`), and a clock set back.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -26,6 +27,8 @@ from flashfleet.components.tags import EXPIRES_TAG, iso_utc
 from flashfleet.components.ttl_guard import user_data_script
 
 TOKEN = "stand-in-token"
+# The nodes run Ubuntu's python3 (3.10 on 22.04, 3.12 on 24.04): point this at one to try it.
+GUARD_PYTHON = os.environ.get("FLASHFLEET_GUARD_PYTHON", sys.executable)
 
 
 @dataclass
