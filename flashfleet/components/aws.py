@@ -66,6 +66,7 @@ class AwsNodes(pulumi.ComponentResource):
     """Where the controller connects: the Elastic IPs, or the private IPs without them."""
     private_addresses: pulumi.Output[list[str]]
     """Where the nodes reach each other (rendezvous, Mooncake, NIXL)."""
+    instance_ids: pulumi.Output[list[str]]
 
     def __init__(self, name: str, args: AwsNodesArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("flashfleet:nodes:AwsNodes", name, {}, opts)
@@ -179,10 +180,16 @@ class AwsNodes(pulumi.ComponentResource):
                     )
                 )
         self.private_addresses = pulumi.Output.all(*[i.private_ip for i in self.instances]).apply(list)
+        # where the controller reads each node's host keys (its first-boot console)
+        self.instance_ids = pulumi.Output.all(*[i.id for i in self.instances]).apply(list)
         addresses = [e.public_ip for e in self.eips] if self.eips else [i.private_ip for i in self.instances]
         self.ssh_addresses = pulumi.Output.all(*addresses).apply(list)
         self.register_outputs(
-            {"sshAddresses": self.ssh_addresses, "privateAddresses": self.private_addresses}
+            {
+                "sshAddresses": self.ssh_addresses,
+                "privateAddresses": self.private_addresses,
+                "instanceIds": self.instance_ids,
+            }
         )
 
     def _tags(self, suffix: str) -> dict[str, str]:

@@ -94,3 +94,14 @@ def fetch_host_keys(
         except HostKeysUnavailable as err:
             last = str(err)
     raise HostKeysUnavailable(f"{instance_id}: {last} after {attempts} tries")
+
+
+def known_hosts(ec2: Any, addresses: list[str], instance_ids: list[str], **fetch: Any) -> str:
+    """``known_hosts`` text for the stack's nodes (outputs ``addresses`` and ``instanceIds``, in
+    node order): every address pinned to the keys its own instance printed."""
+    if len(addresses) != len(instance_ids):
+        raise ValueError(f"{len(addresses)} addresses for {len(instance_ids)} instances")
+    lines: list[str] = []
+    for address, instance_id in zip(addresses, instance_ids, strict=True):
+        lines += known_hosts_lines(address, fetch_host_keys(ec2, instance_id, **fetch))
+    return "".join(line + "\n" for line in lines)

@@ -233,3 +233,13 @@ def test_new_network_is_built_in_the_stack_zone() -> None:
         "cidrBlock": "0.0.0.0/0",
         "gatewayId": "h200-l3-igw-id".replace("h200-l3", "h200-lowlat"),
     }
+
+
+@pytest.mark.parametrize("stack", AWS_STACKS)
+def test_instance_ids_are_an_output_in_node_order(stack: str) -> None:
+    """For pinning host keys: each address is matched with the console of its own instance."""
+    r = program(stack)
+    names = {x.name for x in r.mocks.of_type(INSTANCE)}
+    expected = [f"{stack}-node-{i}" for i in range(len(r.bringup.nodes))]
+    assert set(expected) == names
+    assert r.outputs["instanceIds"] == [f"{name}-id" for name in expected]  # the mocks' id scheme

@@ -17,6 +17,7 @@ from flashfleet.components.host_keys import (
     END,
     HostKeysUnavailable,
     fetch_host_keys,
+    known_hosts,
     known_hosts_lines,
     parse_console,
 )
@@ -112,3 +113,24 @@ def test_fetch_gives_up(host_keys: list[str]) -> None:
         pytest.raises(HostKeysUnavailable, match="i-1: no host-key block on the console yet after 3 tries"),
     ):
         fetch_host_keys(ec2, "i-1", attempts=3, sleep=lambda _: None)
+
+
+def test_known_hosts_for_the_stack_pins_each_address_to_its_own_instance(
+    host_keys: list[str], tmp_path: Path
+) -> None:
+    ec2 = boto3.client("ec2", region_name="eu-west-1", aws_access_key_id="x", aws_secret_access_key="x")
+    stub = Stubber(ec2)
+    for iid, key in (("i-a", host_keys[0]), ("i-b", host_keys[1])):
+        text = base64.b64encode(console([key]).encode()).decode()
+        stub.add_response(
+            "get_console_output", {"InstanceId": iid, "Output": text}, {"InstanceId": iid, "Latest": False}
+        )
+    with stub:
+        text = known_hosts(ec2, ["198.51.100.1", "198.51.100.2"], ["i-a", "i-b"])
+    (tmp_path / "kh").write_text(text)
+    assert text.splitlines() == [
+        "198.51.100.1 " + " ".join(host_keys[0].split()[:2]),
+        "198.51.100.2 " + " ".join(host_keys[1].split()[:2]),
+    ]
+    with pytest.raises(ValueError, match="2 addresses for 1 instances"):
+        known_hosts(ec2, ["198.51.100.1", "198.51.100.2"], ["i-a"])
