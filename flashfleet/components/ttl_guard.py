@@ -33,6 +33,9 @@ Description=flashfleet TTL guard (terminate this node after its flashfleet:expir
 [Service]
 Type=oneshot
 ExecStart=/usr/local/lib/flashfleet/ttl-guard
+# journalctl -t flashfleet-ttl; the guard's "<2>" line prefixes set each line's priority
+SyslogIdentifier=flashfleet-ttl
+SyslogLevelPrefix=yes
 """
 
 _TIMER = r"""[Unit]

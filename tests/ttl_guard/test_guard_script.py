@@ -9,16 +9,13 @@ relative dates (`tomorrow`, `next year`), and a clock set back.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -26,62 +23,16 @@ import pytest
 from flashfleet.components.tags import EXPIRES_TAG, iso_utc
 from flashfleet.components.ttl_guard import user_data_script
 
-TOKEN = "stand-in-token"
+from .imds import Imds, serve_imds
+
 # The nodes run Ubuntu's python3 (3.10 on 22.04, 3.12 on 24.04): point this at one to try it.
 GUARD_PYTHON = os.environ.get("FLASHFLEET_GUARD_PYTHON", sys.executable)
 
 
-@dataclass
-class Imds:
-    tags: dict[str, str] = field(default_factory=dict)
-    tags_enabled: bool = True
-    launched: datetime = field(default_factory=lambda: datetime.now(UTC) - timedelta(minutes=2))
-    url: str = ""
-
-
-class Handler(BaseHTTPRequestHandler):
-    imds: Imds
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-    def _send(self, code: int, body: str = "") -> None:
-        data = body.encode()
-        self.send_response(code)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_PUT(self) -> None:
-        if self.path != "/latest/api/token" or not self.headers.get("X-aws-ec2-metadata-token-ttl-seconds"):
-            return self._send(400)
-        return self._send(200, TOKEN)
-
-    def do_GET(self) -> None:
-        if self.headers.get("X-aws-ec2-metadata-token") != TOKEN:
-            return self._send(401)  # IMDSv2 required, as the launch template sets it
-        prefix = "/latest/meta-data/tags/instance/"
-        if self.path.startswith(prefix):
-            key = self.path[len(prefix) :]
-            if not self.imds.tags_enabled or key not in self.imds.tags:
-                return self._send(404)
-            return self._send(200, self.imds.tags[key])
-        if self.path == "/latest/dynamic/instance-identity/document":
-            return self._send(200, json.dumps({"pendingTime": iso_utc(self.imds.launched)}))
-        return self._send(404)
-
-
 @pytest.fixture
 def imds() -> Iterator[Imds]:
-    state = Imds()
-    handler = type("H", (Handler,), {"imds": state})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    state.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield state
-    server.shutdown()
-    server.server_close()
+    with serve_imds("127.0.0.1") as state:
+        yield state
 
 
 def guard_from_user_data(ttl_seconds: int) -> tuple[str, str]:
@@ -273,6 +224,9 @@ def test_the_user_data_installs_the_units_and_the_ttl() -> None:
     script = user_data_script(28800)
     assert "echo 28800 > /var/lib/flashfleet/ttl-seconds" in script
     assert "systemctl enable --now flashfleet-ttl-guard.timer" in script
+    assert (
+        "SyslogIdentifier=flashfleet-ttl\nSyslogLevelPrefix=yes\n" in script
+    )  # crit lines reach the journal as crit
     assert guard_from_user_data(28800)[0].startswith("#!/usr/bin/python3\n")
     with pytest.raises(ValueError, match="positive"):
         user_data_script(0)
