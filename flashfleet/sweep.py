@@ -466,9 +466,14 @@ def _client(service: str, region: str | None) -> Any:
     )
 
 
+def ec2_client(region: str | None = None) -> Any:
+    """boto3's EC2 client with the standard settings (profile, region, AWS_ENDPOINT_URL...)."""
+    return _client("ec2", region)
+
+
 def clients(region: str | None = None) -> Clients:
-    """boto3 clients with the standard settings (profile, region, AWS_ENDPOINT_URL...)."""
-    return Clients(ec2=_client("ec2", region), iam_factory=lambda: _client("iam", region))
+    """EC2 now, IAM when an IAM kind is looked at; standard settings."""
+    return Clients(ec2=ec2_client(region), iam_factory=lambda: _client("iam", region))
 
 
 def backend_stacks(work_dir: str = ".") -> set[str]:

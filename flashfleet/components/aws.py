@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import timedelta
 
 import pulumi
 import pulumi_aws as aws
@@ -16,7 +17,7 @@ from flashfleet.components.tags import ROLE_TAG, base_tags, static_tags
 from flashfleet.components.ttl_guard import user_data_base64
 from flashfleet.planning import StackPlan
 from flashfleet.planning.resolve import SSH_PORT
-from flashfleet.stack.spec import AwsSource, NewNetwork
+from flashfleet.stack.spec import MAX_TTL, AwsSource, NewNetwork, StackSpec
 
 # Session Manager (a shell without opening SSH) and nothing else. AWS's managed
 # AmazonSSMManagedInstanceCore would also let anything on the node (host-network containers
@@ -37,6 +38,13 @@ ROOT_DEVICE = "/dev/sda1"  # Ubuntu AMIs
 class AwsNodesArgs:
     plan: StackPlan
     expires_at: str  # ISO 8601 UTC, the flashfleet:expires-at tag
+
+
+def fallback_ttl_seconds(spec: StackSpec) -> int:
+    """The TTL guard's deadline is launch + this when no tag is ever readable. A ``ttl: block``
+    stack's nodes end with their Capacity Block anyway (AWS terminates them); the longest ttl is
+    the backstop there."""
+    return int((spec.ttl if isinstance(spec.ttl, timedelta) else MAX_TTL).total_seconds())
 
 
 def dlami_parameter(arch: str, os_name: str) -> str:
@@ -145,7 +153,7 @@ class AwsNodes(pulumi.ComponentResource):
                 )
             ),
             instance_initiated_shutdown_behavior="terminate",  # the TTL guard's shutdown ends billing
-            user_data=user_data_base64(int(b.spec.ttl.total_seconds())),
+            user_data=user_data_base64(fallback_ttl_seconds(b.spec)),
             # Static tags only: a changing deadline here would make a new template version.
             tag_specifications=[
                 aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=static_tags(b.stack))
