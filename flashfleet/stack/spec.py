@@ -233,6 +233,7 @@ class Mooncake(Strict):
     devices: tuple[str, ...] = ()  # RDMA devices to pin; empty = auto-discover
     rpc_port: int = Field(default=50051, ge=1, le=65535)
     metadata_port: int = Field(default=8080, ge=1, le=65535)
+    metrics_port: int = Field(default=9003, ge=1, le=65535)  # mooncake_master --metrics_port
 
 
 # --- Benchmark gate and teardown ------------------------------------------------------------------
@@ -263,7 +264,7 @@ class StackSpec(Strict):
     mooncake: Mooncake | None = None
     model_cache_dir: str = "/opt/flashfleet/hf-cache"
     bench: BenchSpec = BenchSpec()
-    teardown: TeardownSpec | None = None  # None: the teardown role's default (keep the caches)
+    teardown: TeardownSpec | None = None  # None: keep the caches
 
     @field_validator("model_cache_dir")
     @classmethod
