@@ -90,6 +90,13 @@ def _tp_fits(c: Context) -> str | None:
         return f"tp {o.tp} must split evenly over {o.nodes} nodes"
     if o.tp > total:
         return f"tp {o.tp} exceeds the {total} GPUs of {o.nodes} {hw.label} node(s)"
+    per_node = o.tp // o.nodes
+    if hw.gpus_per_node % per_node:
+        fits = [n for n in range(1, hw.gpus_per_node + 1) if hw.gpus_per_node % n == 0]
+        return (
+            f"tp {o.tp} puts {per_node} ranks on a {hw.gpus_per_node}-GPU {hw.label} node; "
+            f"ranks per node must divide its GPUs ({', '.join(map(str, fits))})"
+        )
     return None
 
 

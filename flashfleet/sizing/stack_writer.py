@@ -16,6 +16,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 
 from flashfleet.sizing.errors import SizingError
+from flashfleet.yamlfile import YamlFileError, parse_yaml, read_text
 
 STACK_KEY = "flashfleet:stack"
 SIZING_OPTIONS = ("mamba_full_memory_ratio", "max_mamba_cache_size")
@@ -83,7 +84,11 @@ def write_sizing(stacks_dir: Path, name: str, option: str, value: float | int) -
         raise SizingError(f"cannot store {option}={value!r}: {err}") from None
     path = stack_path(stacks_dir, name)
     yaml = _yaml()
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = read_text(path)
+        parse_yaml(text)  # refuses what the stack loader refuses (duplicate keys) before writing
+    except YamlFileError as err:
+        raise SizingError(f"{path.name}: {err}") from None
     try:
         doc = yaml.load(text)
     except Exception as err:  # ruamel raises several unrelated types for bad YAML
