@@ -118,9 +118,8 @@ def run(args: argparse.Namespace) -> int:
     if args.hardware or args.strategy:
         if not (args.hardware and args.strategy):
             raise UsageError("--hardware and --strategy go together")
-        from flashfleet.recipes.options import parse_assignments
-
         from flashfleet.recipes import render
+        from flashfleet.recipes.options import parse_assignments
 
         overrides = parse_assignments(args.assignments)
         render(args.hardware, args.strategy, args.topology, overrides)  # a refused recipe: exit 2 now

@@ -79,19 +79,25 @@ def stack_arg(arg: str, stacks_dir: Path | None) -> tuple[str, Path]:
     return arg, stacks_dir or DEFAULT_STACKS_DIR
 
 
+def can_ask(*, yes: bool) -> None:
+    """Refuse up front what `confirm` could not ask: no terminal and no --yes. Checked before
+    any work, so that a script without --yes stops at once and changes nothing."""
+    if not yes and not sys.stdin.isatty():
+        raise UsageError("asks before acting and there is no terminal to ask on: pass --yes")
+
+
 def confirm(question: str, *, yes: bool) -> None:
-    """Ask before spending or deleting; `--yes` answers for scripts. Without a terminal to ask on
-    and without --yes, refuse: acting unasked is worse than stopping."""
+    """Ask before spending or deleting; `--yes` answers for scripts. Anything but y/yes stops
+    (exit 2) with nothing changed."""
     if yes:
         return
-    if not sys.stdin.isatty():
-        raise UsageError(f"{question} needs --yes when there is no terminal to ask on")
+    can_ask(yes=yes)
     try:
         answer = input(f"{question} [y/N] ")
     except EOFError:
         answer = ""
     if answer.strip().lower() not in {"y", "yes"}:
-        raise UsageError("stopped: nothing was changed")
+        raise UsageError("not confirmed: nothing was changed")
 
 
 def writable_dir(path: Path, flag: str) -> Path:

@@ -40,8 +40,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.format != "docker":
-        image_flags = {"--image-version": args.image_version is not None,
-                       "--derived-image": args.derived_image, "--image-includes": bool(args.image_includes)}  # fmt: skip
+        image_flags = {
+            "--image-version": args.image_version is not None,
+            "--derived-image": args.derived_image,
+            "--image-includes": bool(args.image_includes),
+        }
         given = [flag for flag, on in image_flags.items() if on]
         if given:
             raise UsageError(f"{given[0]} applies to --format docker only (it names the container image)")

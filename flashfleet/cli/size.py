@@ -151,9 +151,8 @@ def _host_tier(args: argparse.Namespace) -> dict[str, Any] | None:
 
 
 def _store(args: argparse.Namespace, plan: Plan) -> dict[str, Any]:
-    from flashfleet.sizing.stack_writer import stack_path, write_sizing
-
     from flashfleet.cli.common import stack_arg
+    from flashfleet.sizing.stack_writer import stack_path, write_sizing
 
     name, value = plan.option
     stack, stacks = stack_arg(args.stack, args.stacks_dir)

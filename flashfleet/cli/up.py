@@ -1,27 +1,73 @@
 """`flashfleet up STACK`: `pulumi up` through the Automation API (nodes, then the playbooks).
 
-Exit status: 0 ok, 1 the update failed, 2 bad input or no Pulumi CLI.
+First what it will do: the stack's bring-up phases (offline, from the stack file) and Pulumi's
+preview of what it creates or changes; then it asks. `--yes` answers for scripts; without a
+terminal to ask on and without `--yes` it refuses (exit 2) before touching anything.
+
+Exit status: 0 ok, 1 the update failed, 2 bad input, no Pulumi CLI, or not confirmed.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
-from flashfleet.cli.common import UsageError
+from flashfleet.cli.common import UsageError, can_ask, confirm
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("up", help="bring the stack up: nodes, preparation, serving, smoke checks")
     p.add_argument("stack", help="stack name (stacks/Pulumi.STACK.yaml)")
+    p.add_argument("--yes", action="store_true", help="do not ask (scripts); the preview is still shown")
     p.set_defaults(func=run)
+
+
+def _print(line: str) -> None:
+    print(line, end="" if line.endswith("\n") else "\n")
+
+
+def phases(data: dict[str, Any]) -> list[str]:
+    """The bring-up in the order `up` runs it, from the offline plan."""
+    src = data["source"]
+    if src["kind"] == "aws":
+        count, kind = len(data["nodes"]), src["instance_type"]
+        nodes = f"create {count} x {kind} in {src['region']} (AWS, billed while they run)"
+    elif src["kind"] == "kubernetes":
+        nodes = f"create {', '.join(src['objects'])} in namespace {src['namespace']} (Kubernetes)"
+    else:
+        nodes = f"record the existing hosts {', '.join(src['hosts'])} (no cloud resources)"
+    out = [f"  1. {nodes}"]
+    if src["kind"] != "kubernetes":
+        steps = ["prepare (drivers, container runtime, image, weights)", "serve", "verify"]
+        if data["mooncake"]:
+            steps.insert(1, "Mooncake")
+        out += [
+            f"  2. site.yml: {' -> '.join(steps)}",
+            f"     start order {' -> '.join(data['start_order'])}; endpoint {data['endpoint']}",
+        ]
+    out.append(f"  ttl {data['ttl']}; cost {data['hourly_cost_usd'] or 'unknown'} USD/h")
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
     from flashfleet.bringup import stackops
+    from flashfleet.stack import StackError, load_stack
+    from flashfleet.stack.plan import plan_data
 
+    can_ask(yes=args.yes)
     try:
-        outs = stackops.up(args.stack, lambda line: print(line, end="" if line.endswith("\n") else "\n"))
+        data = plan_data(load_stack(args.stack))
+    except StackError as err:
+        raise UsageError(str(err)) from None
+    recipe = f"{data['hardware']} / {data['strategy']} / {data['topology']}, {data['badge']}"
+    print(f"flashfleet up {args.stack}: {recipe}")
+    print("\n".join(phases(data)))
+    try:
+        print("pulumi preview:")
+        stackops.preview(args.stack, _print)
+        confirm(f"bring {args.stack} up as previewed?", yes=args.yes)
+        outs = stackops.up(args.stack, _print)
     except (stackops.PulumiUnavailable, stackops.UnknownStack) as err:
         raise UsageError(str(err)) from None
     except stackops.StackError as err:
