@@ -37,9 +37,11 @@ def run(args: argparse.Namespace) -> int:
     from flashfleet.bringup.errors import BringupInputError
     from flashfleet.bringup.teardown import TeardownError, teardown_hosts
 
-    can_ask(yes=args.yes)
     try:
         if args.inventory is None:
+            if not stackops.cli_available():
+                raise stackops.PulumiUnavailable(stackops.NO_CLI)
+            can_ask(yes=args.yes)
             doomed = stackops.resources(args.stack)
             print(f"flashfleet down {args.stack} deletes {len(doomed)} resources (teardown.yml first):")
             print("\n".join(f"  {r}" for r in doomed) or "  (none: the stack holds no resources)")
@@ -49,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
         project = project_of(args)
         inventory = load_inventory(args.inventory)
         hosts = check_inventory(inventory, args.stack)
+        can_ask(yes=args.yes)
         print(f"flashfleet down {args.stack}: {args.playbook} on {', '.join(hosts)}")
         print("  stops and removes the containers and units flashfleet started there")
         confirm(f"tear {args.stack} down on these hosts?", yes=args.yes)

@@ -55,11 +55,13 @@ def run(args: argparse.Namespace) -> int:
     from flashfleet.stack import StackError, load_stack
     from flashfleet.stack.plan import plan_data
 
-    can_ask(yes=args.yes)
     try:
         data = plan_data(load_stack(args.stack))
     except StackError as err:
         raise UsageError(str(err)) from None
+    if not stackops.cli_available():
+        raise UsageError(stackops.NO_CLI)
+    can_ask(yes=args.yes)
     recipe = f"{data['hardware']} / {data['strategy']} / {data['topology']}, {data['badge']}"
     print(f"flashfleet up {args.stack}: {recipe}")
     print("\n".join(phases(data)))

@@ -51,7 +51,7 @@ def _parse_ttl(raw: object) -> timedelta:
     except OverflowError:
         value = MAX_TTL * 2  # far beyond any bound: refused just below
     if not MIN_TTL <= value <= MAX_TTL:
-        raise ValueError(f"must be between {MIN_TTL} and {MAX_TTL.days}d")
+        raise ValueError(f"must be between {MIN_TTL.seconds // 60}m and {MAX_TTL.days}d")
     return value
 
 
