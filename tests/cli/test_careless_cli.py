@@ -165,7 +165,8 @@ def _one_line(capsys: Any, command: str) -> str:
         "FAIL stack " if command == "validate" and lines[0].startswith("FAIL") else f"flashfleet {command}: "
     )
     assert lines[0].startswith(prefix), lines[0]
-    assert "Traceback" not in captured.err and "Value error" not in captured.err
+    assert "Traceback" not in captured.err
+    assert "Value error" not in captured.err
     assert "after validation" not in captured.err
     return lines[0]
 
@@ -263,7 +264,8 @@ def test_careless_files_as_a_real_process_without_a_terminal(files: F) -> None:
             [str(exe), *argv], capture_output=True, text=True, stdin=subprocess.DEVNULL, check=False
         )
         assert proc.returncode == 2, (argv, proc.stderr)
-        assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        assert "Traceback" not in proc.stderr
         assert proc.stdout == ""
 
 
