@@ -10,7 +10,7 @@ import yaml
 
 from flashfleet.bringup.errors import BringupInputError
 from flashfleet.bringup.project import DEFAULT_PROJECT, Project
-from flashfleet.yamlfile import YamlFileError, load_yaml_file
+from flashfleet.stack.yamlfile import YamlFileError, load_yaml_file
 
 
 def add_run_args(parser: argparse.ArgumentParser, playbook: str) -> None:

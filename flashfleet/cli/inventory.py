@@ -27,7 +27,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     from flashfleet.cli.common import stack_arg
     from flashfleet.inventory import build_inventory
-    from flashfleet.stack import ExistingSource, StackError, load_stack
+    from flashfleet.planning import load_stack
+    from flashfleet.stack import ExistingSource, StackError
 
     name, folder = stack_arg(args.stack, args.stacks_dir)
     try:

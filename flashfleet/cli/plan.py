@@ -19,8 +19,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from flashfleet.cli.common import stack_arg
-    from flashfleet.stack import StackError, load_stack
-    from flashfleet.stack.plan import plan_data
+    from flashfleet.planning import load_stack
+    from flashfleet.planning.summary import plan_data
+    from flashfleet.stack import StackError
 
     try:
         data = plan_data(load_stack(*stack_arg(args.stack, args.stacks_dir)))

@@ -152,11 +152,11 @@ def _host_tier(args: argparse.Namespace) -> dict[str, Any] | None:
 
 def _store(args: argparse.Namespace, plan: Plan) -> dict[str, Any]:
     from flashfleet.cli.common import stack_arg
-    from flashfleet.sizing.stack_writer import stack_path, write_sizing
+    from flashfleet.sizing.stack_writer import existing_stack_file, write_sizing
 
     name, value = plan.option
     stack, stacks = stack_arg(args.stack, args.stacks_dir)
-    path = stack_path(stacks, stack)
+    path = existing_stack_file(stacks, stack)
     if not args.write:
         return {"name": stack, "path": str(path), "written": False, "option": name, "value": value}
     options = write_sizing(stacks, stack, name, value)

@@ -52,8 +52,9 @@ def phases(data: dict[str, Any]) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     from flashfleet.bringup import stackops
-    from flashfleet.stack import StackError, load_stack
-    from flashfleet.stack.plan import plan_data
+    from flashfleet.planning import load_stack
+    from flashfleet.planning.summary import plan_data
+    from flashfleet.stack import StackError
 
     try:
         data = plan_data(load_stack(args.stack))

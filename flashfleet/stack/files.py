@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from flashfleet.stack.errors import STACK_KEY, Problem, StackError
-from flashfleet.yamlfile import YamlFileError, load_yaml_file
+from flashfleet.stack.yamlfile import YamlFileError, load_yaml_file
 
 PROJECT = "flashfleet"
 HF_TOKEN_KEY = f"{PROJECT}:hfToken"
