@@ -75,6 +75,17 @@ def plain_message(item: Any) -> str:
     `after validation` jargon."""
     msg = str(item["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
     ctx = item.get("ctx") or {}
+    bound = {"greater_than_equal": (">=", "ge"), "greater_than": (">", "gt"),
+             "less_than_equal": ("<=", "le"), "less_than": ("<", "lt")}.get(item["type"])  # fmt: skip
+    if bound is not None and bound[1] in ctx:
+        return f"must be {bound[0]} {ctx[bound[1]]}"
+    kinds = {"int_parsing": "a whole number", "int_type": "a whole number", "float_parsing": "a number",
+             "float_type": "a number", "string_type": "text", "bool_parsing": "true or false",
+             "dict_type": "a mapping", "list_type": "a list", "tuple_type": "a list"}  # fmt: skip
+    if item["type"] in kinds:
+        return f"must be {kinds[item['type']]}, not {item.get('input')!r}"
+    if item["type"] == "literal_error" and "expected" in ctx:
+        return f"must be {ctx['expected'].replace(' or ', ', ')}"
     if item["type"] == "too_short":
         n = ctx.get("min_length", 1)
         return f"needs at least {n} item{'s' if n != 1 else ''}"

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from flashfleet.cli import COMMANDS, main
 
@@ -38,6 +39,12 @@ def files(tmp_path: Path) -> dict[str, Path]:
     assert "ttl: 8h" in good
     (stacks / "Pulumi.ttl.yaml").write_text(good.replace("ttl: 8h", "ttl: 99999999999h"), encoding="utf-8")
     (stacks / "Pulumi.nohosts.yaml").write_text(good.replace("count: 1", "count: 0"), encoding="utf-8")
+    doc = yaml.safe_load(good)
+    doc["config"]["flashfleet:stack"]["nodes"]["source"]["hosts"] = []
+    (stacks / "Pulumi.emptyhosts.yaml").write_text(yaml.safe_dump(doc), encoding="utf-8")
+    doc = yaml.safe_load(good)
+    doc["config"]["flashfleet:stack"]["nodes"]["count"] = "two"
+    (stacks / "Pulumi.words.yaml").write_text(yaml.safe_dump(doc), encoding="utf-8")
     one_bad = tmp_path / "one-bad"
     one_bad.mkdir()
     for name in ("ok", "latin1"):
@@ -121,6 +128,8 @@ CASES: list[tuple[str, Callable[[F], list[str]], str]] = [
     ("plan", lambda f: ["plan", "ttl", "--stacks-dir", str(f["stacks"])], "flashfleet:stack.ttl: must be between 15m and 14d"),
     ("plan", lambda f: ["plan", "nohosts", "--stacks-dir", str(f["stacks"])], "flashfleet:stack.nodes.count"),
     ("plan", lambda f: ["plan", "no-such-stack"], "no such stack (known:"),
+    ("plan", lambda f: ["plan", "emptyhosts", "--stacks-dir", str(f["stacks"])], "flashfleet:stack.nodes.source.hosts: needs at least 1 item"),
+    ("plan", lambda f: ["plan", "words", "--stacks-dir", str(f["stacks"])], "flashfleet:stack.nodes.count: must be a whole number, not 'two'"),
     ("plan", lambda f: ["plan", "gb300-lowlat.yaml"], "a stack file is named Pulumi.<stack>.yaml"),
     ("validate", lambda f: ["validate", "--stacks-dir", str(f["empty"])], "no stack files (Pulumi.<stack>.yaml) in "),
     ("validate", lambda f: ["validate", "--stacks-dir", str(f["tmp"] / "missing")], "no such folder"),
@@ -133,6 +142,7 @@ CASES: list[tuple[str, Callable[[F], list[str]], str]] = [
     ("bench", lambda f: ["bench", "s", "--results", str(f["file"]), "--endpoint", "http://127.0.0.1:9"], "--results"),
     ("bench", lambda f: ["bench", "s", "--concurrency", "0"], "--concurrency values must be at least 1"),
     ("bench", lambda f: ["bench", "s", "--threshold", "fast"], "--threshold wants NAME=NUMBER"),
+    ("bench", lambda f: ["bench", "s", "--threshold", "max_p99_ttft_ms=-5"], "max_p99_ttft_ms: must be >= 0"),
     ("bench", lambda f: ["bench", "s", "--profile", "nosuch"], "nosuch"),
     ("bench", lambda f: ["bench", "s", "--hardware", "gb300"], "--hardware and --strategy go together"),
     ("bench", lambda f: ["bench", "s", "--results", str(f["tmp"] / "r"), "--hardware", "gb300", "--strategy", "low-latency", "--set", "tp=3"], "tp-fits"),

@@ -1,5 +1,6 @@
 """The README stays true: its option table is what `flashfleet options --format markdown` prints."""
 
+import tomllib
 from pathlib import Path
 
 from flashfleet.cli import main
@@ -15,6 +16,11 @@ def test_readme_option_table_matches_the_code(capsys):
 
 def test_readme_setup_installs_lean_and_puts_flashfleet_on_path():
     text = README.read_text()
-    # the user's install leaves the dev group out; the tests install it (scripts/test.sh syncs it)
-    assert "uv sync --frozen --no-dev && . .venv/bin/activate && flashfleet plan gb300-lowlat" in text
-    assert "--no-dev" not in (README.parent / "scripts" / "test.sh").read_text()
+    assert "uv sync --frozen && . .venv/bin/activate && flashfleet plan gb300-lowlat" in text
+    # a user's sync leaves the dev group out; the tests install it
+    pyproject = tomllib.loads((README.parent / "pyproject.toml").read_text())
+    assert pyproject["tool"]["uv"]["default-groups"] == []
+    assert "compile-bytecode" not in pyproject["tool"]["uv"]  # no compiling on every `uv run`
+    test_sh = (README.parent / "scripts" / "test.sh").read_text()
+    assert "uv sync --frozen --group dev" in test_sh
+    assert "export UV_COMPILE_BYTECODE=1" in test_sh  # the tests keep compiled bytecode
