@@ -4,23 +4,48 @@ First what it will do: the stack's bring-up phases (offline, from the stack file
 preview of what it creates or changes; then it asks. `--yes` answers for scripts; without a
 terminal to ask on and without `--yes` it refuses (exit 2) before touching anything.
 
-Exit status: 0 ok, 1 the update failed, 2 bad input, no Pulumi CLI, or not confirmed.
+A stack on a Capacity Block or reservation is checked first (`--wait` waits for its start).
+
+Exit status: 0 ok, 1 the update failed, 2 bad input, no Pulumi CLI, unusable capacity, or not
+confirmed.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flashfleet.cli.common import UsageError, can_ask, confirm
+
+if TYPE_CHECKING:
+    from flashfleet.planning import StackPlan
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("up", help="bring the stack up: nodes, preparation, serving, smoke checks")
     p.add_argument("stack", help="stack name (stacks/Pulumi.STACK.yaml)")
     p.add_argument("--yes", action="store_true", help="do not ask (scripts); the preview is still shown")
+    p.add_argument(
+        "--wait",
+        action="store_true",
+        help="a Capacity Block or reservation that has not started: wait for its start, not refuse",
+    )
     p.set_defaults(func=run)
+
+
+def preflight(stack: str, b: StackPlan, wait: bool) -> None:
+    """The stack's capacity must be usable before Pulumi starts (the program checks it again)."""
+    from flashfleet.stack.capacity import reservation_id
+
+    if reservation_id(b.spec) is None:
+        return  # boto3 only for stacks with a reservation
+    from flashfleet.capacity import preflight as capacity_preflight
+
+    try:
+        capacity_preflight.run(b, wait=wait or None)
+    except capacity_preflight.CapacityRefused as err:
+        raise UsageError(f"stack {stack}: {err}") from None
 
 
 def _print(line: str) -> None:
@@ -57,12 +82,14 @@ def run(args: argparse.Namespace) -> int:
     from flashfleet.stack import StackError
 
     try:
-        data = plan_data(load_stack(args.stack))
+        b = load_stack(args.stack)
     except StackError as err:
         raise UsageError(str(err)) from None
+    data = plan_data(b)
     if not stackops.cli_available():
         raise UsageError(stackops.NO_CLI)
     can_ask(yes=args.yes)
+    preflight(args.stack, b, args.wait)
     recipe = f"{data['hardware']} / {data['strategy']} / {data['topology']}, {data['badge']}"
     print(f"flashfleet up {args.stack}: {recipe}")
     print("\n".join(phases(data)))

@@ -26,6 +26,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     from flashfleet.cli.common import UsageError, stack_arg
     from flashfleet.planning import load_stack
+    from flashfleet.planning.resolve import capacity_needed
     from flashfleet.stack import DEFAULT_STACKS_DIR, StackError, list_stacks
 
     stacks_dir = args.stacks_dir or DEFAULT_STACKS_DIR
@@ -47,10 +48,13 @@ def run(args: argparse.Namespace) -> int:
                 print(f"FAIL {err}", file=sys.stderr)
             continue
         s = b.spec
+        # Valid, but `pulumi up` refuses it until its capacity exists: say so on the same line.
+        todo = capacity_needed(name, s) if b.needs_capacity_purchase else None
         results.append({"stack": name, "ok": True, "hardware": s.hardware, "strategy": s.strategy,
-                        "topology": s.topology, "badge": b.recipe.badge})  # fmt: skip
+                        "topology": s.topology, "badge": b.recipe.badge, "todo": todo})  # fmt: skip
         if args.format == "text":
-            print(f"ok   {name}: {s.hardware} / {s.strategy} / {s.topology}, {b.recipe.badge}")
+            then = f"; {todo}" if todo else ""
+            print(f"ok   {name}: {s.hardware} / {s.strategy} / {s.topology}, {b.recipe.badge}{then}")
     if args.format == "json":
         print_json(results)
     return 0 if all(r["ok"] for r in results) else 2
