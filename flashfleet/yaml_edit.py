@@ -15,7 +15,7 @@ from typing import TypeVar
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 
-from flashfleet.stack.yamlfile import YamlFileError, read_text
+from flashfleet.stack.yamlfile import YamlFileError, parse_yaml, read_text
 
 T = TypeVar("T")
 
@@ -63,8 +63,11 @@ def child_mapping(parent: CommentedMap, key: str, where: str) -> CommentedMap:
 
 
 def _text(path: Path) -> str:
+    """The file's text, refused as the stack loader refuses it (not UTF-8, not YAML, a key twice)."""
     try:
-        return read_text(path)
+        text = read_text(path)
+        parse_yaml(text)
+        return text
     except YamlFileError as err:
         raise YamlEditError(f"{path.name}: {err}") from None
 

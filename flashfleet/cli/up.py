@@ -79,17 +79,17 @@ def run(args: argparse.Namespace) -> int:
     from flashfleet.bringup import stackops
     from flashfleet.planning import load_stack
     from flashfleet.planning.summary import plan_data
-    from flashfleet.stack import StackError
+    from flashfleet.stack import DEFAULT_STACKS_DIR, StackError
 
     try:
-        b = load_stack(args.stack)
+        b = load_stack(args.stack, DEFAULT_STACKS_DIR)
     except StackError as err:
         raise UsageError(str(err)) from None
     data = plan_data(b)
+    preflight(args.stack, b, args.wait)  # read-only: capacity that cannot serve is refused first
     if not stackops.cli_available():
         raise UsageError(stackops.NO_CLI)
     can_ask(yes=args.yes)
-    preflight(args.stack, b, args.wait)
     recipe = f"{data['hardware']} / {data['strategy']} / {data['topology']}, {data['badge']}"
     print(f"flashfleet up {args.stack}: {recipe}")
     print("\n".join(phases(data)))
