@@ -16,7 +16,6 @@ ORACLE = Path(os.environ.get("FLASHFLEET_ORACLE_PYTHON", ROOT / ".venv-oracle" /
 SHIPPED = ROOT / "flashfleet" / "catalog" / "sglang_flags.txt"
 
 
-@pytest.mark.oracle
 def test_shipped_flag_list_is_the_pinned_sglang_parsers(tmp_path: Path) -> None:
     if not ORACLE.exists():
         pytest.fail(f"the sglang oracle venv is missing ({ORACLE}); run scripts/setup.d/10-sglang-oracle.sh")
