@@ -44,9 +44,12 @@ def _parse_ttl(raw: object) -> timedelta | str:
     match = _TTL.match(str(raw).strip()) if isinstance(raw, str) else None
     if not match:
         raise ValueError("must be a duration such as 45m, 8h or 2d (or `block` on a Capacity Block stack)")
-    value = timedelta(**{_TTL_UNITS[match.group(2)]: int(match.group(1))})
+    try:
+        value = timedelta(**{_TTL_UNITS[match.group(2)]: int(match.group(1))})
+    except OverflowError:
+        value = MAX_TTL * 2  # far beyond any bound: refused just below
     if not MIN_TTL <= value <= MAX_TTL:
-        raise ValueError(f"must be between {MIN_TTL} and {MAX_TTL.days}d")
+        raise ValueError(f"must be between {MIN_TTL.seconds // 60}m and {MAX_TTL.days}d")
     return value
 
 
