@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from flashfleet.bench.fingerprint import Deployment
 from flashfleet.bench.runner import Runner
+from flashfleet.bench.servers import Server
 
 # Stack name -> the serving endpoint's base URL (from the stack's outputs).
 EndpointResolver = Callable[[str], str]
@@ -22,6 +23,8 @@ Teardown = Callable[[str], None]
 RunnerFactory = Callable[[str], Runner]
 # Stack name -> facts for the fingerprint and the cost (recipe, image digest, versions, price).
 DeploymentFacts = Callable[[str], Deployment]
+# Stack name -> every HTTP server behind the endpoint (role, URL, DP ranks), reachable from here.
+ServerList = Callable[[str], list[Server]]
 
 PROVIDER_MODULE = "flashfleet.bringup.bench_seams"
 
@@ -32,6 +35,7 @@ class Seams:
     teardown: Teardown | None = None
     runner: RunnerFactory | None = None
     deployment: DeploymentFacts | None = None
+    servers: ServerList | None = None  # None: derived from the recipe and the node addresses
 
 
 def load_seams(module: str = PROVIDER_MODULE) -> Seams:

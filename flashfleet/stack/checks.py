@@ -75,6 +75,11 @@ def effective_instance(source: AwsSource, hardware: str) -> tuple[InstanceType |
             host_memory_gib=o.host_memory_gib or base.host_memory_gib,
             efa_network_cards=o.efa_network_cards or base.efa_network_cards,
             price_usd_per_hour=o.price_usd_per_hour or base.price_usd_per_hour,
+            # the user's own price wins over the catalog's, and says so
+            price_source="the stack file (nodes.source.instance.priceUsdPerHour)"
+            if o.price_usd_per_hour
+            else base.price_source,
+            price_date=None if o.price_usd_per_hour else base.price_date,
         ),
         None,
     )
