@@ -75,6 +75,9 @@ class LevelSummary:
     # Agentic figure of merit: 1 / p90 over requests of (e2e latency / output tokens), tokens/s
     # per user at the slow tail; needs --output-details (per-request lengths and timings).
     agentic_rate: float | None = None
+    # Tokens of the text that really came back. sglang's native client counts the REQUESTED
+    # length for a request that streamed no text at all, so total_output_tokens alone can lie.
+    total_output_tokens_retokenized: int | None = None
 
     @property
     def success_ratio(self) -> float | None:
@@ -121,7 +124,13 @@ def parse_record(record: Mapping[str, Any], *, num_prompts: int | None = None) -
         dataset=str(record["dataset_name"]),
         tag=record.get("tag"),
         agentic_rate=agentic_rate(record),
+        total_output_tokens_retokenized=_int_or_none(record.get("total_output_tokens_retokenized")),
     )
+
+
+def _int_or_none(value: Any) -> int | None:
+    number = _number(value)
+    return None if number is None else int(number)
 
 
 def agentic_rate(record: Mapping[str, Any]) -> float | None:

@@ -22,6 +22,12 @@ def refusal(summary: LevelSummary, expected: int) -> str | None:
         return "no request succeeded"
     if summary.total_output_tokens <= 0:
         return f"measured nothing: {summary.completed} requests completed with 0 output tokens"
+    if summary.total_output_tokens_retokenized == 0:
+        # bench_serving's native client counts the requested length when no text streamed back
+        return (
+            f"measured nothing: {summary.completed} requests came back with no text (0 output tokens; "
+            f"bench_serving counted the {summary.total_output_tokens} requested)"
+        )
     if summary.completed < expected:
         return f"{expected - summary.completed} of {expected} requests failed"
     return None
