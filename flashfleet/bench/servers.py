@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from flashfleet.bench.runner import Invocation, Runner
+
 # sglang 0.5.23 srt/observability/metrics_collector.py (TokenizerMetricsCollector)
 PROMPT_TOKENS = "sglang:prompt_tokens_total"
 GENERATION_TOKENS = "sglang:generation_tokens_total"
@@ -40,6 +42,24 @@ class Server:
 
 
 Fetch = Callable[[str, float], tuple[int, str]]
+# Several URLs at once -> {url: (status, body)}: one round trip through a runner on a node.
+FetchMany = Callable[[Sequence[str]], dict[str, tuple[int, str]]]
+
+FETCH_MARK = "flashfleet-fetch:"
+# Run by the interpreter in the serving image on node 0 (the servers' ports need not be open to
+# the machine flashfleet runs on): standard library only, one JSON line per URL.
+FETCH_SCRIPT = """
+import json, sys, urllib.request, urllib.error
+for url in json.loads(sys.argv[1]):
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            status, body = r.status, r.read().decode(errors="replace")
+    except urllib.error.HTTPError as e:
+        status, body = e.code, e.read().decode(errors="replace")
+    except Exception as e:
+        status, body = 0, str(e)
+    print("flashfleet-fetch:" + json.dumps([url, status, body]), flush=True)
+"""
 
 
 def http_get(url: str, timeout_s: float) -> tuple[int, str]:
@@ -53,12 +73,35 @@ def http_get(url: str, timeout_s: float) -> tuple[int, str]:
         return 0, str(getattr(err, "reason", err))
 
 
-def not_ready(server: Server, fetch: Fetch = http_get, timeout_s: float = 10.0) -> str | None:
-    """Why this server is not ready yet, or None."""
-    status, body = fetch(f"{server.url}/health", timeout_s)
+def fetch_here(urls: Sequence[str]) -> dict[str, tuple[int, str]]:
+    return {url: http_get(url, 10.0) for url in urls}
+
+
+def fetch_through(runner: Runner, python: str) -> FetchMany:
+    """Fetch from where the benchmark runs (node 0, inside the serving image)."""
+
+    def fetch(urls: Sequence[str]) -> dict[str, tuple[int, str]]:
+        argv = (python, "-c", FETCH_SCRIPT, json.dumps(list(urls)))
+        try:
+            done = runner(Invocation(argv=argv, output_name="none", timeout_s=120))
+        except Exception as err:
+            return {url: (0, f"runner failed: {err}") for url in urls}
+        out = {url: (0, done.runner_error or f"no answer (exit {done.returncode})") for url in urls}
+        for line in done.log.splitlines():
+            if line.startswith(FETCH_MARK):
+                url, status, body = json.loads(line[len(FETCH_MARK) :])
+                out[url] = (int(status), str(body))
+        return out
+
+    return fetch
+
+
+def not_ready(server: Server, answers: Mapping[str, tuple[int, str]]) -> str | None:
+    """Why this server is not ready yet (from its /health and /server_info answers), or None."""
+    status, body = answers.get(f"{server.url}/health", (0, "not asked"))
     if status != 200:
         return f"{server.label}: /health answered {status or 'nothing'} ({body.strip()[:120]})"
-    status, body = fetch(f"{server.url}/server_info", timeout_s)
+    status, body = answers.get(f"{server.url}/server_info", (0, "not asked"))
     if status != 200:
         return f"{server.label}: /server_info answered {status or 'nothing'}"
     try:
@@ -75,15 +118,17 @@ def wait_ready(
     servers: Sequence[Server],
     *,
     timeout_s: float,
-    fetch: Fetch = http_get,
+    fetch: FetchMany = fetch_here,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     interval_s: float = 5.0,
 ) -> list[str]:
     """Poll until every server and rank is ready; the reasons of those that never were."""
     deadline = clock() + timeout_s
+    urls = [f"{s.url}/{path}" for s in servers for path in ("health", "server_info")]
     while True:
-        waiting = [why for s in servers if (why := not_ready(s, fetch)) is not None]
+        answers = fetch(urls)
+        waiting = [why for s in servers if (why := not_ready(s, answers)) is not None]
         if not waiting or clock() >= deadline:
             return waiting
         sleep(interval_s)
@@ -105,13 +150,14 @@ def parse_counters(text: str, names: Iterable[str]) -> Counters:
 
 
 def read_counters(
-    servers: Sequence[Server], names: Iterable[str], fetch: Fetch = http_get
+    servers: Sequence[Server], names: Iterable[str], fetch: FetchMany = fetch_here
 ) -> dict[str, Counters | str]:
     """Per server URL, its counters, or why they could not be read."""
     names = tuple(names)
     out: dict[str, Counters | str] = {}
+    answers = fetch([f"{s.url}/metrics" for s in servers])
     for server in servers:
-        status, body = fetch(f"{server.url}/metrics", 10.0)
+        status, body = answers[f"{server.url}/metrics"]
         if status != 200:
             out[server.url] = f"/metrics answered {status or 'nothing'} (is --enable-metrics on?)"
             continue

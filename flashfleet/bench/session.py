@@ -34,7 +34,10 @@ from flashfleet.bench.servers import (
     PD_SHARE,
     PROMPT_TOKENS,
     REQUESTS,
+    FetchMany,
     Server,
+    fetch_here,
+    fetch_through,
     pd_share_problems,
     read_counters,
     servers_from_recipe,
@@ -150,8 +153,10 @@ def _measure(request: BenchRequest, seams: Seams, log: Callable[[str], None]) ->
         deployment = replace(deployment, notes=(*deployment.notes, note))
     method = method_of(profile, module=request.module, client_version=client_version)
 
+    # Servers are asked from where the benchmark runs (their ports need not be open to here).
+    fetch = fetch_here if local else fetch_through(runner, request.python)
     run, pd_served = _guarded_run(
-        request, profile=profile, endpoint=endpoint, runner=runner, servers=servers, log=log
+        request, profile=profile, endpoint=endpoint, runner=runner, servers=servers, log=log, fetch=fetch
     )
 
     gpus = deployment.gpus or recipe_gpus(recipe)
@@ -210,11 +215,12 @@ def _guarded_run(
     runner: Runner,
     servers: tuple[Server, ...],
     log: Callable[[str], None],
+    fetch: FetchMany,
 ) -> tuple[BenchRun, dict[str, Any]]:
     """The levels, after every server and rank is ready; on PD, each side's share checked."""
     if servers:
         log(f"bench: waiting for {len(servers)} server(s) and their data-parallel ranks")
-        waiting = wait_ready(servers, timeout_s=request.ready_timeout_s)
+        waiting = wait_ready(servers, timeout_s=request.ready_timeout_s, fetch=fetch)
         if waiting:
             problems = tuple(f"not ready after {request.ready_timeout_s:.0f} s: {why}" for why in waiting)
             for line in problems:
@@ -224,11 +230,11 @@ def _guarded_run(
             return replace(empty, problems=problems), {}
     pd = [s for s in servers if s.role in PD_SHARE]
     names = (PROMPT_TOKENS, GENERATION_TOKENS, REQUESTS)
-    before = read_counters(pd, names) if pd else {}
+    before = read_counters(pd, names, fetch) if pd else {}
     run = run_profile(profile, endpoint, runner, python=request.python, module=request.module, log=log)
     if not pd:
         return run, {}
-    share, served = pd_share_problems(pd, before, read_counters(pd, names))
+    share, served = pd_share_problems(pd, before, read_counters(pd, names, fetch))
     for line in share:
         log(f"bench: {line}")
     return replace(run, problems=(*run.problems, *share)), served

@@ -341,6 +341,7 @@ def _pd(ctx: Context, topo: Topology, addrs: list[str]) -> list[Process]:
         "nixl",
         "--nccl-port",
         str(PD_PREFILL_NCCL_PORT),
+        "--enable-metrics",  # its own counters show the benchmark that prefill served its share
     ]
     decode_tail = [
         "--disaggregation-mode",
@@ -349,6 +350,7 @@ def _pd(ctx: Context, topo: Topology, addrs: list[str]) -> list[Process]:
         "nixl",
         "--nccl-port",
         str(PD_DECODE_NCCL_PORT),
+        "--enable-metrics",  # its own counters show the benchmark that decode served its share
     ]
     prefill = Process(
         name="prefill",

@@ -57,7 +57,9 @@ class FakeRunner:
     every requested prompt completed), and the load generator's version probe with
     ``client_version``; records the benchmark invocations it was asked to run."""
 
-    def __init__(self, answer: Callable[[int], Completed] | None = None, client_version: str = "0.5.23") -> None:
+    def __init__(
+        self, answer: Callable[[int], Completed] | None = None, client_version: str = "0.5.23"
+    ) -> None:
         self.calls: list[Invocation] = []
         self.probes: list[Invocation] = []
         self._answer = answer

@@ -53,8 +53,8 @@ class StandinState:
     def served(self, prompt: str, output_tokens: int) -> None:
         """Count one finished generation the way the servers behind this one would."""
         prompt_tokens = max(1, len(prompt.split()))
-        prefill = self.prefill if self.prefill is not None else self
-        decode = self.decode if self.decode is not None else self
+        decode = self.decode or self
+        prefill = self.prefill or decode  # no prefill peer: decode prefills too (the silent fallback)
         for server, metric, value in (
             (prefill, "sglang:prompt_tokens_total", prompt_tokens),
             (decode, "sglang:generation_tokens_total", output_tokens),
@@ -85,7 +85,9 @@ class StandinState:
         storage = counters.get('sglang:cached_tokens_total{cache_source="storage"}')
         lines += ["# HELP sglang:cached_tokens_total stand-in", "# TYPE sglang:cached_tokens_total counter"]
         if storage is not None:
-            lines.append(f'sglang:cached_tokens_total{{model_name="{MODEL}",cache_source="storage"}} {storage}')
+            lines.append(
+                f'sglang:cached_tokens_total{{model_name="{MODEL}",cache_source="storage"}} {storage}'
+            )
         return "\n".join(lines) + "\n"
 
     def record(self, path: str, body: dict[str, Any]) -> None:
@@ -150,11 +152,15 @@ def _handler(state: StandinState) -> type[BaseHTTPRequestHandler]:
             ):
                 self._json(500, {"error": "stand-in told to fail"})
                 return
-            prompt = json.dumps(body.get("text") or body.get("input_ids") or body.get("messages") or body.get("prompt"))
+            prompt = json.dumps(
+                body.get("text") or body.get("input_ids") or body.get("messages") or body.get("prompt")
+            )
             if self.path == "/generate":
                 sp = body.get("sampling_params", {})
                 n = self._tokens(int(sp.get("max_new_tokens", 16)))
-                self._stream(n, self._native_chunk, body.get("stream", True))
+                self._stream(
+                    n, self._native_chunk, body.get("stream", False)
+                )  # sglang: no stream unless asked
             elif self.path == "/v1/chat/completions":
                 n = self._tokens(int(body.get("max_completion_tokens") or body.get("max_tokens") or 16))
                 self._stream(n, self._chat_chunk, body.get("stream", False))

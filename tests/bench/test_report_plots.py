@@ -151,7 +151,9 @@ def test_compare_lines_up_runs(tmp_path, capsys):
 def test_compare_refuses_runs_measured_differently(tmp_path, capsys):
     from flashfleet.bench.method import method_of
 
-    other = method_of(get_profile("inferencex-8k1k"), module="sglang.benchmark.serving", client_version="0.5.22")
+    other = method_of(
+        get_profile("inferencex-8k1k"), module="sglang.benchmark.serving", client_version="0.5.22"
+    )
     a = stored_run(tmp_path, "low-latency")
     b = stored_run(tmp_path, "high-throughput", method=other)
     assert main(["compare", str(a), str(b)]) == 3
@@ -161,7 +163,8 @@ def test_compare_refuses_runs_measured_differently(tmp_path, capsys):
     assert "refused, the runs were measured differently" in err
     for field in ("profile:", "input_len:", "random_range_ratio:", "client_version:"):
         assert field in err
-    assert "client_version: " in err and "= 0.5.23" in err and "= 0.5.22" in err
+    assert "= 0.5.23" in err
+    assert "= 0.5.22" in err
     assert "output_len:" not in err  # both 1024: not a difference
     assert "ignore_eos:" not in err  # both ignore EOS
 
