@@ -1,13 +1,10 @@
 """What `flashfleet bench` needs from the bring-up, as four small callables.
 
-The bring-up provides them in the module named by ``PROVIDER_MODULE``, as a function
-``bench_seams() -> Seams``. Until it exists, `bench` works with an explicit ``--endpoint``, runs
-bench_serving from this machine and refuses ``--destroy`` (before any benchmark runs).
+``flashfleet.bench.node_seams`` provides them on the stack's nodes; tests pass their own.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -26,8 +23,6 @@ DeploymentFacts = Callable[[str], Deployment]
 # Stack name -> every HTTP server behind the endpoint (role, URL, DP ranks), reachable from here.
 ServerList = Callable[[str], list[Server]]
 
-PROVIDER_MODULE = "flashfleet.bringup.bench_seams"
-
 
 @dataclass(frozen=True)
 class Seams:
@@ -38,15 +33,8 @@ class Seams:
     servers: ServerList | None = None  # None: derived from the recipe and the node addresses
 
 
-def load_seams(module: str = PROVIDER_MODULE) -> Seams:
-    """The bring-up's seams, or none at all while it has not been built."""
-    try:
-        mod = importlib.import_module(module)
-    except ModuleNotFoundError as err:
-        if err.name is not None and module.startswith(err.name):
-            return Seams()
-        raise  # the provider exists but one of its own imports is missing: say so
-    seams = mod.bench_seams()
-    if not isinstance(seams, Seams):
-        raise TypeError(f"{module}.bench_seams() returned {type(seams).__name__}, not Seams")
-    return seams
+def load_seams() -> Seams:
+    """The seams on the stack's nodes (imported on this path only: they pull in the bring-up)."""
+    from flashfleet.bench.node_seams import bench_seams
+
+    return bench_seams()

@@ -23,7 +23,7 @@ from flashfleet.bench.fingerprint import (
     recipe_fingerprint,
     recipe_gpus,
 )
-from flashfleet.bench.gate import GateResult, Thresholds, evaluate
+from flashfleet.bench.gate import GateResult, evaluate
 from flashfleet.bench.method import method_of, probe_client_version
 from flashfleet.bench.profiles import BENCH_MODULES, Profile
 from flashfleet.bench.report import write_report
@@ -44,6 +44,7 @@ from flashfleet.bench.servers import (
     wait_ready,
 )
 from flashfleet.bench.store import load_run, write_run
+from flashfleet.stack.thresholds import Thresholds
 
 EXIT_OK, EXIT_GATE_FAILED, EXIT_BENCH_FAILED, EXIT_TEARDOWN_FAILED = 0, 1, 3, 4
 

@@ -30,6 +30,8 @@ class InstanceType:
     # Where price_usd_per_hour comes from and as of when (a price without a source is not kept).
     price_source: str | None = None
     price_date: str | None = None
+    # Sold as whole UltraServers of this type (Capacity Blocks' UltraServer form), when known.
+    ultraserver_type: str | None = None
 
     @property
     def host_memory_gb(self) -> int | None:
@@ -64,6 +66,7 @@ def instance_catalog() -> dict[str, InstanceType]:
             source=raw["source"],
             price_source=raw.get("price_source"),
             price_date=raw.get("price_date"),
+            ultraserver_type=raw.get("ultraserver_type"),
         )
         if (raw.get("price_usd_per_hour") is None) != (raw.get("price_source") is None):
             raise ValueError(f"instances.toml: {name}: a price goes with its price_source, and only a price")
@@ -71,11 +74,6 @@ def instance_catalog() -> dict[str, InstanceType]:
             if raw.get(key) is not None:
                 raise ValueError(f"instances.toml: {name}.{key} is listed unknown but has a value")
     return out
-
-
-def default_instance(hardware: str) -> InstanceType | None:
-    """The catalog's instance type for a hardware id (None: not on AWS, e.g. MI355X)."""
-    return next((t for t in instance_catalog().values() if t.hardware == hardware), None)
 
 
 @dataclass(frozen=True)
