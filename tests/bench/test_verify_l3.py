@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from flashfleet.runner import run_playbook
+from flashfleet.bringup.playbook_run import run_playbook
 from tests.bench.standin_server import StandinServer, StandinState
 
 ARGV = [
