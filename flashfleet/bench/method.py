@@ -43,11 +43,6 @@ def probe_client_version(runner: Runner, python: str) -> tuple[str | None, str |
     return None, f"client version not read (exit {done.returncode}): {last}"
 
 
-def _arg(profile: Profile, name: str) -> Any:
-    value = profile.args.get(name)
-    return value if value is not None else None
-
-
 def method_of(profile: Profile, *, module: str, client_version: str | None) -> dict[str, Any]:
     ignore_eos = "disable-ignore-eos" not in profile.args and profile.backend not in NO_IGNORE_EOS_BACKENDS
     return {
@@ -56,9 +51,9 @@ def method_of(profile: Profile, *, module: str, client_version: str | None) -> d
         "kind": profile.kind,
         "backend": profile.backend,
         "dataset": profile.dataset,
-        "input_len": _arg(profile, "random-input-len") or _arg(profile, "gsp-question-len"),
-        "output_len": _arg(profile, "random-output-len") or _arg(profile, "gsp-output-len"),
-        "random_range_ratio": _arg(profile, "random-range-ratio"),
+        "input_len": profile.args.get("random-input-len") or profile.args.get("gsp-question-len"),
+        "output_len": profile.args.get("random-output-len") or profile.args.get("gsp-output-len"),
+        "random_range_ratio": profile.args.get("random-range-ratio"),
         "ignore_eos": ignore_eos,
         "request_rate": str(profile.args.get("request-rate", "inf")),  # bench_serving's default
         "prompts_per_concurrency": profile.prompts_per_concurrency,

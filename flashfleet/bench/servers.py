@@ -41,7 +41,6 @@ class Server:
         return f"{self.role} {self.url}"
 
 
-Fetch = Callable[[str, float], tuple[int, str]]
 # Several URLs at once -> {url: (status, body)}: one round trip through a runner on a node.
 FetchMany = Callable[[Sequence[str]], dict[str, tuple[int, str]]]
 
