@@ -1,7 +1,8 @@
 """Pulumi composition root: `pulumi up --stack <name>` (stack files in stacks/).
 
-Reads `flashfleet:stack` and the secret `flashfleet:hfToken` once, validates the whole stack
-before any resource is registered, builds the node source's component and exports the outputs.
+Reads `flashfleet:stack`, the secret `flashfleet:hfToken` and `flashfleet:roleVars` once,
+validates the whole stack before any resource is registered, builds the node source's component
+and exports the outputs.
 """
 
 from datetime import UTC, datetime
@@ -19,5 +20,9 @@ bringup = resolve_spec(
     region=pulumi.Config("aws").get("region"),
     has_hf_token=config.get("hfToken") is not None,
 )
-for key, value in deploy(bringup, config.get_secret("hfToken"), datetime.now(UTC)).items():
+# Role arguments for every bring-up run (apt and Hub mirrors of an air-gapped site, say).
+role_vars = config.get_object("roleVars") or {}
+if not isinstance(role_vars, dict):
+    raise pulumi.RunError("flashfleet:roleVars: must be a mapping of role argument names to values")
+for key, value in deploy(bringup, config.get_secret("hfToken"), datetime.now(UTC), role_vars).items():
     pulumi.export(key, value)

@@ -1,5 +1,6 @@
 """`flashfleet status STACK`: the stack's outputs (secrets masked), its last Pulumi operation
-and the latest bring-up runs recorded on this machine. Exit 2 without the Pulumi CLI."""
+and the latest bring-up runs recorded on this machine. Exit 2, one line, without the Pulumi CLI
+or when the stack cannot be selected or read."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         outs = stackops.outputs(args.stack)
         last = stackops.last_update(args.stack)
-    except (stackops.PulumiUnavailable, stackops.UnknownStack) as err:
+    except (stackops.PulumiUnavailable, stackops.StackError) as err:
         raise UsageError(str(err)) from None
     print(f"stack: {args.stack}")
     print(f"last operation: {last or 'none'}")

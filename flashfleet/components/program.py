@@ -62,8 +62,16 @@ def build_kubernetes(b: Bringup, hf_token: pulumi.Output[str] | None) -> Kuberne
     return KubernetesCluster(b.stack, args, opts=pulumi.ResourceOptions(provider=provider))
 
 
-def deploy(b: Bringup, hf_token: pulumi.Output[str] | None, now: datetime) -> dict[str, Any]:
-    """Register the stack's resources; return its outputs by key (``flashfleet.outputs``)."""
+def deploy(
+    b: Bringup,
+    hf_token: pulumi.Output[str] | None,
+    now: datetime,
+    role_vars: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Register the stack's resources; return its outputs by key (``flashfleet.outputs``).
+
+    ``role_vars``: role arguments for every bring-up run (site mirrors, say), checked against
+    the roles' argument specs like `flashfleet configure -e`."""
     expires_at = iso_utc(now + b.spec.ttl)
     if isinstance(b.spec.nodes.source, KubernetesSource):
         # The token reaches the cluster as a Secret only; with no Ansible hand-off it is no output.
@@ -90,6 +98,6 @@ def deploy(b: Bringup, hf_token: pulumi.Output[str] | None, now: datetime) -> di
         # Only for the ansible-runner hand-off; it stays a secret in the state and outputs.
         exports[outputs.HF_TOKEN] = pulumi.Output.secret(hf_token)
     # Prepare, configure Mooncake, serve and verify once the nodes exist; teardown on destroy.
-    run = attach("bringup", inventory, hf_token, playbook="site.yml")
+    run = attach("bringup", inventory, hf_token, playbook="site.yml", extravars=role_vars)
     exports[outputs.BRINGUP_RUN_DIR] = run.runDir
     return exports
