@@ -69,9 +69,12 @@ def select(stack: str) -> Stack:
         raise PulumiUnavailable(NO_CLI)
     from pulumi import automation as auto
 
+    from flashfleet.stack.files import stack_path
+
     work_dir = project_dir()
-    if not (work_dir / "stacks" / f"Pulumi.{stack}.yaml").is_file():
-        raise UnknownStack(f"stack {stack!r}: no stacks/Pulumi.{stack}.yaml in {work_dir}")
+    path = stack_path(stack, work_dir / "stacks")
+    if not path.is_file():
+        raise UnknownStack(f"stack {stack!r}: no stacks/{path.name} in {work_dir}")
     try:
         return auto.select_stack(stack_name=stack, work_dir=str(work_dir))
     except FileNotFoundError:
