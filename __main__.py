@@ -1,14 +1,15 @@
 """Pulumi composition root: `pulumi up --stack <name>` (stack files in stacks/).
 
 Reads `flashfleet:stack`, the secret `flashfleet:hfToken` and `flashfleet:roleVars` once,
-validates the whole stack before any resource is registered, builds the node source's component
-and exports the outputs.
+validates the whole stack before any resource is registered, checks the stack's capacity
+reservation or block (pre-flight), builds the node source's component and exports the outputs.
 """
 
 from datetime import UTC, datetime
 
 import pulumi
 
+from flashfleet.capacity import preflight
 from flashfleet.components.program import deploy
 from flashfleet.planning import parse_spec, resolve_spec
 
@@ -24,5 +25,13 @@ bringup = resolve_spec(
 role_vars = config.get_object("roleVars") or {}
 if not isinstance(role_vars, dict):
     raise pulumi.RunError("flashfleet:roleVars: must be a mapping of role argument names to values")
-for key, value in deploy(bringup, config.get_secret("hfToken"), datetime.now(UTC), role_vars).items():
+# The block or reservation must be usable now, before the first resource (a VPC) is created.
+try:
+    reservation = preflight.run(bringup)
+except preflight.CapacityRefused as err:
+    raise pulumi.RunError(str(err)) from None  # one line, no traceback
+now = datetime.now(UTC)
+for key, value in deploy(
+    bringup, config.get_secret("hfToken"), now, preflight.block_end(reservation), role_vars
+).items():
     pulumi.export(key, value)

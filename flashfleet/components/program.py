@@ -22,6 +22,7 @@ from flashfleet.components.tags import iso_utc
 from flashfleet.inventory import build_inventory
 from flashfleet.planning import StackPlan
 from flashfleet.stack import KubernetesSource
+from flashfleet.stack.capacity import node_deadline
 
 
 class NodeSource(Protocol):
@@ -67,13 +68,16 @@ def deploy(
     b: StackPlan,
     hf_token: pulumi.Output[str] | None,
     now: datetime,
+    block_end: datetime | None = None,
     role_vars: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Register the stack's resources; return its outputs by key (``flashfleet.outputs``).
 
+    ``block_end``: the end of the stack's Capacity Block, which the nodes' deadline never passes.
     ``role_vars``: role arguments for every bring-up run (site mirrors, say), checked against
-    the roles' argument specs like `flashfleet configure -e`."""
-    expires_at = iso_utc(now + b.spec.ttl)
+    the roles' argument specs like `flashfleet configure -e`.
+    """
+    expires_at = iso_utc(node_deadline(b.spec, now, block_end))
     if isinstance(b.spec.nodes.source, KubernetesSource):
         # The token reaches the cluster as a Secret only; with no Ansible hand-off it is no output.
         cluster = build_kubernetes(b, hf_token)
@@ -95,6 +99,8 @@ def deploy(
         outputs.NODE_NAMES: [n.name for n in b.nodes],
         outputs.EXPIRES_AT: expires_at,
     }
+    if isinstance(nodes, AwsNodes):
+        exports[outputs.INSTANCE_IDS] = nodes.instance_ids
     if hf_token is not None:
         # Only for the ansible-runner hand-off; it stays a secret in the state and outputs.
         exports[outputs.HF_TOKEN] = pulumi.Output.secret(hf_token)
