@@ -44,10 +44,11 @@ class ProjectLanguageServer(LanguageServer):
         return super().Run(request, context)
 
     def GetPluginInfo(self, request: Any, context: Any) -> Any:
-        from pulumi import __version__ as version
+        from importlib.metadata import version
+
         from pulumi.runtime.proto import plugin_pb2
 
-        return plugin_pb2.PluginInfo(version=version)
+        return plugin_pb2.PluginInfo(version=version("pulumi"))
 
     def InstallDependencies(self, request: Any, context: Any) -> Any:
         # `uv sync --frozen` made the project's environment; nothing to install here.
@@ -67,7 +68,9 @@ def main() -> None:
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     print(port, flush=True)
-    signal.signal(signal.SIGTERM, lambda *_: server.stop(0))
+    # The engine ends its plugins with SIGINT (then SIGKILL): stop quietly, no traceback.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: server.stop(0))
     server.wait_for_termination()
 
 
