@@ -89,6 +89,7 @@ class Engine:
 
     def write_project(self, addresses: list[str], options: dict[str, Any]) -> None:
         (self.project / "stacks").mkdir(parents=True, exist_ok=True)
+        (self.workdir / "state").mkdir(exist_ok=True)  # the file backend does not create it
         for name in ("Pulumi.yaml", "__main__.py"):
             shutil.copy(REPO / name, self.project / name)
         self.write_stack(addresses, options)
