@@ -44,9 +44,12 @@ def _parse_ttl(raw: object) -> timedelta | str:
     match = _TTL.match(str(raw).strip()) if isinstance(raw, str) else None
     if not match:
         raise ValueError("must be a duration such as 45m, 8h or 2d (or `block` on a Capacity Block stack)")
-    value = timedelta(**{_TTL_UNITS[match.group(2)]: int(match.group(1))})
+    try:
+        value = timedelta(**{_TTL_UNITS[match.group(2)]: int(match.group(1))})
+    except OverflowError:
+        value = MAX_TTL * 2  # far beyond any bound: refused just below
     if not MIN_TTL <= value <= MAX_TTL:
-        raise ValueError(f"must be between {MIN_TTL} and {MAX_TTL.days}d")
+        raise ValueError(f"must be between {MIN_TTL.seconds // 60}m and {MAX_TTL.days}d")
     return value
 
 
@@ -270,6 +273,7 @@ class Mooncake(Strict):
     devices: tuple[str, ...] = ()  # RDMA devices to pin; empty = auto-discover
     rpc_port: int = Field(default=50051, ge=1, le=65535)
     metadata_port: int = Field(default=8080, ge=1, le=65535)
+    metrics_port: int = Field(default=9003, ge=1, le=65535)  # mooncake_master --metrics_port
 
 
 # --- Benchmark gate and teardown ------------------------------------------------------------------
@@ -283,6 +287,29 @@ class BenchSpec(Strict):
 class TeardownSpec(Strict):
     # The weight cache is hundreds of GB and slow to download again: kept unless set to false.
     keep_caches: bool = True
+
+
+# --- Bring-up model (flashfleet plan's critical path) ---------------------------------------------
+
+
+class Bandwidth(Strict):
+    """Gigabits per second one node gets from the Hub (weights) and the registry (image)."""
+
+    weights_gbps: float | None = Field(default=None, gt=0, le=3200)
+    image_gbps: float | None = Field(default=None, gt=0, le=3200)
+
+
+class BringupSpec(Strict):
+    """Overrides of the catalog's per-source defaults (flashfleet/catalog/bringup.toml)."""
+
+    bandwidth: Bandwidth = Bandwidth()
+    driver_install_s: float | None = Field(default=None, ge=0, le=86400)
+
+
+class WeightsSpec(Strict):
+    # True: the checkpoint is already in model_cache_dir (a volume, a node-local cache): the
+    # bring-up downloads nothing and the weights leave the critical path.
+    prestaged: bool = False
 
 
 # --- The stack --------------------------------------------------------------------------------------
@@ -300,7 +327,9 @@ class StackSpec(Strict):
     mooncake: Mooncake | None = None
     model_cache_dir: str = "/opt/flashfleet/hf-cache"
     bench: BenchSpec = BenchSpec()
-    teardown: TeardownSpec | None = None  # None: the teardown role's default (keep the caches)
+    teardown: TeardownSpec | None = None  # None: keep the caches
+    bringup: BringupSpec = BringupSpec()
+    weights: WeightsSpec = WeightsSpec()
 
     @field_validator("model_cache_dir")
     @classmethod
