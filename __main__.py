@@ -1,8 +1,8 @@
 """Pulumi composition root: `pulumi up --stack <name>` (stack files in stacks/).
 
-Reads `flashfleet:stack` and the secret `flashfleet:hfToken` once, validates the whole stack
-before any resource is registered, checks the stack's capacity reservation or block (pre-flight),
-builds the node source's component and exports the outputs.
+Reads `flashfleet:stack`, the secret `flashfleet:hfToken` and `flashfleet:roleVars` once,
+validates the whole stack before any resource is registered, checks the stack's capacity
+reservation or block (pre-flight), builds the node source's component and exports the outputs.
 """
 
 from datetime import UTC, datetime
@@ -21,6 +21,10 @@ bringup = resolve_spec(
     region=pulumi.Config("aws").get("region"),
     has_hf_token=config.get("hfToken") is not None,
 )
+# Role arguments for every bring-up run (apt and Hub mirrors of an air-gapped site, say).
+role_vars = config.get_object("roleVars") or {}
+if not isinstance(role_vars, dict):
+    raise pulumi.RunError("flashfleet:roleVars: must be a mapping of role argument names to values")
 # The block or reservation must be usable now, before the first resource (a VPC) is created.
 try:
     reservation = preflight.run(bringup)
@@ -28,6 +32,6 @@ except preflight.CapacityRefused as err:
     raise pulumi.RunError(str(err)) from None  # one line, no traceback
 now = datetime.now(UTC)
 for key, value in deploy(
-    bringup, config.get_secret("hfToken"), now, preflight.block_end(reservation)
+    bringup, config.get_secret("hfToken"), now, preflight.block_end(reservation), role_vars
 ).items():
     pulumi.export(key, value)

@@ -163,6 +163,12 @@ def check_role_arguments(
             _validate(where, options, params)
 
 
+def check_extravar_names(project: Project, playbook: str, extravars: Mapping[str, Any]) -> None:
+    """Raises BringupInputError when a role-prefixed name is no argument of that role."""
+    specs = {u.role: _role_spec(project, u.role) for u in role_uses(project, playbook)}
+    _check_extravars(extravars, {r: s[0] for r, s in specs.items() if s is not None})
+
+
 def _check_extravars(extravars: Mapping[str, Any], options_by_role: Mapping[str, Mapping[str, Any]]) -> None:
     for name in extravars:
         for role in sorted(options_by_role, key=len, reverse=True):

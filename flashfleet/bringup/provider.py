@@ -143,6 +143,15 @@ def _run(inputs: RunInputs) -> RunResult:
 
 class PlaybookRunProvider(ResourceProvider):
     def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+        extravars = news.get("extravars")
+        if isinstance(extravars, Mapping) and news.get("projectDir") and not _has_unknown(extravars):
+            from flashfleet.bringup.arguments import check_extravar_names
+
+            try:
+                playbook = str(news.get("playbook") or "site.yml")
+                check_extravar_names(Project(Path(str(news["projectDir"]))), playbook, extravars)
+            except (BringupInputError, FileNotFoundError) as err:
+                return CheckResult(news, [CheckFailure("extravars", str(err))])
         inventory = news.get("inventory")
         if isinstance(inventory, Mapping) and not _has_unknown(inventory):
             from flashfleet.bringup.contract import check_inventory
@@ -189,6 +198,8 @@ def _teardown(inputs: RunInputs) -> None:
         inputs.inventory,
         project=inputs.project,
         runs_root=inputs.runs_root,
+        # the stack's role arguments (site mirrors, the container CLI) hold for the teardown too
+        extravars=inputs.extravars,
         checked=False,  # the inventory was checked when it was deployed; roles may have moved on
     )
     dark = handoff.unreachable_hosts(result)

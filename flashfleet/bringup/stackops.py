@@ -8,15 +8,21 @@ masked by whoever prints them.
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flashfleet.bringup.project import REPO
 
 if TYPE_CHECKING:
     from pulumi.automation import Stack
+
+# The Pulumi project (Pulumi.yaml, __main__.py, stacks/) `up/down/status` drive: this checkout,
+# or a directory of the user's own that holds their stack files beside a copy of those two.
+PROJECT_ENV = "FLASHFLEET_PULUMI_PROJECT"
 
 NO_CLI = (
     "the Pulumi CLI is not installed (up/down/status drive it through Pulumi's Automation API); "
@@ -49,6 +55,10 @@ def cli_available() -> bool:
     return shutil.which("pulumi") is not None
 
 
+def project_dir() -> Path:
+    return Path(os.environ.get(PROJECT_ENV) or REPO).resolve()
+
+
 def _last_line(text: str) -> str:
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     return lines[-1] if lines else "no message"
@@ -61,10 +71,12 @@ def select(stack: str) -> Stack:
 
     from flashfleet.stack.files import stack_path
 
-    if not stack_path(stack, REPO / "stacks").is_file():
-        raise UnknownStack(f"stack {stack!r}: no stacks/{stack_path(stack, REPO / 'stacks').name}")
+    work_dir = project_dir()
+    path = stack_path(stack, work_dir / "stacks")
+    if not path.is_file():
+        raise UnknownStack(f"stack {stack!r}: no stacks/{path.name} in {work_dir}")
     try:
-        return auto.select_stack(stack_name=stack, work_dir=str(REPO))
+        return auto.select_stack(stack_name=stack, work_dir=str(work_dir))
     except FileNotFoundError:
         raise PulumiUnavailable(NO_CLI) from None
     except auto.StackNotFoundError:

@@ -65,11 +65,17 @@ def build_kubernetes(b: StackPlan, hf_token: pulumi.Output[str] | None) -> Kuber
 
 
 def deploy(
-    b: StackPlan, hf_token: pulumi.Output[str] | None, now: datetime, block_end: datetime | None = None
+    b: StackPlan,
+    hf_token: pulumi.Output[str] | None,
+    now: datetime,
+    block_end: datetime | None = None,
+    role_vars: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Register the stack's resources; return its outputs by key (``flashfleet.outputs``).
 
     ``block_end``: the end of the stack's Capacity Block, which the nodes' deadline never passes.
+    ``role_vars``: role arguments for every bring-up run (site mirrors, say), checked against
+    the roles' argument specs like `flashfleet configure -e`.
     """
     expires_at = iso_utc(node_deadline(b.spec, now, block_end))
     if isinstance(b.spec.nodes.source, KubernetesSource):
@@ -99,6 +105,6 @@ def deploy(
         # Only for the ansible-runner hand-off; it stays a secret in the state and outputs.
         exports[outputs.HF_TOKEN] = pulumi.Output.secret(hf_token)
     # Prepare, configure Mooncake, serve and verify once the nodes exist; teardown on destroy.
-    run = attach("bringup", inventory, hf_token, playbook="site.yml")
+    run = attach("bringup", inventory, hf_token, playbook="site.yml", extravars=role_vars)
     exports[outputs.BRINGUP_RUN_DIR] = run.runDir
     return exports

@@ -166,3 +166,15 @@ def test_check_refuses_a_broken_inventory_naming_the_field(
     assert [(f.property, f.reason.split(":")[0]) for f in resp.failures] == [
         ("inventory", "all.hosts.node-1.flashfleet_vendor")
     ]
+
+
+def test_check_refuses_a_role_argument_the_role_does_not_have(
+    tmp_path: Path, two_local_nodes: dict[str, Any]
+) -> None:
+    provider = PlaybookRunProvider()
+    good = resource_inputs(tmp_path, two_local_nodes, extravars={"marker_draft": "x"})
+    assert provider.check({}, good).failures == []
+    bad = resource_inputs(tmp_path, two_local_nodes, extravars={"marker_colour": "red"})
+    failures = provider.check({}, bad).failures
+    assert [f.property for f in failures] == ["extravars"]
+    assert "marker_colour" in failures[0].reason

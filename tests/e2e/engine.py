@@ -1,0 +1,141 @@
+"""A test stack on booted test hosts, driven by the real Pulumi engine.
+
+The hosts, vendor apt repository, Hub and stand-in images are those of tests/roles (so the
+whole of site.yml runs: prepare, Mooncake, serve, verify); the Pulumi project is this
+checkout's Pulumi.yaml and __main__.py beside a stacks/ directory of its own; the state is a
+local file backend. The serving container is replaced at the container boundary by
+tests/serve/fake_docker.py, named to the roles through their `*_docker` arguments.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from hosts.harness import HostPool
+
+REPO = Path(__file__).resolve().parents[2]
+TOOLS = REPO / ".tools" / "bin"
+SERVE = REPO / "tests" / "serve"
+PASSPHRASE = "e2e-passphrase-not-a-secret"
+FAKE_DOCKER = "/usr/local/lib/fake-docker/docker"
+
+
+def pulumi_cli() -> str | None:
+    return shutil.which("pulumi", path=f"{TOOLS}{os.pathsep}{os.environ.get('PATH', '')}")
+
+
+def install_fake_docker(root: Path) -> None:
+    lib = root / "usr/local/lib/fake-docker"
+    lib.mkdir(parents=True, exist_ok=True)
+    (lib / "standin_openai.py").write_text((SERVE / "standin_openai.py").read_text())
+    (lib / "docker").write_text((SERVE / "fake_docker.py").read_text())
+    (lib / "docker").chmod(0o755)
+
+
+def stack_spec(addresses: list[str], options: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "description": "e2e: two existing H200 hosts", "hardware": "h200", "strategy": "low-latency",
+        "topology": "unified", "options": options, "ttl": "8h", "image": {"version": "v0.5.23"},
+        "nodes": {"count": len(addresses), "source": {"kind": "existing", "hosts": [
+            {"address": a, "sshUser": "root", "gpus": {"model": "h200", "count": 8},
+             "hostMemoryGib": 16} for a in addresses]}},
+    }  # fmt: skip
+
+
+@dataclass
+class Engine:
+    """One Pulumi project directory, backend and environment; `pulumi(...)` runs the CLI."""
+
+    workdir: Path
+    pool: HostPool
+    role_vars: dict[str, Any]
+    stack: str = "e2e"
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def project(self) -> Path:
+        return self.workdir / "project"
+
+    @property
+    def stack_file(self) -> Path:
+        return self.project / "stacks" / f"Pulumi.{self.stack}.yaml"
+
+    def env(self) -> dict[str, str]:
+        cli = pulumi_cli()
+        assert cli is not None
+        return {
+            **os.environ,
+            "PATH": f"{Path(cli).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+            "PULUMI_HOME": str(self.workdir / "pulumi-home"),
+            "PULUMI_BACKEND_URL": f"file://{self.workdir / 'state'}",
+            "PULUMI_CONFIG_PASSPHRASE": PASSPHRASE,
+            "PULUMI_SKIP_UPDATE_CHECK": "true",
+            "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
+            "FLASHFLEET_PULUMI_PROJECT": str(self.project),
+            "FLASHFLEET_RUNS_DIR": str(self.workdir / "runs"),
+            # How the controller reaches the test hosts (a user's ssh config would say this).
+            "ANSIBLE_PRIVATE_KEY_FILE": str(self.pool.key),
+            "ANSIBLE_SSH_COMMON_ARGS": "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
+            "-o LogLevel=ERROR",
+        }
+
+    def write_project(self, addresses: list[str], options: dict[str, Any]) -> None:
+        (self.project / "stacks").mkdir(parents=True, exist_ok=True)
+        (self.workdir / "state").mkdir(exist_ok=True)  # the file backend does not create it
+        for name in ("Pulumi.yaml", "__main__.py"):
+            shutil.copy(REPO / name, self.project / name)
+        self.write_stack(addresses, options)
+
+    def write_stack(self, addresses: list[str], options: dict[str, Any]) -> None:
+        """The stack file, keeping what `pulumi config set --secret` added (salt, hfToken)."""
+        doc: dict[str, Any] = {}
+        if self.stack_file.exists():
+            doc = yaml.safe_load(self.stack_file.read_text()) or {}
+        config = doc.setdefault("config", {})
+        config["flashfleet:stack"] = stack_spec(addresses, options)
+        config["flashfleet:roleVars"] = self.role_vars
+        self.stack_file.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+    def run(
+        self, *argv: str, timed: str | None = None, check: bool = True, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        start = time.monotonic()
+        done = subprocess.run(
+            list(argv), check=False, cwd=self.project, env={**self.env(), **(env or {})}, text=True,
+            capture_output=True, timeout=1800,
+        )  # fmt: skip
+        if timed:
+            self.timings[timed] = time.monotonic() - start
+        if check and done.returncode != 0:
+            raise AssertionError(f"{' '.join(argv)}: rc {done.returncode}\n{done.stdout}\n{done.stderr}")
+        return done
+
+    def pulumi(
+        self, *args: str, timed: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        return self.run("pulumi", *args, "--stack", self.stack, "--non-interactive", timed=timed, check=check)
+
+    def flashfleet(
+        self, *args: str, timed: str | None = None, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        python = REPO / ".venv" / "bin" / "python"
+        return self.run(str(python), "-m", "flashfleet", *args, timed=timed, check=False, env=env)
+
+    def export(self) -> str:
+        return self.pulumi("stack", "export").stdout
+
+    def preview_steps(self) -> dict[str, list[str]]:
+        """`pulumi preview --json`: {operation: [resource names]} of the steps it would take."""
+        out = json.loads(self.pulumi("preview", "--json", "--diff").stdout)
+        steps: dict[str, list[str]] = {}
+        for step in out.get("steps", []):
+            steps.setdefault(step["op"], []).append(step["urn"].rsplit("::", 1)[-1])
+        return steps
