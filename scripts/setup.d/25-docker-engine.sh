@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# A real Docker engine for the test hosts: Debian's docker.io (20.10) and the packages it needs
+# beyond the test-host rootfs, downloaded once. tests/hosts/aptrepo.py serves them from the
+# local apt repository behind Docker's package names, so the container_runtime role installs a
+# real dockerd on the hosts exactly as it does on a node.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+cache="${FLASHFLEET_TEST_HOSTS_CACHE:-/var/cache/flashfleet/test-hosts}"
+base="$cache/base-bookworm"
+debs="$cache/docker-engine-debs"
+[ -f "$base/var/lib/dpkg/status" ] || { echo "missing $base: run 20-test-hosts.sh first" >&2; exit 1; }
+if [ ! -f "$debs/.ok" ]; then
+  rm -rf "$debs.tmp" && mkdir -p "$debs.tmp/partial"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-cache show docker.io >/dev/null 2>&1 || apt-get update -qq
+  # Resolved against the rootfs's own package list: exactly what a host lacks, nothing more.
+  apt-get install -y -qq --download-only --no-install-recommends \
+    -o Dir::State::status="$base/var/lib/dpkg/status" \
+    -o Dir::Cache::archives="$debs.tmp" \
+    -o Debug::NoLocking=true docker.io >/dev/null
+  rm -rf "$debs.tmp/partial" "$debs.tmp/lock"
+  ls "$debs.tmp"/docker.io_*.deb >/dev/null
+  touch "$debs.tmp/.ok"
+  rm -rf "$debs" && mv "$debs.tmp" "$debs"
+fi
+echo "docker engine packages ready: $(ls "$debs"/*.deb | wc -l) debs in $debs"
