@@ -7,8 +7,8 @@ mirrors the URL layout of its vendor (CUDA and libnvidia-container flat repos, D
 radeon dists/ repos) under one HTTP root that tests pass to the roles as base URLs.
 
 With `engine_debs` (the real Debian engine fetched by scripts/setup.d/25-docker-engine.sh),
-Docker's repository serves the real docker.io behind Docker's package names instead of the
-stand-in engine: `docker-ce` depends on exactly that docker.io, `containerd.io` on containerd.
+Docker's repository serves the real docker.io under Docker's package names instead of the
+stand-in engine: `docker-ce` is docker.io renamed, `containerd.io` depends on containerd.
 """
 
 from __future__ import annotations
@@ -27,9 +27,10 @@ DRIVER_NEWER = "595.99.01"  # also in the repo: pinning must keep it out
 TOOLKIT = "1.20.1"
 DOCKER = "29.1.3"
 ROCM = "7.0.2"
-ENGINE_DEBS = Path(
-    os.environ.get("FLASHFLEET_TEST_HOSTS_CACHE", "/var/cache/flashfleet/test-hosts")
-) / "docker-engine-debs"
+ENGINE_DEBS = (
+    Path(os.environ.get("FLASHFLEET_TEST_HOSTS_CACHE", "/var/cache/flashfleet/test-hosts"))
+    / "docker-engine-debs"
+)
 
 
 def deb_field(deb: Path, name: str) -> str:
@@ -38,20 +39,18 @@ def deb_field(deb: Path, name: str) -> str:
 
 
 def real_engine_version(engine_debs: Path = ENGINE_DEBS) -> str:
-    """docker.io's full Debian version (e.g. 20.10.24+dfsg1-1+deb12u1+b6)."""
-    return deb_field(next(engine_debs.glob("docker.io_*.deb")), "Version")
+    """The real engine's Debian version without Docker's epoch (20.10.24+dfsg1-1+deb12u1+b6)."""
+    return deb_field(next(engine_debs.glob("docker-ce_*.deb")), "Version").split(":", 1)[1]
 
 
 def real_engine_debs(engine_debs: Path) -> list[Deb]:
-    """Docker's package names over the real Debian engine, at the engine's own version under
-    Docker's epoch, so that the role's pin (`5:<version>-*`) selects them."""
-    version = real_engine_version(engine_debs)
+    """Docker's other package names over the real Debian engine (`docker-ce` is docker.io
+    itself, renamed by the set-up step): the CLI ships inside it, containerd is Debian's."""
     containerd = deb_field(next(engine_debs.glob("containerd_*.deb")), "Version")
-    ours = f"5:{version}"
+    ours = f"5:{real_engine_version(engine_debs)}"
     return [
-        Deb("docker-ce", ours, depends=f"docker.io (= {version}), containerd.io"),
         Deb("docker-ce-cli", ours, depends=f"docker-ce (= {ours})",
-            files={"/usr/share/doc/docker-ce-cli/standin": "the CLI ships in docker.io\n"}),
+            files={"/usr/share/doc/docker-ce-cli/standin": "the CLI ships in docker-ce here\n"}),
         Deb("containerd.io", containerd, depends=f"containerd (= {containerd})"),
     ]  # fmt: skip
 

@@ -102,6 +102,10 @@ class HostPool:
         netns = f"{self.bridge.name}-{spec.name}"
         self._netns.append(netns)  # before attach: a half-wired namespace is removed too
         address = self.bridge.attach(netns, index)
+        if spec.container_engine:
+            # nspawn keeps /proc/sys read-only inside, and dockerd refuses to start unless it
+            # can switch forwarding on (it writes only when off): switched on from outside.
+            sh("ip", "netns", "exec", netns, "sysctl", "-qw", "net.ipv4.ip_forward=1")
         root = self.workdir / spec.name
         sh("cp", "-a", str(BASE_ROOTFS), str(root))
         self._personalise(root, spec)
