@@ -8,6 +8,7 @@ contract test lowers that one value to the sandbox's hard limit. Real nodes gran
 
 from __future__ import annotations
 
+import itertools
 import json
 import shlex
 import subprocess
@@ -26,7 +27,7 @@ STACKS = sorted(
     p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (REPO / "stacks").glob("Pulumi.*.yaml")
 )
 PROBE = "flashfleet-probe "
-UNIT = "flashfleet-contract"
+_RUNS = itertools.count()  # one unit name per launch: a journal per container
 
 
 def test_role_installs_the_real_engine_through_sudo(engine: Engine) -> None:
@@ -35,10 +36,11 @@ def test_role_installs_the_real_engine_through_sudo(engine: Engine) -> None:
     assert install.ok, f"{install.summary()}\n{journal}"
     for host in ("h200", "mi355x"):
         # Docker's package names, the real Debian engine behind them
-        packages = engine.sh(host, "dpkg-query -W -f '${Package} ${Version}\\n' docker-ce docker.io").stdout
+        packages = engine.sh(host, "dpkg-query -W -f '${Package} ${Version}\\n' docker-ce containerd").stdout
         assert f"docker-ce 5:{engine.version}-" in packages
-        assert f"docker.io {engine.version}-" in packages
-        assert engine.sh(host, "dpkg -S /usr/sbin/dockerd").stdout.startswith("docker.io:")
+        assert "containerd 1." in packages
+        assert engine.sh(host, "dpkg -S /usr/sbin/dockerd").stdout.startswith("docker-ce:")
+        assert f"version {engine.version}," in engine.sh(host, "/usr/sbin/dockerd --version").stdout
         assert (
             engine.sh(host, "docker version --format '{{.Server.Version}}'").stdout.strip() == engine.version
         )
@@ -96,26 +98,25 @@ def _memlock_hard_limit(engine: Engine, host: str) -> str:
     return "-1" if limit == "unlimited" else str(int(limit) * 1024)
 
 
-def _run_as_rendered(engine: Engine, host: str, argv: list[str]) -> tuple[dict[str, Any], str]:
+def _run_as_rendered(engine: Engine, host: str, unit: str, argv: list[str]) -> tuple[dict[str, Any], str]:
     """Starts the argv under a transient unit, waits for the container's probe line."""
-    engine.sh(host, f"systemctl stop {UNIT}; systemctl reset-failed {UNIT}")
-    started = engine.sh(host, f"systemd-run --quiet --unit {UNIT} -- {shlex.join(argv)}")
+    started = engine.sh(host, f"systemd-run --quiet --unit {unit} -- {shlex.join(argv)}")
     assert started.returncode == 0, started.stderr
     deadline = time.monotonic() + 60
     log = ""
     while time.monotonic() < deadline:
-        log = engine.sh(host, f"journalctl -u {UNIT} -o cat --no-pager").stdout
+        log = engine.sh(host, f"journalctl -u {unit} -o cat --no-pager").stdout
         lines = [line for line in log.splitlines() if line.startswith(PROBE)]
         if lines:
             return json.loads(lines[-1].removeprefix(PROBE)), log
-        if engine.sh(host, f"systemctl is-active {UNIT}").stdout.strip() not in {"active", "activating"}:
+        if engine.sh(host, f"systemctl is-active {unit}").stdout.strip() not in {"active", "activating"}:
             break
         time.sleep(0.5)
     raise AssertionError(f"container did not start on {host}: {shlex.join(argv)}\n{log}")
 
 
-def _stop(engine: Engine, host: str, name: str) -> None:
-    engine.sh(host, f"docker rm -f {name}; systemctl stop {UNIT}; systemctl reset-failed {UNIT}")
+def _stop(engine: Engine, host: str, unit: str, name: str) -> None:
+    engine.sh(host, f"docker rm -f {name}; systemctl stop {unit}; systemctl reset-failed {unit}")
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -143,8 +144,9 @@ def test_catalog_launch_runs_on_the_real_engine(engine: Engine, stack: str) -> N
         memlock = _memlock_hard_limit(engine, host)
         lowered = [a if a != "memlock=-1" else f"memlock={memlock}" for a in argv]
         assert sum(a != b for a, b in zip(argv, lowered, strict=True)) <= 1  # only memlock changes
+        unit = f"flashfleet-contract-{next(_RUNS)}"
         try:
-            seen, log = _run_as_rendered(engine, host, lowered)
+            seen, log = _run_as_rendered(engine, host, unit, lowered)
             assert seen["argv"] == process["argv"][1:], log  # after `sglang` / `python`
             assert set(process["secret_env_names"]) | set(process["env"]) <= set(seen["env"]), log
             host_ns = {
@@ -166,4 +168,4 @@ def test_catalog_launch_runs_on_the_real_engine(engine: Engine, stack: str) -> N
                 last = engine.sh(host, "tail -1 /run/flashfleet-test/gpu-requests.jsonl").stdout
                 assert json.loads(last)["devices"] == process["gpus"]
         finally:
-            _stop(engine, host, process["container_name"])
+            _stop(engine, host, unit, process["container_name"])
