@@ -2,7 +2,8 @@
 
 Strict (unknown keys refused), frozen, camelCase keys as in the YAML, node sources discriminated
 by ``nodes.source.kind``. Secrets never live here: the HF token is its own secret config key.
-Cross-field checks that need the recipe engine or the catalogs live in ``checks.py``.
+Imports only the catalog and its sibling spec modules. Cross-field checks that need the recipe
+engine live in the planning layer (``flashfleet.planning.checks``).
 """
 
 from __future__ import annotations
@@ -14,25 +15,18 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
+    AwareDatetime,
     BeforeValidator,
-    ConfigDict,
     Field,
     ValidationInfo,
     field_validator,
     model_validator,
 )
-from pydantic.alias_generators import to_camel
 
-from flashfleet.bench.gate import Thresholds
-from flashfleet.components.kubernetes_spec import KubernetesSource
-from flashfleet.launch import ImageSpec
-
-
-class Strict(BaseModel):
-    # Unknown keys are errors: a typo in a stack file fails `validate`, never silently.
-    model_config = ConfigDict(extra="forbid", frozen=True, alias_generator=to_camel, validate_by_name=False)
-
+from flashfleet.stack.image import ImageSpec
+from flashfleet.stack.kubernetes import KubernetesSource
+from flashfleet.stack.strict import Strict
+from flashfleet.stack.thresholds import Thresholds
 
 _TTL = re.compile(r"^(\d+)([mhd])$")
 _TTL_UNITS = {"m": "minutes", "h": "hours", "d": "days"}
@@ -40,19 +34,22 @@ MIN_TTL = timedelta(minutes=15)
 MAX_TTL = timedelta(days=14)
 
 
-def _parse_ttl(raw: object) -> timedelta:
-    if isinstance(raw, timedelta):
+BLOCK_TTL = "block"  # until the Capacity Block's end, less the margin AWS terminates instances by
+
+
+def _parse_ttl(raw: object) -> timedelta | str:
+    if isinstance(raw, timedelta) or raw == BLOCK_TTL:
         return raw
     match = _TTL.match(str(raw).strip()) if isinstance(raw, str) else None
     if not match:
-        raise ValueError("must be a duration such as 45m, 8h or 2d")
+        raise ValueError("must be a duration such as 45m, 8h or 2d (or `block` on a Capacity Block stack)")
     value = timedelta(**{_TTL_UNITS[match.group(2)]: int(match.group(1))})
     if not MIN_TTL <= value <= MAX_TTL:
         raise ValueError(f"must be between {MIN_TTL} and {MAX_TTL.days}d")
     return value
 
 
-Ttl = Annotated[timedelta, BeforeValidator(_parse_ttl)]
+Ttl = Annotated[timedelta | Literal["block"], BeforeValidator(_parse_ttl)]
 
 OptionValue = str | int | float | bool | list[str] | None
 
@@ -110,11 +107,40 @@ class Reservation(Strict):
     reservation_id: Annotated[str, _aws_id("cr")]
 
 
+class PurchasedBlock(Strict):
+    """What `flashfleet capacity buy` recorded about the block it bought (the EC2 API's answer).
+
+    ``pulumi up`` checks the live reservation, not this record; ``plan`` shows the window and the
+    cost figures take the price from here, with its source.
+    """
+
+    offering_id: str = Field(min_length=1)
+    availability_zone: str = Field(min_length=1)
+    instance_count: int = Field(ge=1)
+    start: AwareDatetime
+    end: AwareDatetime
+    upfront_price_usd: float = Field(ge=0)
+    price_source: str = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _window(self) -> PurchasedBlock:
+        if self.end <= self.start:
+            raise ValueError(f"end {self.end.isoformat()} is not after start {self.start.isoformat()}")
+        return self
+
+    @property
+    def hours(self) -> float:
+        return (self.end - self.start).total_seconds() / 3600
+
+
 class CapacityBlock(Strict):
     """A purchased Capacity Block for ML: market type capacity-block, no placement group."""
 
     kind: Literal["block"]
     reservation_id: Annotated[str, _aws_id("cr")]
+    # `pulumi up` on a block that has not started yet: wait for its start instead of refusing.
+    wait_for_start: bool = False
+    purchased: PurchasedBlock | None = None  # written by `flashfleet capacity buy`
 
 
 Capacity = Annotated[OnDemand | Reservation | CapacityBlock, Field(discriminator="kind")]
@@ -211,8 +237,7 @@ class ExistingSource(Strict):
 
 
 # --- Node sources ------------------------------------------------------------------------------------
-# KubernetesSource (a GPU cluster the user already has) is defined beside its renderer. It imports
-# only the catalog, and flashfleet/components/__init__.py imports nothing: no cycle, no pulumi.
+# KubernetesSource (a GPU cluster the user already has) lives in flashfleet.stack.kubernetes.
 NodeSource = Annotated[AwsSource | ExistingSource | KubernetesSource, Field(discriminator="kind")]
 
 
@@ -246,38 +271,9 @@ class Mooncake(Strict):
 # --- Benchmark gate and teardown ------------------------------------------------------------------
 
 
-class ProfileThresholds(BaseModel):
-    """Pass/fail limits of one workload profile, by the names flashfleet.bench.gate knows.
-
-    snake_case like the profiles' [gate] tables and `bench --threshold NAME=VALUE`, so a limit is
-    spelt the same everywhere; an unknown name is refused at its own YAML path.
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    min_output_throughput: float | None = Field(default=None, ge=0)
-    min_request_throughput: float | None = Field(default=None, ge=0)
-    max_median_ttft_ms: float | None = Field(default=None, ge=0)
-    max_p99_ttft_ms: float | None = Field(default=None, ge=0)
-    max_median_tpot_ms: float | None = Field(default=None, ge=0)
-    max_p99_tpot_ms: float | None = Field(default=None, ge=0)
-    max_p99_itl_ms: float | None = Field(default=None, ge=0)
-    min_success_ratio: float | None = Field(default=None, ge=0, le=1)
-    max_cost_per_mtok_usd: float | None = Field(default=None, ge=0)
-    concurrency: int | None = Field(default=None, ge=1)
-
-    @model_validator(mode="after")
-    def _gate_accepts(self) -> ProfileThresholds:
-        Thresholds.from_mapping(self.limits())  # the gate's own check: the two never drift apart
-        return self
-
-    def limits(self) -> dict[str, float | int]:
-        return {k: v for k, v in self.model_dump().items() if v is not None}
-
-
 class BenchSpec(Strict):
     # workload profile name -> its thresholds; `bench --threshold` overrides one for a run
-    thresholds: dict[str, ProfileThresholds] = Field(default_factory=dict)
+    thresholds: dict[str, Thresholds] = Field(default_factory=dict)
 
 
 class TeardownSpec(Strict):

@@ -23,7 +23,7 @@ from hosts.engine_images import import_image
 from hosts.harness import HostPool, HostSpec
 from roles.hardware import AMD_DEVICES, H200, IMAGES, MI355X, NVIDIA_DEVICES, facts
 
-from flashfleet.runner import RunResult, run_playbook
+from flashfleet.bringup.playbook_run import RunResult, run_playbook
 
 IB_DEVICES = ("/dev/infiniband/uverbs0",)  # the Mooncake (RDMA) stacks pass /dev/infiniband
 HOSTS = [

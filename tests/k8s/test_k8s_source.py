@@ -11,10 +11,11 @@ from k8s_schema import validate
 from pydantic import ValidationError
 
 from flashfleet.catalog import hardware_catalog
-from flashfleet.components.kubernetes_spec import HostPathCache, KubernetesSource, PvcCache
 from flashfleet.k8s import plan_kubernetes
 from flashfleet.k8s.containers import MOONCAKE_HOSTNAME_ENV
-from flashfleet.stack import list_stacks, load_stack
+from flashfleet.planning import load_stack
+from flashfleet.stack import list_stacks
+from flashfleet.stack.kubernetes import HostPathCache, KubernetesSource, PvcCache
 
 
 def test_minimal_source() -> None:

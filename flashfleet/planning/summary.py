@@ -7,14 +7,16 @@ plan lists the objects and, per workload, each container's image and command.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
-from flashfleet.components.kubernetes_spec import KubernetesSource
 from flashfleet.k8s import KubernetesPlan
 from flashfleet.k8s import mooncake as k8s_mooncake
 from flashfleet.launch import ContainerLaunch
-from flashfleet.stack import checks
-from flashfleet.stack.bringup import SSH_PORT, Bringup
+from flashfleet.planning import checks
+from flashfleet.planning.resolve import SSH_PORT, StackPlan
+from flashfleet.stack import capacity
+from flashfleet.stack.kubernetes import KubernetesSource
 from flashfleet.stack.spec import AwsSource, ExistingSource
 
 _POD_KINDS = {"Deployment", "StatefulSet", "LeaderWorkerSet", "Job"}
@@ -28,14 +30,14 @@ def ttl_text(seconds: float) -> str:
     return f"{minutes}m"
 
 
-def plan_addresses(b: Bringup) -> tuple[list[str], list[str]]:
+def plan_addresses(b: StackPlan) -> tuple[list[str], list[str]]:
     """(SSH addresses, private addresses) as far as they are known offline."""
     ssh = [n.address or f"node-{n.index}" for n in b.nodes]
     private = [n.private_address or f"node-{n.index}" for n in b.nodes]
     return ssh, private
 
 
-def source_summary(b: Bringup) -> dict[str, Any]:
+def source_summary(b: StackPlan) -> dict[str, Any]:
     src = b.spec.nodes.source
     if isinstance(src, ExistingSource):
         return {"kind": "existing", "hosts": [h.address for h in src.hosts]}
@@ -61,6 +63,35 @@ def source_summary(b: Bringup) -> dict[str, Any]:
         "root_volume_gib": b.root_volume_gib,
         "imdsv2": "required",
         "ttl_guard": "the node shuts itself down (terminate on shutdown) at flashfleet:expires-at",
+    }
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def capacity_summary(b: StackPlan) -> dict[str, Any] | None:
+    """The reservation or block the nodes land in, and a bought block's window (None: on-demand)."""
+    rid = capacity.reservation_id(b.spec)
+    if rid is None:
+        return None
+    blk = capacity.block(b.spec)
+    bought = blk.purchased if blk else None
+    return {
+        "kind": "block" if blk else "reservation",
+        "reservation_id": rid,
+        "needs_purchase": b.needs_capacity_purchase,
+        "wait_for_start": bool(blk and blk.wait_for_start),
+        "window": None
+        if bought is None
+        else {
+            "availability_zone": bought.availability_zone,
+            "instance_count": bought.instance_count,
+            "start": _iso(bought.start),
+            "end": _iso(bought.end),
+            "nodes_until": _iso(capacity.usable_until(bought.end)),
+            "upfront_price_usd": bought.upfront_price_usd,
+        },
     }
 
 
@@ -107,7 +138,7 @@ def kubernetes_workloads(plan: KubernetesPlan) -> list[dict[str, Any]]:
     return out
 
 
-def kubernetes_summary(b: Bringup, plan: KubernetesPlan) -> dict[str, Any]:
+def kubernetes_summary(b: StackPlan, plan: KubernetesPlan) -> dict[str, Any]:
     src = b.spec.nodes.source
     assert isinstance(src, KubernetesSource)
     return {
@@ -135,7 +166,7 @@ def _pod_process(launch: ContainerLaunch) -> dict[str, Any]:
     return {k: full[k] for k in keys}
 
 
-def _kubernetes_parts(b: Bringup) -> dict[str, Any]:
+def _kubernetes_parts(b: StackPlan) -> dict[str, Any]:
     plan = checks.kubernetes_plan(b.stack, b.spec)
     src = b.spec.nodes.source
     assert isinstance(src, KubernetesSource)
@@ -167,7 +198,7 @@ def _kubernetes_parts(b: Bringup) -> dict[str, Any]:
     }
 
 
-def _host_parts(b: Bringup) -> dict[str, Any]:
+def _host_parts(b: StackPlan) -> dict[str, Any]:
     ssh, private = plan_addresses(b)
     launches = b.launches_by_node(private)
     return {
@@ -180,7 +211,7 @@ def _host_parts(b: Bringup) -> dict[str, Any]:
     }
 
 
-def plan_data(b: Bringup) -> dict[str, Any]:
+def plan_data(b: StackPlan) -> dict[str, Any]:
     kube = isinstance(b.spec.nodes.source, KubernetesSource)
     parts = _kubernetes_parts(b) if kube else _host_parts(b)
     recipe = parts["recipe"]
@@ -195,7 +226,8 @@ def plan_data(b: Bringup) -> dict[str, Any]:
         "badge_source": recipe.badge_source,
         "model": recipe.model,
         "image": b.spec.image.model_dump(mode="json"),
-        "ttl": ttl_text(b.spec.ttl.total_seconds()),
+        "ttl": b.spec.ttl if isinstance(b.spec.ttl, str) else ttl_text(b.spec.ttl.total_seconds()),
+        "capacity": capacity_summary(b),
         "source": parts["source"],
         "nodes": [
             {
@@ -217,6 +249,7 @@ def plan_data(b: Bringup) -> dict[str, Any]:
         "mooncake": parts["mooncake"],
         "endpoint": parts["endpoint"],
         "hourly_cost_usd": cost,
+        "price_source": b.price_source,
         "warnings": list(b.warnings),
         "notes": list(recipe.notes),
     }
