@@ -52,7 +52,7 @@ class Engine:
     installs: list[RunResult] = field(default_factory=list)
     _counter: int = 0
 
-    def play(self, hosts: list[str]) -> RunResult:
+    def play(self, hosts: list[str], tags: str = "container_runtime", check: bool = False) -> RunResult:
         self._counter += 1
         inventory_hosts = {h: {**self.pool.inventory_host(h), **facts(h)} for h in hosts}
         children: dict[str, Any] = {"flashfleet": {"hosts": {h: {} for h in hosts}}}
@@ -62,13 +62,14 @@ class Engine:
         return run_playbook(
             "prepare.yml",
             {"all": {"hosts": inventory_hosts, "children": children}},
-            run_dir=self.runs / f"{self._counter:03d}-container_runtime",
+            run_dir=self.runs / f"{self._counter:03d}-{tags}",
             extravars={
                 "container_runtime_docker_repo_url": f"{self.base_url}/docker/linux",
                 "container_runtime_nvidia_repo_url": f"{self.base_url}/libnvidia-container",
                 "container_runtime_docker_version": self.version,
             },
-            tags="container_runtime",
+            tags=tags,
+            check=check,
         )
 
     def sh(self, host: str, command: str) -> subprocess.CompletedProcess[str]:

@@ -67,6 +67,22 @@ def test_an_image_that_was_never_built_does_not_run(engine: Engine) -> None:
     assert "Unable to find image 'flashfleet/sglang:v0.0.0-never-built'" in never.stderr
 
 
+def test_the_role_builds_the_image_the_launch_runs(engine: Engine) -> None:
+    """The sglang_image role, in check mode against the real engine (the base is there, the
+    derived image is not), names the image it builds; the launch must run exactly that image,
+    or the unit's `docker run` asks a registry for a name nobody built."""
+    launched = _plan("h200-lowlat")["nodes"][0]["processes"][0]["image"]
+    run = engine.play(["h200"], tags="sglang_image", check=True)
+    assert run.ok, run.summary()
+    built = {
+        fact
+        for line in run.events_log.read_text().splitlines()
+        if (event := json.loads(line)).get("event") == "runner_on_ok"
+        and (fact := event["event_data"]["res"].get("ansible_facts", {}).get("sglang_image_ref"))
+    }
+    assert built == {launched}
+
+
 def test_gpu_requests_reach_the_vendor_hook(engine: Engine) -> None:
     image = BASES["h200"][0]
     ok = engine.sh("h200", f"docker run --rm --gpus '\"device=2,5\"' --entrypoint true {image}")

@@ -117,8 +117,9 @@ class HostPool:
         argv += [f"--bind=/dev/null:{dev}" for dev in spec.devices]
         if spec.container_engine:
             # iptables and the container sandbox need NET_ADMIN (not granted with a network
-            # namespace path); runc joins a session keyring (blocked by nspawn's filter).
-            argv += ["--capability=CAP_NET_ADMIN", "--system-call-filter=@keyring"]
+            # namespace path), `--cap-add IPC_LOCK` (RDMA launches) needs it in the machine's
+            # bounding set; runc joins a session keyring (blocked by nspawn's filter).
+            argv += ["--capability=CAP_NET_ADMIN,CAP_IPC_LOCK", "--system-call-filter=@keyring"]
         if spec.small_disk:
             mount, size = spec.small_disk
             argv.append(f"--tmpfs={mount}:size={size},mode=0755")
