@@ -195,7 +195,8 @@ class HostPool:
     def _wait_ready(self, host: TestHost, deadline: float) -> None:
         while time.monotonic() < deadline:
             if host.process.poll() is not None:
-                raise RuntimeError(f"{host.name}: nspawn exited, see {self.workdir}")
+                console = (self.workdir / f"{host.name}.console.log").read_text(errors="replace")
+                raise RuntimeError(f"{host.name}: nspawn exited:\n{console[-2000:]}")
             probe = self.ssh(host.name, "systemctl is-system-running --wait", check=False)
             if probe.stdout.strip() in {"running", "degraded"}:
                 return
