@@ -35,6 +35,7 @@ class RoleUse:
     hosts: str
     role: str
     variables: Mapping[str, Any]
+    entry: str = "main"  # the argument-spec entry point (include_role's tasks_from)
 
 
 def _load_yaml(path: Path) -> Any:
@@ -70,11 +71,12 @@ def role_uses(project: Project, playbook: str, _seen: frozenset[str] = frozenset
                     continue
                 target = task[action]
                 role = target.get("name") if isinstance(target, Mapping) else target
-                yield RoleUse(playbook, name, hosts, str(role), dict(task.get("vars") or {}))
+                entry = str(target.get("tasks_from", "main")) if isinstance(target, Mapping) else "main"
+                yield RoleUse(playbook, name, hosts, str(role), dict(task.get("vars") or {}), entry)
 
 
-def _role_spec(project: Project, role: str) -> tuple[dict[str, Any], set[str]] | None:
-    """(options of the `main` entry point, names with a default), or None without a spec."""
+def _role_spec(project: Project, role: str, entry: str = "main") -> tuple[dict[str, Any], set[str]] | None:
+    """(options of the entry point, names with a default), or None without a spec."""
     if "{{" in role:
         return None
     if not (project.roles / role).is_dir():
@@ -83,7 +85,9 @@ def _role_spec(project: Project, role: str) -> tuple[dict[str, Any], set[str]] |
     if not spec_file.is_file():
         return None
     specs = (_load_yaml(spec_file) or {}).get("argument_specs", {})
-    options = dict((specs.get("main") or {}).get("options") or {})
+    if entry != "main" and entry not in specs:
+        raise BringupInputError(f"role {role}: no entry point {entry!r} in its meta/argument_specs.yml")
+    options = dict((specs.get(entry) or {}).get("options") or {})
     defaults_file = project.roles / role / "defaults" / "main.yml"
     defaults = _load_yaml(defaults_file) if defaults_file.is_file() else None
     return options, set(defaults or {})
@@ -125,10 +129,14 @@ def check_role_arguments(
     """Raises BringupInputError (naming playbook, role, host and argument) on the first bad value."""
     hosts_vars: Mapping[str, Mapping[str, Any]] = inventory["all"]["hosts"]
     uses = list(role_uses(project, playbook))
-    specs = {u.role: _role_spec(project, u.role) for u in uses}
-    _check_extravars(extravars, {r: s[0] for r, s in specs.items() if s is not None})
+    specs = {(u.role, u.entry): _role_spec(project, u.role, u.entry) for u in uses}
+    by_role: dict[str, dict[str, Any]] = {}
+    for (role, _), spec in specs.items():
+        if spec is not None:
+            by_role.setdefault(role, {}).update(spec[0])
+    _check_extravars(extravars, by_role)
     for use in uses:
-        spec = specs[use.role]
+        spec = specs[(use.role, use.entry)]
         if spec is None:
             continue
         options, defaults = spec

@@ -11,19 +11,20 @@ from flashfleet.cli.common import UsageError, add_format, print_json
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("plan", help="the whole bring-up of a stack, offline: nodes, commands, cost")
-    p.add_argument("stack", help="stack name (stacks/Pulumi.<stack>.yaml)")
+    p.add_argument("stack", help="stack name, or the path of its file (stacks/Pulumi.<stack>.yaml)")
     add_format(p, "text", "json")
     p.add_argument("--stacks-dir", type=Path, default=None, help="folder of stack files (default: stacks/)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from flashfleet.cli.common import stack_arg
     from flashfleet.planning import load_stack
     from flashfleet.planning.summary import plan_data
-    from flashfleet.stack import DEFAULT_STACKS_DIR, StackError
+    from flashfleet.stack import StackError
 
     try:
-        data = plan_data(load_stack(args.stack, args.stacks_dir or DEFAULT_STACKS_DIR))
+        data = plan_data(load_stack(*stack_arg(args.stack, args.stacks_dir)))
     except StackError as err:
         raise UsageError(str(err)) from None
     if args.format == "json":
@@ -100,6 +101,27 @@ def _capacity_lines(c: dict[str, Any], stack: str) -> list[str]:
     ]
 
 
+def _seconds(value: float | None) -> str:
+    return "unknown" if value is None else f"{value / 60:.1f} min"
+
+
+def _critical_path_lines(cp: dict[str, Any]) -> list[str]:
+    """One line per phase of the modeled bring-up, then the total and its ratio."""
+    ratio = cp["ratio_to_largest_transfer"]
+    out = [
+        f"  bring-up modeled ({cp['node_source']}, every node at once): total {_seconds(cp['total_s'])}, "
+        f"ratio to the largest transfer ({cp['largest_transfer'] or 'none known'}) "
+        f"{'unknown' if ratio is None else ratio}"
+    ]
+    for p in cp["phases"]:
+        size = "" if p["size_gb"] is None else f"{p['size_gb']:g} GB at {p['gbps']:g} Gbit/s, "
+        start = "?" if p["start_s"] is None else f"{p['start_s'] / 60:.1f}"
+        overlaps = f", overlaps {', '.join(p['overlaps'])}" if p["overlaps"] else ""
+        took = _seconds(p["seconds"])
+        out.append(f"    {p['name']:<8} {size}{took} from min {start}{overlaps} ({p['source']})")
+    return out
+
+
 def plan_text(d: dict[str, Any]) -> str:
     src = d["source"]
     cost = d["hourly_cost_usd"]
@@ -142,6 +164,7 @@ def plan_text(d: dict[str, Any]) -> str:
             f"{m['metadata_server']}), protocol {m['protocol']}, {m['global_segment_gib']} GiB per node"
         )
     out.append(f"  start    {' -> '.join(d['start_order'])}")
+    out += _critical_path_lines(d["critical_path"])
     # Kubernetes: the workloads and their containers' commands instead of hosts and docker runs.
     kube = src["kind"] == "kubernetes"
     if kube:

@@ -14,6 +14,7 @@ from flashfleet.k8s import KubernetesPlan
 from flashfleet.k8s import mooncake as k8s_mooncake
 from flashfleet.launch import ContainerLaunch
 from flashfleet.planning import checks
+from flashfleet.planning.critical_path import critical_path
 from flashfleet.planning.resolve import SSH_PORT, StackPlan
 from flashfleet.stack import capacity
 from flashfleet.stack.kubernetes import KubernetesSource
@@ -62,7 +63,8 @@ def source_summary(b: StackPlan) -> dict[str, Any]:
         "ami": src.ami or f"DLAMI via SSM ({src.dlami_os}, {inst.arch if inst else '?'})",
         "root_volume_gib": b.root_volume_gib,
         "imdsv2": "required",
-        "ttl_guard": "the node shuts itself down (terminate on shutdown) at flashfleet:expires-at",
+        "ttl_guard": "the node shuts itself down (terminate on shutdown) at flashfleet:expires-at, "
+        "or at launch + ttl when that tag was never readable",
     }
 
 
@@ -250,6 +252,7 @@ def plan_data(b: StackPlan) -> dict[str, Any]:
         "endpoint": parts["endpoint"],
         "hourly_cost_usd": cost,
         "price_source": b.price_source,
+        "critical_path": critical_path(b),
         "warnings": list(b.warnings),
         "notes": list(recipe.notes),
     }

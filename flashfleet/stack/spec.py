@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
-from ipaddress import IPv4Network
+from ipaddress import IPv4Network, IPv6Network
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -24,6 +24,7 @@ from pydantic import (
 )
 
 from flashfleet.stack.image import ImageSpec
+from flashfleet.stack.ingress import parse_cidr, too_public
 from flashfleet.stack.kubernetes import KubernetesSource
 from flashfleet.stack.strict import Strict
 from flashfleet.stack.thresholds import Thresholds
@@ -43,9 +44,12 @@ def _parse_ttl(raw: object) -> timedelta | str:
     match = _TTL.match(str(raw).strip()) if isinstance(raw, str) else None
     if not match:
         raise ValueError("must be a duration such as 45m, 8h or 2d (or `block` on a Capacity Block stack)")
-    value = timedelta(**{_TTL_UNITS[match.group(2)]: int(match.group(1))})
+    try:
+        value = timedelta(**{_TTL_UNITS[match.group(2)]: int(match.group(1))})
+    except OverflowError:
+        value = MAX_TTL * 2  # far beyond any bound: refused just below
     if not MIN_TTL <= value <= MAX_TTL:
-        raise ValueError(f"must be between {MIN_TTL} and {MAX_TTL.days}d")
+        raise ValueError(f"must be between {MIN_TTL.seconds // 60}m and {MAX_TTL.days}d")
     return value
 
 
@@ -162,10 +166,13 @@ class AwsSource(Strict):
     capacity: Capacity = OnDemand(kind="on-demand")
     # None = a cluster placement group unless the capacity is a block (blocks are co-located).
     placement_group: bool | None = None
-    # 0.0.0.0/0 opens SSH and the serving port to the internet: only with this explicit flag.
+    # CIDRs that together cover the internet (0.0.0.0/0, two /1s, ::/0; see stack.ingress) open
+    # SSH and the serving port to it: only with this explicit flag.
     # (Declared before allowedCidrs so that its validator sees it.)
     allow_public_ingress: bool = False
-    allowed_cidrs: tuple[IPv4Network, ...] = Field(min_length=1)
+    allowed_cidrs: tuple[Annotated[IPv4Network | IPv6Network, BeforeValidator(parse_cidr)], ...] = Field(
+        min_length=1
+    )
     public_ip: bool = True  # an Elastic IP on node's primary interface (EFA nodes get none)
     ami: Annotated[str, _aws_id("ami")] | None = None  # default: the DLAMI SSM parameter
     dlami_os: Literal["ubuntu-22.04", "ubuntu-24.04"] = "ubuntu-24.04"
@@ -175,14 +182,14 @@ class AwsSource(Strict):
     @field_validator("allowed_cidrs")
     @classmethod
     def _public_cidr_flag(
-        cls, value: tuple[IPv4Network, ...], info: ValidationInfo
-    ) -> tuple[IPv4Network, ...]:
-        for cidr in value:
-            if cidr.prefixlen == 0 and not info.data.get("allow_public_ingress", False):
-                raise ValueError(
-                    f"{cidr} opens SSH and the serving port to the internet; "
-                    "set allowPublicIngress: true to mean it"
-                )
+        cls, value: tuple[IPv4Network | IPv6Network, ...], info: ValidationInfo
+    ) -> tuple[IPv4Network | IPv6Network, ...]:
+        why = too_public(value)
+        if why is not None and not info.data.get("allow_public_ingress", False):
+            raise ValueError(
+                f"{why}: that opens SSH and the serving port to the internet; "
+                "set allowPublicIngress: true to mean it"
+            )
         return value
 
     @model_validator(mode="after")
@@ -266,6 +273,7 @@ class Mooncake(Strict):
     devices: tuple[str, ...] = ()  # RDMA devices to pin; empty = auto-discover
     rpc_port: int = Field(default=50051, ge=1, le=65535)
     metadata_port: int = Field(default=8080, ge=1, le=65535)
+    metrics_port: int = Field(default=9003, ge=1, le=65535)  # mooncake_master --metrics_port
 
 
 # --- Benchmark gate and teardown ------------------------------------------------------------------
@@ -279,6 +287,29 @@ class BenchSpec(Strict):
 class TeardownSpec(Strict):
     # The weight cache is hundreds of GB and slow to download again: kept unless set to false.
     keep_caches: bool = True
+
+
+# --- Bring-up model (flashfleet plan's critical path) ---------------------------------------------
+
+
+class Bandwidth(Strict):
+    """Gigabits per second one node gets from the Hub (weights) and the registry (image)."""
+
+    weights_gbps: float | None = Field(default=None, gt=0, le=3200)
+    image_gbps: float | None = Field(default=None, gt=0, le=3200)
+
+
+class BringupSpec(Strict):
+    """Overrides of the catalog's per-source defaults (flashfleet/catalog/bringup.toml)."""
+
+    bandwidth: Bandwidth = Bandwidth()
+    driver_install_s: float | None = Field(default=None, ge=0, le=86400)
+
+
+class WeightsSpec(Strict):
+    # True: the checkpoint is already in model_cache_dir (a volume, a node-local cache): the
+    # bring-up downloads nothing and the weights leave the critical path.
+    prestaged: bool = False
 
 
 # --- The stack --------------------------------------------------------------------------------------
@@ -296,7 +327,9 @@ class StackSpec(Strict):
     mooncake: Mooncake | None = None
     model_cache_dir: str = "/opt/flashfleet/hf-cache"
     bench: BenchSpec = BenchSpec()
-    teardown: TeardownSpec | None = None  # None: the teardown role's default (keep the caches)
+    teardown: TeardownSpec | None = None  # None: keep the caches
+    bringup: BringupSpec = BringupSpec()
+    weights: WeightsSpec = WeightsSpec()
 
     @field_validator("model_cache_dir")
     @classmethod

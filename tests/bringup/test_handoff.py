@@ -13,7 +13,7 @@ from flashfleet.bringup.errors import BringupInputError
 from flashfleet.bringup.progress import PhaseProgress
 from flashfleet.bringup.project import Project
 
-from .inventories import PROJECT, TOKEN
+from .inventories import PROJECT, TOKEN, launch
 
 TEST_PROJECT = Project(PROJECT)
 
@@ -40,8 +40,11 @@ def _broken(inv: dict[str, Any], host: str, **facts: Any) -> dict[str, Any]:
         ({"flashfleet_hf_token": "x"}, "all.hosts.node-1.flashfleet_hf_token: secrets never go in the inventory"),
         ({"flashfleet_model": TOKEN}, "all: a value looks like a Hugging Face token"),
         ({"flashfleet_stack": "other"}, "all.hosts.*.flashfleet_stack: several stacks"),
-        ({"flashfleet_processes": [{"name": "serve", "argv": "sglang serve"}]},
-         "all.hosts.node-1.flashfleet_processes[0].argv: expected a list of strings"),
+        ({"flashfleet_processes": [{**launch(["sglang"]), "argv": "sglang serve"}]},
+         "all.hosts.node-1.flashfleet_processes[0].argv: expected list, got str 'sglang serve'"),
+        ({"flashfleet_processes": [{**launch(["sglang"]), "serves_api": None}]},
+         "all.hosts.node-1.flashfleet_processes[0].serves_api: expected bool, got NoneType None"),
+        ({"flashfleet_vendor": "intel"}, "all.hosts.node-1.flashfleet_vendor: 'intel' is not one of 'nvidia' or 'amd'"),
     ],
 )  # fmt: skip
 def test_a_broken_inventory_is_refused_naming_the_field_before_any_host_is_touched(
