@@ -9,7 +9,9 @@ uv sync --frozen --group dev --quiet
 for step in scripts/setup.d/*.sh; do
   [ -e "$step" ] || continue
   echo "== setup: ${step##*/}"
+  started=$SECONDS
   bash "$step"
+  echo "== setup: ${step##*/} took $((SECONDS - started)) s"
 done
 echo "== ruff"
 uv run --frozen --group dev ruff check .

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Real systemd test hosts for the Ansible roles (systemd-nspawn in network namespaces):
-# installs the host tools and builds the base Debian rootfs once, then caches it.
+# installs the host tools (sudo: the playbooks' `become` on tests that use this machine
+# as a local-connection node) and builds the base Debian rootfs once, then caches it.
 # The hosts themselves are started and stopped by the pytest session (tests/hosts/harness.py).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -8,7 +9,7 @@ cd "$(dirname "$0")/../.."
 need_apt=()
 for tool in debootstrap:debootstrap systemd-nspawn:systemd-container iptables:iptables \
             ip:iproute2 ssh:openssh-client ssh-keygen:openssh-client dpkg-deb:dpkg \
-            apt-ftparchive:apt-utils gpg:gpg gpg-agent:gpg-agent; do
+            apt-ftparchive:apt-utils gpg:gpg gpg-agent:gpg-agent sudo:sudo; do
   command -v "${tool%%:*}" >/dev/null 2>&1 || need_apt+=("${tool##*:}")
 done
 if ((${#need_apt[@]})); then

@@ -26,7 +26,7 @@ from flashfleet.bringup.teardown import teardown_hosts
 from flashfleet.cli import main
 from flashfleet.inventory import build_inventory
 from flashfleet.planning import load_stack
-from tests.hosts.harness import HostPool, HostSpec, host_pool
+from tests.hosts.harness import LOGIN_USER, HostPool, HostSpec, host_pool
 
 HERE = Path(__file__).parent
 STACK = "benchseams"
@@ -110,7 +110,7 @@ def _install(pool: HostPool, host: str) -> None:
 
 def _stack_file(stacks: Path, addresses: list[str]) -> None:
     hosts = [
-        {"address": a, "sshUser": "root", "gpus": {"model": "h200", "count": 8}, "hostMemoryGib": 2048}
+        {"address": a, "sshUser": LOGIN_USER, "gpus": {"model": "h200", "count": 8}, "hostMemoryGib": 2048}
         for a in addresses
     ]
     spec = {
@@ -149,7 +149,10 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         bringup = load_stack(STACK, tmp / "stacks")
         inventory = build_inventory(bringup, addresses, addresses)
         for node, host in zip(bringup.nodes, HOSTS, strict=True):
-            inventory["all"]["hosts"][node.name].update(pool.inventory_host(host))
+            access = pool.inventory_host(host)
+            # the login user is the stack's (sshUser), not the harness's choice
+            assert inventory["all"]["hosts"][node.name]["ansible_user"] == access.pop("ansible_user")
+            inventory["all"]["hosts"][node.name].update(access)
         _record_configure_run(tmp / "runs", inventory)
         yield Lab(pool, tmp, inventory)
 

@@ -69,7 +69,7 @@ def unreachable_host() -> dict[str, Any]:
         "ansible_host": "127.0.0.1",
         "ansible_port": closed_loopback_port(),
         "ansible_connection": "ssh",
-        "ansible_user": "root",
+        "ansible_user": "ubuntu",
         "ansible_ssh_common_args": "-o ConnectTimeout=3 -o BatchMode=yes -o StrictHostKeyChecking=no "
         "-o UserKnownHostsFile=/dev/null",
     }

@@ -5,10 +5,16 @@ packages use, plus real systemd units, so a role's key download, repository defi
 version pinning, install, service and config steps all run against them unchanged. Each repo
 mirrors the URL layout of its vendor (CUDA and libnvidia-container flat repos, Docker and
 radeon dists/ repos) under one HTTP root that tests pass to the roles as base URLs.
+
+With `engine_debs` (the real Debian engine fetched by scripts/setup.d/25-docker-engine.sh),
+Docker's repository serves the real docker.io under Docker's package names instead of the
+stand-in engine: `docker-ce` is docker.io renamed, `containerd.io` depends on containerd.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import textwrap
 from dataclasses import dataclass, field
@@ -21,6 +27,32 @@ DRIVER_NEWER = "595.99.01"  # also in the repo: pinning must keep it out
 TOOLKIT = "1.20.1"
 DOCKER = "29.1.3"
 ROCM = "7.0.2"
+ENGINE_DEBS = (
+    Path(os.environ.get("FLASHFLEET_TEST_HOSTS_CACHE", "/var/cache/flashfleet/test-hosts"))
+    / "docker-engine-debs"
+)
+
+
+def deb_field(deb: Path, name: str) -> str:
+    return subprocess.run(["dpkg-deb", "-f", str(deb), name], check=True, capture_output=True,
+                          text=True).stdout.strip()  # fmt: skip
+
+
+def real_engine_version(engine_debs: Path = ENGINE_DEBS) -> str:
+    """The real engine's Debian version without Docker's epoch (20.10.24+dfsg1-1+deb12u1+b6)."""
+    return deb_field(next(engine_debs.glob("docker-ce_*.deb")), "Version").split(":", 1)[1]
+
+
+def real_engine_debs(engine_debs: Path) -> list[Deb]:
+    """Docker's other package names over the real Debian engine (`docker-ce` is docker.io
+    itself, renamed by the set-up step): the CLI ships inside it, containerd is Debian's."""
+    containerd = deb_field(next(engine_debs.glob("containerd_*.deb")), "Version")
+    ours = f"5:{real_engine_version(engine_debs)}"
+    return [
+        Deb("docker-ce-cli", ours, depends=f"docker-ce (= {ours})",
+            files={"/usr/share/doc/docker-ce-cli/standin": "the CLI ships in docker-ce here\n"}),
+        Deb("containerd.io", containerd, depends=f"containerd (= {containerd})"),
+    ]  # fmt: skip
 
 
 @dataclass
@@ -72,24 +104,30 @@ def nvidia_debs(version: str) -> list[Deb]:
     ]  # fmt: skip
 
 
-def repositories() -> dict[str, tuple[str, str | None, list[Deb]]]:
+def standin_engine_debs() -> list[Deb]:
+    return [
+        Deb("docker-ce", f"5:{DOCKER}-1~debian.12~bookworm", {"/usr/bin/dockerd": "dockerd"},
+            units={"docker": "/usr/bin/dockerd"}, depends="docker-ce-cli, containerd.io"),
+        Deb("docker-ce-cli", f"5:{DOCKER}-1~debian.12~bookworm", {"/usr/bin/docker": "docker"}),
+        Deb("containerd.io", "2.1.5-1~debian.12~bookworm",
+            files={"/usr/share/doc/containerd.io/standin": "containerd is not run here\n"}),
+    ]  # fmt: skip
+
+
+def repositories(engine_debs: Path | None = None) -> dict[str, tuple[str, str | None, list[Deb]]]:
     """repo dir -> (suite/component or flat marker, key path, packages)."""
     rocm_rev = f"{ROCM}.70002-56~22.04"
+    docker = real_engine_debs(engine_debs) if engine_debs else standin_engine_debs()
     return {
         "cuda/repos/debian12/x86_64": ("flat", "3bf863cc.pub",
                                        nvidia_debs(DRIVER) + nvidia_debs(DRIVER_NEWER)),
         "libnvidia-container/stable/deb/amd64": ("flat", None, [
             Deb("nvidia-container-toolkit", f"{TOOLKIT}-1",
                 {"/usr/bin/nvidia-ctk": "nvidia-ctk",
-                 "/usr/bin/nvidia-container-runtime": "nvidia-ctk"}),
+                 "/usr/bin/nvidia-container-runtime": "nvidia-container-runtime",
+                 "/usr/bin/nvidia-container-runtime-hook": "nvidia-container-runtime-hook"}),
         ]),
-        "docker/linux/debian": ("bookworm/stable", "gpg", [
-            Deb("docker-ce", f"5:{DOCKER}-1~debian.12~bookworm", {"/usr/bin/dockerd": "dockerd"},
-                units={"docker": "/usr/bin/dockerd"}, depends="docker-ce-cli, containerd.io"),
-            Deb("docker-ce-cli", f"5:{DOCKER}-1~debian.12~bookworm", {"/usr/bin/docker": "docker"}),
-            Deb("containerd.io", "2.1.5-1~debian.12~bookworm",
-                files={"/usr/share/doc/containerd.io/standin": "containerd is not run here\n"}),
-        ]),
+        "docker/linux/debian": ("bookworm/stable", "gpg", docker),
         "amdgpu/30.10.2/ubuntu": ("jammy/main", None, [
             Deb("amdgpu-dkms", "1:6.14.14.30100200-2212064.22.04",
                 files={"/usr/src/amdgpu-standin/installed": "kernel driver built by dkms\n"}),
@@ -141,9 +179,10 @@ def build_deb(deb: Deb, out: Path) -> Path:
 class AptRepository:
     """Builds every repository under `root`, signed with a throwaway key in `gnupg_home`."""
 
-    def __init__(self, root: Path, gnupg_home: Path) -> None:
+    def __init__(self, root: Path, gnupg_home: Path, engine_debs: Path | None = None) -> None:
         self.root = root
         self.gnupg = gnupg_home
+        self.engine_debs = engine_debs
         self.debs: dict[str, Path] = {}
 
     def _gpg(self, *args: str) -> None:
@@ -158,10 +197,14 @@ class AptRepository:
         self.root.mkdir(parents=True, exist_ok=True)
         self._gpg("--armor", "--output", str(key), "--export")
         work = self.root.parent / "debs"
-        for rel, (layout, key_name, debs) in repositories().items():
+        for rel, (layout, key_name, debs) in repositories(self.engine_debs).items():
             repo = self.root / rel
             pool = repo if layout == "flat" else repo / "pool"
             pool.mkdir(parents=True, exist_ok=True)
+            if self.engine_debs and rel.startswith("docker/"):
+                # docker.io and what it needs: on a node the distro's archive has those
+                for real in self.engine_debs.glob("*.deb"):
+                    shutil.copy(real, pool / real.name)
             for deb in debs:
                 built = build_deb(deb, work)
                 target = pool / built.name

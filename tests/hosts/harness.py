@@ -26,6 +26,30 @@ from .network import Bridge, sh
 CACHE = Path(os.environ.get("FLASHFLEET_TEST_HOSTS_CACHE", "/var/cache/flashfleet/test-hosts"))
 BASE_ROOTFS = CACHE / "base-bookworm"
 HARDWARE_FILE = "etc/flashfleet-test/hardware.json"
+# How Ansible logs in, as on a cloud node (the Deep Learning AMI's `ubuntu`): a non-root user
+# with passwordless sudo, so that every task needing root must ask for it (`become`).
+LOGIN_USER = "ubuntu"
+LOGIN_UID = 1000
+
+# nspawn mounts the cgroup v1 controllers read-only; containerd and runc create cgroups in them.
+# A plain `remount,rw` says "busy"; a bind remount of each controller works. Test hosts only:
+# a real node's engine owns its cgroups.
+CGROUP_RW_UNIT = """\
+[Unit]
+Description=Writable cgroup v1 controllers for the container engine (test host)
+DefaultDependencies=no
+Before=sysinit.target containerd.service docker.service
+ConditionPathIsDirectory=/sys/fs/cgroup/memory
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/bin/sh -c 'for d in /sys/fs/cgroup/*/; do [ -L "$${d%%/}" ] && continue; \\
+  case "$d" in */systemd/|*/unified/) ;; *) mount -o remount,bind,rw "$d" "$d" || exit 1;; esac; done'
+
+[Install]
+WantedBy=sysinit.target
+"""
 
 
 @dataclass(frozen=True)
@@ -34,6 +58,7 @@ class HostSpec:
     hardware: dict[str, object] = field(default_factory=dict)  # read by stand-in nvidia-smi/amd-smi
     devices: tuple[str, ...] = ()  # device nodes the GPUs would create (/dev/nvidia0, /dev/kfd)
     small_disk: tuple[str, str] | None = None  # (mount point, size) of a tiny real filesystem
+    container_engine: bool = False  # lets a real dockerd run inside (see CGROUP_RW_UNIT)
 
 
 @dataclass
@@ -77,6 +102,10 @@ class HostPool:
         netns = f"{self.bridge.name}-{spec.name}"
         self._netns.append(netns)  # before attach: a half-wired namespace is removed too
         address = self.bridge.attach(netns, index)
+        if spec.container_engine:
+            # nspawn keeps /proc/sys read-only inside, and dockerd refuses to start unless it
+            # can switch forwarding on (it writes only when off): switched on from outside.
+            sh("ip", "netns", "exec", netns, "sysctl", "-qw", "net.ipv4.ip_forward=1")
         root = self.workdir / spec.name
         sh("cp", "-a", str(BASE_ROOTFS), str(root))
         self._personalise(root, spec)
@@ -86,6 +115,11 @@ class HostPool:
             f"--network-namespace-path=/run/netns/{netns}",
         ]  # fmt: skip
         argv += [f"--bind=/dev/null:{dev}" for dev in spec.devices]
+        if spec.container_engine:
+            # iptables and the container sandbox need NET_ADMIN (not granted with a network
+            # namespace path), `--cap-add IPC_LOCK` (RDMA launches) needs it in the machine's
+            # bounding set; runc joins a session keyring (blocked by nspawn's filter).
+            argv += ["--capability=CAP_NET_ADMIN,CAP_IPC_LOCK", "--system-call-filter=@keyring"]
         if spec.small_disk:
             mount, size = spec.small_disk
             argv.append(f"--tmpfs={mount}:size={size},mode=0755")
@@ -102,13 +136,48 @@ class HostPool:
         (root / "etc/resolv.conf").write_text("")
         # No route to any archive: the only package source is the one a role configures.
         (root / "etc/apt/sources.list").write_text("")
-        ssh_dir = root / "root/.ssh"
-        ssh_dir.mkdir(mode=0o700, exist_ok=True)
-        (ssh_dir / "authorized_keys").write_text(self.key.with_suffix(".pub").read_text())
-        (ssh_dir / "authorized_keys").chmod(0o600)
+        # root's key serves the tests' own probes (`ssh()`); Ansible logs in as LOGIN_USER.
+        self._authorize(root / "root", 0)
+        self._add_login_user(root)
+        if spec.container_engine:
+            units = root / "etc/systemd/system"
+            (units / "flashfleet-test-cgroup-rw.service").write_text(CGROUP_RW_UNIT)
+            wants = units / "sysinit.target.wants"
+            wants.mkdir(exist_ok=True)
+            (wants / "flashfleet-test-cgroup-rw.service").symlink_to(
+                "/etc/systemd/system/flashfleet-test-cgroup-rw.service"
+            )
         hardware = root / HARDWARE_FILE
         hardware.parent.mkdir(parents=True, exist_ok=True)
         hardware.write_text(json.dumps(spec.hardware, indent=2))
+
+    def _authorize(self, home: Path, uid: int) -> None:
+        ssh_dir = home / ".ssh"
+        ssh_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        keys = ssh_dir / "authorized_keys"
+        keys.write_text(self.key.with_suffix(".pub").read_text())
+        keys.chmod(0o600)
+        for path in (home, ssh_dir, keys):
+            os.chown(path, uid, uid)
+
+    def _add_login_user(self, root: Path) -> None:
+        """What cloud-init does for the image's default user: an account without a password
+        (key login only), its group, and sudo without a password."""
+        user, uid = LOGIN_USER, LOGIN_UID
+        entries = {
+            "etc/passwd": f"{user}:x:{uid}:{uid}:{user}:/home/{user}:/bin/bash",
+            "etc/group": f"{user}:x:{uid}:",
+            "etc/shadow": f"{user}:*:20000:0:99999:7:::",
+        }
+        for rel, line in entries.items():
+            with (root / rel).open("a") as f:
+                f.write(line + "\n")
+        sudoers = root / "etc/sudoers.d/90-cloud-init-users"
+        sudoers.write_text(f"{user} ALL=(ALL) NOPASSWD:ALL\n")
+        sudoers.chmod(0o440)
+        home = root / "home" / user
+        home.mkdir(mode=0o755, parents=True)
+        self._authorize(home, uid)
 
     def ssh(self, host: str, command: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -126,7 +195,8 @@ class HostPool:
     def _wait_ready(self, host: TestHost, deadline: float) -> None:
         while time.monotonic() < deadline:
             if host.process.poll() is not None:
-                raise RuntimeError(f"{host.name}: nspawn exited, see {self.workdir}")
+                console = (self.workdir / f"{host.name}.console.log").read_text(errors="replace")
+                raise RuntimeError(f"{host.name}: nspawn exited:\n{console[-2000:]}")
             probe = self.ssh(host.name, "systemctl is-system-running --wait", check=False)
             if probe.stdout.strip() in {"running", "degraded"}:
                 return
@@ -137,7 +207,7 @@ class HostPool:
         """How Ansible reaches one host (the part of the inventory the harness owns)."""
         return {
             "ansible_host": self.hosts[host].address,
-            "ansible_user": "root",
+            "ansible_user": LOGIN_USER,
             "ansible_ssh_private_key_file": str(self.key),
             "ansible_ssh_common_args": "-o StrictHostKeyChecking=no "
             "-o UserKnownHostsFile=/dev/null -o LogLevel=ERROR",

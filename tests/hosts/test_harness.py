@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 
-from .harness import HostSpec, host_pool
+from .harness import LOGIN_USER, HostSpec, host_pool
 from .network import sh
 
 SPEC = HostSpec(
@@ -32,6 +32,13 @@ def test_host_boots_systemd_with_its_hardware_and_is_removed_on_close() -> None:
         route = pool.ssh("probe", "ip route show default").stdout
         assert route.startswith(f"default via {pool.gateway} dev eth0")
         assert host.address.startswith(pool.bridge.prefix + ".")
+        # Ansible's login is a non-root user, as on a cloud node: root needs `sudo`
+        login = [*pool.ssh_options(), f"{LOGIN_USER}@{host.address}"]
+        assert pool.inventory_host("probe")["ansible_user"] == LOGIN_USER
+        whoami = subprocess.run(["ssh", *login, "id -u; sudo -n id -u; touch /etc/x"],
+                                check=False, capture_output=True, text=True)  # fmt: skip
+        assert whoami.stdout.split() == ["1000", "0"], whoami
+        assert "Permission denied" in whoami.stderr
         bridge, netns, root = pool.bridge.name, f"{pool.bridge.name}-probe", host.root
     assert sh("ip", "link", "show", bridge, check=False).returncode != 0
     assert netns not in sh("ip", "netns", "list").stdout

@@ -15,7 +15,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from hosts.harness import CACHE, HostPool, HostSpec
+from hosts.harness import CACHE, LOGIN_USER, HostPool, HostSpec
 
 from flashfleet.bringup.playbook_run import Progress, RunResult, run_playbook
 from flashfleet.inventory import build_inventory
@@ -46,7 +46,7 @@ def make_stack(
         "topology": topology, "options": options or {}, "ttl": "8h",
         "image": {"version": "v0.5.23"},
         "nodes": {"count": len(hosts), "source": {"kind": "existing", "hosts": [
-            {"address": a, "sshUser": "root", "gpus": {"model": "h200", "count": 8},
+            {"address": a, "sshUser": LOGIN_USER, "gpus": {"model": "h200", "count": 8},
              "hostMemoryGib": 2048} for a in hosts]}},
     }  # fmt: skip
     if mooncake:
@@ -72,7 +72,10 @@ class ServeLab:
             addresses = [self.address(h) for h in hosts]
             inv = build_inventory(bringup, addresses, addresses)["all"]
             for node, pool_host in zip(bringup.nodes, hosts, strict=True):
-                inv["hosts"][node.name].update(self.pool.inventory_host(pool_host))
+                access = self.pool.inventory_host(pool_host)
+                # the login user is the stack's (sshUser), not the harness's choice
+                assert inv["hosts"][node.name]["ansible_user"] == access.pop("ansible_user")
+                inv["hosts"][node.name].update(access)
             merged["all"]["hosts"].update(inv["hosts"])
             for group, members in inv["children"].items():
                 merged["all"]["children"].setdefault(group, {"hosts": {}})["hosts"].update(members["hosts"])

@@ -1,0 +1,123 @@
+"""Two test hosts (an H200 and an MI355X) running a real Docker engine: Debian's docker.io 20.10,
+installed by the container_runtime role from Docker's package names in the local apt
+repository, reached as the non-root login user; then the stand-in SGLang images imported under
+the names the launch pins. Each set-up step prints its time."""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hosts.aptrepo import ENGINE_DEBS, AptRepository, real_engine_version
+from hosts.engine_images import import_image
+from hosts.harness import HostPool, HostSpec
+from roles.hardware import AMD_DEVICES, H200, IMAGES, MI355X, NVIDIA_DEVICES, facts
+
+from flashfleet.bringup.playbook_run import RunResult, run_playbook
+
+IB_DEVICES = ("/dev/infiniband/uverbs0",)  # the Mooncake (RDMA) stacks pass /dev/infiniband
+HOSTS = [
+    HostSpec("h200", H200, NVIDIA_DEVICES + IB_DEVICES, container_engine=True),
+    HostSpec("mi355x", MI355X, AMD_DEVICES, container_engine=True),
+]
+# Pinned base images per host: GB300's multi-arch -cu130 build runs on the x86_64 H200 host.
+BASES = {
+    "h200": [IMAGES["h200"], IMAGES["gb300"]],
+    "mi355x": [IMAGES["mi355x"]],
+}
+
+
+class _QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@dataclass
+class Engine:
+    pool: HostPool
+    base_url: str
+    runs: Path
+    version: str  # what `docker version` must report: the upstream part of docker.io's version
+    timings: dict[str, float] = field(default_factory=dict)
+    installs: list[RunResult] = field(default_factory=list)
+    _counter: int = 0
+
+    def play(self, hosts: list[str], tags: str = "container_runtime", check: bool = False) -> RunResult:
+        self._counter += 1
+        inventory_hosts = {h: {**self.pool.inventory_host(h), **facts(h)} for h in hosts}
+        children: dict[str, Any] = {"flashfleet": {"hosts": {h: {} for h in hosts}}}
+        for h in hosts:
+            for group in (f"vendor_{facts(h)['flashfleet_vendor']}", f"hw_{h}"):
+                children.setdefault(group, {"hosts": {}})["hosts"][h] = {}
+        return run_playbook(
+            "prepare.yml",
+            {"all": {"hosts": inventory_hosts, "children": children}},
+            run_dir=self.runs / f"{self._counter:03d}-{tags}",
+            extravars={
+                "container_runtime_docker_repo_url": f"{self.base_url}/docker/linux",
+                "container_runtime_nvidia_repo_url": f"{self.base_url}/libnvidia-container",
+                "container_runtime_docker_version": self.version,
+            },
+            tags=tags,
+            check=check,
+        )
+
+    def sh(self, host: str, command: str) -> subprocess.CompletedProcess[str]:
+        """A command as root on the host (the test's own probe, not Ansible's login)."""
+        return self.pool.ssh(host, command, check=False)
+
+
+def _timed(timings: dict[str, float], step: str, start: float) -> None:
+    timings[step] = time.monotonic() - start
+    print(f"[engine set-up] {step}: {timings[step]:.1f} s", flush=True)
+
+
+@pytest.fixture(scope="session")
+def engine() -> Iterator[Engine]:
+    if not (ENGINE_DEBS / ".ok").exists():
+        raise RuntimeError(f"{ENGINE_DEBS} missing: run scripts/setup.d/25-docker-engine.sh")
+    workdir = Path(tempfile.mkdtemp(prefix="flashfleet-engine-", dir="/var/tmp"))
+    pool = HostPool(workdir / "hosts")
+    server: ThreadingHTTPServer | None = None
+    timings: dict[str, float] = {}
+    try:
+        start = time.monotonic()
+        AptRepository(workdir / "www", workdir / "gnupg", engine_debs=ENGINE_DEBS).build()
+        _timed(timings, "apt repository", start)
+        handler = functools.partial(_QuietHandler, directory=str(workdir / "www"))
+        server = ThreadingHTTPServer((pool.gateway, 0), handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        start = time.monotonic()
+        pool.start(HOSTS)
+        _timed(timings, "boot 2 hosts", start)
+        version = real_engine_version().split("-")[0]
+        lab = Engine(pool, f"http://{pool.gateway}:{server.server_address[1]}", workdir / "runs",
+                     version, timings)  # fmt: skip
+        start = time.monotonic()
+        lab.installs.append(lab.play([h.name for h in HOSTS]))
+        _timed(timings, "container_runtime role, real dockerd on 2 hosts (in parallel)", start)
+        if lab.installs[0].ok:
+            for host, refs in BASES.items():
+                start = time.monotonic()
+                import_image(pool, host, refs[0])
+                for ref in refs[1:]:
+                    pool.ssh(host, f"docker tag {refs[0]} {ref}")
+                _timed(timings, f"docker import of the stand-in image on {host}", start)
+        yield lab
+    finally:
+        if server is not None:
+            server.shutdown()
+        for host in pool.hosts:  # containers' cgroups live in the machine's own hierarchy
+            pool.ssh(host, "docker rm -f $(docker ps -aq) 2>/dev/null; systemctl stop docker", check=False)
+        pool.close()
+        shutil.rmtree(workdir, ignore_errors=True)

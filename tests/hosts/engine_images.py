@@ -1,0 +1,67 @@
+"""Stand-in SGLang base images for a real Docker engine on a test host, made without a registry.
+
+`docker import` of the test-host rootfs (Debian 12 with python3, docs and apt lists left out)
+plus the files in `image/`: a `sglang` entry point and `python -m sglang_router.launch_router`
+that print what the container sees (`flashfleet-probe {json}`) and then run the
+OpenAI-compatible stand-in server (tests/serve/standin_openai.py). One import per host; every
+pinned name is a tag of it.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from .harness import BASE_ROOTFS, HostPool
+
+HERE = Path(__file__).parent
+STANDIN_SERVER = HERE.parent / "serve/standin_openai.py"
+# Left out of the image: what no stand-in server reads (about 120 MB of the rootfs).
+EXCLUDE = ("./usr/share/doc", "./usr/share/man", "./usr/share/locale", "./var/lib/apt/lists",
+           "./var/cache/apt", "./etc/ssh/ssh_host_*")  # fmt: skip
+SITE = "usr/local/lib/python3.11/dist-packages"
+# What the overlay adds, named one by one: docker import refuses a path twice in its tarball.
+ADDED = ("./opt/flashfleet-standin", "./usr/local/bin/sglang", "./usr/local/bin/python",
+         f"./{SITE}/sglang_router")  # fmt: skip
+
+
+def _overlay(root: Path) -> None:
+    """The files the stand-in image adds to the rootfs, laid out under `root`."""
+    standin = root / "opt/flashfleet-standin"
+    standin.mkdir(parents=True)
+    shutil.copy(STANDIN_SERVER, standin / "standin_openai.py")
+    shutil.copy(HERE / "image/entry.py", standin / "entry.py")
+    bin_dir = root / "usr/local/bin"
+    bin_dir.mkdir(parents=True)
+    shutil.copy(HERE / "image/sglang", bin_dir / "sglang")
+    (bin_dir / "python").symlink_to("/usr/bin/python3")  # the upstream images have `python`
+    router = root / SITE / "sglang_router"
+    router.mkdir(parents=True)
+    (router / "__init__.py").write_text("")
+    shutil.copy(HERE / "image/launch_router.py", router / "launch_router.py")
+
+
+def import_image(pool: HostPool, host: str, ref: str) -> str:
+    """Streams the rootfs + overlay over SSH into `docker import` on the host; returns the id."""
+    with tempfile.TemporaryDirectory() as tmp:
+        overlay = Path(tmp)
+        _overlay(overlay)
+        excludes = [f"--exclude={pattern}" for pattern in EXCLUDE]
+        tar = subprocess.Popen(
+            ["tar", "--numeric-owner", *excludes, "-C", str(BASE_ROOTFS), "-cf", "-", ".",
+             "-C", str(overlay), *ADDED],
+            stdout=subprocess.PIPE,
+        )  # fmt: skip
+        assert tar.stdout is not None
+        address = pool.hosts[host].address
+        done = subprocess.run(
+            ["ssh", *pool.ssh_options(), f"root@{address}",
+             f"docker import --change 'CMD [\"sglang\"]' - {ref}"],
+            stdin=tar.stdout, check=False, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        tar.stdout.close()
+        if tar.wait() != 0 or done.returncode != 0:
+            raise RuntimeError(f"docker import on {host} failed: {done.stderr}")
+        return done.stdout.strip()
