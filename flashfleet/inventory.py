@@ -65,6 +65,7 @@ def host_vars(
             flashfleet_processes=launches,
             flashfleet_reasoning=recipe.options.reasoning_parser == "on",
             flashfleet_tool_calls=recipe.options.tool_call_parser == "on",
+            flashfleet_hicache_storage=recipe.options.hicache == "l1l2l3",
             flashfleet_api_port=api[-1] if api else None,
             flashfleet_mooncake_layout=layout,
             # Without a teardown section the caches are kept.

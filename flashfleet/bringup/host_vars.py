@@ -143,6 +143,9 @@ class HostVars(BaseModel):
     )
     flashfleet_reasoning: bool = Field(description="the servers parse reasoning (`reasoning_parser` on)")
     flashfleet_tool_calls: bool = Field(description="the servers parse tool calls (`tool_call_parser` on)")
+    flashfleet_hicache_storage: bool = Field(
+        False, description="the servers keep a HiCache storage tier (`hicache` l1l2l3): verify reads it back"
+    )
     flashfleet_api_port: int | None = Field(
         None,
         description="port of the process that serves the OpenAI API here (the last in start order); "

@@ -24,7 +24,10 @@ def verify(tmp_path: Path, server: StandinServer, argv: list[str] = ARGV):
     host = {
         "ansible_connection": "local", "ansible_python_interpreter": "/usr/bin/python3",
         "flashfleet_processes": [{"name": "server", "argv": argv, "port": port, "image": "standin"}],
-        "flashfleet_mooncake": False,
+        "flashfleet_mooncake": False, "flashfleet_api_port": port,
+        "flashfleet_reasoning": False, "flashfleet_tool_calls": False,
+        # decided in Python from the recipe (hicache l1l2l3), never read back from argv
+        "flashfleet_hicache_storage": "--hicache-storage-backend" in argv,
     }  # fmt: skip
     inventory = {"all": {"children": {"flashfleet": {"hosts": {"node-0": host}}}}}
     return run_playbook(
