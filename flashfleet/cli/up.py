@@ -79,10 +79,11 @@ def run(args: argparse.Namespace) -> int:
     from flashfleet.bringup import stackops
     from flashfleet.planning import load_stack
     from flashfleet.planning.summary import plan_data
-    from flashfleet.stack import DEFAULT_STACKS_DIR, StackError
+    from flashfleet.stack import StackError
 
     try:
-        b = load_stack(args.stack, DEFAULT_STACKS_DIR)
+        # The stack files of the Pulumi project `up` drives (FLASHFLEET_PULUMI_PROJECT or this checkout).
+        b = load_stack(args.stack, stackops.project_dir() / "stacks")
     except StackError as err:
         raise UsageError(str(err)) from None
     data = plan_data(b)
