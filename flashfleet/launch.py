@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from flashfleet import safe_values
 from flashfleet.catalog import Hardware, hardware_catalog
 from flashfleet.recipes.builds import applicable, parse_version
 from flashfleet.recipes.errors import RecipeError
@@ -38,6 +39,16 @@ class ImageSpec(BaseModel):
     digest: str | None = Field(None, pattern=r"^sha256:[0-9a-f]{64}$")
     derived: bool = Field(True, description="run the derived image with the Transformers pin and torchcodec")
     includes: tuple[str, ...] = Field((), description="PRs this build is known to contain, e.g. '#42178'")
+
+    @field_validator("repository")
+    @classmethod
+    def _repository(cls, value: str) -> str:
+        return safe_values.image_repository(value)
+
+    @field_validator("tag")
+    @classmethod
+    def _tag(cls, value: str | None) -> str | None:
+        return None if value is None else safe_values.image_tag(value)
 
     @field_validator("version")
     @classmethod

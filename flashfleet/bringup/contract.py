@@ -11,6 +11,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from flashfleet import safe_values
 from flashfleet.bringup.errors import BringupInputError
 from flashfleet.catalog import hardware_catalog
 
@@ -79,6 +80,27 @@ def _check_choices(where: str, name: str, value: Any) -> None:
         raise BringupInputError(f"{where}.{name}: {value!r} is not one of {', '.join(allowed)}")
 
 
+# Facts that reach ssh, files and deletes: the stack spec's own rules, again for a hand-written
+# inventory (`flashfleet configure --inventory`).
+_SAFE = {
+    "ansible_host": safe_values.host_address,
+    "ansible_user": safe_values.posix_user,
+    "flashfleet_model_cache_dir": safe_values.host_path,
+}
+
+
+def _check_safe(where: str, name: str, value: Any) -> None:
+    check = _SAFE.get(name)
+    if check is None:
+        return
+    try:
+        normal = check(value)
+    except ValueError as err:
+        raise BringupInputError(f"{where}.{name}: {err}") from None
+    if normal != value and name == "flashfleet_model_cache_dir":
+        raise BringupInputError(f"{where}.{name}: {value!r} is not normalised (write {normal})")
+
+
 def check_host(where: str, hvars: Any) -> None:
     if not isinstance(hvars, Mapping):
         raise BringupInputError(f"{where}: expected a mapping of host variables")
@@ -106,6 +128,7 @@ def check_host(where: str, hvars: Any) -> None:
                 f"{where}.{name}: expected {_type_name(types)}, got {type(value).__name__} {value!r}"
             )
         _check_choices(where, name, value)
+        _check_safe(where, name, value)
     for i, launch in enumerate(hvars["flashfleet_processes"]):
         if not (isinstance(launch, Mapping) and isinstance(launch.get("name"), str)):
             raise BringupInputError(f"{where}.flashfleet_processes[{i}]: expected a launch with a name")

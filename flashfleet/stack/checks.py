@@ -211,6 +211,7 @@ def check_mooncake(spec: StackSpec, recipe: Recipe, base: str) -> list[Problem]:
                 "mooncake-master",
             )
         )
+    problems += _mooncake_port_clashes(recipe, mc.rpc_port, mc.metadata_port, base)
     on_aws = isinstance(spec.nodes.source, AwsSource)
     if on_aws and mc.protocol == "rdma":
         problems.append(
@@ -229,6 +230,33 @@ def check_mooncake(spec: StackSpec, recipe: Recipe, base: str) -> list[Problem]:
             )
         )
     return problems
+
+
+# Ports a node already uses besides the recipe's: sshd, and the Mooncake master's metrics port.
+_RESERVED_PORTS = {22: "sshd", 9003: "the Mooncake master's metrics"}
+
+
+def recipe_ports(recipe: Recipe) -> dict[int, str]:
+    """Every port the recipe's processes listen on or rendezvous at, with who uses it."""
+    ports: dict[int, str] = {}
+    for p in recipe.processes:
+        if p.port:
+            ports[p.port] = f"the {p.name} process"
+        for flag, value in zip(p.argv, p.argv[1:], strict=False):
+            if flag.startswith("--") and flag.endswith("-port") and value.isdigit():
+                ports[int(value)] = f"{p.name} {flag}"
+            elif flag == "--dist-init-addr" and value.rpartition(":")[2].isdigit():
+                ports[int(value.rpartition(":")[2])] = f"{p.name} {flag}"
+    return ports
+
+
+def _mooncake_port_clashes(recipe: Recipe, rpc: int, metadata: int, base: str) -> list[Problem]:
+    taken = {**_RESERVED_PORTS, **recipe_ports(recipe)}
+    return [
+        Problem(f"{base}.mooncake.{key}", f"port {port} is taken by {taken[port]}", "port-collision")
+        for key, port in (("rpcPort", rpc), ("metadataPort", metadata))
+        if port in taken
+    ]
 
 
 def check_option_names(spec: StackSpec, base: str) -> list[Problem]:

@@ -24,6 +24,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from flashfleet import safe_values
 from flashfleet.bench.gate import Thresholds
 from flashfleet.components.kubernetes_spec import KubernetesSource
 from flashfleet.launch import ImageSpec
@@ -75,13 +76,25 @@ def _aws_id(kind: str) -> AfterValidator:
     return AfterValidator(check)
 
 
+def _safe(check: Any) -> AfterValidator:
+    """A flashfleet.safe_values check as a field validator."""
+    return AfterValidator(check)
+
+
+HostPath = Annotated[str, AfterValidator(safe_values.host_path)]
+# Upper bounds: a value far beyond any real machine is a typo, and some of them size lists.
+MAX_HOST_MEMORY_GIB = 65536
+MAX_GPUS = 64
+MAX_EFA_CARDS = 32
+
+
 class NewNetwork(Strict):
     """A VPC with one public subnet, an internet gateway and a default route (for pulls)."""
 
     kind: Literal["new"]
     cidr: IPv4Network = IPv4Network("10.42.0.0/16")
     subnet_cidr: IPv4Network = IPv4Network("10.42.0.0/20")
-    availability_zone: str
+    availability_zone: Annotated[str, _safe(safe_values.availability_zone)]
 
     @model_validator(mode="after")
     def _subnet_inside(self) -> NewNetwork:
@@ -123,14 +136,15 @@ Capacity = Annotated[OnDemand | Reservation | CapacityBlock, Field(discriminator
 class InstanceOverride(Strict):
     """Figures the catalog does not know (or that a stack knows better) for its instance type."""
 
-    host_memory_gib: int | None = Field(default=None, ge=1)
-    efa_network_cards: int | None = Field(default=None, ge=1)
-    price_usd_per_hour: float | None = Field(default=None, gt=0)
+    host_memory_gib: int | None = Field(default=None, ge=1, le=MAX_HOST_MEMORY_GIB)
+    efa_network_cards: int | None = Field(default=None, ge=1, le=MAX_EFA_CARDS)
+    price_usd_per_hour: float | None = Field(default=None, gt=0, le=10000, allow_inf_nan=False)
 
 
 class AwsSource(Strict):
     kind: Literal["aws"]
-    instance_type: str | None = None  # default: the catalog's type for the stack's hardware
+    # default: the catalog's type for the stack's hardware
+    instance_type: str | None = Field(default=None, pattern=r"^[a-z0-9-]{1,32}\.[a-z0-9-]{1,32}$")
     instance: InstanceOverride = InstanceOverride()
     network: Network
     capacity: Capacity = OnDemand(kind="on-demand")
@@ -143,7 +157,8 @@ class AwsSource(Strict):
     public_ip: bool = True  # an Elastic IP on node's primary interface (EFA nodes get none)
     ami: Annotated[str, _aws_id("ami")] | None = None  # default: the DLAMI SSM parameter
     dlami_os: Literal["ubuntu-22.04", "ubuntu-24.04"] = "ubuntu-24.04"
-    key_name: str | None = None  # an existing EC2 key pair; SSM Session Manager works without
+    # an existing EC2 key pair; SSM Session Manager works without
+    key_name: Annotated[str, _safe(safe_values.key_name)] | None = None
     root_volume_gib: int | None = Field(default=None, ge=100, le=16384)
 
     @field_validator("allowed_cidrs")
@@ -177,24 +192,19 @@ class AwsSource(Strict):
 
 
 class HostGpus(Strict):
-    model: str  # hardware id: gb300 | h200 | mi355x
-    count: int = Field(ge=1)
+    model: str = Field(pattern=r"^[a-z0-9]{1,32}$")  # hardware id: gb300 | h200 | mi355x
+    count: int = Field(ge=1, le=MAX_GPUS)
 
 
 class ExistingHost(Strict):
-    address: str = Field(min_length=1)
-    ssh_user: str = Field(min_length=1)
+    # Reach ssh as its destination and the IMEX/Mooncake files as one line each: an IP literal
+    # or a DNS name, never an option (`-oProxyCommand=...`) or a second line.
+    address: Annotated[str, _safe(safe_values.host_address)]
+    ssh_user: Annotated[str, _safe(safe_values.posix_user)]
     gpus: HostGpus
-    host_memory_gib: int = Field(ge=1)
+    host_memory_gib: int = Field(ge=1, le=MAX_HOST_MEMORY_GIB)
     # Address the other nodes reach this one on (rendezvous, Mooncake); default: address.
-    private_address: str | None = None
-
-    @field_validator("address", "private_address")
-    @classmethod
-    def _no_spaces(cls, value: str | None) -> str | None:
-        if value is not None and (value.strip() != value or " " in value):
-            raise ValueError("must be a host name or IP address without spaces")
-        return value
+    private_address: Annotated[str, _safe(safe_values.host_address)] | None = None
 
 
 class ExistingSource(Strict):
@@ -235,12 +245,21 @@ class Nodes(Strict):
 class Mooncake(Strict):
     """Where the Mooncake master runs and what each serving node gives the store."""
 
-    master_node: int = Field(default=0, ge=0)
+    master_node: int = Field(default=0, ge=0, lt=64)
     protocol: Literal["rdma", "efa", "tcp"]
-    global_segment_gib: int = Field(ge=1)  # host memory each node contributes to the store
-    devices: tuple[str, ...] = ()  # RDMA devices to pin; empty = auto-discover
-    rpc_port: int = Field(default=50051, ge=1, le=65535)
-    metadata_port: int = Field(default=8080, ge=1, le=65535)
+    # host memory each node contributes to the store
+    global_segment_gib: int = Field(ge=1, le=MAX_HOST_MEMORY_GIB)
+    # RDMA devices to pin; empty = auto-discover
+    devices: tuple[Annotated[str, _safe(safe_values.device_name)], ...] = Field(default=(), max_length=64)
+    # Unprivileged ports only: a port below 1024 is a system service's (rpcPort: 22 is sshd's).
+    rpc_port: int = Field(default=50051, ge=1024, le=65535)
+    metadata_port: int = Field(default=8080, ge=1024, le=65535)
+
+    @model_validator(mode="after")
+    def _distinct_ports(self) -> Mooncake:
+        if self.rpc_port == self.metadata_port:
+            raise ValueError(f"rpcPort and metadataPort are both {self.rpc_port}: each service needs its own")
+        return self
 
 
 # --- Benchmark gate and teardown ------------------------------------------------------------------
@@ -289,7 +308,7 @@ class TeardownSpec(Strict):
 
 
 class StackSpec(Strict):
-    description: str = Field(min_length=1)
+    description: Annotated[str, _safe(safe_values.plain_text)] = Field(min_length=1)
     hardware: str
     strategy: str
     topology: str = "unified"
@@ -298,16 +317,11 @@ class StackSpec(Strict):
     image: ImageSpec
     nodes: Nodes
     mooncake: Mooncake | None = None
-    model_cache_dir: str = "/opt/flashfleet/hf-cache"
+    # Created, chmodded, mounted read-write into every container and, with keepCaches: false,
+    # deleted on teardown: never / or a system directory (safe_values.host_path).
+    model_cache_dir: HostPath = "/opt/flashfleet/hf-cache"
     bench: BenchSpec = BenchSpec()
     teardown: TeardownSpec | None = None  # None: the teardown role's default (keep the caches)
-
-    @field_validator("model_cache_dir")
-    @classmethod
-    def _absolute(cls, value: str) -> str:
-        if not value.startswith("/"):
-            raise ValueError("must be an absolute path")
-        return value
 
     @field_validator("options")
     @classmethod
