@@ -255,11 +255,12 @@ class Mooncake(Strict):
     rpc_port: int = Field(default=50051, ge=1024, le=65535)
     metadata_port: int = Field(default=8080, ge=1024, le=65535)
 
-    @model_validator(mode="after")
-    def _distinct_ports(self) -> Mooncake:
-        if self.rpc_port == self.metadata_port:
-            raise ValueError(f"rpcPort and metadataPort are both {self.rpc_port}: each service needs its own")
-        return self
+    @field_validator("metadata_port")
+    @classmethod
+    def _distinct_ports(cls, value: int, info: ValidationInfo) -> int:
+        if value == info.data.get("rpc_port"):
+            raise ValueError(f"{value} is rpcPort too: each service needs its own port")
+        return value
 
 
 # --- Benchmark gate and teardown ------------------------------------------------------------------

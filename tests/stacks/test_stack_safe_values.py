@@ -74,7 +74,7 @@ REFUSED: list[tuple[str, str, Callable[[Doc], None], str]] = [
     ("mooncake device with a slash", "h200-l3", lambda d: spec(d)["mooncake"].update(devices=["../../x"]), "mooncake.devices[0]"),
     # ports
     ("mooncake rpcPort 22", "h200-l3", lambda d: spec(d)["mooncake"].update(rpcPort=22), "mooncake.rpcPort"),
-    ("mooncake ports equal", "h200-l3", lambda d: spec(d)["mooncake"].update(rpcPort=9000, metadataPort=9000), "mooncake"),
+    ("mooncake ports equal", "h200-l3", lambda d: spec(d)["mooncake"].update(rpcPort=9000, metadataPort=9000), "mooncake.metadataPort"),
     ("metadata port is the serving port", "h200-l3", lambda d: spec(d)["mooncake"].update(metadataPort=30000), "mooncake.metadataPort"),
     ("metadata port is the metrics port", "h200-l3", lambda d: spec(d)["mooncake"].update(metadataPort=9003), "mooncake.metadataPort"),
 ]  # fmt: skip
