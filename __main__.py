@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 import pulumi
 
 from flashfleet.components.program import deploy
-from flashfleet.stack import parse_spec, resolve_spec
+from flashfleet.planning import parse_spec, resolve_spec
 
 config = pulumi.Config("flashfleet")
 stack = pulumi.get_stack()

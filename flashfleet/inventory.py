@@ -13,22 +13,22 @@ from collections.abc import Sequence
 from typing import Any
 
 from flashfleet.catalog import DFLASH2_DRAFT, hardware_catalog
-from flashfleet.stack import Bringup
+from flashfleet.planning import StackPlan
 
 GPU_MODEL = {"gb300": "GB300", "h200": "H200", "mi355x": "MI355X"}
 
 
 def host_vars(
-    bringup: Bringup, index: int, ssh_address: str, private_addresses: Sequence[str]
+    plan: StackPlan, index: int, ssh_address: str, private_addresses: Sequence[str]
 ) -> dict[str, Any]:
-    spec, node = bringup.spec, bringup.nodes[index]
+    spec, node = plan.spec, plan.nodes[index]
     hw = hardware_catalog()[spec.hardware]
-    recipe = bringup.recipe_for(private_addresses)
-    launches = bringup.launches_by_node(private_addresses)[index]
+    recipe = plan.recipe_for(private_addresses)
+    launches = plan.launches_by_node(private_addresses)[index]
     hvars: dict[str, Any] = {
         "ansible_host": ssh_address,
         "ansible_user": node.ssh_user,
-        "flashfleet_stack": bringup.stack,
+        "flashfleet_stack": plan.stack,
         "flashfleet_hardware": spec.hardware,
         "flashfleet_vendor": hw.vendor,
         "flashfleet_arch": hw.arch,
@@ -41,11 +41,11 @@ def host_vars(
         "flashfleet_draft_model": DFLASH2_DRAFT if recipe.options.speculative == "dflash2" else None,
         "flashfleet_image": spec.image.base_ref(hw),
         "flashfleet_model_cache_dir": spec.model_cache_dir,
-        "flashfleet_mooncake": bringup.mooncake is not None,
+        "flashfleet_mooncake": plan.mooncake is not None,
         "flashfleet_processes": [launch.to_dict() for launch in launches],
     }
-    if bringup.mooncake is not None:
-        hvars["flashfleet_mooncake_layout"] = bringup.mooncake.to_dict(private_addresses)
+    if plan.mooncake is not None:
+        hvars["flashfleet_mooncake_layout"] = plan.mooncake.to_dict(private_addresses)
     if spec.teardown is not None:
         # Only a stack with a teardown section says; without it teardown.yml keeps the caches.
         hvars["flashfleet_keep_caches"] = spec.teardown.keep_caches
@@ -53,18 +53,18 @@ def host_vars(
 
 
 def build_inventory(
-    bringup: Bringup, ssh_addresses: Sequence[str], private_addresses: Sequence[str]
+    plan: StackPlan, ssh_addresses: Sequence[str], private_addresses: Sequence[str]
 ) -> dict[str, Any]:
     """The inventory as ansible-runner takes it (``inventory=<dict>``)."""
-    if not len(ssh_addresses) == len(private_addresses) == len(bringup.nodes):
+    if not len(ssh_addresses) == len(private_addresses) == len(plan.nodes):
         raise ValueError(
-            f"{len(bringup.nodes)} nodes but {len(ssh_addresses)} SSH and "
+            f"{len(plan.nodes)} nodes but {len(ssh_addresses)} SSH and "
             f"{len(private_addresses)} private addresses"
         )
-    hw = hardware_catalog()[bringup.spec.hardware]
+    hw = hardware_catalog()[plan.spec.hardware]
     hosts = {
-        node.name: host_vars(bringup, node.index, ssh_addresses[node.index], private_addresses)
-        for node in bringup.nodes
+        node.name: host_vars(plan, node.index, ssh_addresses[node.index], private_addresses)
+        for node in plan.nodes
     }
     members: dict[str, dict[str, Any]] = {name: {} for name in hosts}
     children: dict[str, Any] = {
@@ -72,7 +72,7 @@ def build_inventory(
         f"vendor_{hw.vendor}": {"hosts": dict(members)},
         f"hw_{hw.id}": {"hosts": dict(members)},
     }
-    masters: dict[str, dict[str, Any]] = {n.name: {} for n in bringup.nodes if n.mooncake_master}
+    masters: dict[str, dict[str, Any]] = {n.name: {} for n in plan.nodes if n.mooncake_master}
     if masters:
         children["mooncake_master"] = {"hosts": masters}
     return {"all": {"hosts": hosts, "children": children}}

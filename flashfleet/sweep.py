@@ -19,10 +19,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-TAG_STACK = "flashfleet:stack"
-TAG_EXPIRES = "flashfleet:expires-at"
-TAG_ROLE = "flashfleet:role"
-OUR_TAGS = (TAG_STACK, TAG_EXPIRES)
+from flashfleet.components.tags import EXPIRES_TAG, ROLE_TAG, STACK_TAG
+
+OUR_TAGS = (STACK_TAG, EXPIRES_TAG)
 
 # The order resources are deleted in: nothing is deleted before what uses it is gone.
 KINDS = ("instance", "launch-template", "placement-group", "security-group", "key-pair", "volume")
@@ -76,16 +75,16 @@ def judge(tags: Mapping[str, str], now: datetime, stacks: set[str]) -> tuple[boo
         return None
     reasons = []
     unreadable = None
-    expires = tags.get(TAG_EXPIRES)
+    expires = tags.get(EXPIRES_TAG)
     if expires is not None:
         try:
             moment = parse_expiry(expires)
         except ValueError:
-            unreadable = f"kept: unreadable {TAG_EXPIRES} {expires!r}"
+            unreadable = f"kept: unreadable {EXPIRES_TAG} {expires!r}"
         else:
             if moment <= now:
                 reasons.append(f"expired at {expires}")
-    stack = tags.get(TAG_STACK)
+    stack = tags.get(STACK_TAG)
     if stack is not None and stack not in stacks:
         reasons.append(f"stack {stack} no longer exists")
     if reasons and unreadable is None:
@@ -162,11 +161,11 @@ def find(
     out = []
     for kind, rid, tags in found:
         verdict = judge(tags, now, stacks)
-        if verdict is None or (stack is not None and tags.get(TAG_STACK) != stack):
+        if verdict is None or (stack is not None and tags.get(STACK_TAG) != stack):
             continue
         stale, reason = verdict
         out.append(
-            Finding(kind, rid, tags.get(TAG_STACK), tags.get(TAG_ROLE), tags.get(TAG_EXPIRES), stale, reason)
+            Finding(kind, rid, tags.get(STACK_TAG), tags.get(ROLE_TAG), tags.get(EXPIRES_TAG), stale, reason)
         )
     return sorted(out, key=lambda f: (KINDS.index(f.kind), f.id))
 

@@ -1,57 +1,17 @@
-"""Pass/fail thresholds, so a benchmark can gate a recipe change.
-
-Every threshold is optional. Each is checked at every concurrency level of the run, or only at
-``concurrency`` when that is set (a sweep's low levels are not expected to reach the throughput
-floor of its high ones).
+"""The bench gate: a run's levels checked against its thresholds, so a benchmark can gate a
+recipe change. The thresholds model is ``flashfleet.stack.thresholds.Thresholds``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
+
+from flashfleet.stack.thresholds import Thresholds
 
 if TYPE_CHECKING:
     from flashfleet.bench.summary import LevelSummary
-
-
-@dataclass(frozen=True)
-class Thresholds:
-    min_output_throughput: float | None = None  # tok/s, whole cluster
-    min_request_throughput: float | None = None  # req/s
-    max_median_ttft_ms: float | None = None
-    max_p99_ttft_ms: float | None = None
-    max_median_tpot_ms: float | None = None
-    max_p99_tpot_ms: float | None = None
-    max_p99_itl_ms: float | None = None
-    min_success_ratio: float | None = None  # completed / requested
-    max_cost_per_mtok_usd: float | None = None  # needs the hourly price
-    concurrency: int | None = None  # check only this level
-
-    @classmethod
-    def names(cls) -> list[str]:
-        return [f.name for f in fields(cls)]
-
-    @classmethod
-    def from_mapping(cls, data: Mapping[str, Any]) -> Thresholds:
-        unknown = sorted(set(data) - set(cls.names()))
-        if unknown:
-            raise ValueError(f"unknown threshold(s) {', '.join(unknown)} (known: {', '.join(cls.names())})")
-        values: dict[str, Any] = {}
-        for key, value in data.items():
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise ValueError(f"{key} must be a number, not {value!r}")
-            values[key] = int(value) if key == "concurrency" else float(value)
-        return cls(**values)
-
-    def merged(self, overrides: Mapping[str, Any]) -> Thresholds:
-        return Thresholds.from_mapping({**self.to_dict(), **overrides})
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in asdict(self).items() if v is not None}
-
-    def is_empty(self) -> bool:
-        return not any(v is not None for k, v in asdict(self).items() if k != "concurrency")
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from flashfleet.bench.gate import Thresholds
+from flashfleet.stack.thresholds import Thresholds
 
 # The two module names of the same benchmark; the first is the one sglang 0.5.23 recommends.
 BENCH_MODULES = ("sglang.benchmark.serving", "sglang.bench_serving")

@@ -1,13 +1,10 @@
 """What `flashfleet bench` needs from the bring-up, as four small callables.
 
-The bring-up provides them in the module named by ``PROVIDER_MODULE``, as a function
-``bench_seams() -> Seams``. Until it exists, `bench` works with an explicit ``--endpoint``, runs
-bench_serving from this machine and refuses ``--destroy`` (before any benchmark runs).
+``flashfleet.bench.node_seams`` provides them on the stack's nodes; tests pass their own.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -23,8 +20,6 @@ RunnerFactory = Callable[[str], Runner]
 # Stack name -> facts for the fingerprint and the cost (recipe, image digest, versions, price).
 DeploymentFacts = Callable[[str], Deployment]
 
-PROVIDER_MODULE = "flashfleet.bringup.bench_seams"
-
 
 @dataclass(frozen=True)
 class Seams:
@@ -34,15 +29,8 @@ class Seams:
     deployment: DeploymentFacts | None = None
 
 
-def load_seams(module: str = PROVIDER_MODULE) -> Seams:
-    """The bring-up's seams, or none at all while it has not been built."""
-    try:
-        mod = importlib.import_module(module)
-    except ModuleNotFoundError as err:
-        if err.name is not None and module.startswith(err.name):
-            return Seams()
-        raise  # the provider exists but one of its own imports is missing: say so
-    seams = mod.bench_seams()
-    if not isinstance(seams, Seams):
-        raise TypeError(f"{module}.bench_seams() returned {type(seams).__name__}, not Seams")
-    return seams
+def load_seams() -> Seams:
+    """The seams on the stack's nodes (imported on this path only: they pull in the bring-up)."""
+    from flashfleet.bench.node_seams import bench_seams
+
+    return bench_seams()

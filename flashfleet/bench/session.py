@@ -16,12 +16,13 @@ from flashfleet.bench.argv import check_base_url
 from flashfleet.bench.cost import level_cost_per_mtok, run_cost
 from flashfleet.bench.driver import BenchRun, run_profile
 from flashfleet.bench.fingerprint import Deployment, RecipeSelection, make_fingerprint, recipe_fingerprint
-from flashfleet.bench.gate import GateResult, Thresholds, evaluate
+from flashfleet.bench.gate import GateResult, evaluate
 from flashfleet.bench.profiles import BENCH_MODULES, Profile
 from flashfleet.bench.report import write_report
 from flashfleet.bench.runner import LocalRunner, Runner
 from flashfleet.bench.seams import Seams
 from flashfleet.bench.store import load_run, write_run
+from flashfleet.stack.thresholds import Thresholds
 
 EXIT_OK, EXIT_GATE_FAILED, EXIT_BENCH_FAILED, EXIT_TEARDOWN_FAILED = 0, 1, 3, 4
 

@@ -11,9 +11,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from flashfleet import safe_values
 from flashfleet.bringup.errors import BringupInputError
 from flashfleet.catalog import hardware_catalog
+from flashfleet.stack import safe_values
 
 # fact -> (expected type(s), required); bool is not an int here, whatever Python says.
 _FACTS: dict[str, tuple[tuple[type, ...], bool]] = {

@@ -1,6 +1,6 @@
 """The ansible-runner hand-off shared by the Pulumi resource, the CLI and the bench teardown.
 
-On top of `flashfleet.runner`: refuses a bad inventory or bad role arguments before any host
+On top of `flashfleet.bringup.playbook_run`: refuses a bad inventory or bad role arguments before any host
 is touched, gives every run its own directory, prints progress per host and phase, and draws
 the timeline. Run directory: `<runs root>/<stack>/<UTC time>-<playbook>/` with
 `inventory.json` (the inventory run against; it never holds secrets), `run.json` (playbook,
@@ -20,10 +20,10 @@ from typing import Any
 from flashfleet.bringup.arguments import check_role_arguments
 from flashfleet.bringup.contract import check_inventory
 from flashfleet.bringup.errors import BringupInputError
+from flashfleet.bringup.playbook_run import RunResult, private_dir, private_open, run_playbook
 from flashfleet.bringup.progress import PhaseProgress
 from flashfleet.bringup.project import DEFAULT_PROJECT, Project
-from flashfleet.runner import RunResult, private_dir, private_open, run_playbook
-from flashfleet.timeline import write_timeline
+from flashfleet.bringup.timeline import write_timeline
 
 RUNS_ENV = "FLASHFLEET_RUNS_DIR"
 

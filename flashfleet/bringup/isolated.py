@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from flashfleet.bringup.errors import BringupInputError
+from flashfleet.bringup.playbook_run import TOKEN_ENV, RunResult, TaskFailure
 from flashfleet.bringup.project import Project
-from flashfleet.runner import TOKEN_ENV, RunResult, TaskFailure
 
 
 def run_isolated(

@@ -12,8 +12,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from flashfleet.runner import failure_message, split_task_name
-from flashfleet.timeline import RESULT_EVENTS, phase_of
+from flashfleet.bringup.playbook_run import failure_message, split_task_name
+from flashfleet.bringup.timeline import RESULT_EVENTS, phase_of
 
 
 @dataclass

@@ -40,9 +40,9 @@ from pulumi.runtime.rpc import unwrap_rpc_secret
 
 from flashfleet.bringup.contract import restore_nulls
 from flashfleet.bringup.errors import BringupInputError, PlaybookFailed
-from flashfleet.bringup.fingerprint import content_hash, inventory_hash
+from flashfleet.bringup.hashes import content_hash, inventory_hash
+from flashfleet.bringup.playbook_run import RunResult
 from flashfleet.bringup.project import DEFAULT_PROJECT, REPO, Project
-from flashfleet.runner import RunResult
 
 # Inputs whose change means "run the playbook again"; compared as hashes kept in the outputs.
 TRIGGERS = ("inventoryHash", "treeHash", "playbook", "extravarsHash")

@@ -59,8 +59,10 @@ def select(stack: str) -> Stack:
         raise PulumiUnavailable(NO_CLI)
     from pulumi import automation as auto
 
-    if not (REPO / "stacks" / f"Pulumi.{stack}.yaml").is_file():
-        raise UnknownStack(f"stack {stack!r}: no stacks/Pulumi.{stack}.yaml")
+    from flashfleet.stack.files import stack_path
+
+    if not stack_path(stack, REPO / "stacks").is_file():
+        raise UnknownStack(f"stack {stack!r}: no stacks/{stack_path(stack, REPO / 'stacks').name}")
     try:
         return auto.select_stack(stack_name=stack, work_dir=str(REPO))
     except FileNotFoundError:

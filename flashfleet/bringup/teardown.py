@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from flashfleet.bringup import stackops
+from flashfleet.bringup.playbook_run import RunResult
 from flashfleet.bringup.project import DEFAULT_PROJECT, Project
-from flashfleet.runner import RunResult
 
 
 class TeardownError(RuntimeError):

@@ -66,11 +66,6 @@ def instance_catalog() -> dict[str, InstanceType]:
     return out
 
 
-def default_instance(hardware: str) -> InstanceType | None:
-    """The catalog's instance type for a hardware id (None: not on AWS, e.g. MI355X)."""
-    return next((t for t in instance_catalog().values() if t.hardware == hardware), None)
-
-
 @dataclass(frozen=True)
 class DiskFigures:
     weights_gb: dict[str, int]

@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     from flashfleet.bringup import handoff
     from flashfleet.bringup.cliargs import load_inventory, parse_extravars, project_of
     from flashfleet.bringup.errors import BringupInputError
-    from flashfleet.runner import TOKEN_ENV
+    from flashfleet.bringup.playbook_run import TOKEN_ENV
 
     try:
         project = project_of(args)

@@ -18,8 +18,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from flashfleet.stack import DEFAULT_STACKS_DIR, StackError, load_stack
-    from flashfleet.stack.plan import plan_data
+    from flashfleet.planning import load_stack
+    from flashfleet.planning.summary import plan_data
+    from flashfleet.stack import DEFAULT_STACKS_DIR, StackError
 
     try:
         data = plan_data(load_stack(args.stack, args.stacks_dir or DEFAULT_STACKS_DIR))

@@ -112,12 +112,8 @@ def docker_text(recipe: Recipe, version: str | None, derived: bool, includes: li
     """Complete `docker run` commands in start order (pydantic is imported on this path only)."""
     from pydantic import ValidationError
 
-    from flashfleet.launch import (
-        ImageSpec,
-        LaunchSettings,
-        check_build_requirements,
-        container_launches,
-    )
+    from flashfleet.launch import LaunchSettings, check_build_requirements, container_launches
+    from flashfleet.stack.image import ImageSpec
 
     fields: dict[str, object] = {"derived": derived, "includes": tuple(includes or ())}
     if version is not None:

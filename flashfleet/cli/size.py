@@ -147,11 +147,11 @@ def _host_tier(args: argparse.Namespace) -> dict[str, Any] | None:
 
 
 def _store(args: argparse.Namespace, plan: Plan) -> dict[str, Any]:
-    from flashfleet.sizing.stack_writer import stack_path, write_sizing
+    from flashfleet.sizing.stack_writer import existing_stack_file, write_sizing
 
     name, value = plan.option
     stacks = Path(args.stacks_dir)
-    path = stack_path(stacks, args.stack)
+    path = existing_stack_file(stacks, args.stack)
     if not args.write:
         return {"name": args.stack, "path": str(path), "written": False, "option": name, "value": value}
     options = write_sizing(stacks, args.stack, name, value)

@@ -17,7 +17,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from flashfleet.timeline import build_timeline, read_events, timeline_figure
+    from flashfleet.bringup.timeline import build_timeline, read_events, timeline_figure
 
     events = args.run_dir if args.run_dir.is_file() else args.run_dir / "events.jsonl"
     if not events.is_file():

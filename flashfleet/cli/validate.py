@@ -18,7 +18,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from flashfleet.cli.common import UsageError
-    from flashfleet.stack import DEFAULT_STACKS_DIR, StackError, list_stacks, load_stack
+    from flashfleet.planning import load_stack
+    from flashfleet.stack import DEFAULT_STACKS_DIR, StackError, list_stacks
 
     stacks_dir = args.stacks_dir or DEFAULT_STACKS_DIR
     names = args.stacks or list_stacks(stacks_dir)

@@ -1,7 +1,7 @@
 """AWS node source: EFA GPU instances from one launch template, in their own network.
 
 One ComponentResource; children are named ``{name}-...`` with ``parent=self``. It never reads
-config: it takes the resolved ``Bringup`` and the deadline in ``AwsNodesArgs``.
+config: it takes the resolved ``StackPlan`` and the deadline in ``AwsNodesArgs``.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pulumi_aws as aws
 
 from flashfleet.components.tags import ROLE_TAG, STACK_TAG, base_tags
 from flashfleet.components.ttl_guard import user_data_base64
-from flashfleet.stack import Bringup
-from flashfleet.stack.bringup import SSH_PORT
+from flashfleet.planning import StackPlan
+from flashfleet.planning.resolve import SSH_PORT
 from flashfleet.stack.spec import AwsSource, NewNetwork
 
 SSM_POLICY_ARN = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
@@ -25,7 +25,7 @@ ROOT_DEVICE = "/dev/sda1"  # Ubuntu AMIs
 
 @dataclass(frozen=True)
 class AwsNodesArgs:
-    bringup: Bringup
+    plan: StackPlan
     expires_at: str  # ISO 8601 UTC, the flashfleet:expires-at tag
 
 
@@ -59,7 +59,7 @@ class AwsNodes(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: AwsNodesArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("flashfleet:nodes:AwsNodes", name, {}, opts)
-        b = args.bringup
+        b = args.plan
         src = b.spec.nodes.source
         assert isinstance(src, AwsSource)
         assert b.instance is not None

@@ -10,13 +10,13 @@ from dataclasses import dataclass
 
 import pulumi
 
-from flashfleet.stack import Bringup
+from flashfleet.planning import StackPlan
 from flashfleet.stack.spec import ExistingSource
 
 
 @dataclass(frozen=True)
 class ExistingHostsArgs:
-    bringup: Bringup
+    plan: StackPlan
 
 
 class ExistingHosts(pulumi.ComponentResource):
@@ -27,7 +27,7 @@ class ExistingHosts(pulumi.ComponentResource):
         self, name: str, args: ExistingHostsArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("flashfleet:nodes:ExistingHosts", name, {}, opts)
-        src = args.bringup.spec.nodes.source
+        src = args.plan.spec.nodes.source
         assert isinstance(src, ExistingSource)
         self.ssh_addresses = pulumi.Output.from_input([h.address for h in src.hosts])
         self.private_addresses = pulumi.Output.from_input([h.private_address or h.address for h in src.hosts])

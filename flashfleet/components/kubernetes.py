@@ -14,11 +14,11 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from flashfleet.components.kubernetes_spec import KubernetesSource
 from flashfleet.k8s import KubernetesPlan, plan_kubernetes
 from flashfleet.k8s.plan import RecipeFor
 from flashfleet.launch import SECRET_ENV_NAMES, LaunchSettings
 from flashfleet.recipes.layouts import SERVE_PORT
+from flashfleet.stack.kubernetes import KubernetesSource
 from flashfleet.stack.spec import Mooncake
 
 # Weight download and model loading take far longer than pulumi-kubernetes' default 10 minutes.
@@ -66,7 +66,7 @@ class KubernetesClusterArgs:
     hardware: str
     nodes: int
     recipe_for: RecipeFor
-    """``Bringup.recipe_for``: the stack's recipe with the ranks' addresses."""
+    """``StackPlan.recipe_for``: the stack's recipe with the ranks' addresses."""
     launch_settings: LaunchSettings
     mooncake: Mooncake | None = None
     hf_token: pulumi.Input[str] | None = None

@@ -20,7 +20,8 @@ from flashfleet.components.existing import ExistingHosts, ExistingHostsArgs
 from flashfleet.components.kubernetes import KubernetesCluster, KubernetesClusterArgs, kubernetes_provider
 from flashfleet.components.tags import iso_utc
 from flashfleet.inventory import build_inventory
-from flashfleet.stack import Bringup, KubernetesSource
+from flashfleet.planning import StackPlan
+from flashfleet.stack import KubernetesSource
 
 
 class NodeSource(Protocol):
@@ -28,25 +29,25 @@ class NodeSource(Protocol):
     private_addresses: pulumi.Output[list[str]]
 
 
-def _aws(b: Bringup, expires_at: str) -> NodeSource:
-    return AwsNodes(b.stack, AwsNodesArgs(bringup=b, expires_at=expires_at))
+def _aws(b: StackPlan, expires_at: str) -> NodeSource:
+    return AwsNodes(b.stack, AwsNodesArgs(plan=b, expires_at=expires_at))
 
 
-def _existing(b: Bringup, expires_at: str) -> NodeSource:
-    return ExistingHosts(b.stack, ExistingHostsArgs(bringup=b))
+def _existing(b: StackPlan, expires_at: str) -> NodeSource:
+    return ExistingHosts(b.stack, ExistingHostsArgs(plan=b))
 
 
-NODE_SOURCES: dict[str, Callable[[Bringup, str], NodeSource]] = {
+NODE_SOURCES: dict[str, Callable[[StackPlan, str], NodeSource]] = {
     "aws": _aws,
     "existing": _existing,
 }
 
 
-def build_nodes(b: Bringup, expires_at: str) -> NodeSource:
+def build_nodes(b: StackPlan, expires_at: str) -> NodeSource:
     return NODE_SOURCES[b.spec.nodes.source.kind](b, expires_at)
 
 
-def build_kubernetes(b: Bringup, hf_token: pulumi.Output[str] | None) -> KubernetesCluster:
+def build_kubernetes(b: StackPlan, hf_token: pulumi.Output[str] | None) -> KubernetesCluster:
     src = b.spec.nodes.source
     assert isinstance(src, KubernetesSource)
     args = KubernetesClusterArgs(
@@ -62,7 +63,7 @@ def build_kubernetes(b: Bringup, hf_token: pulumi.Output[str] | None) -> Kuberne
     return KubernetesCluster(b.stack, args, opts=pulumi.ResourceOptions(provider=provider))
 
 
-def deploy(b: Bringup, hf_token: pulumi.Output[str] | None, now: datetime) -> dict[str, Any]:
+def deploy(b: StackPlan, hf_token: pulumi.Output[str] | None, now: datetime) -> dict[str, Any]:
     """Register the stack's resources; return its outputs by key (``flashfleet.outputs``)."""
     expires_at = iso_utc(now + b.spec.ttl)
     if isinstance(b.spec.nodes.source, KubernetesSource):

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from flashfleet.components.ttl_guard import EXPIRES_TAG
-
 STACK_TAG = "flashfleet:stack"
 ROLE_TAG = "flashfleet:role"
+EXPIRES_TAG = "flashfleet:expires-at"  # read on the node by the TTL guard, by `flashfleet sweep` here
 
 
 def iso_utc(moment: datetime) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import base64
 
-EXPIRES_TAG = "flashfleet:expires-at"
+from flashfleet.components.tags import EXPIRES_TAG
 
 _GUARD = r"""#!/bin/bash
 # flashfleet TTL guard: shut down (EC2 terminates) once flashfleet:expires-at has passed.

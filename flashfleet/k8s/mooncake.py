@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import json
 import posixpath
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from flashfleet.k8s import names
 from flashfleet.recipes.layouts import MOONCAKE_CONFIG_PATH
-
-if TYPE_CHECKING:  # flashfleet.stack imports this package to validate Kubernetes stacks
-    from flashfleet.stack.spec import Mooncake
+from flashfleet.stack.spec import Mooncake
 
 CONFIG_KEY = posixpath.basename(MOONCAKE_CONFIG_PATH)
 METRICS_PORT = 9003  # mooncake_master's default --metrics_port

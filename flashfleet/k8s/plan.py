@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from flashfleet.catalog import hardware_catalog
-from flashfleet.components.kubernetes_spec import HostPathCache, KubernetesSource, NodePool, PvcCache
 from flashfleet.k8s import mooncake as mc
 from flashfleet.k8s import names, weights
 from flashfleet.k8s.containers import CACHE_VOLUME, MOONCAKE_VOLUME, PodResources
@@ -29,9 +28,8 @@ from flashfleet.k8s.workloads import (
 from flashfleet.launch import ContainerLaunch, LaunchSettings, container_launches
 from flashfleet.recipes import Recipe
 from flashfleet.recipes.layouts import SERVE_PORT
-
-if TYPE_CHECKING:  # flashfleet.stack imports this package to validate Kubernetes stacks
-    from flashfleet.stack.spec import Mooncake
+from flashfleet.stack.kubernetes import HostPathCache, KubernetesSource, NodePool, PvcCache
+from flashfleet.stack.spec import Mooncake
 
 RecipeFor = Callable[[Sequence[str] | None], Recipe]
 
@@ -65,7 +63,7 @@ def plan_kubernetes(
 ) -> KubernetesPlan:
     """Render the recipe for the cluster and every object that serves it.
 
-    ``recipe_for(addresses)`` is ``Bringup.recipe_for``: the stack's recipe with the ranks'
+    ``recipe_for(addresses)`` is ``StackPlan.recipe_for``: the stack's recipe with the ranks'
     addresses (None for one node).
     """
     names.check_stack_name(stack)

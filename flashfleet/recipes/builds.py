@@ -2,23 +2,14 @@
 
 from __future__ import annotations
 
-import re
 import tomllib
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from typing import Any
 
+from flashfleet.catalog.releases import parse_version
 from flashfleet.recipes.options import Options
-
-_VERSION = re.compile(r"^v(\d+)\.(\d+)\.(\d+)(?:\.post\d+)?$")
-
-
-def parse_version(text: str) -> tuple[int, int, int]:
-    match = _VERSION.match(text)
-    if not match:
-        raise ValueError(f"{text!r} is not a release version like v0.5.23")
-    return int(match[1]), int(match[2]), int(match[3])
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """The deployment panel's options: names, allowed values, and parsing from text.
 
 Defaults are not fixed here: they are layered (hardware, then strategy, then topology), see
-``resolve.py``. ``OPTION_DEFS`` is also what the README table and ``flashfleet matrix`` show.
+``flashfleet.recipes.render.resolve``. ``OPTION_DEFS`` is also what the README table and
+``flashfleet matrix`` show.
 """
 
 from __future__ import annotations

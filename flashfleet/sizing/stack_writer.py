@@ -16,19 +16,19 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 
 from flashfleet.sizing.errors import SizingError
+from flashfleet.stack.errors import STACK_KEY
+from flashfleet.stack.files import list_stacks, stack_path
 
-STACK_KEY = "flashfleet:stack"
 SIZING_OPTIONS = ("mamba_full_memory_ratio", "max_mamba_cache_size")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
-def stack_path(stacks_dir: Path, name: str) -> Path:
+def existing_stack_file(stacks_dir: Path, name: str) -> Path:
     if not _NAME.match(name):
         raise SizingError(f"stack name {name!r}: use letters, digits, '.', '_' or '-'")
-    path = stacks_dir / f"Pulumi.{name}.yaml"
+    path = stack_path(name, stacks_dir)
     if not path.is_file():
-        known = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in stacks_dir.glob("Pulumi.*.yaml"))
-        listed = ", ".join(known) if known else "none"
+        listed = ", ".join(list_stacks(stacks_dir)) or "none"
         raise SizingError(f"unknown stack {name!r}: no {path.name} in {stacks_dir} (stacks: {listed})")
     return path
 
@@ -81,7 +81,7 @@ def write_sizing(stacks_dir: Path, name: str, option: str, value: float | int) -
         parse_overrides({option: value})  # the recipe engine must accept what we store
     except RecipeError as err:
         raise SizingError(f"cannot store {option}={value!r}: {err}") from None
-    path = stack_path(stacks_dir, name)
+    path = existing_stack_file(stacks_dir, name)
     yaml = _yaml()
     text = path.read_text(encoding="utf-8")
     try:
@@ -109,6 +109,6 @@ def write_sizing(stacks_dir: Path, name: str, option: str, value: float | int) -
 
 def read_options(stacks_dir: Path, name: str) -> dict[str, Any]:
     """The stack's recipe option overrides (empty when it has none)."""
-    doc = _yaml().load(stack_path(stacks_dir, name).read_text(encoding="utf-8")) or {}
+    doc = _yaml().load(existing_stack_file(stacks_dir, name).read_text(encoding="utf-8")) or {}
     stack = (doc.get("config") or {}).get(STACK_KEY) or {}
     return dict(stack.get("options") or {})

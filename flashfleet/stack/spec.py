@@ -2,7 +2,8 @@
 
 Strict (unknown keys refused), frozen, camelCase keys as in the YAML, node sources discriminated
 by ``nodes.source.kind``. Secrets never live here: the HF token is its own secret config key.
-Cross-field checks that need the recipe engine or the catalogs live in ``checks.py``.
+Imports only the catalog and its sibling spec modules. Cross-field checks that need the recipe
+engine live in the planning layer (``flashfleet.planning.checks``).
 """
 
 from __future__ import annotations
@@ -14,26 +15,18 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     ValidationInfo,
     field_validator,
     model_validator,
 )
-from pydantic.alias_generators import to_camel
 
-from flashfleet import safe_values
-from flashfleet.bench.gate import Thresholds
-from flashfleet.components.kubernetes_spec import KubernetesSource
-from flashfleet.launch import ImageSpec
-
-
-class Strict(BaseModel):
-    # Unknown keys are errors: a typo in a stack file fails `validate`, never silently.
-    model_config = ConfigDict(extra="forbid", frozen=True, alias_generator=to_camel, validate_by_name=False)
-
+from flashfleet.stack import safe_values
+from flashfleet.stack.image import ImageSpec
+from flashfleet.stack.kubernetes import KubernetesSource
+from flashfleet.stack.strict import Strict
+from flashfleet.stack.thresholds import Thresholds
 
 _TTL = re.compile(r"^(\d+)([mhd])$")
 _TTL_UNITS = {"m": "minutes", "h": "hours", "d": "days"}
@@ -77,7 +70,7 @@ def _aws_id(kind: str) -> AfterValidator:
 
 
 def _safe(check: Any) -> AfterValidator:
-    """A flashfleet.safe_values check as a field validator."""
+    """A flashfleet.stack.safe_values check as a field validator."""
     return AfterValidator(check)
 
 
@@ -221,8 +214,7 @@ class ExistingSource(Strict):
 
 
 # --- Node sources ------------------------------------------------------------------------------------
-# KubernetesSource (a GPU cluster the user already has) is defined beside its renderer. It imports
-# only the catalog, and flashfleet/components/__init__.py imports nothing: no cycle, no pulumi.
+# KubernetesSource (a GPU cluster the user already has) lives in flashfleet.stack.kubernetes.
 NodeSource = Annotated[AwsSource | ExistingSource | KubernetesSource, Field(discriminator="kind")]
 
 
@@ -266,38 +258,9 @@ class Mooncake(Strict):
 # --- Benchmark gate and teardown ------------------------------------------------------------------
 
 
-class ProfileThresholds(BaseModel):
-    """Pass/fail limits of one workload profile, by the names flashfleet.bench.gate knows.
-
-    snake_case like the profiles' [gate] tables and `bench --threshold NAME=VALUE`, so a limit is
-    spelt the same everywhere; an unknown name is refused at its own YAML path.
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    min_output_throughput: float | None = Field(default=None, ge=0)
-    min_request_throughput: float | None = Field(default=None, ge=0)
-    max_median_ttft_ms: float | None = Field(default=None, ge=0)
-    max_p99_ttft_ms: float | None = Field(default=None, ge=0)
-    max_median_tpot_ms: float | None = Field(default=None, ge=0)
-    max_p99_tpot_ms: float | None = Field(default=None, ge=0)
-    max_p99_itl_ms: float | None = Field(default=None, ge=0)
-    min_success_ratio: float | None = Field(default=None, ge=0, le=1)
-    max_cost_per_mtok_usd: float | None = Field(default=None, ge=0)
-    concurrency: int | None = Field(default=None, ge=1)
-
-    @model_validator(mode="after")
-    def _gate_accepts(self) -> ProfileThresholds:
-        Thresholds.from_mapping(self.limits())  # the gate's own check: the two never drift apart
-        return self
-
-    def limits(self) -> dict[str, float | int]:
-        return {k: v for k, v in self.model_dump().items() if v is not None}
-
-
 class BenchSpec(Strict):
     # workload profile name -> its thresholds; `bench --threshold` overrides one for a run
-    thresholds: dict[str, ProfileThresholds] = Field(default_factory=dict)
+    thresholds: dict[str, Thresholds] = Field(default_factory=dict)
 
 
 class TeardownSpec(Strict):

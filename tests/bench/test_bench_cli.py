@@ -12,7 +12,7 @@ import pytest
 
 from flashfleet.bench import seams as seams_mod
 from flashfleet.bench.runner import Completed, Invocation, LocalRunner
-from flashfleet.bench.seams import Seams, load_seams
+from flashfleet.bench.seams import Seams
 from flashfleet.cli import main
 from tests.bench.fakes import FakeRunner
 
@@ -166,10 +166,6 @@ def test_list_profiles(capsys):
     assert main(["bench", "--list-profiles"]) == 0
     names = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
     assert names == ["chat-1k1k", "agentic-long", "multimodal", "sweep"]
-
-
-def test_without_the_bringup_module_the_seams_are_empty():
-    assert load_seams("flashfleet.no_such_bringup.bench_seams") == Seams()
 
 
 def test_local_runner_runs_an_argv_list_and_reads_the_output(tmp_path):

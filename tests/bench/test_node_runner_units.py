@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from flashfleet.bringup import bench_seams, stackops
-from flashfleet.bringup.node_runner import in_container
+from flashfleet.bench import node_seams
+from flashfleet.bench.node_runner import in_container
+from flashfleet.bringup import stackops
 
 
 def test_output_goes_to_results_and_node_zeros_address_to_loopback() -> None:
@@ -18,4 +19,4 @@ def test_output_goes_to_results_and_node_zeros_address_to_loopback() -> None:
 def test_endpoint_output_loses_the_openai_suffix(monkeypatch) -> None:
     out = {"endpoint": stackops.StackOutput("http://198.51.100.7:30000/v1", False)}
     monkeypatch.setattr(stackops, "outputs", lambda stack: out)
-    assert bench_seams.endpoint("s") == "http://198.51.100.7:30000"
+    assert node_seams.endpoint("s") == "http://198.51.100.7:30000"

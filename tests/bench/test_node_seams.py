@@ -16,16 +16,16 @@ import pytest
 import yaml
 
 from flashfleet.bench import seams as seams_mod
+from flashfleet.bench.node_runner import NodeRunner
+from flashfleet.bench.node_seams import NodeSeams, bench_seams
 from flashfleet.bench.runner import Invocation
 from flashfleet.bringup import handoff
-from flashfleet.bringup.bench_seams import NodeSeams, bench_seams
-from flashfleet.bringup.node_runner import NodeRunner
 from flashfleet.bringup.project import REPO
 from flashfleet.bringup.stack_inventory import bench_runs_root
 from flashfleet.bringup.teardown import teardown_hosts
 from flashfleet.cli import main
 from flashfleet.inventory import build_inventory
-from flashfleet.stack import load_stack
+from flashfleet.planning import load_stack
 from tests.hosts.harness import HostPool, HostSpec, host_pool
 
 HERE = Path(__file__).parent

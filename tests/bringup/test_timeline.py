@@ -8,8 +8,8 @@ from typing import Any
 
 from flashfleet.bringup import handoff
 from flashfleet.bringup.project import Project
+from flashfleet.bringup.timeline import build_timeline, read_events, timeline_figure
 from flashfleet.cli import main
-from flashfleet.timeline import build_timeline, read_events, timeline_figure
 
 from .inventories import PROJECT, TOKEN
 

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from flashfleet.bringup.contract import check_inventory
-from flashfleet.components.kubernetes_spec import KubernetesSource
 from flashfleet.inventory import build_inventory
-from flashfleet.stack.bringup import load_stack
+from flashfleet.planning.resolve import load_stack
 from flashfleet.stack.files import list_stacks
+from flashfleet.stack.kubernetes import KubernetesSource
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "contracts.md").read_text()
 HOST_STACKS = [s for s in list_stacks() if not isinstance(load_stack(s).spec.nodes.source, KubernetesSource)]

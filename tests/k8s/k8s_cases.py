@@ -6,11 +6,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from flashfleet.components.kubernetes_spec import KubernetesSource
 from flashfleet.k8s import KubernetesPlan, plan_kubernetes
-from flashfleet.launch import ImageSpec, LaunchSettings
+from flashfleet.launch import LaunchSettings
 from flashfleet.recipes import Recipe
 from flashfleet.recipes.render import render
+from flashfleet.stack.image import ImageSpec
+from flashfleet.stack.kubernetes import KubernetesSource
 from flashfleet.stack.spec import Mooncake
 
 POOLS: dict[str, Any] = {

@@ -25,8 +25,9 @@ from k8s_cases import (
 from flashfleet.catalog import DFLASH2_DRAFT
 from flashfleet.k8s import KubernetesRenderError, plan_kubernetes
 from flashfleet.k8s.containers import MOONCAKE_HOSTNAME_ENV
-from flashfleet.launch import ImageSpec, LaunchSettings
+from flashfleet.launch import LaunchSettings
 from flashfleet.recipes.layouts import MOONCAKE_CONFIG_ENV, MOONCAKE_CONFIG_PATH
+from flashfleet.stack.image import ImageSpec
 
 SERVE_CASES = [
     GB300_LOWLAT,

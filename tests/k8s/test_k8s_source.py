@@ -11,10 +11,11 @@ from k8s_schema import validate
 from pydantic import ValidationError
 
 from flashfleet.catalog import hardware_catalog
-from flashfleet.components.kubernetes_spec import HostPathCache, KubernetesSource, PvcCache
 from flashfleet.k8s import plan_kubernetes
 from flashfleet.k8s.containers import MOONCAKE_HOSTNAME_ENV
-from flashfleet.stack import list_stacks, load_stack
+from flashfleet.planning import load_stack
+from flashfleet.stack import list_stacks
+from flashfleet.stack.kubernetes import HostPathCache, KubernetesSource, PvcCache
 
 
 def test_minimal_source() -> None:
@@ -24,7 +25,7 @@ def test_minimal_source() -> None:
     assert not src.leader_worker_set
     assert isinstance(src.model_cache, PvcCache)
     assert src.model_cache.access_mode == "ReadWriteMany"
-    assert isinstance(source(modelCache={"kind": "hostPath", "path": "/nvme"}).model_cache, HostPathCache)
+    assert isinstance(source(modelCache={"kind": "hostPath", "path": "/nvme/hf-cache"}).model_cache, HostPathCache)
 
 
 @pytest.mark.parametrize(

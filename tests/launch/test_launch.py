@@ -7,8 +7,9 @@ import pytest
 from pydantic import ValidationError
 
 from flashfleet.cli import main
-from flashfleet.launch import ImageSpec, LaunchSettings, check_build_requirements, container_launches
+from flashfleet.launch import LaunchSettings, check_build_requirements, container_launches
 from flashfleet.recipes import RecipeError, render
+from flashfleet.stack.image import ImageSpec
 
 GOLDEN = Path(__file__).parent / "golden"
 AGENTX = {"precision": "mxfp4", "hicache": "l1l2", "hicache_size": 180}

@@ -16,7 +16,7 @@ import pulumi
 from pulumi.runtime import rpc
 
 from flashfleet.components.program import deploy
-from flashfleet.stack import Bringup, load_stack
+from flashfleet.planning import StackPlan, load_stack
 
 NOW = datetime(2026, 11, 29, 10, 0, 0, tzinfo=UTC)
 TOKEN = "hf_tok3nTHATmustNEVERleak0123456789"
@@ -77,7 +77,7 @@ class Recorder(pulumi.runtime.Mocks):
 
 @dataclass
 class Result:
-    bringup: Bringup
+    bringup: StackPlan
     mocks: Recorder
     outputs: dict[str, Any]
     secret: dict[str, bool]

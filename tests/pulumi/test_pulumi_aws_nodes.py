@@ -9,8 +9,9 @@ import pytest
 from pulumi_harness import AMI, API_NETWORK_CARDS, NOW, Result, run_program
 
 from flashfleet.catalog.instances import instance_catalog
-from flashfleet.components.ttl_guard import EXPIRES_TAG
-from flashfleet.stack import AwsSource, list_stacks, load_stack
+from flashfleet.components.tags import EXPIRES_TAG
+from flashfleet.planning import load_stack
+from flashfleet.stack import AwsSource, list_stacks
 
 AWS_STACKS = [s for s in list_stacks() if load_stack(s).spec.nodes.source.kind == "aws"]
 LT = "aws:ec2/launchTemplate:LaunchTemplate"

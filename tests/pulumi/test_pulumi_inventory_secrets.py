@@ -14,8 +14,9 @@ from pulumi_harness import (
     token_leaks,
 )
 
-from flashfleet.stack import ExistingSource, list_stacks, load_stack
-from flashfleet.stack.checks import render_stack
+from flashfleet.planning import load_stack
+from flashfleet.planning.checks import render_stack
+from flashfleet.stack import ExistingSource, list_stacks
 
 # Stacks with hosts: an inventory and the token hand-off to Ansible (Kubernetes stacks have
 # neither; test_pulumi_kubernetes.py covers them).

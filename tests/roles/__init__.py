@@ -1,1 +1,1 @@
-"""The node-preparation roles, run for real through flashfleet.runner against test hosts."""
+"""The node-preparation roles, run for real through flashfleet.bringup.playbook_run against test hosts."""

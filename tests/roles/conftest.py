@@ -21,7 +21,7 @@ from hosts.aptrepo import DRIVER, AptRepository
 from hosts.harness import CACHE, HostPool
 from hosts.hub import Hub, Repo
 
-from flashfleet.runner import Progress, RunResult, run_playbook
+from flashfleet.bringup.playbook_run import Progress, RunResult, run_playbook
 
 from .hardware import DRAFT, MODEL, SPECS, facts
 

@@ -9,7 +9,7 @@ import hashlib
 import pytest
 from hosts.hub import Request
 
-from flashfleet.runner import REDACTED
+from flashfleet.bringup.playbook_run import REDACTED
 
 from .conftest import TOKEN, Lab, assert_no_change, assert_same_plan, host_state
 from .hardware import DRAFT, MODEL

@@ -17,9 +17,9 @@ from typing import Any
 
 from hosts.harness import CACHE, HostPool, HostSpec
 
+from flashfleet.bringup.playbook_run import Progress, RunResult, run_playbook
 from flashfleet.inventory import build_inventory
-from flashfleet.runner import Progress, RunResult, run_playbook
-from flashfleet.stack import Bringup, parse_spec, resolve_spec
+from flashfleet.planning import StackPlan, parse_spec, resolve_spec
 
 MOONCAKE_CACHE = CACHE / "mooncake"
 TOKEN = "hf_flashfleetSERVEtoken9876543210fedcba"
@@ -38,7 +38,7 @@ def make_stack(
     options: dict[str, Any] | None = None,
     mooncake: dict[str, Any] | None = None,
     strategy: str = "low-latency",
-) -> Bringup:
+) -> StackPlan:
     """An existing-hosts H200 stack on the given addresses (what `configure --inventory` gets)."""
     spec = {
         "description": f"test {topology}", "hardware": "h200", "strategy": strategy,
@@ -64,7 +64,7 @@ class ServeLab:
     def address(self, host: str) -> str:
         return self.pool.hosts[host].address
 
-    def inventory(self, *stacks: tuple[Bringup, Sequence[str]]) -> dict[str, Any]:
+    def inventory(self, *stacks: tuple[StackPlan, Sequence[str]]) -> dict[str, Any]:
         """flashfleet.inventory's inventory for each (stack, pool hosts), merged, plus SSH access."""
         merged: dict[str, Any] = {"all": {"hosts": {}, "children": {}}}
         for bringup, hosts in stacks:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from flashfleet.runner import RunResult
+from flashfleet.bringup.playbook_run import RunResult
 
 from .lab import TOKEN, ServeLab, make_stack, serve_lab
 

@@ -103,7 +103,7 @@ REPO_STACKS = Path(__file__).resolve().parents[2] / "stacks"
 
 @pytest.mark.parametrize("stack_file", sorted(REPO_STACKS.glob("Pulumi.*.yaml")), ids=lambda p: p.name)
 def test_committed_stacks_change_only_in_their_options(tmp_path: Path, stack_file: Path) -> None:
-    from flashfleet.stack.bringup import load_stack
+    from flashfleet.planning.resolve import load_stack
 
     name = stack_file.name[len("Pulumi.") : -len(".yaml")]
     (tmp_path / stack_file.name).write_text(stack_file.read_text())

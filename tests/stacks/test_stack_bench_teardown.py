@@ -8,14 +8,13 @@ from typing import Any
 import pytest
 
 from flashfleet.bench.fingerprint import Deployment
-from flashfleet.bench.gate import Thresholds
+from flashfleet.bench.node_facts import stack_deployment
 from flashfleet.bench.profiles import get_profile
 from flashfleet.bench.session import gate_for
 from flashfleet.bringup.contract import check_inventory
-from flashfleet.bringup.node_facts import stack_deployment
 from flashfleet.inventory import build_inventory
-from flashfleet.stack import StackError, load_stack
-from flashfleet.stack.spec import ProfileThresholds
+from flashfleet.planning import load_stack
+from flashfleet.stack import StackError
 
 Doc = dict[str, Any]
 
@@ -24,10 +23,6 @@ BENCH = {"thresholds": {"chat-1k1k": {"max_p99_ttft_ms": 2000, "min_success_rati
 
 def spec_of(doc: Doc) -> dict:
     return doc["config"]["flashfleet:stack"]
-
-
-def test_stack_names_are_the_gates_names() -> None:
-    assert set(ProfileThresholds.model_fields) == set(Thresholds.names())
 
 
 def test_an_unknown_threshold_is_refused_at_its_path(write_stack) -> None:

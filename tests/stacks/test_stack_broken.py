@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from flashfleet.stack import StackError, load_stack
+from flashfleet.planning import load_stack
+from flashfleet.stack import StackError
 
 S = "flashfleet:stack"
 Doc = dict[str, Any]

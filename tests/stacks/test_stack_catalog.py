@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from flashfleet.catalog.instances import instance_catalog
-from flashfleet.stack import AwsSource, ExistingSource, KubernetesSource, list_stacks, load_stack
+from flashfleet.planning import load_stack
+from flashfleet.stack import AwsSource, ExistingSource, KubernetesSource, list_stacks
 
 CATALOG = {
     # name: (hardware, strategy, topology, source kind, nodes)

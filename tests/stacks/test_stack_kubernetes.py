@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from flashfleet.cli import main
-from flashfleet.stack import KubernetesSource, StackError, load_stack, stack_path
+from flashfleet.planning import load_stack
+from flashfleet.stack import KubernetesSource, StackError, stack_path
 
 S = "flashfleet:stack"
 Doc = dict[str, Any]

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from flashfleet import safe_values
 from flashfleet.cli import main
+from flashfleet.stack import safe_values
 
 S = "flashfleet:stack"
 Doc = dict[str, Any]

@@ -232,7 +232,7 @@ def test_parse_expiry(text, expected):
 
 
 def test_naive_expiry_is_unreadable_and_kept():
-    assert sweep.judge({sweep.TAG_EXPIRES: "2020-01-01T00:00:00"}, datetime.now(UTC), set())[0] is False
+    assert sweep.judge({sweep.EXPIRES_TAG: "2020-01-01T00:00:00"}, datetime.now(UTC), set())[0] is False
 
 
 def test_known_stacks(tmp_path: Path):

@@ -1,4 +1,4 @@
-"""flashfleet.runner: event handling on synthetic events, and one real ansible-runner run of
+"""flashfleet.bringup.playbook_run: event handling on synthetic events, and one real ansible-runner run of
 playbooks/prepare.yml against this machine (read-only preflight probes) that must fail with a
 readable summary and leave no trace of the token."""
 
@@ -10,7 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from flashfleet.runner import Progress, _EventSink, failure_message, run_playbook, split_task_name
+from flashfleet.bringup.playbook_run import (
+    Progress,
+    _EventSink,
+    failure_message,
+    run_playbook,
+    split_task_name,
+)
 
 TOKEN = "hf_unitTESTtoken987654321"
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from flashfleet.components.kubernetes_spec import KubernetesSource
 from flashfleet.k8s import KubernetesPlan
 from flashfleet.k8s import mooncake as k8s_mooncake
 from flashfleet.launch import ContainerLaunch
-from flashfleet.stack import checks
-from flashfleet.stack.bringup import SSH_PORT, Bringup
+from flashfleet.planning import checks
+from flashfleet.planning.resolve import SSH_PORT, StackPlan
+from flashfleet.stack.kubernetes import KubernetesSource
 from flashfleet.stack.spec import AwsSource, ExistingSource
 
 _POD_KINDS = {"Deployment", "StatefulSet", "LeaderWorkerSet", "Job"}
@@ -28,14 +28,14 @@ def ttl_text(seconds: float) -> str:
     return f"{minutes}m"
 
 
-def plan_addresses(b: Bringup) -> tuple[list[str], list[str]]:
+def plan_addresses(b: StackPlan) -> tuple[list[str], list[str]]:
     """(SSH addresses, private addresses) as far as they are known offline."""
     ssh = [n.address or f"node-{n.index}" for n in b.nodes]
     private = [n.private_address or f"node-{n.index}" for n in b.nodes]
     return ssh, private
 
 
-def source_summary(b: Bringup) -> dict[str, Any]:
+def source_summary(b: StackPlan) -> dict[str, Any]:
     src = b.spec.nodes.source
     if isinstance(src, ExistingSource):
         return {"kind": "existing", "hosts": [h.address for h in src.hosts]}
@@ -107,7 +107,7 @@ def kubernetes_workloads(plan: KubernetesPlan) -> list[dict[str, Any]]:
     return out
 
 
-def kubernetes_summary(b: Bringup, plan: KubernetesPlan) -> dict[str, Any]:
+def kubernetes_summary(b: StackPlan, plan: KubernetesPlan) -> dict[str, Any]:
     src = b.spec.nodes.source
     assert isinstance(src, KubernetesSource)
     return {
@@ -135,7 +135,7 @@ def _pod_process(launch: ContainerLaunch) -> dict[str, Any]:
     return {k: full[k] for k in keys}
 
 
-def _kubernetes_parts(b: Bringup) -> dict[str, Any]:
+def _kubernetes_parts(b: StackPlan) -> dict[str, Any]:
     plan = checks.kubernetes_plan(b.stack, b.spec)
     src = b.spec.nodes.source
     assert isinstance(src, KubernetesSource)
@@ -167,7 +167,7 @@ def _kubernetes_parts(b: Bringup) -> dict[str, Any]:
     }
 
 
-def _host_parts(b: Bringup) -> dict[str, Any]:
+def _host_parts(b: StackPlan) -> dict[str, Any]:
     ssh, private = plan_addresses(b)
     launches = b.launches_by_node(private)
     return {
@@ -180,7 +180,7 @@ def _host_parts(b: Bringup) -> dict[str, Any]:
     }
 
 
-def plan_data(b: Bringup) -> dict[str, Any]:
+def plan_data(b: StackPlan) -> dict[str, Any]:
     kube = isinstance(b.spec.nodes.source, KubernetesSource)
     parts = _kubernetes_parts(b) if kube else _host_parts(b)
     recipe = parts["recipe"]

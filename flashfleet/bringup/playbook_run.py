@@ -24,7 +24,8 @@ from typing import Any
 
 import ansible_runner
 
-REPO = Path(__file__).resolve().parents[1]
+from flashfleet.bringup.project import REPO
+
 TOKEN_ENV = "FLASHFLEET_HF_TOKEN"
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")

@@ -11,13 +11,13 @@ from dataclasses import dataclass, replace
 
 from flashfleet.catalog import hardware_catalog
 from flashfleet.catalog.instances import InstanceType, gib_to_gb, instance_catalog
-from flashfleet.components.kubernetes_spec import KubernetesSource
 from flashfleet.k8s import KubernetesPlan, KubernetesRenderError, plan_kubernetes
 from flashfleet.launch import LaunchSettings, check_build_requirements
 from flashfleet.recipes import Recipe, RecipeError, render
 from flashfleet.recipes.options import OPTION_DEFS
 from flashfleet.sizing import SizingError, check_host_tier_fits, host_tier_need_gb
 from flashfleet.stack.errors import Problem
+from flashfleet.stack.kubernetes import KubernetesSource
 from flashfleet.stack.spec import AwsSource, ExistingSource, StackSpec
 
 HICACHE_FLAG = "--enable-hierarchical-cache"

@@ -1,7 +1,7 @@
 """The whole bring-up of a stack, resolved offline: nodes, recipe, launches, Mooncake, cost.
 
 ``load_stack`` is the one entry point: it reads the file, validates the spec strictly, runs every
-cross-field check and returns a ``Bringup`` (or raises ``StackError`` listing each problem with
+cross-field check and returns a ``StackPlan`` (or raises ``StackError`` listing each problem with
 its YAML path). ``plan``, ``validate`` and the Pulumi program all start here, before any resource
 is registered. Pure: imports neither pulumi nor boto3 nor ansible.
 """
@@ -18,13 +18,13 @@ from pydantic import ValidationError
 
 from flashfleet.catalog import hardware_catalog
 from flashfleet.catalog.instances import GIB_TO_GB, InstanceType, disk_figures
-from flashfleet.components.kubernetes_spec import KubernetesSource
 from flashfleet.launch import ContainerLaunch, LaunchSettings, container_launches
+from flashfleet.planning import checks
 from flashfleet.recipes import Recipe, RecipeError
 from flashfleet.recipes.layouts import SERVE_PORT
-from flashfleet.stack import checks
 from flashfleet.stack.errors import STACK_KEY, Problem, StackError, from_validation_error
 from flashfleet.stack.files import DEFAULT_STACKS_DIR, REGION_KEY, StackFile, read_stack_file
+from flashfleet.stack.kubernetes import KubernetesSource
 from flashfleet.stack.spec import AwsSource, ExistingSource, Mooncake, StackSpec
 
 PLACEHOLDER_RESERVATION = "cr-00000000000000000"
@@ -67,7 +67,7 @@ class MooncakeLayout:
 
 
 @dataclass(frozen=True)
-class Bringup:
+class StackPlan:
     stack: str
     spec: StackSpec
     region: str | None
@@ -116,12 +116,12 @@ class Bringup:
         return out
 
 
-def load_stack(name: str, stacks_dir: Path = DEFAULT_STACKS_DIR) -> Bringup:
+def load_stack(name: str, stacks_dir: Path = DEFAULT_STACKS_DIR) -> StackPlan:
     """Read, validate and resolve ``stacks/Pulumi.<name>.yaml``; raise StackError if refused."""
     return resolve(read_stack_file(name, stacks_dir))
 
 
-def resolve(sf: StackFile) -> Bringup:
+def resolve(sf: StackFile) -> StackPlan:
     spec = parse_spec(sf.name, sf.spec_data)
     return resolve_spec(sf.name, spec, region=sf.region, has_hf_token=sf.has_hf_token)
 
@@ -133,7 +133,7 @@ def parse_spec(stack: str, data: Any) -> StackSpec:
         raise StackError(stack, from_validation_error(err, data)) from None
 
 
-def resolve_spec(stack: str, spec: StackSpec, *, region: str | None, has_hf_token: bool) -> Bringup:
+def resolve_spec(stack: str, spec: StackSpec, *, region: str | None, has_hf_token: bool) -> StackPlan:
     base = STACK_KEY
     problems = checks.check_option_names(spec, base)
     if isinstance(spec.nodes.source, AwsSource) and not region:
@@ -171,7 +171,7 @@ def resolve_spec(stack: str, spec: StackSpec, *, region: str | None, has_hf_toke
     if problems:
         raise StackError(stack, problems)
     nodes = tuple(_node_plans(stack, spec, recipe, facts, instance))
-    return Bringup(
+    return StackPlan(
         stack=stack,
         spec=spec,
         region=region,

@@ -12,11 +12,11 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-from pydantic.alias_generators import to_camel
+from pydantic import Field, field_validator, model_validator
 
-from flashfleet import safe_values
 from flashfleet.catalog import hardware_catalog
+from flashfleet.stack import safe_values
+from flashfleet.stack.strict import Strict
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 # Object names (storage classes, device classes): a DNS subdomain of at most 253 characters.
@@ -28,19 +28,13 @@ _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 _SIZE = re.compile(r"^[1-9][0-9]*(Gi|Ti)$")
 
 
-class _Strict(BaseModel):
-    # Same settings as flashfleet.stack.spec.Strict; kept here so that spec.py can import this
-    # module for its node-source union without an import cycle.
-    model_config = ConfigDict(extra="forbid", frozen=True, alias_generator=to_camel, validate_by_name=False)
-
-
 def _check_label_key(key: str) -> str:
     if not _LABEL_KEY.match(key) or len(key) > 316:
         raise ValueError(f"{key!r} is not a Kubernetes label key")
     return key
 
 
-class Toleration(_Strict):
+class Toleration(Strict):
     key: str | None = None
     operator: Literal["Equal", "Exists"] = "Equal"
     value: str | None = None
@@ -82,7 +76,7 @@ class Toleration(_Strict):
         return out
 
 
-class NodePool(_Strict):
+class NodePool(Strict):
     """Where one hardware's GPU nodes are, and what else their pods may ask the device plugins for."""
 
     node_selector: dict[str, str] = Field(default_factory=dict)
@@ -116,7 +110,7 @@ class NodePool(_Strict):
         return value
 
 
-class PvcCache(_Strict):
+class PvcCache(Strict):
     """A PersistentVolumeClaim the stack creates for the Hugging Face cache."""
 
     kind: Literal["pvc"]
@@ -134,7 +128,7 @@ class PvcCache(_Strict):
         return value
 
 
-class HostPathCache(_Strict):
+class HostPathCache(Strict):
     """A directory on every GPU node (local NVMe); each server pod fills its own node's copy."""
 
     kind: Literal["hostPath"]
@@ -150,7 +144,7 @@ class HostPathCache(_Strict):
 ModelCache = Annotated[PvcCache | HostPathCache, Field(discriminator="kind")]
 
 
-class KubernetesSource(_Strict):
+class KubernetesSource(Strict):
     kind: Literal["kubernetes"]
     # kubeconfig context for the stack's provider; None: the default provider (ambient kubeconfig).
     context: str | None = Field(default=None, min_length=1, max_length=253, pattern=r"^[^\x00-\x1f\x7f]+$")

@@ -23,7 +23,8 @@ from flashfleet.bringup.errors import BringupInputError
 from flashfleet.bringup.project import DEFAULT_PROJECT, Project
 from flashfleet.bringup.stack_inventory import NoInventory, node_zero
 from flashfleet.catalog import hardware_catalog
-from flashfleet.stack import Bringup, ExistingSource, StackError
+from flashfleet.planning import StackPlan
+from flashfleet.stack import ExistingSource, StackError
 from flashfleet.stack.files import DEFAULT_STACKS_DIR, stack_path
 
 PLAYBOOK = "bench.yml"
@@ -36,7 +37,7 @@ class StackRefused(Exception):
 
 def stack_deployment(stack: str, stacks_dir: Path = DEFAULT_STACKS_DIR) -> Deployment:
     """What the stack file says; ``Deployment(stack)`` with a note when there is no such file."""
-    from flashfleet.stack import load_stack
+    from flashfleet.planning import load_stack
 
     if not stack_path(stack, stacks_dir).is_file():
         return Deployment(stack=stack, notes=(f"no stack file for {stack}: recipe and price unknown",))
@@ -47,7 +48,7 @@ def stack_deployment(stack: str, stacks_dir: Path = DEFAULT_STACKS_DIR) -> Deplo
     return from_bringup(b)
 
 
-def from_bringup(b: Bringup) -> Deployment:
+def from_bringup(b: StackPlan) -> Deployment:
     spec = b.spec
     src = spec.nodes.source
     addresses = None
@@ -67,7 +68,7 @@ def from_bringup(b: Bringup) -> Deployment:
         node_count=len(b.nodes),
         hourly_usd_per_node=b.instance.price_usd_per_hour if b.instance else None,
         region=b.region,
-        thresholds={name: t.limits() for name, t in spec.bench.thresholds.items()},
+        thresholds={name: t.to_dict() for name, t in spec.bench.thresholds.items()},
     )
 
 

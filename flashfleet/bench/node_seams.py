@@ -1,8 +1,8 @@
 """What `flashfleet bench` takes from the bring-up (see flashfleet.bench.seams).
 
 endpoint: the stack's `endpoint` output; teardown: `teardown_stack`; runner: bench.yml on node 0
-(flashfleet.bringup.node_runner); deployment: the stack file plus what bench.yml reads on the
-nodes (flashfleet.bringup.node_facts). Runner and facts find the nodes through the stack's
+(flashfleet.bench.node_runner); deployment: the stack file plus what bench.yml reads on the
+nodes (flashfleet.bench.node_facts). Runner and facts find the nodes through the stack's
 outputs or its latest `flashfleet configure` run here (flashfleet.bringup.stack_inventory).
 """
 
@@ -54,8 +54,8 @@ class NodeSeams:
         return stack_inventory(stack, self._runs_root())
 
     def runner(self, stack: str) -> Runner:
+        from flashfleet.bench.node_runner import NodeRunner
         from flashfleet.bench.session import BenchSetupError
-        from flashfleet.bringup.node_runner import NodeRunner
         from flashfleet.bringup.stack_inventory import NoInventory, bench_runs_root, node_zero
 
         try:
@@ -67,8 +67,8 @@ class NodeSeams:
         return NodeRunner(stack, inventory, bench_runs_root(self._runs_root()), self.project)
 
     def deployment(self, stack: str) -> Deployment:
+        from flashfleet.bench.node_facts import StackRefused, deployment_facts
         from flashfleet.bench.session import BenchSetupError
-        from flashfleet.bringup.node_facts import StackRefused, deployment_facts
         from flashfleet.bringup.stack_inventory import bench_runs_root
 
         try:

@@ -1,0 +1,73 @@
+"""The SGLang image a stack runs (``image:`` in the stack file), and the refs derived from it."""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from flashfleet.catalog import Hardware
+from flashfleet.catalog.releases import MIN_VERSION, parse_version
+from flashfleet.stack import safe_values
+
+_FLOATING = re.compile(r"(^|[-_.])(latest|dev|nightly|main)($|[-_.])")
+
+
+class ImageSpec(BaseModel):
+    """The SGLang image a stack runs: a pinned release, never a floating tag."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    repository: str = "lmsysorg/sglang"
+    version: str = Field("v0.5.23", description="SGLang release, v0.5.20 or later")
+    tag: str | None = Field(None, description="full tag override; must start with the version")
+    digest: str | None = Field(None, pattern=r"^sha256:[0-9a-f]{64}$")
+    derived: bool = Field(True, description="run the derived image with the Transformers pin and torchcodec")
+    includes: tuple[str, ...] = Field((), description="PRs this build is known to contain, e.g. '#42178'")
+
+    @field_validator("repository")
+    @classmethod
+    def _repository(cls, value: str) -> str:
+        return safe_values.image_repository(value)
+
+    @field_validator("tag")
+    @classmethod
+    def _tag(cls, value: str | None) -> str | None:
+        return None if value is None else safe_values.image_tag(value)
+
+    @field_validator("version")
+    @classmethod
+    def _release(cls, value: str) -> str:
+        if parse_version(value) < MIN_VERSION:
+            raise ValueError(f"{value} predates GLM-5.3-Flash support (v0.5.20 or later)")
+        return value
+
+    @field_validator("includes")
+    @classmethod
+    def _pr_ids(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for pr in value:
+            if not re.fullmatch(r"#\d+", pr):
+                raise ValueError(f"{pr!r}: write pull requests as '#12345'")
+        return value
+
+    @model_validator(mode="after")
+    def _pinned(self) -> ImageSpec:
+        if self.tag is not None:
+            if _FLOATING.search(self.tag):
+                raise ValueError(f"tag {self.tag!r} floats; pin a release tag")
+            if not self.tag.startswith(self.version):
+                raise ValueError(f"tag {self.tag!r} must start with the version {self.version}")
+        return self
+
+    def base_ref(self, hw: Hardware) -> str:
+        """Upstream image for the node: CUDA arm64/x86_64 or ROCm build of the pinned release."""
+        tag = self.tag or f"{self.version}{hw.image_suffix}"
+        return f"{self.repository}:{tag}@{self.digest}" if self.digest else f"{self.repository}:{tag}"
+
+    def derived_ref(self, hw: Hardware) -> str:
+        """Local image the sglang_image role builds on top of the base (Transformers pin, torchcodec)."""
+        tag = self.tag or f"{self.version}{hw.image_suffix}"
+        return f"flashfleet/sglang:{tag}-tf5.17.0"
+
+    def ref(self, hw: Hardware) -> str:
+        return self.derived_ref(hw) if self.derived else self.base_ref(hw)
