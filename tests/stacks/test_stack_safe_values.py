@@ -125,3 +125,13 @@ def test_cache_dir_is_normalised_before_it_reaches_the_inventory() -> None:
 def test_system_directories_are_never_a_host_path(value: str) -> None:
     with pytest.raises(ValueError, match="must be an absolute path at least two levels deep"):
         safe_values.host_path(value)
+
+
+@pytest.mark.parametrize(("role", "prefix"), [("teardown", "_teardown"), ("model_weights", "_model_weights")])
+def test_the_roles_defence_in_depth_uses_the_same_rule(role: str, prefix: str) -> None:
+    # the roles that delete and chmod repeat the rule for hand-written inventories: never drift
+    import yaml
+
+    role_vars = yaml.safe_load((Path(__file__).parents[2] / "roles" / role / "vars" / "main.yml").read_text())
+    assert role_vars[f"{prefix}_system_trees"] == list(safe_values.SYSTEM_TREES)
+    assert role_vars[f"{prefix}_system_dirs"] == list(safe_values.SYSTEM_DIRS)
