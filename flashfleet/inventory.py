@@ -46,6 +46,8 @@ def host_vars(
     }
     if plan.mooncake is not None:
         hvars["flashfleet_mooncake_layout"] = plan.mooncake.to_dict(private_addresses)
+    if node.host_keys:
+        hvars["flashfleet_host_keys"] = list(node.host_keys)
     if spec.teardown is not None:
         # Only a stack with a teardown section says; without it teardown.yml keeps the caches.
         hvars["flashfleet_keep_caches"] = spec.teardown.keep_caches

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from flashfleet.bringup.errors import BringupInputError
@@ -39,6 +39,8 @@ _FACTS: dict[str, tuple[tuple[type, ...], bool]] = {
     "flashfleet_mooncake_layout": ((dict,), False),
     # missing: keep (teardown.yml's default); false deletes the weight cache on teardown
     "flashfleet_keep_caches": ((bool,), False),
+    # optional: the node's SSH public keys, pinned for every run (flashfleet.bringup.playbook_run)
+    "flashfleet_host_keys": ((list,), False),
 }
 _SECRET_NAME = re.compile(r"token|secret|passw", re.IGNORECASE)
 _HF_TOKEN_VALUE = re.compile(r"\bhf_[A-Za-z0-9]{20,}")
@@ -82,10 +84,11 @@ def _check_choices(where: str, name: str, value: Any) -> None:
 
 # Facts that reach ssh, files and deletes: the stack spec's own rules, again for a hand-written
 # inventory (`flashfleet configure --inventory`).
-_SAFE = {
+_SAFE: dict[str, Callable[[Any], Any]] = {
     "ansible_host": safe_values.host_address,
     "ansible_user": safe_values.posix_user,
     "flashfleet_model_cache_dir": safe_values.host_path,
+    "flashfleet_host_keys": list,
 }
 
 
@@ -97,6 +100,12 @@ def _check_safe(where: str, name: str, value: Any) -> None:
         normal = check(value)
     except ValueError as err:
         raise BringupInputError(f"{where}.{name}: {err}") from None
+    if name == "flashfleet_host_keys":
+        for i, key in enumerate(value):
+            try:
+                safe_values.host_key(key if isinstance(key, str) else "")
+            except ValueError as err:
+                raise BringupInputError(f"{where}.{name}[{i}]: {err}") from None
     if normal != value and name == "flashfleet_model_cache_dir":
         raise BringupInputError(f"{where}.{name}: {value!r} is not normalised (write {normal})")
 

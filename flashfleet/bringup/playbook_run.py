@@ -147,6 +147,37 @@ def redact(event: dict[str, Any], secrets: list[str]) -> dict[str, Any]:
     return redacted
 
 
+_PINNING_OPTIONS = re.compile(r"-o\s*(StrictHostKeyChecking|UserKnownHostsFile)=\S+\s*", re.IGNORECASE)
+
+
+def pin_host_keys(inventory: Mapping[str, Any], known_hosts: Path) -> dict[str, Any]:
+    """The inventory with every host that lists `flashfleet_host_keys` pinned to them: a
+    known_hosts file of this run and StrictHostKeyChecking=yes (the project's ansible.cfg turns
+    checking off for the hosts that list none: new AWS nodes, test hosts)."""
+    root = dict(inventory.get("all") or {})
+    hosts = dict(root.get("hosts") or {})
+    lines = []
+    for name, hvars in hosts.items():
+        keys = (hvars or {}).get("flashfleet_host_keys") or []
+        if not keys:
+            continue
+        address, port = str(hvars.get("ansible_host", name)), int(hvars.get("ansible_port", 22))
+        where = address if port == 22 else f"[{address}]:{port}"
+        lines += [f"{where} {key}" for key in keys]
+        common = _PINNING_OPTIONS.sub("", str(hvars.get("ansible_ssh_common_args", ""))).strip()
+        hosts[name] = {
+            **hvars,
+            "ansible_host_key_checking": True,
+            "ansible_ssh_common_args": f"{common} -o StrictHostKeyChecking=yes "
+            f"-o UserKnownHostsFile={known_hosts}".strip(),
+        }
+    if not lines:
+        return dict(inventory)
+    with private_open(known_hosts) as out:
+        out.write("\n".join(lines) + "\n")
+    return {**inventory, "all": {**root, "hosts": hosts}}
+
+
 class _EventSink:
     """Writes every event to events.jsonl and turns task results into Progress/TaskFailure."""
 
@@ -217,6 +248,7 @@ def run_playbook(
     takes longer (status `timeout`): a wedged host cannot hold the caller forever.
     """
     private_dir(run_dir)
+    inventory = pin_host_keys(inventory, run_dir / "known_hosts")
     config = project_root / "ansible.cfg"
     envvars = {
         # the venv that runs us also provides ansible-playbook

@@ -259,6 +259,25 @@ def _mooncake_port_clashes(recipe: Recipe, rpc: int, metadata: int, base: str) -
     ]
 
 
+def check_host_keys_pinned(spec: StackSpec, base: str) -> list[Problem]:
+    """The HF token goes to existing hosts only once their SSH keys are pinned (or the stack
+    says, in so many words, to send it to whoever answers)."""
+    src = spec.nodes.source
+    if not isinstance(src, ExistingSource) or src.allow_unpinned_host_keys:
+        return []
+    return [
+        Problem(
+            f"{base}.nodes.source.hosts[{i}].hostKeys",
+            "no host key pinned: the HF token would go to whichever machine answers at "
+            f"{host.address}; list its keys (cat /etc/ssh/ssh_host_ed25519_key.pub on it) or set "
+            "nodes.source.allowUnpinnedHostKeys: true",
+            "host-key-unpinned",
+        )
+        for i, host in enumerate(src.hosts)
+        if not host.host_keys
+    ]
+
+
 def check_option_names(spec: StackSpec, base: str) -> list[Problem]:
     # Caught by the recipe engine too, but reported here with every bad name at once.
     return [

@@ -180,6 +180,32 @@ def device_name(value: str) -> str:
     return value
 
 
+_KEY_TYPES = {
+    "ssh-ed25519",
+    "ssh-rsa",
+    "ecdsa-sha2-nistp256",
+    "ecdsa-sha2-nistp384",
+    "ecdsa-sha2-nistp521",
+    "sk-ssh-ed25519@openssh.com",
+    "sk-ecdsa-sha2-nistp256@openssh.com",
+}
+_KEY_BLOB = re.compile(r"^[A-Za-z0-9+/]{32,}={0,3}$")
+
+
+def host_key(value: str) -> str:
+    """A host public key as sshd keeps it (`/etc/ssh/ssh_host_ed25519_key.pub`) or as a
+    known_hosts line gives it after the host name: `TYPE BASE64 [comment]`; returns `TYPE BASE64`."""
+    words = value.split()
+    if len(words) >= 3 and words[0] not in _KEY_TYPES and words[1] in _KEY_TYPES:
+        words = words[1:]  # a whole known_hosts line: drop its host field
+    if len(words) < 2 or words[0] not in _KEY_TYPES or not _KEY_BLOB.match(words[1]):
+        raise ValueError(
+            "must be a host public key such as 'ssh-ed25519 AAAAC3Nza...' "
+            "(cat /etc/ssh/ssh_host_ed25519_key.pub on the host)"
+        )
+    return f"{words[0]} {words[1]}"
+
+
 def plain_text(value: str, limit: int = 256) -> str:
     """Free text that ends up in tags and descriptions: one line, printable, bounded."""
     if len(value) > limit or not value.isprintable():

@@ -198,11 +198,16 @@ class ExistingHost(Strict):
     host_memory_gib: int = Field(ge=1, le=MAX_HOST_MEMORY_GIB)
     # Address the other nodes reach this one on (rendezvous, Mooncake); default: address.
     private_address: Annotated[str, _safe(safe_values.host_address)] | None = None
+    # The host's SSH public keys: pinned (StrictHostKeyChecking=yes against a known_hosts file
+    # of the run) before any secret is sent to it.
+    host_keys: tuple[Annotated[str, _safe(safe_values.host_key)], ...] = Field(default=(), max_length=16)
 
 
 class ExistingSource(Strict):
     kind: Literal["existing"]
     hosts: tuple[ExistingHost, ...] = Field(min_length=1)
+    # Send the HF token to hosts without hostKeys anyway (whoever answers at their address).
+    allow_unpinned_host_keys: bool = False
 
     @model_validator(mode="after")
     def _unique(self) -> ExistingSource:

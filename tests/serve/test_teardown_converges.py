@@ -131,3 +131,25 @@ def test_a_wedged_unit_fails_its_host_and_an_unreachable_one_is_a_warning(
     result = teardown_hosts(inv, runs_root=tmp_path, emit=lines.append, stack="td", extravars=QUICK)
     assert any("td-node-2" in ln for ln in lines)
     assert result.unreachable == ["td-node-2"]
+
+
+def test_pinned_host_keys_are_checked_by_ssh(lab: ServeLab) -> None:
+    # Issue 14: host key checking was off while the token went to the node. A host that lists
+    # its keys is reached only if it shows one of them.
+    own = lab.ssh("tda", "cat /etc/ssh/ssh_host_ed25519_key.pub").strip()
+    other = lab.ssh("tdb", "cat /etc/ssh/ssh_host_ed25519_key.pub").strip()
+    inv = inventory(lab)
+    del inv["all"]["hosts"]["td-node-1"]
+    for group in inv["all"]["children"].values():
+        group["hosts"].pop("td-node-1", None)
+    node = inv["all"]["hosts"]["td-node-0"]
+
+    node["flashfleet_host_keys"] = [own]
+    ok = lab.run("teardown.yml", inv)
+    assert ok.ok, lab.explain(ok)
+    assert (ok.run_dir / "known_hosts").read_text().split()[1:] == own.split()[:2]
+
+    node["flashfleet_host_keys"] = [other]  # someone else answers at the address
+    refused = lab.run("teardown.yml", inv)
+    assert refused.unreachable == ["td-node-0"]
+    assert "Host key verification failed" in refused.events_log.read_text()

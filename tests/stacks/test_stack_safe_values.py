@@ -135,3 +135,44 @@ def test_the_roles_defence_in_depth_uses_the_same_rule(role: str, prefix: str) -
     role_vars = yaml.safe_load((Path(__file__).parents[2] / "roles" / role / "vars" / "main.yml").read_text())
     assert role_vars[f"{prefix}_system_trees"] == list(safe_values.SYSTEM_TREES)
     assert role_vars[f"{prefix}_system_dirs"] == list(safe_values.SYSTEM_DIRS)
+
+
+ED25519 = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOv4b5mJ8m8Sx1ZqjS3uXK3bC9QwYqkzq0J1k7o6ZrXy"
+
+
+def with_token(d: Doc) -> None:
+    d["config"]["flashfleet:hfToken"] = {"secure": "v1:abcdef"}
+
+
+@pytest.mark.parametrize(
+    ("change", "rc"),
+    [
+        (lambda d: None, 2),  # the token would go to whoever answers at the address
+        (lambda d: host0(d).update(hostKeys=[ED25519 + " root@mi355x"]), 0),
+        (lambda d: host0(d).update(hostKeys=["192.0.2.10 " + ED25519]), 0),  # a known_hosts line
+        (lambda d: src(d).update(allowUnpinnedHostKeys=True), 0),
+    ],
+    ids=["unpinned", "pinned", "known-hosts-line", "explicit-opt-in"],
+)
+def test_a_token_goes_only_to_pinned_hosts(
+    write_stack: WriteStack, capsys: pytest.CaptureFixture[str], change: Callable[[Doc], None], rc: int
+) -> None:
+    def both(d: Doc) -> None:
+        with_token(d)
+        change(d)
+
+    got, err = validate(write_stack("mi355x-lowlat", both), capsys)
+    assert got == rc, err
+    if rc:
+        assert f"{S}.nodes.source.hosts[0].hostKeys:" in err
+        assert len(err.strip().splitlines()) == 1
+
+
+def test_a_host_key_that_is_not_one_is_refused(
+    write_stack: WriteStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc, err = validate(
+        write_stack("mi355x-lowlat", lambda d: host0(d).update(hostKeys=["ssh-ed25519 x\nevil"])), capsys
+    )
+    assert rc == 2
+    assert f"{S}.nodes.source.hosts[0].hostKeys[0]:" in err
