@@ -25,6 +25,7 @@ from typing import Any
 import ansible_runner
 
 from flashfleet.bringup.project import REPO
+from flashfleet.stack.safe_values import host_key
 
 TOKEN_ENV = "FLASHFLEET_HF_TOKEN"
 
@@ -163,7 +164,7 @@ def pin_host_keys(inventory: Mapping[str, Any], known_hosts: Path) -> dict[str, 
             continue
         address, port = str(hvars.get("ansible_host", name)), int(hvars.get("ansible_port", 22))
         where = address if port == 22 else f"[{address}]:{port}"
-        lines += [f"{where} {key}" for key in keys]
+        lines += [f"{where} {host_key(key)}" for key in keys]
         common = _PINNING_OPTIONS.sub("", str(hvars.get("ansible_ssh_common_args", ""))).strip()
         hosts[name] = {
             **hvars,
