@@ -27,6 +27,9 @@ class InstanceType:
     unknown: tuple[str, ...]
     secondary: tuple[str, ...]
     source: str
+    price_source: str | None = None  # where price_usd_per_hour comes from, when known
+    # Sold as whole UltraServers of this type (Capacity Blocks' UltraServer form), when known.
+    ultraserver_type: str | None = None
 
     @property
     def host_memory_gb(self) -> int | None:
@@ -59,6 +62,8 @@ def instance_catalog() -> dict[str, InstanceType]:
             unknown=tuple(raw["unknown"]),
             secondary=tuple(raw["secondary"]),
             source=raw["source"],
+            price_source=raw.get("price_source"),
+            ultraserver_type=raw.get("ultraserver_type"),
         )
         for key in out[name].unknown:
             if raw.get(key) is not None:

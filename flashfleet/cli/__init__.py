@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("bench", "benchmark a stack's endpoint with a workload profile; --destroy tears it down"),
     "compare": ("compare", "line up several benchmark runs in one table and plot"),
     "sweep": ("sweep", "list (--yes: delete) expired or orphaned flashfleet-tagged AWS resources"),
+    "capacity": ("capacity", "Capacity Blocks for a stack: list offerings that fit, buy one"),
     "up": ("up", "bring a stack up through Pulumi: nodes, preparation, serving, smoke checks"),
     "down": ("down", "tear a stack down (pulumi destroy, or teardown.yml on existing hosts)"),
     "status": ("status", "a stack's outputs, last operation and latest bring-up runs"),

@@ -80,6 +80,26 @@ def _workloads_text(src: dict[str, Any]) -> list[str]:
     return out
 
 
+def _capacity_lines(c: dict[str, Any], stack: str) -> list[str]:
+    what = "Capacity Block" if c["kind"] == "block" else "On-Demand Capacity Reservation"
+    if c["needs_purchase"]:
+        todo = (
+            f"`flashfleet capacity offers {stack}`, then `flashfleet capacity buy {stack} --offering ID`"
+            if c["kind"] == "block"
+            else "put your reservation's id in the stack file"
+        )
+        return [f"  capacity {what}: NONE YET (placeholder {c['reservation_id']}); pulumi up refuses: {todo}"]
+    w = c["window"]
+    if w is None:
+        return [f"  capacity {what} {c['reservation_id']} (checked against EC2 at pulumi up)"]
+    return [
+        f"  capacity {what} {c['reservation_id']}: "
+        f"{w['instance_count']} instances in {w['availability_zone']}, "
+        f"{w['start']} to {w['end']} (nodes until {w['nodes_until']}), ${w['upfront_price_usd']:.2f} paid"
+        + (", pulumi up waits for its start" if c["wait_for_start"] else "")
+    ]
+
+
 def plan_text(d: dict[str, Any]) -> str:
     src = d["source"]
     cost = d["hourly_cost_usd"]
@@ -87,10 +107,18 @@ def plan_text(d: dict[str, Any]) -> str:
         f"stack {d['stack']}: {d['description']}",
         f"  recipe   {d['hardware']} / {d['strategy']} / {d['topology']}: {d['badge']}",
         f"  model    {d['model']}",
-        f"  ttl      {d['ttl']}",
+        f"  ttl      {d['ttl']}"
+        + (
+            " (the nodes end 30 min before the block ends: AWS reclaims them then)"
+            if d["ttl"] == "block"
+            else ""
+        ),
         f"  endpoint {d['endpoint']}",
-        f"  cost     {'unknown (no price in the catalog)' if cost is None else f'${cost:.2f}/h'}",
+        f"  cost     {'unknown (no price in the catalog)' if cost is None else f'${cost:.2f}/h'}"
+        + (f" ({d['price_source']})" if cost is not None and d.get("price_source") else ""),
     ]
+    if d.get("capacity"):
+        out += _capacity_lines(d["capacity"], d["stack"])
     if src["kind"] == "aws":
         ingress = src["ingress"]
         out += [

@@ -19,6 +19,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     from flashfleet.cli.common import UsageError
     from flashfleet.planning import load_stack
+    from flashfleet.planning.resolve import capacity_needed
     from flashfleet.stack import DEFAULT_STACKS_DIR, StackError, list_stacks
 
     stacks_dir = args.stacks_dir or DEFAULT_STACKS_DIR
@@ -33,5 +34,9 @@ def run(args: argparse.Namespace) -> int:
             failed += 1
             print(f"FAIL {err}", file=sys.stderr)
             continue
-        print(f"ok   {name}: {b.spec.hardware} / {b.spec.strategy} / {b.spec.topology}, {b.recipe.badge}")
+        # Valid, but `pulumi up` refuses it until its capacity exists: say so on the same line.
+        todo = f"; {capacity_needed(name, b.spec)}" if b.needs_capacity_purchase else ""
+        print(
+            f"ok   {name}: {b.spec.hardware} / {b.spec.strategy} / {b.spec.topology}, {b.recipe.badge}{todo}"
+        )
     return 2 if failed else 0

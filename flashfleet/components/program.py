@@ -22,6 +22,7 @@ from flashfleet.components.tags import iso_utc
 from flashfleet.inventory import build_inventory
 from flashfleet.planning import StackPlan
 from flashfleet.stack import KubernetesSource
+from flashfleet.stack.capacity import node_deadline
 
 
 class NodeSource(Protocol):
@@ -63,9 +64,14 @@ def build_kubernetes(b: StackPlan, hf_token: pulumi.Output[str] | None) -> Kuber
     return KubernetesCluster(b.stack, args, opts=pulumi.ResourceOptions(provider=provider))
 
 
-def deploy(b: StackPlan, hf_token: pulumi.Output[str] | None, now: datetime) -> dict[str, Any]:
-    """Register the stack's resources; return its outputs by key (``flashfleet.outputs``)."""
-    expires_at = iso_utc(now + b.spec.ttl)
+def deploy(
+    b: StackPlan, hf_token: pulumi.Output[str] | None, now: datetime, block_end: datetime | None = None
+) -> dict[str, Any]:
+    """Register the stack's resources; return its outputs by key (``flashfleet.outputs``).
+
+    ``block_end``: the end of the stack's Capacity Block, which the nodes' deadline never passes.
+    """
+    expires_at = iso_utc(node_deadline(b.spec, now, block_end))
     if isinstance(b.spec.nodes.source, KubernetesSource):
         # The token reaches the cluster as a Secret only; with no Ansible hand-off it is no output.
         cluster = build_kubernetes(b, hf_token)

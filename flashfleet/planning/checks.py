@@ -18,7 +18,7 @@ from flashfleet.recipes.options import OPTION_DEFS
 from flashfleet.sizing import SizingError, check_host_tier_fits, host_tier_need_gb
 from flashfleet.stack.errors import Problem
 from flashfleet.stack.kubernetes import KubernetesSource
-from flashfleet.stack.spec import AwsSource, ExistingSource, StackSpec
+from flashfleet.stack.spec import BLOCK_TTL, AwsSource, CapacityBlock, ExistingSource, NewNetwork, StackSpec
 
 HICACHE_FLAG = "--enable-hierarchical-cache"
 
@@ -69,12 +69,21 @@ def effective_instance(source: AwsSource, hardware: str) -> tuple[InstanceType |
     else:
         base = catalog[source.instance_type]
     o = source.instance
+    price, price_source = base.price_usd_per_hour, base.price_source
+    if o.price_usd_per_hour is not None:
+        price, price_source = o.price_usd_per_hour, "the stack file (nodes.source.instance.priceUsdPerHour)"
+    bought = source.capacity.purchased if isinstance(source.capacity, CapacityBlock) else None
+    if bought is not None:
+        # The block is paid up front: its price per instance-hour is what the nodes cost.
+        price = bought.upfront_price_usd / (bought.instance_count * bought.hours)
+        price_source = f"Capacity Block purchase: {bought.price_source}"
     return (
         replace(
             base,
             host_memory_gib=o.host_memory_gib or base.host_memory_gib,
             efa_network_cards=o.efa_network_cards or base.efa_network_cards,
-            price_usd_per_hour=o.price_usd_per_hour or base.price_usd_per_hour,
+            price_usd_per_hour=price,
+            price_source=price_source,
         ),
         None,
     )
@@ -349,3 +358,35 @@ def check_kubernetes(stack: str, spec: StackSpec, base: str) -> list[Problem]:
     except RecipeError as err:
         return [recipe_problem(spec, err, base)]
     return []
+
+
+def check_capacity(spec: StackSpec, base: str) -> list[Problem]:
+    """`ttl: block` only on block stacks; a recorded block sits in the stack's availability zone."""
+    src = spec.nodes.source
+    block = src.capacity if isinstance(src, AwsSource) and isinstance(src.capacity, CapacityBlock) else None
+    if spec.ttl == BLOCK_TTL and block is None:
+        return [Problem(f"{base}.ttl", "`block` is the TTL of Capacity Block stacks only", "ttl-block")]
+    if spec.ttl == BLOCK_TTL and block is not None and block.purchased is None:
+        # Known at `pulumi up` from the live reservation; offline there is no end to show.
+        return []
+    bought = block.purchased if block else None
+    if bought is None or not isinstance(src, AwsSource):
+        return []
+    problems = []
+    if isinstance(src.network, NewNetwork) and src.network.availability_zone != bought.availability_zone:
+        problems.append(
+            Problem(
+                f"{base}.nodes.source.network.availabilityZone",
+                f"{src.network.availability_zone}, but the block bought is in {bought.availability_zone}",
+                "capacity-zone",
+            )
+        )
+    if bought.instance_count < spec.nodes.count:
+        problems.append(
+            Problem(
+                f"{base}.nodes.count",
+                f"{spec.nodes.count} nodes, but the block bought holds {bought.instance_count} instances",
+                "capacity-count",
+            )
+        )
+    return problems

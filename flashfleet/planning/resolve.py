@@ -22,12 +22,13 @@ from flashfleet.launch import ContainerLaunch, LaunchSettings, container_launche
 from flashfleet.planning import checks
 from flashfleet.recipes import Recipe, RecipeError
 from flashfleet.recipes.layouts import SERVE_PORT
+from flashfleet.stack import capacity
+from flashfleet.stack.capacity import PLACEHOLDER_RESERVATION
 from flashfleet.stack.errors import STACK_KEY, Problem, StackError, from_validation_error
 from flashfleet.stack.files import DEFAULT_STACKS_DIR, REGION_KEY, StackFile, read_stack_file
 from flashfleet.stack.kubernetes import KubernetesSource
 from flashfleet.stack.spec import AwsSource, ExistingSource, Mooncake, StackSpec
 
-PLACEHOLDER_RESERVATION = "cr-00000000000000000"
 SSH_PORT = 22
 
 
@@ -97,6 +98,18 @@ class StackPlan:
         if self.instance is None or self.instance.price_usd_per_hour is None:
             return None
         return self.instance.price_usd_per_hour * len(self.nodes)
+
+    @property
+    def price_source(self) -> str | None:
+        """Where the hourly price comes from (a purchased block, the stack, or the catalog)."""
+        if self.instance is None or self.instance.price_usd_per_hour is None:
+            return None
+        return self.instance.price_source
+
+    @property
+    def needs_capacity_purchase(self) -> bool:
+        """Still the placeholder reservation: `pulumi up` refuses until `flashfleet capacity buy`."""
+        return capacity.needs_purchase(self.spec)
 
     def launch_settings(self) -> LaunchSettings:
         return LaunchSettings(image=self.spec.image, model_cache_dir=self.spec.model_cache_dir)
@@ -171,6 +184,7 @@ def resolve_spec(stack: str, spec: StackSpec, *, region: str | None, has_hf_toke
                     "capacity-block-required",
                 )
             )
+    problems += checks.check_capacity(spec, base)
     if problems:
         raise StackError(stack, problems)
     nodes = tuple(_node_plans(stack, spec, recipe, facts, instance))
@@ -184,7 +198,7 @@ def resolve_spec(stack: str, spec: StackSpec, *, region: str | None, has_hf_toke
         nodes=nodes,
         mooncake=MooncakeLayout(spec.mooncake) if spec.mooncake else None,
         root_volume_gib=root_gib,
-        warnings=tuple(_warnings(spec, recipe, instance, has_hf_token)),
+        warnings=tuple(_warnings(stack, spec, recipe, instance, has_hf_token)),
     )
 
 
@@ -228,7 +242,7 @@ def _node_plans(
 
 
 def _warnings(
-    spec: StackSpec, recipe: Recipe, instance: InstanceType | None, has_hf_token: bool
+    stack: str, spec: StackSpec, recipe: Recipe, instance: InstanceType | None, has_hf_token: bool
 ) -> list[str]:
     out = []
     if recipe.badge != "Verified":
@@ -242,14 +256,8 @@ def _warnings(
                 "EFA network cards are read from the EC2 API at deploy time (aws ec2 describe-instance-types)"
             )
     src = spec.nodes.source
-    if (
-        isinstance(src, AwsSource)
-        and src.capacity.kind != "on-demand"
-        and src.capacity.reservation_id == PLACEHOLDER_RESERVATION
-    ):
-        out.append(
-            "capacity reservationId is the catalog placeholder: put the id of your reservation or block"
-        )
+    if capacity.reservation_id(spec) == PLACEHOLDER_RESERVATION:
+        out.append(capacity_needed(stack, spec))
     if isinstance(src, KubernetesSource) and recipe.options.hicache != "off":
         out.append(
             "HiCache host tier not checked against host memory: the scheduler picks the Kubernetes "
@@ -265,3 +273,17 @@ def _warnings(
             "no flashfleet:hfToken secret: gated repositories (the DFlash2 draft) cannot be downloaded"
         )
     return out
+
+
+def capacity_needed(stack: str, spec: StackSpec) -> str:
+    """What a stack with the placeholder reservation needs before `pulumi up` (one line)."""
+    if capacity.block(spec) is not None:
+        return (
+            f"capacity: no Capacity Block bought yet (reservationId is the placeholder "
+            f"{PLACEHOLDER_RESERVATION}): run `flashfleet capacity offers {stack}`, then "
+            f"`flashfleet capacity buy {stack} --offering ID`; `pulumi up` refuses until then"
+        )
+    return (
+        f"capacity: reservationId is the placeholder {PLACEHOLDER_RESERVATION}: put the id of your "
+        "On-Demand Capacity Reservation; `pulumi up` refuses until then"
+    )

@@ -7,6 +7,7 @@ plan lists the objects and, per workload, each container's image and command.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from flashfleet.k8s import KubernetesPlan
@@ -14,6 +15,7 @@ from flashfleet.k8s import mooncake as k8s_mooncake
 from flashfleet.launch import ContainerLaunch
 from flashfleet.planning import checks
 from flashfleet.planning.resolve import SSH_PORT, StackPlan
+from flashfleet.stack import capacity
 from flashfleet.stack.kubernetes import KubernetesSource
 from flashfleet.stack.spec import AwsSource, ExistingSource
 
@@ -61,6 +63,35 @@ def source_summary(b: StackPlan) -> dict[str, Any]:
         "root_volume_gib": b.root_volume_gib,
         "imdsv2": "required",
         "ttl_guard": "the node shuts itself down (terminate on shutdown) at flashfleet:expires-at",
+    }
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def capacity_summary(b: StackPlan) -> dict[str, Any] | None:
+    """The reservation or block the nodes land in, and a bought block's window (None: on-demand)."""
+    rid = capacity.reservation_id(b.spec)
+    if rid is None:
+        return None
+    blk = capacity.block(b.spec)
+    bought = blk.purchased if blk else None
+    return {
+        "kind": "block" if blk else "reservation",
+        "reservation_id": rid,
+        "needs_purchase": b.needs_capacity_purchase,
+        "wait_for_start": bool(blk and blk.wait_for_start),
+        "window": None
+        if bought is None
+        else {
+            "availability_zone": bought.availability_zone,
+            "instance_count": bought.instance_count,
+            "start": _iso(bought.start),
+            "end": _iso(bought.end),
+            "nodes_until": _iso(capacity.usable_until(bought.end)),
+            "upfront_price_usd": bought.upfront_price_usd,
+        },
     }
 
 
@@ -195,7 +226,8 @@ def plan_data(b: StackPlan) -> dict[str, Any]:
         "badge_source": recipe.badge_source,
         "model": recipe.model,
         "image": b.spec.image.model_dump(mode="json"),
-        "ttl": ttl_text(b.spec.ttl.total_seconds()),
+        "ttl": b.spec.ttl if isinstance(b.spec.ttl, str) else ttl_text(b.spec.ttl.total_seconds()),
+        "capacity": capacity_summary(b),
         "source": parts["source"],
         "nodes": [
             {
@@ -217,6 +249,7 @@ def plan_data(b: StackPlan) -> dict[str, Any]:
         "mooncake": parts["mooncake"],
         "endpoint": parts["endpoint"],
         "hourly_cost_usd": cost,
+        "price_source": b.price_source,
         "warnings": list(b.warnings),
         "notes": list(recipe.notes),
     }

@@ -7,17 +7,16 @@ one removes the other. Round-trip YAML keeps the file's comments and layout.
 
 from __future__ import annotations
 
-import io
 import re
 from pathlib import Path
 from typing import Any
 
-from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 
 from flashfleet.sizing.errors import SizingError
 from flashfleet.stack.errors import STACK_KEY
 from flashfleet.stack.files import list_stacks, stack_path
+from flashfleet.yaml_edit import YamlEditError, child_mapping, edit_yaml, load_round_trip
 
 SIZING_OPTIONS = ("mamba_full_memory_ratio", "max_mamba_cache_size")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -33,43 +32,6 @@ def existing_stack_file(stacks_dir: Path, name: str) -> Path:
     return path
 
 
-def _yaml() -> YAML:
-    yaml = YAML()  # round-trip
-    yaml.preserve_quotes = True
-    yaml.width = 4096  # never re-wrap long lines the user wrote
-    return yaml
-
-
-def _indentation(text: str) -> tuple[int, int]:
-    """The file's mapping indent and how far its "- " items sit inside their key (default 2, 2)."""
-    mapping, dash = 0, -1
-    previous: tuple[int, str] | None = None
-    for line in text.splitlines():
-        body = line.lstrip(" ")
-        if not body or body.startswith("#"):
-            continue
-        depth = len(line) - len(body)
-        if previous is not None:
-            parent_depth, parent = previous
-            opens_block = parent.split("#")[0].rstrip().endswith(":")
-            if opens_block and depth > parent_depth:
-                if body.startswith("- ") and dash < 0:
-                    dash = depth - parent_depth
-                elif not body.startswith("- ") and not mapping:
-                    mapping = depth - parent_depth
-        previous = (depth, body)
-    return mapping or 2, dash if dash >= 0 else 2
-
-
-def _mapping(parent: CommentedMap, key: str, where: str) -> CommentedMap:
-    if key not in parent or parent[key] is None:
-        parent[key] = CommentedMap()
-    child = parent[key]
-    if not isinstance(child, CommentedMap):
-        raise SizingError(f"{where}: {key!r} is not a mapping")
-    return child
-
-
 def write_sizing(stacks_dir: Path, name: str, option: str, value: float | int) -> dict[str, Any]:
     """Set one sizing option in the stack's options, drop the other; return the options."""
     from flashfleet.recipes.errors import RecipeError
@@ -82,33 +44,27 @@ def write_sizing(stacks_dir: Path, name: str, option: str, value: float | int) -
     except RecipeError as err:
         raise SizingError(f"cannot store {option}={value!r}: {err}") from None
     path = existing_stack_file(stacks_dir, name)
-    yaml = _yaml()
-    text = path.read_text(encoding="utf-8")
+
+    def store(doc: CommentedMap) -> dict[str, Any]:
+        stack = child_mapping(child_mapping(doc, "config", path.name), STACK_KEY, path.name)
+        options = child_mapping(stack, "options", path.name)
+        for other in SIZING_OPTIONS:
+            if other != option and other in options:
+                del options[other]
+        options[option] = value
+        return dict(options)
+
     try:
-        doc = yaml.load(text)
-    except Exception as err:  # ruamel raises several unrelated types for bad YAML
-        raise SizingError(f"{path.name} is not valid YAML: {str(err).splitlines()[0]}") from None
-    mapping, dash = _indentation(text)
-    yaml.indent(mapping=mapping, sequence=dash + 2, offset=dash)
-    if doc is None:
-        doc = CommentedMap()
-    if not isinstance(doc, CommentedMap):
-        raise SizingError(f"{path.name}: the top level is not a mapping")
-    options = _mapping(
-        _mapping(_mapping(doc, "config", path.name), STACK_KEY, path.name), "options", path.name
-    )
-    for other in SIZING_OPTIONS:
-        if other != option and other in options:
-            del options[other]
-    options[option] = value
-    out = io.StringIO()
-    yaml.dump(doc, out)
-    path.write_text(out.getvalue(), encoding="utf-8")
-    return dict(options)
+        return edit_yaml(path, store)
+    except YamlEditError as err:
+        raise SizingError(str(err)) from None
 
 
 def read_options(stacks_dir: Path, name: str) -> dict[str, Any]:
     """The stack's recipe option overrides (empty when it has none)."""
-    doc = _yaml().load(existing_stack_file(stacks_dir, name).read_text(encoding="utf-8")) or {}
+    try:
+        doc = load_round_trip(existing_stack_file(stacks_dir, name))
+    except YamlEditError as err:
+        raise SizingError(str(err)) from None
     stack = (doc.get("config") or {}).get(STACK_KEY) or {}
     return dict(stack.get("options") or {})

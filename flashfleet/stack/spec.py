@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
+    AwareDatetime,
     BeforeValidator,
     Field,
     ValidationInfo,
@@ -34,19 +35,22 @@ MIN_TTL = timedelta(minutes=15)
 MAX_TTL = timedelta(days=14)
 
 
-def _parse_ttl(raw: object) -> timedelta:
-    if isinstance(raw, timedelta):
+BLOCK_TTL = "block"  # until the Capacity Block's end, less the margin AWS terminates instances by
+
+
+def _parse_ttl(raw: object) -> timedelta | str:
+    if isinstance(raw, timedelta) or raw == BLOCK_TTL:
         return raw
     match = _TTL.match(str(raw).strip()) if isinstance(raw, str) else None
     if not match:
-        raise ValueError("must be a duration such as 45m, 8h or 2d")
+        raise ValueError("must be a duration such as 45m, 8h or 2d (or `block` on a Capacity Block stack)")
     value = timedelta(**{_TTL_UNITS[match.group(2)]: int(match.group(1))})
     if not MIN_TTL <= value <= MAX_TTL:
         raise ValueError(f"must be between {MIN_TTL} and {MAX_TTL.days}d")
     return value
 
 
-Ttl = Annotated[timedelta, BeforeValidator(_parse_ttl)]
+Ttl = Annotated[timedelta | Literal["block"], BeforeValidator(_parse_ttl)]
 
 OptionValue = str | int | float | bool | list[str] | None
 
@@ -116,11 +120,40 @@ class Reservation(Strict):
     reservation_id: Annotated[str, _aws_id("cr")]
 
 
+class PurchasedBlock(Strict):
+    """What `flashfleet capacity buy` recorded about the block it bought (the EC2 API's answer).
+
+    ``pulumi up`` checks the live reservation, not this record; ``plan`` shows the window and the
+    cost figures take the price from here, with its source.
+    """
+
+    offering_id: str = Field(min_length=1)
+    availability_zone: str = Field(min_length=1)
+    instance_count: int = Field(ge=1)
+    start: AwareDatetime
+    end: AwareDatetime
+    upfront_price_usd: float = Field(ge=0)
+    price_source: str = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _window(self) -> PurchasedBlock:
+        if self.end <= self.start:
+            raise ValueError(f"end {self.end.isoformat()} is not after start {self.start.isoformat()}")
+        return self
+
+    @property
+    def hours(self) -> float:
+        return (self.end - self.start).total_seconds() / 3600
+
+
 class CapacityBlock(Strict):
     """A purchased Capacity Block for ML: market type capacity-block, no placement group."""
 
     kind: Literal["block"]
     reservation_id: Annotated[str, _aws_id("cr")]
+    # `pulumi up` on a block that has not started yet: wait for its start instead of refusing.
+    wait_for_start: bool = False
+    purchased: PurchasedBlock | None = None  # written by `flashfleet capacity buy`
 
 
 Capacity = Annotated[OnDemand | Reservation | CapacityBlock, Field(discriminator="kind")]

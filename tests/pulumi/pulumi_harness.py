@@ -17,8 +17,11 @@ from pulumi.runtime import rpc
 
 from flashfleet.components.program import deploy
 from flashfleet.planning import StackPlan, load_stack
+from flashfleet.stack.capacity import block
 
 NOW = datetime(2026, 11, 29, 10, 0, 0, tzinfo=UTC)
+# The end of a block stack's Capacity Block, as the pre-flight check reads it from EC2.
+BLOCK_END = datetime(2026, 11, 30, 11, 30, 0, tzinfo=UTC)
 TOKEN = "hf_tok3nTHATmustNEVERleak0123456789"
 AMI = "ami-0123456789abcdef0"
 # What the EC2 API would answer for a type the catalog does not know (GB300's cards).
@@ -92,7 +95,8 @@ def run_program(stack: str, *, token: str | None = TOKEN) -> Result:
 
     @pulumi.runtime.test
     def program() -> Any:
-        exports = deploy(bringup, pulumi.Output.secret(token) if token else None, NOW)
+        end = BLOCK_END if block(bringup.spec) is not None else None
+        exports = deploy(bringup, pulumi.Output.secret(token) if token else None, NOW, end)
 
         async def collect() -> None:
             for key, value in exports.items():

@@ -6,12 +6,13 @@ import base64
 from collections import Counter
 
 import pytest
-from pulumi_harness import AMI, API_NETWORK_CARDS, NOW, Result, run_program
+from pulumi_harness import AMI, API_NETWORK_CARDS, BLOCK_END, NOW, Result, run_program
 
 from flashfleet.catalog.instances import instance_catalog
 from flashfleet.components.tags import EXPIRES_TAG
 from flashfleet.planning import load_stack
 from flashfleet.stack import AwsSource, list_stacks
+from flashfleet.stack.capacity import block, node_deadline
 
 AWS_STACKS = [s for s in list_stacks() if load_stack(s).spec.nodes.source.kind == "aws"]
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -145,7 +146,11 @@ def test_imdsv2_encryption_and_instance_profile(stack: str) -> None:
 @pytest.mark.parametrize("stack", AWS_STACKS)
 def test_tags_and_deadline(stack: str) -> None:
     r = program(stack)
-    deadline = (NOW + r.bringup.spec.ttl).strftime("%Y-%m-%dT%H:%M:%SZ")
+    # Block stacks (`ttl: block`) end 30 min before their block does; the others after their TTL.
+    end = BLOCK_END if block(r.bringup.spec) is not None else None
+    deadline = node_deadline(r.bringup.spec, NOW, end).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if end is not None:
+        assert deadline == "2026-11-30T11:00:00Z"
     assert r.outputs["expiresAt"] == deadline
     for i, inst in enumerate(r.mocks.of_type(INSTANCE)):
         tags = inst.inputs["tags"]

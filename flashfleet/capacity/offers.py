@@ -1,0 +1,161 @@
+"""Capacity Block offerings (EC2 DescribeCapacityBlockOfferings) that fit a stack.
+
+An offering is for a number of instances of one type (or of UltraServers) for a duration; EC2
+quotes the whole block's upfront fee. flashfleet adds the price per GPU-hour so that offerings of
+different sizes and lengths compare.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from flashfleet.stack.capacity import usable_until
+
+# EC2's rule for CapacityDurationHours: whole days up to 14 days, then whole weeks up to 182 days.
+DAY, WEEK = 24, 168
+MAX_HOURS = 182 * DAY
+MAX_LEAD = timedelta(weeks=8)  # a block starts at most 8 weeks ahead
+
+
+class OfferError(ValueError):
+    """Bad input to an offering search or purchase: one line, naming the option and the rule."""
+
+    def __init__(self, message: str, rule: str) -> None:
+        super().__init__(message)
+        self.rule = rule
+
+
+def check_hours(hours: int) -> int:
+    if hours <= 0 or hours > MAX_HOURS or hours % DAY or (hours > 14 * DAY and hours % WEEK):
+        raise OfferError(
+            f"--hours {hours}: EC2 sells blocks in whole days (24..336 hours) and then whole weeks "
+            f"up to {MAX_HOURS} hours",
+            "block-duration",
+        )
+    return hours
+
+
+@dataclass(frozen=True)
+class Offer:
+    offering_id: str
+    instance_type: str
+    instance_count: int
+    availability_zone: str
+    start: datetime
+    end: datetime
+    hours: float
+    upfront_fee: float
+    currency: str
+    gpus_per_instance: int
+    ultraserver_type: str | None = None
+    ultraserver_count: int | None = None
+
+    @property
+    def gpu_hours(self) -> float:
+        return self.instance_count * self.gpus_per_instance * self.hours
+
+    @property
+    def price_per_gpu_hour(self) -> float | None:
+        return self.upfront_fee / self.gpu_hours if self.gpu_hours > 0 else None
+
+    @property
+    def price_per_instance_hour(self) -> float | None:
+        n = self.instance_count * self.hours
+        return self.upfront_fee / n if n > 0 else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "offering_id": self.offering_id,
+            "instance_type": self.instance_type,
+            "instance_count": self.instance_count,
+            "ultraserver_type": self.ultraserver_type,
+            "ultraserver_count": self.ultraserver_count,
+            "availability_zone": self.availability_zone,
+            "start": iso(self.start),
+            "end": iso(self.end),
+            "usable_until": iso(usable_until(self.end)),
+            "duration_hours": self.hours,
+            "upfront_fee": self.upfront_fee,
+            "currency": self.currency,
+            "price_per_gpu_hour": self.price_per_gpu_hour,
+        }
+
+
+def iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def from_api(raw: dict[str, Any], gpus_per_instance: int) -> Offer:
+    """One element of CapacityBlockOfferings as boto3 returns it (timestamps already datetimes)."""
+    hours = raw.get("CapacityBlockDurationHours", 0) + raw.get("CapacityBlockDurationMinutes", 0) / 60
+    return Offer(
+        offering_id=raw["CapacityBlockOfferingId"],
+        instance_type=raw["InstanceType"],
+        instance_count=int(raw["InstanceCount"]),
+        availability_zone=raw["AvailabilityZone"],
+        start=raw["StartDate"],
+        end=raw["EndDate"],
+        hours=hours,
+        upfront_fee=float(raw["UpfrontFee"]),  # a decimal string in the API
+        currency=raw.get("CurrencyCode", "USD"),
+        gpus_per_instance=gpus_per_instance,
+        ultraserver_type=raw.get("UltraserverType"),
+        ultraserver_count=raw.get("UltraserverCount"),
+    )
+
+
+@dataclass(frozen=True)
+class OfferQuery:
+    """What a stack asks EC2 for: its instance type (or UltraServer type) and count, for ``hours``."""
+
+    instance_type: str
+    instance_count: int
+    hours: int
+    start_after: datetime | None = None
+    end_before: datetime | None = None
+    ultraserver_type: str | None = None
+    ultraserver_count: int | None = None
+
+    def request(self) -> dict[str, Any]:
+        """The DescribeCapacityBlockOfferings parameters: the UltraServer form when one is named."""
+        params: dict[str, Any] = {"CapacityDurationHours": check_hours(self.hours)}
+        if self.ultraserver_type:
+            params["UltraserverType"] = self.ultraserver_type
+            params["UltraserverCount"] = self.ultraserver_count or 1
+        else:
+            params["InstanceType"] = self.instance_type
+            params["InstanceCount"] = self.instance_count
+        if self.start_after is not None:
+            params["StartDateRange"] = self.start_after
+        if self.end_before is not None:
+            params["EndDateRange"] = self.end_before
+        return params
+
+
+def describe(ec2: Any, query: OfferQuery) -> Iterator[dict[str, Any]]:
+    """Every offering EC2 returns for the query, across pages."""
+    params = query.request()
+    while True:
+        page = ec2.describe_capacity_block_offerings(**params)
+        yield from page.get("CapacityBlockOfferings", [])
+        token = page.get("NextToken")
+        if not token:
+            return
+        params = {**params, "NextToken": token}
+
+
+def fitting(ec2: Any, query: OfferQuery, gpus_per_instance: int, zone: str | None = None) -> list[Offer]:
+    """Offerings of the stack's type with room for its nodes (in ``zone`` when the stack is bound
+    to one), cheapest per GPU-hour first, then earliest."""
+    offers = [from_api(raw, gpus_per_instance) for raw in describe(ec2, query)]
+    keep = [
+        o
+        for o in offers
+        if o.instance_type == query.instance_type
+        and o.instance_count >= query.instance_count
+        and (zone is None or o.availability_zone == zone)
+    ]
+    return sorted(keep, key=lambda o: (o.price_per_gpu_hour or 0.0, o.start, o.offering_id))

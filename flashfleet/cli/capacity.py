@@ -1,0 +1,237 @@
+"""`flashfleet capacity offers|buy STACK`: Capacity Blocks for ML for a stack.
+
+`offers` lists what EC2 sells that fits the stack (read-only). `buy` purchases one offering after
+a confirmation, refuses above --max-price (checked against EC2's current quote), tags the
+reservation flashfleet:stack and writes it into the stack file. A block cannot be cancelled.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from flashfleet.cli.common import UsageError, add_format, print_json
+
+WARNING = (
+    "A Capacity Block cannot be cancelled, and `pulumi destroy` cannot remove it: the whole "
+    "price is charged whether or not you use it."
+)
+
+
+def _moment(text: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an ISO 8601 date or time") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("capacity", help="Capacity Blocks for a stack: list offerings, buy one")
+    inner = p.add_subparsers(dest="capacity_command", metavar="offers|buy")
+    for name, help_text in (
+        ("offers", "Capacity Block offerings that fit the stack (instance type, count, window, price)"),
+        ("buy", "buy one offering (asks first: a block cannot be cancelled)"),
+    ):
+        q = inner.add_parser(name, help=help_text)
+        q.add_argument("stack", help="stack name (stacks/Pulumi.<stack>.yaml)")
+        q.add_argument(
+            "--hours", type=int, default=24, help="block length: whole days, then weeks (default 24)"
+        )
+        q.add_argument(
+            "--start-after", type=_moment, default=None, metavar="T", help="earliest start (ISO 8601)"
+        )
+        q.add_argument("--end-before", type=_moment, default=None, metavar="T", help="latest end (ISO 8601)")
+        q.add_argument(
+            "--ultraserver-type",
+            default=None,
+            metavar="TYPE",
+            help="search UltraServer blocks of TYPE instead",
+        )
+        q.add_argument(
+            "--ultraserver-count", type=int, default=None, metavar="N", help="UltraServers (default 1)"
+        )
+        q.add_argument(
+            "--stacks-dir", type=Path, default=None, help="folder of stack files (default: stacks/)"
+        )
+        add_format(q, "text", "json")
+        q.set_defaults(func=run)
+    buy = inner.choices["buy"]
+    buy.add_argument("--offering", required=True, metavar="ID", help="the offering id from `capacity offers`")
+    buy.add_argument(
+        "--max-price", type=float, default=None, metavar="USD", help="refuse above this upfront price"
+    )
+    buy.add_argument("--yes", action="store_true", help="do not ask (scripts)")
+    p.set_defaults(func=_no_subcommand)
+
+
+def _no_subcommand(args: argparse.Namespace) -> int:
+    raise UsageError("give a subcommand: offers or buy (see flashfleet capacity --help)")
+
+
+@dataclass
+class _Target:
+    b: Any  # the stack's StackPlan
+    query: Any  # OfferQuery
+    gpus: int  # per instance
+    zone: str | None  # the zone the stack is bound to (an existing subnet's), or None
+
+
+def _context(args: argparse.Namespace) -> _Target:
+    from flashfleet.capacity.offers import OfferError, OfferQuery, check_hours
+    from flashfleet.planning import load_stack
+    from flashfleet.stack import DEFAULT_STACKS_DIR, AwsSource, StackError
+    from flashfleet.stack.capacity import block
+    from flashfleet.stack.spec import NewNetwork
+
+    try:
+        b = load_stack(args.stack, args.stacks_dir or DEFAULT_STACKS_DIR)
+        check_hours(args.hours)
+    except StackError as err:
+        raise UsageError(str(err)) from None
+    except OfferError as err:
+        raise UsageError(f"{err} [rule: {err.rule}]") from None
+    src = b.spec.nodes.source
+    if not isinstance(src, AwsSource) or b.instance is None or block(b.spec) is None:
+        raise UsageError(
+            f"stack {b.stack}: flashfleet:stack.nodes.source.capacity: Capacity Blocks are for AWS stacks "
+            "with capacity.kind: block [rule: capacity-block-stack]"
+        )
+    if args.start_after and args.start_after > datetime.now(UTC) + timedelta(weeks=8):
+        raise UsageError("--start-after: a block starts at most 8 weeks ahead [rule: block-lead]")
+    query = OfferQuery(
+        instance_type=b.instance.name,
+        instance_count=b.spec.nodes.count,
+        hours=args.hours,
+        start_after=args.start_after,
+        end_before=args.end_before,
+        # The catalog's UltraServer type when the instance type is sold only that way.
+        ultraserver_type=args.ultraserver_type or b.instance.ultraserver_type,
+        ultraserver_count=args.ultraserver_count,
+    )
+    # A new network follows the block's zone (buy moves it); an existing subnet pins the zone.
+    zone = None if isinstance(src.network, NewNetwork) else "subnet"
+    return _Target(b, query, b.instance.gpus, zone)
+
+
+def _client(b: Any) -> Any:
+    from flashfleet.sweep import ec2_client
+
+    return ec2_client(b.region)
+
+
+def run(args: argparse.Namespace) -> int:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from flashfleet.capacity.offers import OfferError
+
+    t = _context(args)
+    try:
+        ec2 = _client(t.b)
+        if t.zone == "subnet":
+            from flashfleet.capacity.preflight import subnet_zone
+
+            t.zone = subnet_zone(ec2, t.b.spec.nodes.source.network.subnet_id)
+        if args.capacity_command == "offers":
+            return _offers(args, ec2, t)
+        return _buy(args, ec2, t)
+    except OfferError as err:
+        raise UsageError(f"{err} [rule: {err.rule}]") from None
+    except (BotoCoreError, ClientError) as err:
+        raise UsageError(f"AWS: {err}") from None
+
+
+def _offers(args: argparse.Namespace, ec2: Any, t: _Target) -> int:
+    from flashfleet.capacity.offers import fitting, iso
+
+    b, query, zone = t.b, t.query, t.zone
+    offers = fitting(ec2, query, t.gpus, zone)
+    if args.format == "json":
+        print_json({"stack": b.stack, "region": b.region, "offers": [o.to_dict() for o in offers]})
+        return 0
+    where = f" in {zone}" if zone else ""
+    print(
+        f"Capacity Block offerings for {b.stack}: {query.instance_count} x {query.instance_type}, "
+        f"{query.hours} h, {b.region}{where}"
+    )
+    if not offers:
+        print("none: try other --hours, --start-after or --end-before")
+        return 0
+    head = ("offering", "type", "n", "hours", "start", "end", "zone", "upfront", "/GPU-h")
+    print("{:22} {:20} {:>3} {:>6} {:20} {:20} {:12} {:>12} {:>8}".format(*head))
+    for o in offers:
+        per = f"{o.price_per_gpu_hour:.2f}" if o.price_per_gpu_hour is not None else "-"
+        print(
+            f"{o.offering_id:22} {o.instance_type:20} {o.instance_count:>3} {o.hours:>6g} "
+            f"{o.to_dict()['start']:20} {o.to_dict()['end']:20} {o.availability_zone:12} "
+            f"{o.upfront_fee:>8.2f} {o.currency:3} {per:>8}"
+        )
+    # buy searches again with the same terms: EC2 has no lookup by offering id.
+    same = f"--hours {query.hours}"
+    same += f" --start-after {iso(query.start_after)}" if query.start_after else ""
+    same += f" --end-before {iso(query.end_before)}" if query.end_before else ""
+    print(f"buy one: flashfleet capacity buy {b.stack} --offering ID {same} [--max-price USD]")
+    return 0
+
+
+def _confirm(prompt: str) -> bool:
+    if not sys.stdin.isatty():
+        raise UsageError("buy: not on a terminal; pass --yes to buy without asking [rule: confirm]")
+    return input(prompt).strip().lower() in ("y", "yes")
+
+
+def _buy(args: argparse.Namespace, ec2: Any, t: _Target) -> int:
+    from flashfleet.capacity import purchase
+    from flashfleet.capacity.offers import OfferError, iso
+    from flashfleet.planning import load_stack
+    from flashfleet.stack import DEFAULT_STACKS_DIR, StackError
+    from flashfleet.stack.capacity import block, usable_until
+    from flashfleet.stack.files import stack_path
+
+    b, query, zone = t.b, t.query, t.zone
+    now = datetime.now(UTC)
+    held = block(b.spec)
+    if held is not None and held.purchased is not None and held.purchased.end > now:
+        raise UsageError(
+            f"stack {b.stack}: already holds block {held.reservation_id} until {iso(held.purchased.end)}; "
+            "a second block would replace it in the stack file [rule: block-held]"
+        )
+    offer = purchase.current_offer(ec2, query, args.offering, t.gpus)  # EC2's quote now, not the listing's
+    if offer.instance_count < query.instance_count or offer.instance_type != query.instance_type:
+        raise OfferError(f"--offering {offer.offering_id}: does not fit the stack", "offering-fit")
+    if zone is not None and offer.availability_zone != zone:
+        raise OfferError(
+            f"--offering {offer.offering_id}: in {offer.availability_zone}, "
+            f"but the stack's subnet is in {zone}",
+            "offering-zone",
+        )
+    purchase.check_price(offer, args.max_price)
+    summary = (
+        f"Buy {offer.offering_id} for {b.stack}: {offer.instance_count} x {offer.instance_type} in "
+        f"{offer.availability_zone}, {iso(offer.start)} to {iso(offer.end)} ({offer.hours:g} h; nodes until "
+        f"{iso(usable_until(offer.end))}), {offer.upfront_fee:.2f} {offer.currency} upfront"
+    )
+    print(summary)
+    print(WARNING)
+    if not args.yes and not _confirm("Buy it? [y/N] "):
+        print("nothing bought")
+        return 1
+    bought = purchase.buy(ec2, offer, b.stack, now)
+    # The id first: if the file cannot be written, the user still has it.
+    print(f"bought {bought.reservation_id} ({bought.state}), tagged flashfleet:stack={b.stack}")
+    path = stack_path(b.stack, args.stacks_dir or DEFAULT_STACKS_DIR)
+    purchase.record(path, bought)
+    try:
+        load_stack(b.stack, args.stacks_dir or DEFAULT_STACKS_DIR)
+    except StackError as err:
+        print(f"flashfleet capacity buy: warning: {path.name} no longer validates: {err}", file=sys.stderr)
+        return 1
+    print(
+        f"{path.name}: reservationId {bought.reservation_id}, zone {bought.availability_zone}, window written"
+    )
+    print(f"next: flashfleet up {b.stack}" + (" --wait" if bought.start > now else ""))
+    return 0
