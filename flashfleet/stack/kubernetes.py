@@ -29,7 +29,7 @@ _SIZE = re.compile(r"^[1-9][0-9]*(Gi|Ti)$")
 
 
 def _check_label_key(key: str) -> str:
-    if not _LABEL_KEY.match(key) or len(key) > 316:
+    if not _LABEL_KEY.fullmatch(key) or len(key) > 316:
         raise ValueError(f"{key!r} is not a Kubernetes label key")
     return key
 
@@ -49,7 +49,7 @@ class Toleration(Strict):
     @field_validator("value")
     @classmethod
     def _value(cls, value: str | None) -> str | None:
-        if value is not None and not _LABEL_VALUE.match(value):
+        if value is not None and not _LABEL_VALUE.fullmatch(value):
             raise ValueError(f"{value!r} is not a Kubernetes label value")
         return value
 
@@ -94,7 +94,7 @@ class NodePool(Strict):
     def _labels(cls, value: dict[str, str]) -> dict[str, str]:
         for key, label in value.items():
             _check_label_key(key)
-            if not _LABEL_VALUE.match(label):
+            if not _LABEL_VALUE.fullmatch(label):
                 raise ValueError(f"{label!r} (for {key}) is not a Kubernetes label value")
         return value
 
@@ -123,7 +123,7 @@ class PvcCache(Strict):
     @field_validator("size")
     @classmethod
     def _size(cls, value: str) -> str:
-        if not _SIZE.match(value):
+        if not _SIZE.fullmatch(value):
             raise ValueError("must be a whole number of Gi or Ti, such as 1500Gi or 2Ti")
         return value
 
@@ -161,7 +161,7 @@ class KubernetesSource(Strict):
     @field_validator("namespace")
     @classmethod
     def _namespace(cls, value: str) -> str:
-        if not _DNS_LABEL.match(value):
+        if not _DNS_LABEL.fullmatch(value):
             raise ValueError("must be a DNS label: lowercase letters, digits and '-'")
         return value
 

@@ -76,7 +76,7 @@ def host_path(value: object) -> str:
         raise ValueError(f"must be {HOST_PATH_RULE}")
     if not value.startswith("/"):
         raise ValueError(f"{value!r} is relative: must be {HOST_PATH_RULE}")
-    if not _PATH_CHARS.match(value):
+    if not _PATH_CHARS.fullmatch(value):
         raise ValueError(f"{value!r} holds a character a host path may not: must be {HOST_PATH_RULE}")
     parts = [p for p in value.split("/") if p not in ("", ".")]
     if ".." in parts:
@@ -111,7 +111,7 @@ def host_address(value: object) -> str:
         pass
     name = value[:-1] if value.endswith(".") else value
     labels = name.split(".")
-    if len(name) > 253 or not all(_DNS_LABEL.match(label) for label in labels):
+    if len(name) > 253 or not all(_DNS_LABEL.fullmatch(label) for label in labels):
         raise ValueError(f"{value!r}: {ADDRESS_RULE}")
     if labels[-1].isdigit():
         raise ValueError(f"{value!r} is not a valid IP address: {ADDRESS_RULE}")
@@ -123,7 +123,7 @@ USER_RULE = "must be a POSIX user name: a lowercase letter or '_', then up to 31
 
 
 def posix_user(value: object) -> str:
-    if not isinstance(value, str) or not _POSIX_USER.match(value):
+    if not isinstance(value, str) or not _POSIX_USER.fullmatch(value):
         raise ValueError(f"{value!r}: {USER_RULE}")
     return value
 
@@ -142,14 +142,14 @@ def image_repository(value: str) -> str:
     first, _, rest = value.partition("/")
     registry = bool(rest) and ("." in first or ":" in first or first == "localhost")
     components = rest.split("/") if registry else value.split("/")
-    ok = (not registry or _REGISTRY.match(first)) and all(_COMPONENT.match(c) for c in components)
+    ok = (not registry or _REGISTRY.fullmatch(first)) and all(_COMPONENT.fullmatch(c) for c in components)
     if len(value) > 255 or not ok:
         raise ValueError(f"{value!r} is not an image repository (such as lmsysorg/sglang)")
     return value
 
 
 def image_tag(value: str) -> str:
-    if not _TAG.match(value):
+    if not _TAG.fullmatch(value):
         # at most 100: the derived image's tag adds a suffix within Docker's 128
         raise ValueError(f"{value!r} is not an image tag (letters, digits, _ . -; at most 100)")
     return value
@@ -163,19 +163,19 @@ _DEVICE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
 def key_name(value: str) -> str:
-    if not _KEY_NAME.match(value):
+    if not _KEY_NAME.fullmatch(value):
         raise ValueError(f"{value!r}: an EC2 key pair name of letters, digits and . _ - (at most 255)")
     return value
 
 
 def availability_zone(value: str) -> str:
-    if len(value) > 64 or not _ZONE.match(value):
+    if len(value) > 64 or not _ZONE.fullmatch(value):
         raise ValueError(f"{value!r} is not an availability zone name (such as us-east-2a)")
     return value
 
 
 def device_name(value: str) -> str:
-    if not _DEVICE.match(value):
+    if not _DEVICE.fullmatch(value):
         raise ValueError(f"{value!r} is not a device name (such as mlx5_0)")
     return value
 
@@ -198,7 +198,7 @@ def host_key(value: str) -> str:
     words = value.split()
     if len(words) >= 3 and words[0] not in _KEY_TYPES and words[1] in _KEY_TYPES:
         words = words[1:]  # a whole known_hosts line: drop its host field
-    if len(words) < 2 or words[0] not in _KEY_TYPES or not _KEY_BLOB.match(words[1]):
+    if len(words) < 2 or words[0] not in _KEY_TYPES or not _KEY_BLOB.fullmatch(words[1]):
         raise ValueError(
             "must be a host public key such as 'ssh-ed25519 AAAAC3Nza...' "
             "(cat /etc/ssh/ssh_host_ed25519_key.pub on the host)"

@@ -66,7 +66,7 @@ _AWS_ID = {
 
 def _aws_id(kind: str) -> AfterValidator:
     def check(value: str) -> str:
-        if not _AWS_ID[kind].match(value):
+        if not _AWS_ID[kind].fullmatch(value):
             raise ValueError(f"{value!r} is not a {kind}-... id")
         return value
 
