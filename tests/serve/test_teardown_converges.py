@@ -150,6 +150,9 @@ def test_pinned_host_keys_are_checked_by_ssh(lab: ServeLab) -> None:
     assert (ok.run_dir / "known_hosts").read_text().split()[1:] == own.split()[:2]
 
     node["flashfleet_host_keys"] = [other]  # someone else answers at the address
+    # a new connection, as any run after ControlPersist's minute makes (the master of the run
+    # above was opened against the right key and would be reused)
+    node["ansible_ssh_args"] = "-o ControlMaster=no -o ControlPath=none"
     refused = lab.run("teardown.yml", inv)
     assert refused.unreachable == ["td-node-0"]
     assert "Host key verification failed" in refused.events_log.read_text()
