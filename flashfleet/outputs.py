@@ -7,6 +7,7 @@ ADDRESSES = "addresses"  # how the controller reaches each node (public IP, or p
 PRIVATE_ADDRESSES = "privateAddresses"  # how the nodes reach each other
 ENDPOINT = "endpoint"  # the OpenAI-compatible URL of node 0
 NODE_NAMES = "nodeNames"
+INSTANCE_IDS = "instanceIds"  # AWS stacks: EC2 instance ids, in node order (console host keys, sweep)
 HF_TOKEN = "hfToken"  # a Pulumi secret output: only for the ansible-runner hand-off
 EXPIRES_AT = "expiresAt"  # ISO 8601 UTC deadline the nodes enforce on themselves
 BRINGUP_RUN_DIR = "bringupRunDir"  # the last site.yml run's directory (event log, timeline)

@@ -1,32 +1,65 @@
-"""Find, and on request delete, flashfleet resources that nothing should be paying for any more.
+"""Find, and on request delete, flashfleet cloud resources whose own tags say they are done.
 
-A resource is flashfleet's when it carries the tag ``flashfleet:stack`` or
-``flashfleet:expires-at``; anything else is never touched. One of ours is stale when its
-``flashfleet:expires-at`` (ISO 8601 UTC, e.g. ``2026-11-29T18:00:00Z``) has passed, or when its
-``flashfleet:stack`` names a stack whose ``Pulumi.<name>.yaml`` is gone from the stacks directory
-(a crashed laptop or CI job that never ran `down`). An expiry that cannot be read keeps the
-resource and says so: a typo must not delete a live cluster.
+Evidence travels with the resource, never in a local folder (``flashfleet.components.tags``):
+- ours: ``flashfleet:managed-by=flashfleet``, or well-formed ``flashfleet:stack`` and
+  ``flashfleet:expires-at`` together. Anything else is not listed and never touched.
+- stale: its ``flashfleet:expires-at`` (``2026-11-29T18:00:00Z``) has passed. An empty,
+  relative or malformed expiry keeps the resource and says so: a typo must not delete a cluster.
+- orphaned (only with ``orphans=``, the stacks a Pulumi backend knows): ours, of a stack that
+  backend does not list. Never judged from ``stacks/`` on this machine.
+- in use: a stale resource a live instance still uses (any instance, ours or not, e.g. one
+  protected from termination) is kept: security groups, Elastic IPs, subnets, VPCs, placement
+  groups, key pairs, instance profiles and their roles.
 
-The EC2 client comes from boto3's standard chain (credentials, region, ``AWS_ENDPOINT_URL``).
-Deletion order follows the dependencies: instances first (waited for), then what they used.
+Deletion runs in dependency order; instances are terminated one by one, so a protected one
+fails alone. Clients come from boto3's standard chain (credentials, region, AWS_ENDPOINT_URL).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from pathlib import Path
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
-from flashfleet.components.tags import EXPIRES_TAG, ROLE_TAG, STACK_TAG
+from flashfleet.components.tags import EXPIRES_TAG, ROLE_TAG, STACK_TAG, is_ours, parse_expiry, valid_stack
 
-OUR_TAGS = (STACK_TAG, EXPIRES_TAG)
+# Deletion order: nothing is deleted before what uses it is gone.
+KINDS = (
+    "instance",
+    "elastic-ip",
+    "launch-template",
+    "placement-group",
+    "security-group",
+    "key-pair",
+    "volume",
+    "route-table",
+    "internet-gateway",
+    "subnet",
+    "vpc",
+    "instance-profile",
+    "iam-role",
+)
+IAM_KINDS = ("instance-profile", "iam-role")
 
-# The order resources are deleted in: nothing is deleted before what uses it is gone.
-KINDS = ("instance", "launch-template", "placement-group", "security-group", "key-pair", "volume")
+# Not yet terminated: they bill (a stopped one for its volumes) and they hold what they use.
+LIVE_INSTANCE_STATES = ["pending", "running", "shutting-down", "stopping", "stopped"]
+SWEEPABLE_INSTANCE_STATES = ["pending", "running", "stopping", "stopped"]
 
-LIVE_INSTANCE_STATES = ["pending", "running", "stopping", "stopped"]
+StackLister = Callable[[], set[str]]
+"""The stacks a Pulumi backend knows; raises BackendUnavailable when it cannot say."""
+
+
+class BackendUnavailable(Exception):
+    """No Pulumi backend answered: orphans cannot be judged, so none may be deleted."""
+
+
+@dataclass(frozen=True)
+class Resource:
+    kind: str
+    id: str
+    tags: dict[str, str]
+    detail: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
 @dataclass(frozen=True)
@@ -38,183 +71,422 @@ class Finding:
     expires_at: str | None
     stale: bool
     reason: str
+    detail: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+        return {k: getattr(self, k) for k in ("kind", "id", "stack", "role", "expires_at", "stale", "reason")}
 
 
 @dataclass(frozen=True)
 class Deletion:
     finding: Finding
     error: str | None  # None: deleted
+    skipped: str | None = None  # kept after all: still in use
 
 
-def known_stacks(stacks_dir: Path) -> set[str]:
-    """Stack names = files stacks/Pulumi.<name>.yaml. A missing directory is an error: treating it
-    as "no stacks" would make every live cluster look abandoned."""
-    if not stacks_dir.is_dir():
-        raise FileNotFoundError(f"stacks directory {stacks_dir} does not exist")
-    names = set()
-    for path in stacks_dir.glob("Pulumi.*.y*ml"):
-        if path.suffix in (".yaml", ".yml"):
-            names.add(path.name[len("Pulumi.") : -len(path.suffix)])
-    return names
+def judge(tags: Mapping[str, str], now: datetime, orphans: set[str] | None = None) -> tuple[bool, str] | None:
+    """(stale, why) for one of ours; None for a resource that is not flashfleet's.
 
-
-def parse_expiry(text: str) -> datetime:
-    """ISO 8601 with a UTC offset ('Z' or +00:00 style); a naive time is refused."""
-    moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    if moment.tzinfo is None:
-        raise ValueError(f"{text!r} has no time zone")
-    return moment.astimezone(UTC)
-
-
-def judge(tags: Mapping[str, str], now: datetime, stacks: set[str]) -> tuple[bool, str] | None:
-    """(stale, why) for one of ours; None for a resource that is not flashfleet's."""
-    if not any(t in tags for t in OUR_TAGS):
+    ``orphans``: the stacks the Pulumi backend knows (None: not asked, orphans not judged).
+    """
+    if not is_ours(tags):
         return None
-    reasons = []
-    unreadable = None
     expires = tags.get(EXPIRES_TAG)
+    stack = tags.get(STACK_TAG)
     if expires is not None:
         try:
             moment = parse_expiry(expires)
         except ValueError:
-            unreadable = f"kept: unreadable {EXPIRES_TAG} {expires!r}"
-        else:
-            if moment <= now:
-                reasons.append(f"expired at {expires}")
-    stack = tags.get(STACK_TAG)
-    if stack is not None and stack not in stacks:
-        reasons.append(f"stack {stack} no longer exists")
-    if reasons and unreadable is None:
-        return True, "; ".join(reasons)
-    if unreadable is not None:
-        return False, unreadable + (f" (otherwise: {'; '.join(reasons)})" if reasons else "")
-    return False, f"kept: expires at {expires}" if expires else "kept: stack exists, no expiry"
+            return False, f"kept: unreadable {EXPIRES_TAG} {expires!r}"
+        if moment <= now:
+            return True, f"expired at {expires}"
+    if orphans is not None and valid_stack(stack) and stack not in orphans:
+        return True, f"orphan: the Pulumi backend has no stack {stack}"
+    return False, f"kept: expires at {expires}" if expires else f"kept: no {EXPIRES_TAG}"
+
+
+# --- listings -------------------------------------------------------------------------------------
 
 
 def _tags(items: Iterable[Mapping[str, str]] | None) -> dict[str, str]:
     return {t["Key"]: t["Value"] for t in items or ()}
 
 
-def _pages(ec2: Any, op: str, key: str, **kwargs: Any) -> Iterator[dict[str, Any]]:
-    if ec2.can_paginate(op):
-        for page in ec2.get_paginator(op).paginate(**kwargs):
+def _pages(client: Any, op: str, key: str, **kwargs: Any) -> Iterator[dict[str, Any]]:
+    if client.can_paginate(op):
+        for page in client.get_paginator(op).paginate(**kwargs):
             yield from page.get(key, [])
     else:
-        yield from getattr(ec2, op)(**kwargs).get(key, [])
+        yield from getattr(client, op)(**kwargs).get(key, [])
 
 
-def _instances(ec2: Any) -> Iterator[tuple[str, dict[str, str]]]:
-    filters = [{"Name": "instance-state-name", "Values": LIVE_INSTANCE_STATES}]
+def _instances(ec2: Any, states: list[str]) -> Iterator[dict[str, Any]]:
+    filters = [{"Name": "instance-state-name", "Values": states}]
     for reservation in _pages(ec2, "describe_instances", "Reservations", Filters=filters):
-        for inst in reservation.get("Instances", []):
-            yield inst["InstanceId"], _tags(inst.get("Tags"))
+        yield from reservation.get("Instances", [])
 
 
-def _listing(
-    op: str, key: str, id_key: str, **kwargs: Any
-) -> Callable[[Any], Iterator[tuple[str, dict[str, str]]]]:
-    def items(ec2: Any) -> Iterator[tuple[str, dict[str, str]]]:
-        for item in _pages(ec2, op, key, **kwargs):
-            yield item[id_key], _tags(item.get("Tags"))
+def _list_instances(clients: Clients) -> Iterator[Resource]:
+    for inst in _instances(clients.ec2, SWEEPABLE_INSTANCE_STATES):
+        yield Resource("instance", inst["InstanceId"], _tags(inst.get("Tags")))
+
+
+def _simple(op: str, key: str, id_key: str, **kwargs: Any) -> Callable[[Clients], Iterator[Resource]]:
+    def items(clients: Clients) -> Iterator[Resource]:
+        for item in _pages(clients.ec2, op, key, **kwargs):
+            yield Resource(KIND_OF_OP[op], item[id_key], _tags(item.get("Tags")), item)
 
     return items
 
 
-LISTINGS: dict[str, Callable[[Any], Iterator[tuple[str, dict[str, str]]]]] = {
-    "instance": _instances,
-    "launch-template": _listing("describe_launch_templates", "LaunchTemplates", "LaunchTemplateId"),
-    "placement-group": _listing("describe_placement_groups", "PlacementGroups", "GroupName"),
-    "security-group": _listing("describe_security_groups", "SecurityGroups", "GroupId"),
-    "key-pair": _listing("describe_key_pairs", "KeyPairs", "KeyName"),
+def _list_addresses(clients: Clients) -> Iterator[Resource]:
+    for a in clients.ec2.describe_addresses().get("Addresses", []):
+        yield Resource("elastic-ip", a["AllocationId"], _tags(a.get("Tags")), a)
+
+
+def _list_iam(kind: str) -> Callable[[Clients], Iterator[Resource]]:
+    # List calls do not return IAM tags; each item's own get_* does.
+    op, key, name_key, get = {
+        "instance-profile": ("list_instance_profiles", "InstanceProfiles", "InstanceProfileName", "profile"),
+        "iam-role": ("list_roles", "Roles", "RoleName", "role"),
+    }[kind]
+
+    def items(clients: Clients) -> Iterator[Resource]:
+        iam = clients.iam
+        for item in _pages(iam, op, key):
+            name = item[name_key]
+            if get == "profile":
+                full = iam.get_instance_profile(InstanceProfileName=name)["InstanceProfile"]
+            else:
+                full = iam.get_role(RoleName=name)["Role"]
+            yield Resource(kind, name, _tags(full.get("Tags")), full)
+
+    return items
+
+
+KIND_OF_OP = {
+    "describe_launch_templates": "launch-template",
+    "describe_placement_groups": "placement-group",
+    "describe_security_groups": "security-group",
+    "describe_key_pairs": "key-pair",
+    "describe_volumes": "volume",
+    "describe_route_tables": "route-table",
+    "describe_internet_gateways": "internet-gateway",
+    "describe_subnets": "subnet",
+    "describe_vpcs": "vpc",
+}
+
+LISTINGS: dict[str, Callable[[Clients], Iterator[Resource]]] = {
+    "instance": _list_instances,
+    "elastic-ip": _list_addresses,
+    "launch-template": _simple("describe_launch_templates", "LaunchTemplates", "LaunchTemplateId"),
+    "placement-group": _simple("describe_placement_groups", "PlacementGroups", "GroupName"),
+    "security-group": _simple("describe_security_groups", "SecurityGroups", "GroupId"),
+    "key-pair": _simple("describe_key_pairs", "KeyPairs", "KeyName"),
     # attached volumes go with their instance (DeleteOnTermination); only loose ones are swept
-    "volume": _listing(
+    "volume": _simple(
         "describe_volumes", "Volumes", "VolumeId", Filters=[{"Name": "status", "Values": ["available"]}]
     ),
+    "route-table": _simple("describe_route_tables", "RouteTables", "RouteTableId"),
+    "internet-gateway": _simple("describe_internet_gateways", "InternetGateways", "InternetGatewayId"),
+    "subnet": _simple("describe_subnets", "Subnets", "SubnetId"),
+    "vpc": _simple("describe_vpcs", "Vpcs", "VpcId"),
+    "instance-profile": _list_iam("instance-profile"),
+    "iam-role": _list_iam("iam-role"),
 }
 
 
+@dataclass
+class Clients:
+    ec2: Any
+    iam_factory: Callable[[], Any] | None = None
+    _iam: Any = None
+
+    @property
+    def iam(self) -> Any:
+        if self._iam is None:
+            if self.iam_factory is None:
+                raise RuntimeError("no IAM client")
+            self._iam = self.iam_factory()
+        return self._iam
+
+
 def find(
-    ec2: Any,
+    clients: Clients,
     *,
     now: datetime,
-    stacks: set[str],
     stack: str | None = None,
+    orphans: set[str] | None = None,
+    kinds: Iterable[str] = KINDS,
     unlisted: dict[str, str] | None = None,
 ) -> list[Finding]:
     """Every flashfleet resource (of ``stack`` only, when given), stale or kept, in deletion order.
 
-    A kind the endpoint cannot list (an API an emulator lacks, a missing permission) is recorded
-    in ``unlisted`` (kind -> error) and the other kinds are still swept. Instances are not
-    optional: failing to list them fails the sweep.
+    A kind that cannot be listed (an API an endpoint lacks, a missing permission) is recorded in
+    ``unlisted`` (kind -> error; the caller must fail) and the other kinds are still looked at.
     """
-    found: list[tuple[str, str, dict[str, str]]] = []
-    for kind in KINDS:
+    found: list[Resource] = []
+    for kind in kinds:
         try:
-            found += [(kind, rid, tags) for rid, tags in LISTINGS[kind](ec2)]
+            found += list(LISTINGS[kind](clients))
         except Exception as err:
-            if kind == "instance" or unlisted is None:
+            if unlisted is None:
                 raise
             unlisted[kind] = f"{type(err).__name__}: {err}".splitlines()[0]
     out = []
-    for kind, rid, tags in found:
-        verdict = judge(tags, now, stacks)
-        if verdict is None or (stack is not None and tags.get(STACK_TAG) != stack):
+    for res in found:
+        verdict = judge(res.tags, now, orphans)
+        if verdict is None or (stack is not None and res.tags.get(STACK_TAG) != stack):
             continue
         stale, reason = verdict
+        t = res.tags
         out.append(
-            Finding(kind, rid, tags.get(STACK_TAG), tags.get(ROLE_TAG), tags.get(EXPIRES_TAG), stale, reason)
+            Finding(
+                res.kind,
+                res.id,
+                t.get(STACK_TAG),
+                t.get(ROLE_TAG),
+                t.get(EXPIRES_TAG),
+                stale,
+                reason,
+                res.detail,
+            )
         )
     return sorted(out, key=lambda f: (KINDS.index(f.kind), f.id))
 
 
-def _delete_one(ec2: Any, finding: Finding) -> None:
-    calls: dict[str, Callable[[], Any]] = {
-        "launch-template": lambda: ec2.delete_launch_template(LaunchTemplateId=finding.id),
-        "placement-group": lambda: ec2.delete_placement_group(GroupName=finding.id),
-        "security-group": lambda: ec2.delete_security_group(GroupId=finding.id),
-        "key-pair": lambda: ec2.delete_key_pair(KeyName=finding.id),
-        "volume": lambda: ec2.delete_volume(VolumeId=finding.id),
-    }
-    calls[finding.kind]()
+# --- what live instances still use --------------------------------------------------------------
+
+
+@dataclass
+class Usage:
+    """Ids that a live (not terminated) instance or network interface still uses."""
+
+    security_groups: set[str] = field(default_factory=set)
+    subnets: set[str] = field(default_factory=set)
+    vpcs: set[str] = field(default_factory=set)
+    placement_groups: set[str] = field(default_factory=set)
+    key_pairs: set[str] = field(default_factory=set)
+    profiles: set[str] = field(default_factory=set)  # instance profile ARNs
+    launch_templates: set[str] = field(default_factory=set)
+    addresses: set[str] = field(default_factory=set)  # associated Elastic IP allocation ids
+
+    @classmethod
+    def now(cls, ec2: Any) -> Usage:
+        u = cls()
+        live: set[str] = set()
+        for inst in _instances(ec2, LIVE_INSTANCE_STATES):
+            live.add(inst["InstanceId"])
+            u.security_groups |= {g["GroupId"] for g in inst.get("SecurityGroups", [])}
+            u.subnets |= {inst["SubnetId"]} if inst.get("SubnetId") else set()
+            u.vpcs |= {inst["VpcId"]} if inst.get("VpcId") else set()
+            if group := inst.get("Placement", {}).get("GroupName"):
+                u.placement_groups.add(group)
+            if key := inst.get("KeyName"):
+                u.key_pairs.add(key)
+            if profile := inst.get("IamInstanceProfile", {}).get("Arn"):
+                u.profiles.add(profile)
+            if template := _tags(inst.get("Tags")).get("aws:ec2launchtemplate:id"):
+                u.launch_templates.add(template)
+        enis: set[str] = set()
+        for eni in _pages(ec2, "describe_network_interfaces", "NetworkInterfaces"):
+            owner = eni.get("Attachment", {}).get("InstanceId")
+            if owner is not None and owner not in live:
+                continue  # the interface of a terminated instance, on its way out
+            enis.add(eni["NetworkInterfaceId"])
+            u.security_groups |= {g["GroupId"] for g in eni.get("Groups", [])}
+            u.subnets |= {eni["SubnetId"]} if eni.get("SubnetId") else set()
+            u.vpcs |= {eni["VpcId"]} if eni.get("VpcId") else set()
+        # read again: terminating an instance releases its address's association
+        for a in ec2.describe_addresses()["Addresses"]:
+            if a.get("InstanceId") in live or (
+                not a.get("InstanceId") and a.get("NetworkInterfaceId") in enis
+            ):
+                u.addresses.add(a["AllocationId"])
+        return u
+
+    def user_of(self, f: Finding, profiles_by_role: Mapping[str, set[str]]) -> str | None:
+        """Why ``f`` is still in use, or None."""
+        d = f.detail
+        checks: dict[str, Callable[[], str | None]] = {
+            "elastic-ip": lambda: "associated with a live interface" if f.id in self.addresses else None,
+            "launch-template": lambda: (
+                "a live instance was launched from it" if f.id in self.launch_templates else None
+            ),
+            "placement-group": lambda: "a live instance is in it" if f.id in self.placement_groups else None,
+            "security-group": lambda: (
+                "a live instance or interface uses it" if f.id in self.security_groups else None
+            ),
+            "key-pair": lambda: "a live instance uses it" if f.id in self.key_pairs else None,
+            "route-table": lambda: self._vpc_user(d.get("VpcId")),
+            "internet-gateway": lambda: next(
+                (u for a in d.get("Attachments", []) if (u := self._vpc_user(a.get("VpcId")))), None
+            ),
+            "subnet": lambda: "a live instance or interface is in it" if f.id in self.subnets else None,
+            "vpc": lambda: self._vpc_user(f.id),
+            "instance-profile": lambda: "a live instance uses it" if d.get("Arn") in self.profiles else None,
+            "iam-role": lambda: (
+                "a live instance uses its instance profile"
+                if profiles_by_role.get(f.id, set()) & self.profiles
+                else None
+            ),
+        }
+        check = checks.get(f.kind)
+        return check() if check else None
+
+    def _vpc_user(self, vpc: str | None) -> str | None:
+        return f"a live instance or interface is in {vpc}" if vpc in self.vpcs else None
+
+
+# --- deletion -----------------------------------------------------------------------------------
+
+
+def _delete_one(clients: Clients, f: Finding) -> None:
+    ec2, d = clients.ec2, f.detail
+    if f.kind == "elastic-ip":
+        if d.get("AssociationId"):  # left on an instance that is gone
+            ec2.disassociate_address(AssociationId=d["AssociationId"])
+        ec2.release_address(AllocationId=f.id)
+    elif f.kind == "launch-template":
+        ec2.delete_launch_template(LaunchTemplateId=f.id)
+    elif f.kind == "placement-group":
+        ec2.delete_placement_group(GroupName=f.id)
+    elif f.kind == "security-group":
+        ec2.delete_security_group(GroupId=f.id)
+    elif f.kind == "key-pair":
+        ec2.delete_key_pair(KeyName=f.id)
+    elif f.kind == "volume":
+        ec2.delete_volume(VolumeId=f.id)
+    elif f.kind == "route-table":
+        for assoc in d.get("Associations", []):
+            if assoc.get("Main"):
+                raise RuntimeError("the VPC's main route table goes with its VPC")
+            ec2.disassociate_route_table(AssociationId=assoc["RouteTableAssociationId"])
+        ec2.delete_route_table(RouteTableId=f.id)
+    elif f.kind == "internet-gateway":
+        for attachment in d.get("Attachments", []):
+            ec2.detach_internet_gateway(InternetGatewayId=f.id, VpcId=attachment["VpcId"])
+        ec2.delete_internet_gateway(InternetGatewayId=f.id)
+    elif f.kind == "subnet":
+        ec2.delete_subnet(SubnetId=f.id)
+    elif f.kind == "vpc":
+        ec2.delete_vpc(VpcId=f.id)
+    elif f.kind == "instance-profile":
+        for role in d.get("Roles", []):
+            clients.iam.remove_role_from_instance_profile(InstanceProfileName=f.id, RoleName=role["RoleName"])
+        clients.iam.delete_instance_profile(InstanceProfileName=f.id)
+    elif f.kind == "iam-role":
+        _delete_role(clients.iam, f.id)
+    else:
+        raise ValueError(f"no deletion for {f.kind}")
+
+
+def _delete_role(iam: Any, name: str) -> None:
+    for p in _pages(iam, "list_attached_role_policies", "AttachedPolicies", RoleName=name):
+        iam.detach_role_policy(RoleName=name, PolicyArn=p["PolicyArn"])
+    for policy in _pages(iam, "list_role_policies", "PolicyNames", RoleName=name):
+        iam.delete_role_policy(RoleName=name, PolicyName=policy)
+    for profile in _pages(iam, "list_instance_profiles_for_role", "InstanceProfiles", RoleName=name):
+        iam.remove_role_from_instance_profile(
+            InstanceProfileName=profile["InstanceProfileName"], RoleName=name
+        )
+    iam.delete_role(RoleName=name)
+
+
+def _error(err: Exception) -> str:
+    return f"{type(err).__name__}: {err}".splitlines()[0]
+
+
+def _profiles_by_role(clients: Clients, kinds: set[str]) -> dict[str, set[str]]:
+    if "iam-role" not in kinds:
+        return {}
+    out: dict[str, set[str]] = {}
+    for profile in _pages(clients.iam, "list_instance_profiles", "InstanceProfiles"):
+        for role in profile.get("Roles", []):
+            out.setdefault(role["RoleName"], set()).add(profile["Arn"])
+    return out
 
 
 def delete(
-    ec2: Any, findings: Iterable[Finding], *, wait_delay_s: int = 10, wait_attempts: int = 60
+    clients: Clients, findings: Iterable[Finding], *, wait_delay_s: int = 10, wait_attempts: int = 60
 ) -> list[Deletion]:
-    """Delete the stale findings; one failure does not stop the rest (each is reported)."""
+    """Delete the stale findings; one failure does not stop the rest (each is reported).
+
+    Instances are terminated one call each (a protected one fails alone) and waited for; then
+    whatever a live instance still uses is kept, the rest deleted in dependency order.
+    """
     stale = [f for f in findings if f.stale]
     done: list[Deletion] = []
-    instances = [f for f in stale if f.kind == "instance"]
-    if instances:
-        ids = [f.id for f in instances]
+    terminated: list[Finding] = []
+    for f in (f for f in stale if f.kind == "instance"):
         try:
-            ec2.terminate_instances(InstanceIds=ids)
-            # security groups and placement groups stay in use until the instances are gone
-            ec2.get_waiter("instance_terminated").wait(
+            clients.ec2.terminate_instances(InstanceIds=[f.id])
+            terminated.append(f)
+        except Exception as err:
+            done.append(Deletion(f, _error(err)))
+    if terminated:
+        ids = [f.id for f in terminated]
+        try:
+            # security groups, subnets and placement groups stay in use until the instances are gone
+            clients.ec2.get_waiter("instance_terminated").wait(
                 InstanceIds=ids, WaiterConfig={"Delay": wait_delay_s, "MaxAttempts": wait_attempts}
             )
-            done += [Deletion(f, None) for f in instances]
+            done += [Deletion(f, None) for f in terminated]
         except Exception as err:
-            done += [Deletion(f, f"{type(err).__name__}: {err}") for f in instances]
-    for finding in stale:
-        if finding.kind == "instance":
+            done += [Deletion(f, f"terminating, not confirmed: {_error(err)}") for f in terminated]
+    rest = [f for f in stale if f.kind != "instance"]
+    if not rest:
+        return done
+    try:
+        usage = Usage.now(clients.ec2)
+        by_role = _profiles_by_role(clients, {f.kind for f in rest})
+    except Exception as err:  # without knowing what is in use, nothing else may go
+        return done + [Deletion(f, f"could not tell whether it is in use: {_error(err)}") for f in rest]
+    for f in rest:
+        if (user := usage.user_of(f, by_role)) is not None:
+            done.append(Deletion(f, None, skipped=f"kept: in use ({user})"))
             continue
         try:
-            _delete_one(ec2, finding)
-            done.append(Deletion(finding, None))
+            _delete_one(clients, f)
+            done.append(Deletion(f, None))
         except Exception as err:
-            done.append(Deletion(finding, f"{type(err).__name__}: {err}"))
+            done.append(Deletion(f, _error(err)))
     return done
 
 
-def ec2_client(region: str | None = None) -> Any:
-    """boto3's EC2 client with the standard settings (profile, region, AWS_ENDPOINT_URL...)."""
+# --- clients and the Pulumi backend ---------------------------------------------------------------
+
+
+def _client(service: str, region: str | None) -> Any:
     import boto3
     from botocore.config import Config
 
     return boto3.client(
-        "ec2", region_name=region, config=Config(retries={"mode": "standard", "max_attempts": 3})
+        service, region_name=region, config=Config(retries={"mode": "standard", "max_attempts": 3})
     )
+
+
+def ec2_client(region: str | None = None) -> Any:
+    """boto3's EC2 client with the standard settings (profile, region, AWS_ENDPOINT_URL...)."""
+    return _client("ec2", region)
+
+
+def clients(region: str | None = None) -> Clients:
+    """EC2 now, IAM when an IAM kind is looked at; standard settings."""
+    return Clients(ec2=ec2_client(region), iam_factory=lambda: _client("iam", region))
+
+
+def backend_stacks(work_dir: str = ".") -> set[str]:
+    """The stacks of this project the Pulumi backend in use knows (the Pulumi CLI's login or
+    PULUMI_BACKEND_URL). An empty answer is refused too: a wrong backend would make every
+    cluster look orphaned."""
+    try:
+        from pulumi import automation as auto
+
+        workspace = auto.LocalWorkspace(work_dir=work_dir)
+        names = {s.name.rsplit("/", 1)[-1] for s in workspace.list_stacks()}
+    except Exception as err:
+        raise BackendUnavailable(f"no Pulumi backend answered ({_error(err)})") from None
+    if not names:
+        raise BackendUnavailable("the Pulumi backend lists no stacks of this project (the wrong backend?)")
+    return names

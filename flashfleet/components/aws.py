@@ -8,17 +8,28 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from datetime import timedelta
 
 import pulumi
 import pulumi_aws as aws
 
-from flashfleet.components.tags import ROLE_TAG, STACK_TAG, base_tags
+from flashfleet.components.tags import ROLE_TAG, base_tags, static_tags
 from flashfleet.components.ttl_guard import user_data_base64
 from flashfleet.planning import StackPlan
 from flashfleet.planning.resolve import SSH_PORT
-from flashfleet.stack.spec import AwsSource, NewNetwork
+from flashfleet.stack.spec import MAX_TTL, AwsSource, NewNetwork, StackSpec
 
-SSM_POLICY_ARN = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
+# Session Manager (a shell without opening SSH) and nothing else. AWS's managed
+# AmazonSSMManagedInstanceCore would also let anything on the node (host-network containers
+# included) read every SSM parameter of the account (ssm:GetParameter* on *) and fetch Run
+# Command documents; these are the actions AWS lists for a Session-Manager-only instance role.
+SESSION_MANAGER_ACTIONS = (
+    "ssm:UpdateInstanceInformation",
+    "ssmmessages:CreateControlChannel",
+    "ssmmessages:CreateDataChannel",
+    "ssmmessages:OpenControlChannel",
+    "ssmmessages:OpenDataChannel",
+)
 DLAMI_PARAMETER = "/aws/service/deeplearning/ami/{arch}/base-oss-nvidia-driver-gpu-{os}/latest/ami-id"
 ROOT_DEVICE = "/dev/sda1"  # Ubuntu AMIs
 
@@ -27,6 +38,13 @@ ROOT_DEVICE = "/dev/sda1"  # Ubuntu AMIs
 class AwsNodesArgs:
     plan: StackPlan
     expires_at: str  # ISO 8601 UTC, the flashfleet:expires-at tag
+
+
+def fallback_ttl_seconds(spec: StackSpec) -> int:
+    """The TTL guard's deadline is launch + this when no tag is ever readable. A ``ttl: block``
+    stack's nodes end with their Capacity Block anyway (AWS terminates them); the longest ttl is
+    the backstop there."""
+    return int((spec.ttl if isinstance(spec.ttl, timedelta) else MAX_TTL).total_seconds())
 
 
 def dlami_parameter(arch: str, os_name: str) -> str:
@@ -56,6 +74,7 @@ class AwsNodes(pulumi.ComponentResource):
     """Where the controller connects: the Elastic IPs, or the private IPs without them."""
     private_addresses: pulumi.Output[list[str]]
     """Where the nodes reach each other (rendezvous, Mooncake, NIXL)."""
+    instance_ids: pulumi.Output[list[str]]
 
     def __init__(self, name: str, args: AwsNodesArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("flashfleet:nodes:AwsNodes", name, {}, opts)
@@ -97,7 +116,10 @@ class AwsNodes(pulumi.ComponentResource):
             metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
                 http_endpoint="enabled",
                 http_tokens="required",  # IMDSv2 only
-                http_put_response_hop_limit=2,  # containers on the node can reach IMDS
+                # 1: a container on a bridge network cannot reach IMDS (nothing in one needs
+                # it). The serving containers use the host network and still can: what they
+                # could get with the node's credentials is bounded by the instance role.
+                http_put_response_hop_limit=1,
                 instance_metadata_tags="enabled",  # the TTL guard reads its own tag
             ),
             block_device_mappings=[
@@ -131,10 +153,10 @@ class AwsNodes(pulumi.ComponentResource):
                 )
             ),
             instance_initiated_shutdown_behavior="terminate",  # the TTL guard's shutdown ends billing
-            user_data=user_data_base64(),
+            user_data=user_data_base64(fallback_ttl_seconds(b.spec)),
             # Static tags only: a changing deadline here would make a new template version.
             tag_specifications=[
-                aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags={STACK_TAG: b.stack})
+                aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=static_tags(b.stack))
                 for kind in ("instance", "volume")
             ],
             tags=self._tags("template"),
@@ -166,10 +188,16 @@ class AwsNodes(pulumi.ComponentResource):
                     )
                 )
         self.private_addresses = pulumi.Output.all(*[i.private_ip for i in self.instances]).apply(list)
+        # where the controller reads each node's host keys (its first-boot console)
+        self.instance_ids = pulumi.Output.all(*[i.id for i in self.instances]).apply(list)
         addresses = [e.public_ip for e in self.eips] if self.eips else [i.private_ip for i in self.instances]
         self.ssh_addresses = pulumi.Output.all(*addresses).apply(list)
         self.register_outputs(
-            {"sshAddresses": self.ssh_addresses, "privateAddresses": self.private_addresses}
+            {
+                "sshAddresses": self.ssh_addresses,
+                "privateAddresses": self.private_addresses,
+                "instanceIds": self.instance_ids,
+            }
         )
 
     def _tags(self, suffix: str) -> dict[str, str]:
@@ -254,7 +282,8 @@ class AwsNodes(pulumi.ComponentResource):
                 aws.vpc.SecurityGroupIngressRule(
                     f"{n}-sg-in-{label}-{i}",
                     security_group_id=sg.id,
-                    cidr_ipv4=str(cidr),
+                    cidr_ipv4=str(cidr) if cidr.version == 4 else None,
+                    cidr_ipv6=str(cidr) if cidr.version == 6 else None,
                     ip_protocol="tcp",
                     from_port=p,
                     to_port=p,
@@ -282,6 +311,17 @@ class AwsNodes(pulumi.ComponentResource):
             tags=self._tags("role"),
             opts=child,
         )
-        # Session Manager: a shell without opening SSH to the internet.
-        aws.iam.RolePolicyAttachment(f"{n}-role-ssm", role=role.name, policy_arn=SSM_POLICY_ARN, opts=child)
+        aws.iam.RolePolicy(
+            f"{n}-role-session-manager",
+            role=role.id,
+            policy=json.dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {"Effect": "Allow", "Action": list(SESSION_MANAGER_ACTIONS), "Resource": "*"}
+                    ],
+                }
+            ),
+            opts=child,
+        )
         return aws.iam.InstanceProfile(f"{n}-profile", role=role.name, tags=self._tags("profile"), opts=child)

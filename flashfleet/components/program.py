@@ -93,6 +93,8 @@ def deploy(
         outputs.NODE_NAMES: [n.name for n in b.nodes],
         outputs.EXPIRES_AT: expires_at,
     }
+    if isinstance(nodes, AwsNodes):
+        exports[outputs.INSTANCE_IDS] = nodes.instance_ids
     if hf_token is not None:
         # Only for the ansible-runner hand-off; it stays a secret in the state and outputs.
         exports[outputs.HF_TOKEN] = pulumi.Output.secret(hf_token)

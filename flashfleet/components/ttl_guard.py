@@ -3,43 +3,39 @@
 Why on the node and not an EventBridge Scheduler: it needs no extra IAM role, schedule or
 permission to terminate instances, and it keeps working when the controller that ran
 ``pulumi up`` is gone. The launch template sets instance-initiated shutdown to *terminate*,
-so ``shutdown -h`` ends billing. The deadline is read from the instance's own
-``flashfleet:expires-at`` tag through IMDSv2 (instance metadata tags enabled), never baked into
-the user data: a later ``pulumi up`` moves the deadline by updating a tag in place, without
-replacing the node. The last deadline read is kept on disk, so a metadata outage cannot
-disarm it. ``flashfleet sweep`` (tags, from outside) is the second line.
+so ``shutdown -h`` ends billing. The guard itself (``ttl_guard_node.py``, run every 5 minutes by
+a systemd timer) reads the instance's own ``flashfleet:expires-at`` tag through IMDSv2, so a
+later ``pulumi up`` moves the deadline in place. What it does when the tag is missing, bad or
+unreadable, and how it treats the clock, is in that file's docstring: in short it never
+disarms, it falls back to launch time + the stack's ttl, baked in here.
+
+The ttl is part of the user data, so changing a stack's ``ttl`` makes a new launch-template
+version, and (like any template change) new nodes on the next ``up``; a new deadline for running
+nodes comes from the tag alone.
 """
 
 from __future__ import annotations
 
 import base64
+import re
+from pathlib import Path
 
-from flashfleet.components.tags import EXPIRES_TAG
+from flashfleet.components.tags import EXPIRES_TAG, EXPIRY_FORMAT, EXPIRY_PATTERN
 
-_GUARD = r"""#!/bin/bash
-# flashfleet TTL guard: shut down (EC2 terminates) once flashfleet:expires-at has passed.
-set -u
-cache=/var/lib/flashfleet/expires-at
-imds=http://169.254.169.254/latest
-if token=$(curl -sf -m 5 -X PUT -H 'X-aws-ec2-metadata-token-ttl-seconds: 60' "$imds/api/token") &&
-   value=$(curl -sf -m 5 -H "X-aws-ec2-metadata-token: $token" "$imds/meta-data/tags/instance/__TAG__") &&
-   [ -n "$value" ]; then
-  echo "$value" > "$cache"
-fi
-[ -s "$cache" ] || exit 0
-deadline=$(date -d "$(cat "$cache")" +%s) || exit 0
-if [ "$(date +%s)" -ge "$deadline" ]; then
-  logger -t flashfleet-ttl "deadline $(cat "$cache") passed: shutting down"
-  shutdown -h now
-fi
-"""
+__all__ = ["EXPIRES_TAG", "guard_script", "user_data_base64", "user_data_script"]
 
-_UNITS = r"""[Unit]
+GUARD_PATH = "/usr/local/lib/flashfleet/ttl-guard"
+STATE_DIR = "/var/lib/flashfleet"
+
+_UNIT = r"""[Unit]
 Description=flashfleet TTL guard (terminate this node after its flashfleet:expires-at tag)
 
 [Service]
 Type=oneshot
 ExecStart=/usr/local/lib/flashfleet/ttl-guard
+# journalctl -t flashfleet-ttl; the guard's "<2>" line prefixes set each line's priority
+SyslogIdentifier=flashfleet-ttl
+SyslogLevelPrefix=yes
 """
 
 _TIMER = r"""[Unit]
@@ -54,20 +50,42 @@ AccuracySec=30s
 WantedBy=timers.target
 """
 
+_CONSTANTS = re.compile(r"# --- constants \(rendered\) ---\n.*?# --- end constants ---\n", re.S)
 
-def user_data_script() -> str:
-    guard = _GUARD.replace("__TAG__", EXPIRES_TAG)
+
+def guard_script() -> str:
+    """The node's guard, its constants taken from ``components.tags`` (defined once)."""
+    source = (Path(__file__).with_name("ttl_guard_node.py")).read_text()
+    constants = "\n".join(
+        [
+            f"EXPIRES_TAG = {EXPIRES_TAG!r}",
+            f"EXPIRY_FORMAT = {EXPIRY_FORMAT!r}",
+            f"EXPIRY_PATTERN = {EXPIRY_PATTERN!r}",
+            "",
+        ]
+    )
+    rendered, count = _CONSTANTS.subn(lambda _: constants, source)
+    if count != 1:
+        raise RuntimeError("ttl_guard_node.py lost its constants block")
+    return rendered
+
+
+def user_data_script(ttl_seconds: int) -> str:
+    if ttl_seconds <= 0:
+        raise ValueError("the TTL guard needs a positive ttl")
     return "\n".join(
         [
             "#!/bin/bash",
             "set -euo pipefail",
-            "install -d -m 755 /usr/local/lib/flashfleet /var/lib/flashfleet",
-            "cat > /usr/local/lib/flashfleet/ttl-guard <<'GUARD'",
-            guard.rstrip("\n"),
+            f"install -d -m 755 /usr/local/lib/flashfleet {STATE_DIR}",
+            # the fallback deadline (launch + ttl) when no tag is ever readable
+            f"echo {int(ttl_seconds)} > {STATE_DIR}/ttl-seconds",
+            f"cat > {GUARD_PATH} <<'GUARD'",
+            guard_script().rstrip("\n"),
             "GUARD",
-            "chmod 755 /usr/local/lib/flashfleet/ttl-guard",
+            f"chmod 755 {GUARD_PATH}",
             "cat > /etc/systemd/system/flashfleet-ttl-guard.service <<'UNIT'",
-            _UNITS.rstrip("\n"),
+            _UNIT.rstrip("\n"),
             "UNIT",
             "cat > /etc/systemd/system/flashfleet-ttl-guard.timer <<'UNIT'",
             _TIMER.rstrip("\n"),
@@ -79,5 +97,5 @@ def user_data_script() -> str:
     )
 
 
-def user_data_base64() -> str:
-    return base64.b64encode(user_data_script().encode()).decode()
+def user_data_base64(ttl_seconds: int) -> str:
+    return base64.b64encode(user_data_script(ttl_seconds).encode()).decode()

@@ -62,7 +62,8 @@ def source_summary(b: StackPlan) -> dict[str, Any]:
         "ami": src.ami or f"DLAMI via SSM ({src.dlami_os}, {inst.arch if inst else '?'})",
         "root_volume_gib": b.root_volume_gib,
         "imdsv2": "required",
-        "ttl_guard": "the node shuts itself down (terminate on shutdown) at flashfleet:expires-at",
+        "ttl_guard": "the node shuts itself down (terminate on shutdown) at flashfleet:expires-at, "
+        "or at launch + ttl when that tag was never readable",
     }
 
 

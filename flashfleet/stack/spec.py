@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
-from ipaddress import IPv4Network
+from ipaddress import IPv4Network, IPv6Network
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -25,6 +25,7 @@ from pydantic import (
 
 from flashfleet.stack import safe_values
 from flashfleet.stack.image import ImageSpec
+from flashfleet.stack.ingress import parse_cidr, too_public
 from flashfleet.stack.kubernetes import KubernetesSource
 from flashfleet.stack.strict import Strict
 from flashfleet.stack.thresholds import Thresholds
@@ -176,10 +177,13 @@ class AwsSource(Strict):
     capacity: Capacity = OnDemand(kind="on-demand")
     # None = a cluster placement group unless the capacity is a block (blocks are co-located).
     placement_group: bool | None = None
-    # 0.0.0.0/0 opens SSH and the serving port to the internet: only with this explicit flag.
+    # CIDRs that together cover the internet (0.0.0.0/0, two /1s, ::/0; see stack.ingress) open
+    # SSH and the serving port to it: only with this explicit flag.
     # (Declared before allowedCidrs so that its validator sees it.)
     allow_public_ingress: bool = False
-    allowed_cidrs: tuple[IPv4Network, ...] = Field(min_length=1)
+    allowed_cidrs: tuple[Annotated[IPv4Network | IPv6Network, BeforeValidator(parse_cidr)], ...] = Field(
+        min_length=1
+    )
     public_ip: bool = True  # an Elastic IP on node's primary interface (EFA nodes get none)
     ami: Annotated[str, _aws_id("ami")] | None = None  # default: the DLAMI SSM parameter
     dlami_os: Literal["ubuntu-22.04", "ubuntu-24.04"] = "ubuntu-24.04"
@@ -190,14 +194,14 @@ class AwsSource(Strict):
     @field_validator("allowed_cidrs")
     @classmethod
     def _public_cidr_flag(
-        cls, value: tuple[IPv4Network, ...], info: ValidationInfo
-    ) -> tuple[IPv4Network, ...]:
-        for cidr in value:
-            if cidr.prefixlen == 0 and not info.data.get("allow_public_ingress", False):
-                raise ValueError(
-                    f"{cidr} opens SSH and the serving port to the internet; "
-                    "set allowPublicIngress: true to mean it"
-                )
+        cls, value: tuple[IPv4Network | IPv6Network, ...], info: ValidationInfo
+    ) -> tuple[IPv4Network | IPv6Network, ...]:
+        why = too_public(value)
+        if why is not None and not info.data.get("allow_public_ingress", False):
+            raise ValueError(
+                f"{why}: that opens SSH and the serving port to the internet; "
+                "set allowPublicIngress: true to mean it"
+            )
         return value
 
     @model_validator(mode="after")

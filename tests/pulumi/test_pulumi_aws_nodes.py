@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import base64
+import json
 from collections import Counter
+from datetime import timedelta
 
 import pytest
 from pulumi_harness import AMI, API_NETWORK_CARDS, BLOCK_END, NOW, Result, run_program
@@ -20,7 +22,7 @@ INSTANCE = "aws:ec2/instance:Instance"
 INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 EGRESS = "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"
 TAGGABLE_SKIP = {
-    "aws:iam/rolePolicyAttachment:RolePolicyAttachment",
+    "aws:iam/rolePolicy:RolePolicy",
     "aws:ec2/routeTableAssociation:RouteTableAssociation",
 }
 # The playbook run is a dynamic resource on the controller, not a cloud resource: no tags.
@@ -137,8 +139,21 @@ def test_imdsv2_encryption_and_instance_profile(stack: str) -> None:
     assert root["ebs"]["encrypted"] == "true"
     assert int(root["ebs"]["volumeSize"]) == r.bringup.root_volume_gib >= 306  # 328 GB of weights
     assert lt["iamInstanceProfile"]["arn"].endswith(f"{stack}-profile")
-    attach = r.mocks.one("aws:iam/rolePolicyAttachment:RolePolicyAttachment").inputs
-    assert attach["policyArn"] == "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
+    # Least privilege: Session Manager's own actions inline, no managed policy (issue 14:
+    # AmazonSSMManagedInstanceCore granted ssm:GetParameter* on *), IMDS one hop away.
+    assert r.mocks.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment") == []
+    policy = json.loads(r.mocks.one("aws:iam/rolePolicy:RolePolicy").inputs["policy"])
+    (statement,) = policy["Statement"]
+    assert statement["Effect"] == "Allow"
+    assert set(statement["Action"]) == {
+        "ssm:UpdateInstanceInformation",
+        "ssmmessages:CreateControlChannel",
+        "ssmmessages:CreateDataChannel",
+        "ssmmessages:OpenControlChannel",
+        "ssmmessages:OpenDataChannel",
+    }
+    assert not any(a.startswith("ssm:Get") or "*" in a for a in statement["Action"])
+    assert int(lt["metadataOptions"]["httpPutResponseHopLimit"]) == 1
     assert "ec2.amazonaws.com" in r.mocks.one("aws:iam/role:Role").inputs["assumeRolePolicy"]
     assert "keyName" not in lt  # no key pair unless the stack names one
 
@@ -161,9 +176,11 @@ def test_tags_and_deadline(stack: str) -> None:
         if res.custom and res.typ not in TAGGABLE_SKIP and res.typ != PLAYBOOK_RUN:
             assert res.inputs["tags"]["flashfleet:stack"] == stack, res.name
             assert res.inputs["tags"][EXPIRES_TAG] == deadline, res.name
+            assert res.inputs["tags"]["flashfleet:managed-by"] == "flashfleet", res.name
     # The launch template's tags for new instances stay static (no new version per `up`).
     for spec in r.mocks.one(LT).inputs["tagSpecifications"]:
         assert EXPIRES_TAG not in spec["tags"]
+        assert spec["tags"] == {"flashfleet:managed-by": "flashfleet", "flashfleet:stack": stack}
 
 
 def test_ttl_tag_is_iso_utc_eight_hours_on() -> None:
@@ -175,11 +192,18 @@ def test_ttl_guard_terminates_the_node_itself(stack: str) -> None:
     lt = program(stack).mocks.one(LT).inputs
     assert lt["instanceInitiatedShutdownBehavior"] == "terminate"
     script = base64.b64decode(lt["userData"]).decode()
-    assert "meta-data/tags/instance/flashfleet:expires-at" in script
+    assert "/latest/meta-data/tags/instance/{EXPIRES_TAG}" in script
+    assert "EXPIRES_TAG = 'flashfleet:expires-at'" in script  # rendered from components.tags
+    assert len(script.encode()) <= 16384  # EC2's user-data limit (before base64)
     assert "X-aws-ec2-metadata-token" in script  # IMDSv2
     assert "shutdown -h now" in script
     assert "systemctl enable --now flashfleet-ttl-guard.timer" in script
     assert "OnUnitActiveSec=5min" in script
+    # the fallback deadline (launch + ttl) when no tag is ever readable; `ttl: block` stacks end
+    # with their block, the longest ttl backs them up
+    ttl = program(stack).bringup.spec.ttl
+    seconds = int(ttl.total_seconds()) if isinstance(ttl, timedelta) else 14 * 86400
+    assert f"echo {seconds} > /var/lib/flashfleet/ttl-seconds" in script
 
 
 @pytest.mark.parametrize("stack", AWS_STACKS)
@@ -215,3 +239,13 @@ def test_new_network_is_built_in_the_stack_zone() -> None:
         "cidrBlock": "0.0.0.0/0",
         "gatewayId": "h200-l3-igw-id".replace("h200-l3", "h200-lowlat"),
     }
+
+
+@pytest.mark.parametrize("stack", AWS_STACKS)
+def test_instance_ids_are_an_output_in_node_order(stack: str) -> None:
+    """For pinning host keys: each address is matched with the console of its own instance."""
+    r = program(stack)
+    names = {x.name for x in r.mocks.of_type(INSTANCE)}
+    expected = [f"{stack}-node-{i}" for i in range(len(r.bringup.nodes))]
+    assert set(expected) == names
+    assert r.outputs["instanceIds"] == [f"{name}-id" for name in expected]  # the mocks' id scheme

@@ -60,6 +60,10 @@ def test_main_builds_the_stack_from_config() -> None:
             lambda s: s["nodes"]["source"].update(allowedCidrs=["0.0.0.0/0"]),
             "flashfleet:stack.nodes.source.allowedCidrs",
         ),
+        (  # issue 14: two halves opened ports 22 and 30000 to all of IPv4 under mocks
+            lambda s: s["nodes"]["source"].update(allowedCidrs=["0.0.0.0/1", "128.0.0.0/1"]),
+            "flashfleet:stack.nodes.source.allowedCidrs",
+        ),
     ],
 )
 def test_broken_config_registers_nothing(change: Any, path: str) -> None:
@@ -96,3 +100,16 @@ def test_kubernetes_stack_with_the_derived_image_registers_nothing() -> None:
         run_main("mi355x-k8s", spec, region=None, mocks=mocks)
     assert info.value.paths() == ["flashfleet:stack.image.derived"]
     assert mocks.resources == []
+
+
+def test_ipv6_cidrs_become_ipv6_rules() -> None:
+    spec = catalog_spec("h200-lowlat")
+    spec["nodes"]["source"]["allowedCidrs"] = ["203.0.113.0/24", "2001:db8::/48"]
+    mocks = run_main("h200-lowlat", spec)
+    rules = {
+        (x.inputs.get("cidrIpv4"), x.inputs.get("cidrIpv6"), int(x.inputs["fromPort"]))
+        for x in mocks.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+        if "referencedSecurityGroupId" not in x.inputs
+    }
+    cidrs = (("203.0.113.0/24", None), (None, "2001:db8::/48"))
+    assert rules == {(c4, c6, port) for c4, c6 in cidrs for port in (22, 30000)}

@@ -1,16 +1,23 @@
 """`flashfleet sweep` with boto3 against moto's server on 127.0.0.1 (found through AWS_ENDPOINT_URL).
 
-The account holds expired, unexpired, foreign (someone else's tags), untagged and orphaned
-(stack file gone) instances, plus tagged launch templates, security groups, key pairs and
-volumes (moto 5 has no placement-group API: sweep says it could not list them and goes on). Only the stale flashfleet ones may go, and a dry run changes nothing.
+ONE account holds, side by side, what issue 14 found deleted or left behind: expired flashfleet
+resources of every kind; a colleague's unexpired cluster of a stack this checkout has no file
+for; look-alikes (one flashfleet tag only, other spellings, another managed-by, empty values);
+unreadable expiries (relative dates, offsets, typos); stopped instances; an expired instance
+protected from termination; an expired security group, Elastic IP, VPC and instance profile that
+live instances still use; foreign and untagged resources. Only the expired flashfleet resources
+nothing live uses may go; a dry run changes nothing. moto has no placement-group API: that
+listing fails, which must fail the sweep (exit 1) unless it is skipped knowingly.
 """
 
 from __future__ import annotations
 
 import json
+import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
@@ -18,10 +25,12 @@ from moto.server import ThreadedMotoServer
 
 from flashfleet import sweep
 from flashfleet.cli import main
+from flashfleet.components.tags import EXPIRES_TAG, MANAGED_BY_TAG, STACK_TAG, is_ours, parse_expiry
 
 PAST = "2026-01-01T00:00:00Z"
-FUTURE = (datetime.now(UTC) + timedelta(days=30)).strftime("%Y-%m-%dT%H:%M:%SZ")
+FUTURE = (datetime.now(UTC) + timedelta(hours=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
 AMI = "ami-12c6146b"  # one of moto's built-in images
+SKIP_PG = ["--skip", "placement-group"]
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +43,7 @@ def moto_url() -> Iterator[str]:
 
 
 @pytest.fixture
-def ec2(moto_url, monkeypatch):
+def ec2(moto_url, monkeypatch, tmp_path):
     for key in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_REGION"):
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("AWS_ENDPOINT_URL", moto_url)
@@ -42,202 +51,408 @@ def ec2(moto_url, monkeypatch):
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
-    boto3.client("ec2").meta.endpoint_url  # noqa: B018  (fails loudly if the env is not honoured)
-    # a fresh account per test: moto's reset endpoint
-    import urllib.request
-
+    # a checkout whose stacks/ knows none of the stacks in the account: it must not matter
+    monkeypatch.chdir(tmp_path)
     urllib.request.urlopen(urllib.request.Request(f"{moto_url}/moto-api/reset", method="POST"), timeout=10)
     return boto3.client("ec2")
 
 
-def tags(**kv: str) -> list[dict[str, str]]:
-    return [{"Key": k.replace("__", ":").replace("_", "-"), "Value": v} for k, v in kv.items()]
+def ours(stack: str | None = "live", expires: str | None = PAST, managed: str | None = "flashfleet"):
+    out = {}
+    if managed is not None:
+        out[MANAGED_BY_TAG] = managed
+    if stack is not None:
+        out[STACK_TAG] = stack
+    if expires is not None:
+        out[EXPIRES_TAG] = expires
+    return out
 
 
-def launch(ec2, tag_list):
-    kwargs = {"ImageId": AMI, "MinCount": 1, "MaxCount": 1, "InstanceType": "t3.micro"}
-    if tag_list:
-        kwargs["TagSpecifications"] = [{"ResourceType": "instance", "Tags": tag_list}]
+def spec(kind: str, tags: dict[str, str]) -> list[dict[str, Any]]:
+    return [{"ResourceType": kind, "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}] if tags else []
+
+
+def launch(ec2, tags: dict[str, str], **extra: Any) -> str:
+    kwargs = {"ImageId": AMI, "MinCount": 1, "MaxCount": 1, "InstanceType": "t3.micro", **extra}
+    if tags:
+        kwargs["TagSpecifications"] = spec("instance", tags)
     return ec2.run_instances(**kwargs)["Instances"][0]["InstanceId"]
 
 
+# instance name -> tags; the verdict is in the name's group below
+INSTANCES: dict[str, dict[str, str]] = {
+    "expired": ours(),
+    "expired_legacy": ours(managed=None),  # both flashfleet tags, made before managed-by
+    "expired_stopped": ours(),
+    "colleague": ours(stack="colleagues-stack", expires=FUTURE),  # no local stack file: 5 h left
+    "colleague_legacy": ours(stack="colleagues-stack", expires=FUTURE, managed=None),
+    "no_expiry": ours(expires=None),
+    "unexpired_stopped": ours(expires=FUTURE),
+    "stack_only": {STACK_TAG: "live"},  # look-alike: one flashfleet tag is not evidence
+    "expires_only": {EXPIRES_TAG: PAST},
+    "other_spelling": {"Flashfleet:Stack": "live", "flashfleet:expires_at": PAST},
+    "other_manager": ours(stack=None, managed="terraform"),
+    "empty_stack": ours(stack="", managed=None),
+    "empty_managed": ours(stack="", managed=""),
+    "empty_expiry": ours(expires=""),
+    "tomorrow": ours(expires="tomorrow"),
+    "next_year": ours(expires="next year"),
+    "offset": ours(expires="2026-01-01T00:00:00+01:00"),
+    "naive": ours(expires="2026-01-01T00:00:00"),
+    "typo": ours(expires="2026-13-01T00:00:00Z"),
+    "foreign": {"owner": "someone-else", "expires-at": PAST},
+    "untagged": {},
+}
+STALE = {"expired", "expired_legacy", "expired_stopped"}
+KEPT_OURS = {
+    "colleague",
+    "colleague_legacy",
+    "no_expiry",
+    "unexpired_stopped",
+    "empty_expiry",
+    "tomorrow",
+    "next_year",
+    "offset",
+    "naive",
+    "typo",
+}
+NOT_OURS = set(INSTANCES) - STALE - KEPT_OURS
+
+
 @pytest.fixture
-def account(ec2, tmp_path):
-    stacks = tmp_path / "stacks"
-    stacks.mkdir()
-    (stacks / "Pulumi.live.yaml").write_text("config: {}\n")
-    (stacks / "Pulumi.other.yaml").write_text("config: {}\n")
-    ids = {
-        "expired": launch(
-            ec2, tags(flashfleet__stack="live", flashfleet__expires_at=PAST, flashfleet__role="serve")
-        ),
-        "unexpired": launch(ec2, tags(flashfleet__stack="live", flashfleet__expires_at=FUTURE)),
-        "no_expiry": launch(ec2, tags(flashfleet__stack="live")),
-        "foreign": launch(
-            ec2, [{"Key": "owner", "Value": "someone-else"}, {"Key": "expires-at", "Value": PAST}]
-        ),
-        "untagged": launch(ec2, []),
-        "orphan": launch(ec2, tags(flashfleet__stack="gone", flashfleet__expires_at=FUTURE)),
-        "typo": launch(ec2, tags(flashfleet__stack="live", flashfleet__expires_at="next tuesday")),
-        "other_expired": launch(ec2, tags(flashfleet__stack="other", flashfleet__expires_at=PAST)),
-    }
-    expired_tags = tags(flashfleet__stack="live", flashfleet__expires_at=PAST)
-    lt = ec2.create_launch_template(
+def account(ec2) -> dict[str, str]:
+    ids = {name: launch(ec2, tags) for name, tags in INSTANCES.items()}
+    for name in ("expired_stopped", "unexpired_stopped"):
+        ec2.stop_instances(InstanceIds=[ids[name]])
+
+    # a security group that expired while a live instance still uses it (issue 14: deleted)
+    default_vpc = ec2.describe_vpcs()["Vpcs"][0]["VpcId"]
+    ids["sg_used"] = ec2.create_security_group(
+        GroupName="ff-used",
+        Description="x",
+        VpcId=default_vpc,
+        TagSpecifications=spec("security-group", ours()),
+    )["GroupId"]
+    ids["live_user"] = launch(ec2, ours(expires=FUTURE), SecurityGroupIds=[ids["sg_used"]])
+    ids["sg_expired"] = ec2.create_security_group(
+        GroupName="ff-expired", Description="x", TagSpecifications=spec("security-group", ours())
+    )["GroupId"]
+    ids["sg_foreign"] = ec2.create_security_group(GroupName="not-ours", Description="x")["GroupId"]
+
+    # an expired instance protected from termination, with its own expired security group
+    ids["sg_protected"] = ec2.create_security_group(
+        GroupName="ff-protected", Description="x", TagSpecifications=spec("security-group", ours())
+    )["GroupId"]
+    ids["protected"] = launch(ec2, ours(), SecurityGroupIds=[ids["sg_protected"]])
+    ec2.modify_instance_attribute(InstanceId=ids["protected"], DisableApiTermination={"Value": True})
+
+    # network: an expired VPC nothing uses, and an expired one a live instance is in
+    for label, used in (("net", False), ("net_used", True)):
+        vpc = ec2.create_vpc(CidrBlock="10.9.0.0/16", TagSpecifications=spec("vpc", ours()))["Vpc"]["VpcId"]
+        subnet = ec2.create_subnet(
+            VpcId=vpc, CidrBlock="10.9.0.0/20", TagSpecifications=spec("subnet", ours())
+        )["Subnet"]["SubnetId"]
+        igw = ec2.create_internet_gateway(TagSpecifications=spec("internet-gateway", ours()))[
+            "InternetGateway"
+        ]["InternetGatewayId"]
+        ec2.attach_internet_gateway(InternetGatewayId=igw, VpcId=vpc)
+        rt = ec2.create_route_table(VpcId=vpc, TagSpecifications=spec("route-table", ours()))["RouteTable"][
+            "RouteTableId"
+        ]
+        ec2.create_route(RouteTableId=rt, DestinationCidrBlock="0.0.0.0/0", GatewayId=igw)
+        ec2.associate_route_table(RouteTableId=rt, SubnetId=subnet)
+        ids |= {f"{label}_vpc": vpc, f"{label}_subnet": subnet, f"{label}_igw": igw, f"{label}_rt": rt}
+        # what AWS makes with a VPC and deletes with it: its default group and main route table
+        by_vpc = [{"Name": "vpc-id", "Values": [vpc]}]
+        ids[f"{label}_default_sg"] = ec2.describe_security_groups(
+            Filters=[*by_vpc, {"Name": "group-name", "Values": ["default"]}]
+        )["SecurityGroups"][0]["GroupId"]
+        ids[f"{label}_main_rt"] = ec2.describe_route_tables(
+            Filters=[*by_vpc, {"Name": "association.main", "Values": ["true"]}]
+        )["RouteTables"][0]["RouteTableId"]
+        if used:
+            ids["net_user"] = launch(ec2, ours(expires=FUTURE), SubnetId=subnet)
+
+    # Elastic IPs: expired and loose (bills), expired but on a live instance, foreign
+    ids["eip_loose"] = ec2.allocate_address(Domain="vpc", TagSpecifications=spec("elastic-ip", ours()))[
+        "AllocationId"
+    ]
+    ids["eip_used"] = ec2.allocate_address(Domain="vpc", TagSpecifications=spec("elastic-ip", ours()))[
+        "AllocationId"
+    ]
+    ec2.associate_address(AllocationId=ids["eip_used"], InstanceId=ids["colleague"])
+    ids["eip_of_expired"] = ec2.allocate_address(Domain="vpc", TagSpecifications=spec("elastic-ip", ours()))[
+        "AllocationId"
+    ]
+    ec2.associate_address(AllocationId=ids["eip_of_expired"], InstanceId=ids["expired"])
+    ids["eip_foreign"] = ec2.allocate_address(Domain="vpc")["AllocationId"]
+
+    # IAM: an expired role + profile nothing uses, an expired pair a live instance uses, a foreign role
+    iam = boto3.client("iam")
+    iam_tags = [{"Key": k, "Value": v} for k, v in ours().items()]
+    trust = json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}
+            ],
+        }
+    )
+    inline = json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Action": "ssm:UpdateInstanceInformation", "Resource": "*"}],
+        }
+    )
+    for label in ("iam", "iam_used"):
+        iam.create_role(RoleName=f"ff-{label}-role", AssumeRolePolicyDocument=trust, Tags=iam_tags)
+        iam.put_role_policy(RoleName=f"ff-{label}-role", PolicyName="inline", PolicyDocument=inline)
+        arn = iam.create_instance_profile(InstanceProfileName=f"ff-{label}-profile", Tags=iam_tags)[
+            "InstanceProfile"
+        ]["Arn"]
+        iam.add_role_to_instance_profile(
+            InstanceProfileName=f"ff-{label}-profile", RoleName=f"ff-{label}-role"
+        )
+        ids |= {f"{label}_role": f"ff-{label}-role", f"{label}_profile": f"ff-{label}-profile"}
+        if label == "iam_used":
+            ids["iam_user"] = launch(ec2, ours(expires=FUTURE), IamInstanceProfile={"Arn": arn})
+    iam.create_role(RoleName="someone-elses-role", AssumeRolePolicyDocument=trust)
+
+    # templates, key pairs, loose volumes
+    ids["lt"] = ec2.create_launch_template(
         LaunchTemplateName="ff-expired", LaunchTemplateData={"ImageId": AMI},
-        TagSpecifications=[{"ResourceType": "launch-template", "Tags": expired_tags}],
+        TagSpecifications=spec("launch-template", ours()),
     )["LaunchTemplate"]["LaunchTemplateId"]  # fmt: skip
-    lt_keep = ec2.create_launch_template(
+    ids["lt_keep"] = ec2.create_launch_template(
         LaunchTemplateName="ff-live", LaunchTemplateData={"ImageId": AMI},
-        TagSpecifications=[{"ResourceType": "launch-template", "Tags": tags(flashfleet__stack="live")}],
+        TagSpecifications=spec("launch-template", ours(expires=FUTURE)),
     )["LaunchTemplate"]["LaunchTemplateId"]  # fmt: skip
-    sg = ec2.create_security_group(
-        GroupName="ff-expired", Description="x",
-        TagSpecifications=[{"ResourceType": "security-group", "Tags": expired_tags}],
-    )["GroupId"]  # fmt: skip
-    sg_foreign = ec2.create_security_group(GroupName="not-ours", Description="x")["GroupId"]
-    kp = ec2.create_key_pair(
-        KeyName="ff-orphan",
-        TagSpecifications=[{"ResourceType": "key-pair", "Tags": tags(flashfleet__stack="gone")}],
+    ids["kp"] = ec2.create_key_pair(KeyName="ff-expired", TagSpecifications=spec("key-pair", ours()))[
+        "KeyName"
+    ]
+    ids["kp_lookalike"] = ec2.create_key_pair(
+        KeyName="ff-lookalike", TagSpecifications=spec("key-pair", {STACK_TAG: "gone"})
     )["KeyName"]
-    vol = ec2.create_volume(
-        Size=1,
-        AvailabilityZone="eu-west-1a",
-        TagSpecifications=[{"ResourceType": "volume", "Tags": expired_tags}],
+    ids["vol"] = ec2.create_volume(
+        Size=1, AvailabilityZone="eu-west-1a", TagSpecifications=spec("volume", ours())
     )["VolumeId"]
-    vol_foreign = ec2.create_volume(Size=1, AvailabilityZone="eu-west-1a")["VolumeId"]
-    ids |= {
-        "lt": lt,
-        "lt_keep": lt_keep,
-        "sg": sg,
-        "sg_foreign": sg_foreign,
-        "kp": kp,
-        "vol": vol,
-        "vol_foreign": vol_foreign,
+    ids["vol_foreign"] = ec2.create_volume(Size=1, AvailabilityZone="eu-west-1a")["VolumeId"]
+    return ids
+
+
+STALE_OTHERS = {
+    "sg_expired",
+    "net_vpc",
+    "net_subnet",
+    "net_igw",
+    "net_rt",
+    "eip_loose",
+    "eip_of_expired",
+    "iam_role",
+    "iam_profile",
+    "lt",
+    "kp",
+    "vol",
+}
+IN_USE = {
+    "sg_used",
+    "sg_protected",
+    "net_used_vpc",
+    "net_used_subnet",
+    "net_used_igw",
+    "net_used_rt",
+    "eip_used",
+}
+IN_USE_IAM = {"iam_used_role", "iam_used_profile"}
+
+
+def snapshot(ec2) -> dict[str, Any]:
+    """Everything in the account, with instance states."""
+    iam = boto3.client("iam")
+    states = {
+        i["InstanceId"]: i["State"]["Name"]
+        for r in ec2.describe_instances()["Reservations"]
+        for i in r["Instances"]
+        if i["State"]["Name"] != "terminated"
     }
-    return stacks, ids
-
-
-def live_instances(ec2) -> set[str]:
-    res = ec2.describe_instances(Filters=[{"Name": "instance-state-name", "Values": ["pending", "running"]}])
-    return {i["InstanceId"] for r in res["Reservations"] for i in r["Instances"]}
-
-
-def inventory(ec2) -> dict[str, set[str]]:
     return {
-        "instances": live_instances(ec2),
+        "instances": states,
+        "eips": {a["AllocationId"] for a in ec2.describe_addresses()["Addresses"]},
         "lts": {t["LaunchTemplateId"] for t in ec2.describe_launch_templates()["LaunchTemplates"]},
         "sgs": {g["GroupId"] for g in ec2.describe_security_groups()["SecurityGroups"]},
         "kps": {k["KeyName"] for k in ec2.describe_key_pairs()["KeyPairs"]},
         "vols": {v["VolumeId"] for v in ec2.describe_volumes()["Volumes"]},
+        "vpcs": {v["VpcId"] for v in ec2.describe_vpcs()["Vpcs"]},
+        "subnets": {s["SubnetId"] for s in ec2.describe_subnets()["Subnets"]},
+        "igws": {g["InternetGatewayId"] for g in ec2.describe_internet_gateways()["InternetGateways"]},
+        "rts": {t["RouteTableId"] for t in ec2.describe_route_tables()["RouteTables"]},
+        "roles": {r["RoleName"] for r in iam.list_roles()["Roles"]},
+        "profiles": {p["InstanceProfileName"] for p in iam.list_instance_profiles()["InstanceProfiles"]},
     }
 
 
-STALE_INSTANCES = ("expired", "orphan", "other_expired")
-KEPT_INSTANCES = ("unexpired", "no_expiry", "foreign", "untagged", "typo")
+def everything(snap: dict[str, Any]) -> set[str]:
+    return set(snap["instances"]).union(*(v for k, v in snap.items() if k != "instances"))
 
 
 def test_find_classifies_every_case(ec2, account):
-    stacks_dir, ids = account
+    ids = account
     unlisted: dict[str, str] = {}
-    findings = sweep.find(
-        ec2, now=datetime.now(UTC), stacks=sweep.known_stacks(stacks_dir), unlisted=unlisted
-    )
-    assert set(unlisted) == {"placement-group"}  # moto 5 has no placement-group API; the rest still goes
+    findings = sweep.find(sweep.clients(), now=datetime.now(UTC), unlisted=unlisted)
+    assert set(unlisted) == {"placement-group"}  # moto has no placement-group API
     by_id = {f.id: f for f in findings}
-    for name in STALE_INSTANCES:
+    for name in STALE | {"protected"} | STALE_OTHERS | IN_USE | IN_USE_IAM:
         assert by_id[ids[name]].stale, name
-    for name in ("unexpired", "no_expiry", "typo"):
+    for name in KEPT_OURS:
         assert not by_id[ids[name]].stale, name
-    for name in ("foreign", "untagged", "sg_foreign", "vol_foreign"):
+    for name in NOT_OURS | {"sg_foreign", "vol_foreign", "eip_foreign", "kp_lookalike"}:
         assert ids[name] not in by_id, name  # not ours: not even listed
+    assert "someone-elses-role" not in by_id
     assert by_id[ids["expired"]].reason == f"expired at {PAST}"
-    assert by_id[ids["expired"]].role == "serve"
-    assert by_id[ids["orphan"]].reason == "stack gone no longer exists"
-    assert "unreadable" in by_id[ids["typo"]].reason
-    assert by_id[ids["lt"]].stale
-    assert not by_id[ids["lt_keep"]].stale
-    assert by_id[ids["sg"]].stale
-    assert by_id[ids["kp"]].reason == "stack gone no longer exists"
-    assert by_id[ids["vol"]].stale
+    assert by_id[ids["colleague"]].reason == f"kept: expires at {FUTURE}"
+    assert by_id[ids["tomorrow"]].reason == f"kept: unreadable {EXPIRES_TAG} 'tomorrow'"
+    assert by_id[ids["no_expiry"]].reason == f"kept: no {EXPIRES_TAG}"
     kinds = [f.kind for f in findings]
     assert kinds == sorted(kinds, key=sweep.KINDS.index)  # instances first: deletion order
 
 
 def test_dry_run_changes_nothing(ec2, account, capsys):
-    stacks_dir, ids = account
-    before = inventory(ec2)
-    assert main(["sweep", "--stacks-dir", str(stacks_dir)]) == 0
+    before = snapshot(ec2)
+    assert main(["sweep", *SKIP_PG]) == 0
     out = capsys.readouterr().out
-    assert inventory(ec2) == before
-    for name in STALE_INSTANCES:
-        assert f"would delete instance        {ids[name]}" in out
-    for name in KEPT_INSTANCES:
-        assert ids[name] not in out
+    assert snapshot(ec2) == before
+    for name in STALE:
+        assert f"would delete instance         {account[name]}" in out
+    for name in KEPT_OURS | NOT_OURS:
+        assert account[name] not in out
     assert "dry run, nothing changed" in out
 
 
-def test_yes_deletes_only_the_stale_flashfleet_resources(ec2, account, capsys):
-    stacks_dir, ids = account
-    before = inventory(ec2)
-    assert main(["sweep", "--stacks-dir", str(stacks_dir), "--yes"]) == 0
-    after = inventory(ec2)
-    assert after["instances"] == before["instances"] - {ids[n] for n in STALE_INSTANCES}
-    assert {ids[n] for n in KEPT_INSTANCES} <= after["instances"]
-    assert after["lts"] == before["lts"] - {ids["lt"]}
-    assert after["sgs"] == before["sgs"] - {ids["sg"]}
-    assert after["kps"] == before["kps"] - {ids["kp"]}
-    assert ids["vol"] not in after["vols"]  # (root volumes of terminated instances go with them)
-    assert ids["vol_foreign"] in after["vols"]
-    captured = capsys.readouterr()
-    assert "deleted 7 of 7 stale resources" in captured.out
-    assert "could not list placement-groups, not swept" in captured.err
+def test_yes_deletes_only_expired_flashfleet_resources_nothing_live_uses(ec2, account, capsys):
+    ids = account
+    before = snapshot(ec2)
+    rc = main(["sweep", "--yes", "--format", "json", *SKIP_PG])
+    report = json.loads(capsys.readouterr().out)
+    assert rc == 1  # the protected instance
+    after = snapshot(ec2)
+    gone = {ids[n] for n in STALE | STALE_OTHERS}
+    # exactly the expired, unused flashfleet resources went (root volumes of terminated instances
+    # go with them: DeleteOnTermination)
+    with_the_vpc = {ids["net_default_sg"], ids["net_main_rt"]}
+    root_volumes = before["vols"] - after["vols"] - {ids["vol"]}
+    assert everything(before) - everything(after) - root_volumes == gone | with_the_vpc
+    assert set(report["deleted"]) == gone
+    # every other instance is still there, in the state it was in (stopped ones stay stopped)
+    kept = {ids[n] for n in KEPT_OURS | NOT_OURS | {"protected", "live_user", "net_user", "iam_user"}}
+    assert {i: after["instances"][i] for i in kept} == {i: before["instances"][i] for i in kept}
+    assert after["instances"][ids["unexpired_stopped"]] == "stopped"
+    # one protected instance fails alone and keeps what it uses
+    assert list(report["errors"]) == [ids["protected"]]
+    assert "OperationNotPermitted" in report["errors"][ids["protected"]]
+    assert set(report["kept_in_use"]) == {ids[n] for n in IN_USE | IN_USE_IAM}
+    assert "live" in report["kept_in_use"][ids["sg_used"]]
+    assert ids["eip_foreign"] in after["eips"]
+    assert "someone-elses-role" in after["roles"]
+
+
+def test_a_listing_the_api_refuses_fails_the_sweep(ec2, account, capsys):
+    before = snapshot(ec2)
+    assert main(["sweep"]) == 1
+    err = capsys.readouterr().err
+    assert "error: could not list placement-groups, not swept" in err
+    assert snapshot(ec2) == before
 
 
 def test_stack_filter_limits_the_sweep(ec2, account, capsys):
-    stacks_dir, ids = account
-    assert (
-        main(["sweep", "--stacks-dir", str(stacks_dir), "--stack", "other", "--yes", "--format", "json"]) == 0
-    )
+    ec2.create_tags(Resources=[account["expired_legacy"]], Tags=[{"Key": STACK_TAG, "Value": "other"}])
+    assert main(["sweep", "--stack", "other", "--yes", "--format", "json", *SKIP_PG]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["deleted"] == [ids["other_expired"]]
-    assert ids["expired"] in live_instances(ec2)
+    assert report["deleted"] == [account["expired_legacy"]]
+    assert account["expired"] in snapshot(ec2)["instances"]
 
 
-def test_all_lists_kept_resources_with_reasons(ec2, account, capsys):
-    stacks_dir, ids = account
-    assert main(["sweep", "--stacks-dir", str(stacks_dir), "--all", "--format", "json"]) == 0
+def test_orphans_are_judged_by_the_backend_only(ec2, account, monkeypatch, capsys):
+    """A colleague's cluster has no file in this checkout's stacks/: never an orphan by that.
+    With --orphans the Pulumi backend decides; the stack it does not know goes."""
+    ids = account
+    Path("stacks").mkdir()
+    Path("stacks/Pulumi.live.yaml").write_text("config: {}\n")
+    monkeypatch.setattr(sweep, "backend_stacks", lambda: {"live"})
+    assert main(["sweep", "--orphans", "--format", "json", *SKIP_PG]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["dry_run"] is True
-    kept = {f["id"]: f["reason"] for f in report["findings"] if not f["stale"]}
-    assert kept[ids["unexpired"]] == f"kept: expires at {FUTURE}"
-    assert kept[ids["no_expiry"]] == "kept: stack exists, no expiry"
+    orphaned = {f["id"]: f["reason"] for f in report["findings"] if f["reason"].startswith("orphan")}
+    assert orphaned == {
+        ids[n]: "orphan: the Pulumi backend has no stack colleagues-stack"
+        for n in ("colleague", "colleague_legacy")
+    }
+    monkeypatch.setattr(sweep, "backend_stacks", lambda: {"live", "colleagues-stack"})
+    assert main(["sweep", "--orphans", "--yes", "--format", "json", *SKIP_PG]) == 1  # (the protected one)
+    report = json.loads(capsys.readouterr().out)
+    assert {ids["colleague"], ids["colleague_legacy"]} <= set(snapshot(ec2)["instances"])
 
 
-def test_a_missing_stacks_dir_refuses_to_sweep(ec2, account, tmp_path, capsys):
-    before = inventory(ec2)
-    assert main(["sweep", "--stacks-dir", str(tmp_path / "nowhere"), "--yes"]) == 2
-    assert "does not exist" in capsys.readouterr().err
-    assert inventory(ec2) == before
+def test_orphans_without_a_backend_are_refused(ec2, account, monkeypatch, tmp_path, capsys):
+    """The real backend lister: no Pulumi CLI or an empty backend here, so --orphans refuses."""
+    empty = tmp_path / "backend"
+    empty.mkdir()
+    monkeypatch.setenv("PULUMI_BACKEND_URL", f"file://{empty}")
+    monkeypatch.setenv("PULUMI_SKIP_UPDATE_CHECK", "true")
+    before = snapshot(ec2)
+    assert main(["sweep", "--orphans", "--yes", *SKIP_PG]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("flashfleet sweep: --orphans: ")
+    assert "refusing to judge orphans" in err
+    assert len(err.strip().splitlines()) == 1
+    assert snapshot(ec2) == before
+
+
+def test_an_empty_backend_answer_is_refused(monkeypatch):
+    class Workspace:
+        def __init__(self, **_: Any) -> None: ...
+
+        def list_stacks(self) -> list[Any]:
+            return []
+
+    from pulumi import automation
+
+    monkeypatch.setattr(automation, "LocalWorkspace", Workspace)
+    with pytest.raises(sweep.BackendUnavailable, match="lists no stacks"):
+        sweep.backend_stacks()
 
 
 @pytest.mark.parametrize(
-    ("text", "expected"),
+    "text",
     [
-        ("2026-11-29T18:00:00Z", datetime(2026, 11, 29, 18, tzinfo=UTC)),
-        ("2026-11-29T19:00:00+01:00", datetime(2026, 11, 29, 18, tzinfo=UTC)),
+        "tomorrow",
+        "next year",
+        "",
+        " 2026-01-01T00:00:00Z",
+        "2026-01-01T00:00:00+00:00",
+        "2026-02-30T00:00:00Z",
     ],
 )
-def test_parse_expiry(text, expected):
-    assert sweep.parse_expiry(text) == expected
+def test_expiry_must_be_absolute_canonical_utc(text):
+    with pytest.raises(ValueError, match=r"absolute UTC time|does not match|day is out of range"):
+        parse_expiry(text)
 
 
-def test_naive_expiry_is_unreadable_and_kept():
-    assert sweep.judge({sweep.EXPIRES_TAG: "2020-01-01T00:00:00"}, datetime.now(UTC), set())[0] is False
+def test_parse_expiry():
+    assert parse_expiry("2026-11-29T18:00:00Z") == datetime(2026, 11, 29, 18, tzinfo=UTC)
 
 
-def test_known_stacks(tmp_path: Path):
-    (tmp_path / "Pulumi.a.yaml").write_text("")
-    (tmp_path / "Pulumi.b-2.yml").write_text("")
-    (tmp_path / "Pulumi.yaml").write_text("")  # the project file, not a stack
-    (tmp_path / "notes.yaml").write_text("")
-    assert sweep.known_stacks(tmp_path) == {"a", "b-2"}
+@pytest.mark.parametrize(
+    ("tags", "owned"),
+    [
+        ({MANAGED_BY_TAG: "flashfleet"}, True),
+        ({STACK_TAG: "a", EXPIRES_TAG: PAST}, True),
+        ({STACK_TAG: "a"}, False),
+        ({EXPIRES_TAG: PAST}, False),
+        ({STACK_TAG: "", EXPIRES_TAG: PAST}, False),
+        ({STACK_TAG: "a b", EXPIRES_TAG: PAST}, False),
+        ({STACK_TAG: "a", EXPIRES_TAG: "soon"}, False),
+        ({MANAGED_BY_TAG: "flashfleet-ish", EXPIRES_TAG: PAST}, False),
+        ({MANAGED_BY_TAG: ""}, False),
+    ],
+)
+def test_ownership_needs_evidence(tags, owned):
+    assert is_ours(tags) is owned

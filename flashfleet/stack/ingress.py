@@ -1,0 +1,81 @@
+"""How much of the internet a list of CIDRs opens SSH and the serving port to.
+
+A prefix check alone was bypassed (issue 14: ``[0.0.0.0/1, 128.0.0.0/1]`` is all of IPv4).
+This judges the union of the CIDRs, per address family, by the share of the family's address
+space it covers, not counting private and other non-routable blocks (an office VPN's
+``10.0.0.0/8`` opens nothing to the internet).
+
+Threshold: more than a /8's worth of public IPv4 (2**24 addresses, 1/256 of the space), or more
+than a /32's worth of IPv6 (an ISP-sized allocation), is "the internet" and needs
+``allowPublicIngress: true``. The largest single organisations have /8s; an office, a VPN or a
+cloud region's NAT range is far below either line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from ipaddress import IPv4Network, IPv6Network, collapse_addresses, ip_network
+
+Network = IPv4Network | IPv6Network
+
+MAX_PUBLIC = {4: 2**24, 6: 2**96}
+LIMIT_TEXT = {4: "a /8", 6: "a /32"}
+
+# Blocks no internet client comes from (RFC 6890 and friends); disjoint per family.
+NOT_PUBLIC = {
+    4: [
+        ip_network(n)
+        for n in (
+            "0.0.0.0/8",
+            "10.0.0.0/8",
+            "100.64.0.0/10",
+            "127.0.0.0/8",
+            "169.254.0.0/16",
+            "172.16.0.0/12",
+            "192.168.0.0/16",
+            "224.0.0.0/4",
+            "240.0.0.0/4",
+        )
+    ],
+    6: [ip_network(n) for n in ("::/8", "fc00::/7", "fe80::/10", "ff00::/8")],
+}
+
+
+def parse_cidr(raw: object) -> object:
+    """A CIDR string to a network (pydantic BeforeValidator); one clear message for the rest."""
+    if not isinstance(raw, str):
+        return raw
+    try:
+        return ip_network(raw.strip(), strict=True)
+    except ValueError:
+        raise ValueError(
+            f"{raw!r} must be an IPv4 or IPv6 network such as 203.0.113.0/24 (no host bits set)"
+        ) from None
+
+
+def public_addresses(cidrs: Iterable[Network], version: int) -> int:
+    """Addresses in the union of ``cidrs`` of one family, private blocks not counted."""
+    union = list(collapse_addresses(c for c in cidrs if c.version == version))  # type: ignore[type-var]  # one family at a time
+    total = sum(n.num_addresses for n in union)
+    # union and NOT_PUBLIC are each disjoint; two CIDRs overlap only when one holds the other
+    for n in union:
+        for private in NOT_PUBLIC[version]:
+            if n.subnet_of(private):  # type: ignore[arg-type]
+                total -= n.num_addresses
+            elif private.subnet_of(n):  # type: ignore[arg-type]
+                total -= private.num_addresses
+    return total
+
+
+def too_public(cidrs: Iterable[Network]) -> str | None:
+    """Why these CIDRs open the ports to the internet, or None."""
+    cidrs = list(cidrs)
+    for version in (4, 6):
+        count = public_addresses(cidrs, version)
+        if count > MAX_PUBLIC[version]:
+            share = count / 2 ** (32 if version == 4 else 128)
+            return (
+                f"together these admit {share:.1%} of all IPv{version} addresses "
+                f"(more than {LIMIT_TEXT[version]} of public addresses)"
+            )
+    return None
