@@ -1,6 +1,6 @@
 """CLI start-up and run time: prints figures, asserts nothing (speed targets live here, not in tests).
 
-Usage: uv run python benchmarks/cli_speed.py [--runs N]
+Usage: uv run --group dev python benchmarks/cli_speed.py [--runs N]
 Target: `flashfleet render` and `flashfleet matrix` well under 0.5 s on a 2-core machine.
 """
 

@@ -1,10 +1,10 @@
-"""The Ansible inventory a stack produces: groups and ``flashfleet_*`` host facts.
+"""The Ansible inventory a stack produces: groups and one ``HostVars`` per host.
 
 Pure (no pulumi): the Pulumi program calls it inside an ``apply`` once addresses exist, and the
-tests and ``plan`` call it directly. The variables are the ones docs/contracts.md lists, plus
-``flashfleet_mooncake_layout`` on L3 stacks (master address, metadata URL, protocol, segment),
-which the Mooncake role needs and the contract does not list yet. Secrets are never here: the
-HF token travels as a Pulumi secret output and reaches the runner as an environment variable.
+tests and ``plan`` call it directly. Every fact a playbook needs is decided here, in Python, and
+typed by ``flashfleet.bringup.host_vars.HostVars`` (docs/contracts.md lists them). Secrets are
+never here: the HF token travels as a Pulumi secret output and reaches the runner as an
+environment variable.
 """
 
 from __future__ import annotations
@@ -12,8 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from flashfleet.bringup.host_vars import HostVars
 from flashfleet.catalog import DFLASH2_DRAFT, hardware_catalog
 from flashfleet.planning import StackPlan
+from flashfleet.stack.image import TRANSFORMERS_PIN
+
+HUGEPAGE_ENV = "MC_STORE_USE_HUGEPAGE"  # Mooncake's switch in a serving container's environment
 
 GPU_MODEL = {"gb300": "GB300", "h200": "H200", "mi355x": "MI355X"}
 
@@ -24,34 +28,52 @@ def host_vars(
     spec, node = plan.spec, plan.nodes[index]
     hw = hardware_catalog()[spec.hardware]
     recipe = plan.recipe_for(private_addresses)
-    launches = plan.launches_by_node(private_addresses)[index]
-    hvars: dict[str, Any] = {
-        "ansible_host": ssh_address,
-        "ansible_user": node.ssh_user,
-        "flashfleet_stack": plan.stack,
-        "flashfleet_hardware": spec.hardware,
-        "flashfleet_vendor": hw.vendor,
-        "flashfleet_arch": hw.arch,
-        "flashfleet_gpu_count": node.gpu_count,
-        "flashfleet_gpu_model": GPU_MODEL.get(spec.hardware, spec.hardware.upper()),
-        "flashfleet_host_memory_gb": node.host_memory_gb,
-        "flashfleet_hicache_host_gb": node.hicache_host_gb,
-        "flashfleet_node_index": index,
-        "flashfleet_model": recipe.model,
-        "flashfleet_draft_model": DFLASH2_DRAFT if recipe.options.speculative == "dflash2" else None,
-        "flashfleet_image": spec.image.base_ref(hw),
-        "flashfleet_model_cache_dir": spec.model_cache_dir,
-        "flashfleet_mooncake": plan.mooncake is not None,
-        "flashfleet_processes": [launch.to_dict() for launch in launches],
-    }
+    launches = [launch.to_dict() for launch in plan.launches_by_node(private_addresses)[index]]
+    api = [launch["port"] for launch in launches if launch["serves_api"]]
+    layout = None
     if plan.mooncake is not None:
-        hvars["flashfleet_mooncake_layout"] = plan.mooncake.to_dict(private_addresses)
-    if node.host_keys:
-        hvars["flashfleet_host_keys"] = list(node.host_keys)
-    if spec.teardown is not None:
-        # Only a stack with a teardown section says; without it teardown.yml keeps the caches.
-        hvars["flashfleet_keep_caches"] = spec.teardown.keep_caches
-    return hvars
+        # Hugepages only when the serving containers are told to use them.
+        hugepages = any(HUGEPAGE_ENV in launch["env"] for launch in launches)
+        layout = {
+            **plan.mooncake.to_dict(private_addresses),
+            "hugepages_gib": plan.mooncake.spec.global_segment_gib if hugepages else 0,
+        }
+    hvars = HostVars.model_validate(
+        dict(
+            ansible_host=ssh_address,
+            ansible_user=node.ssh_user,
+            flashfleet_stack=plan.stack,
+            flashfleet_hardware=spec.hardware,
+            flashfleet_vendor=hw.vendor,
+            flashfleet_arch=hw.arch,
+            flashfleet_gpu_count=node.gpu_count,
+            flashfleet_gpu_model=GPU_MODEL.get(spec.hardware, spec.hardware.upper()),
+            flashfleet_host_memory_gb=node.host_memory_gb,
+            flashfleet_hicache_host_gb=node.hicache_host_gb,
+            flashfleet_node_index=index,
+            flashfleet_model=recipe.model,
+            flashfleet_draft_model=DFLASH2_DRAFT if recipe.options.speculative == "dflash2" else None,
+            flashfleet_image=spec.image.base_ref(hw),
+            flashfleet_image_derived=(
+                {"ref": spec.image.derived_ref(hw), "transformers": TRANSFORMERS_PIN}
+                if spec.image.derived
+                else None
+            ),
+            flashfleet_driver=hw.driver,
+            flashfleet_model_cache_dir=spec.model_cache_dir,
+            flashfleet_mooncake=plan.mooncake is not None,
+            flashfleet_processes=launches,
+            flashfleet_reasoning=recipe.options.reasoning_parser == "on",
+            flashfleet_tool_calls=recipe.options.tool_call_parser == "on",
+            flashfleet_api_port=api[-1] if api else None,
+            flashfleet_mooncake_layout=layout,
+            # Without a teardown section the caches are kept.
+            flashfleet_keep_caches=spec.teardown.keep_caches if spec.teardown is not None else True,
+            # Existing hosts that list their keys: pinned for every run (bringup.playbook_run).
+            flashfleet_host_keys=list(node.host_keys) if node.host_keys else None,
+        )
+    )
+    return hvars.inventory_vars()
 
 
 def build_inventory(

@@ -86,6 +86,16 @@ class ContainerLaunch:
     start_after: tuple[str, ...]
     ulimits: tuple[tuple[str, str], ...] = _ULIMITS
     build_notes: tuple[str, ...] = field(default_factory=tuple)
+    rank: int = 0  # of a multi-node server; ranks > 0 run no HTTP server
+
+    @property
+    def serves_http(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def serves_api(self) -> bool:
+        """The OpenAI API (/v1/models, chat): not an encoder-only server, not a rank > 0."""
+        return self.serves_http and self.role != "encoder"
 
     def gpu_request(self) -> str | None:
         """Docker's --gpus value for NVIDIA (the devices the process owns)."""
@@ -152,6 +162,9 @@ class ContainerLaunch:
             "port": self.port,
             "start_after": list(self.start_after),
             "docker_run": self.docker_run_argv(),
+            "rank": self.rank,
+            "serves_http": self.serves_http,
+            "serves_api": self.serves_api,
         }
 
 
@@ -222,6 +235,7 @@ def container_launches(recipe: Recipe, settings: LaunchSettings | None = None) -
                 port=proc.port,
                 start_after=proc.start_after,
                 build_notes=notes,
+                rank=proc.rank,
             )
         )
     return launches

@@ -1,7 +1,8 @@
 """Round-trip edits of a YAML file that a person also edits: comments, quotes and indentation kept.
 
-Used wherever flashfleet writes into a stack file (`size --write`, `capacity buy`). Imports only
-ruamel.yaml, so any layer may use it.
+Used wherever flashfleet writes into a stack file (`size --write`, `capacity buy`). Imports
+ruamel.yaml and the spec layer's strict reader (UTF-8 only, one line when not), so any layer
+above the spec may use it.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from typing import TypeVar
 
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
+
+from flashfleet.stack.yamlfile import YamlFileError, parse_yaml, read_text
 
 T = TypeVar("T")
 
@@ -59,10 +62,20 @@ def child_mapping(parent: CommentedMap, key: str, where: str) -> CommentedMap:
     return child
 
 
+def _text(path: Path) -> str:
+    """The file's text, refused as the stack loader refuses it (not UTF-8, not YAML, a key twice)."""
+    try:
+        text = read_text(path)
+        parse_yaml(text)
+        return text
+    except YamlFileError as err:
+        raise YamlEditError(f"{path.name}: {err}") from None
+
+
 def load_round_trip(path: Path) -> CommentedMap:
     """The document of ``path`` for reading (an empty file is an empty mapping)."""
     try:
-        doc = round_trip_yaml().load(path.read_text(encoding="utf-8"))
+        doc = round_trip_yaml().load(_text(path))
     except Exception as err:  # ruamel raises several unrelated types for bad YAML
         raise YamlEditError(f"{path.name} is not valid YAML: {str(err).splitlines()[0]}") from None
     if doc is None:
@@ -77,7 +90,7 @@ def edit_yaml(path: Path, change: Callable[[CommentedMap], T]) -> T:
 
     Nothing is written when ``change`` raises.
     """
-    text = path.read_text(encoding="utf-8")
+    text = _text(path)
     doc = load_round_trip(path)
     result = change(doc)
     yaml = round_trip_yaml()

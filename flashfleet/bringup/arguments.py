@@ -35,6 +35,7 @@ class RoleUse:
     hosts: str
     role: str
     variables: Mapping[str, Any]
+    entry: str = "main"  # the argument-spec entry point (include_role's tasks_from)
 
 
 def _load_yaml(path: Path) -> Any:
@@ -42,6 +43,18 @@ def _load_yaml(path: Path) -> Any:
         return yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as err:
         raise BringupInputError(f"{path.name}: not valid YAML: {err}") from None
+
+
+def _flat(tasks: Any) -> Iterator[Mapping[str, Any]]:
+    """The tasks of a task list, those inside block/rescue/always sections included."""
+    for task in tasks if isinstance(tasks, list) else []:
+        if not isinstance(task, Mapping):
+            continue
+        if "block" in task:
+            for section in ("block", "rescue", "always"):
+                yield from _flat(task.get(section) or [])
+        else:
+            yield task
 
 
 def role_uses(project: Project, playbook: str, _seen: frozenset[str] = frozenset()) -> Iterator[RoleUse]:
@@ -64,17 +77,18 @@ def role_uses(project: Project, playbook: str, _seen: frozenset[str] = frozenset
                 role = entry.get("role") or entry.get("name")
                 yield RoleUse(playbook, name, hosts, str(role), dict(entry.get("vars") or {}))
         for section in ("pre_tasks", "tasks", "post_tasks"):
-            for task in play.get(section) or []:
-                action = next((k for k in _ROLE_TASKS if isinstance(task, Mapping) and k in task), None)
+            for task in _flat(play.get(section) or []):
+                action = next((k for k in _ROLE_TASKS if k in task), None)
                 if action is None:
                     continue
                 target = task[action]
                 role = target.get("name") if isinstance(target, Mapping) else target
-                yield RoleUse(playbook, name, hosts, str(role), dict(task.get("vars") or {}))
+                entry = str(target.get("tasks_from", "main")) if isinstance(target, Mapping) else "main"
+                yield RoleUse(playbook, name, hosts, str(role), dict(task.get("vars") or {}), entry)
 
 
-def _role_spec(project: Project, role: str) -> tuple[dict[str, Any], set[str]] | None:
-    """(options of the `main` entry point, names with a default), or None without a spec."""
+def _role_spec(project: Project, role: str, entry: str = "main") -> tuple[dict[str, Any], set[str]] | None:
+    """(options of the entry point, names with a default), or None without a spec."""
     if "{{" in role:
         return None
     if not (project.roles / role).is_dir():
@@ -83,7 +97,9 @@ def _role_spec(project: Project, role: str) -> tuple[dict[str, Any], set[str]] |
     if not spec_file.is_file():
         return None
     specs = (_load_yaml(spec_file) or {}).get("argument_specs", {})
-    options = dict((specs.get("main") or {}).get("options") or {})
+    if entry != "main" and entry not in specs:
+        raise BringupInputError(f"role {role}: no entry point {entry!r} in its meta/argument_specs.yml")
+    options = dict((specs.get(entry) or {}).get("options") or {})
     defaults_file = project.roles / role / "defaults" / "main.yml"
     defaults = _load_yaml(defaults_file) if defaults_file.is_file() else None
     return options, set(defaults or {})
@@ -125,10 +141,14 @@ def check_role_arguments(
     """Raises BringupInputError (naming playbook, role, host and argument) on the first bad value."""
     hosts_vars: Mapping[str, Mapping[str, Any]] = inventory["all"]["hosts"]
     uses = list(role_uses(project, playbook))
-    specs = {u.role: _role_spec(project, u.role) for u in uses}
-    _check_extravars(extravars, {r: s[0] for r, s in specs.items() if s is not None})
+    specs = {(u.role, u.entry): _role_spec(project, u.role, u.entry) for u in uses}
+    by_role: dict[str, dict[str, Any]] = {}
+    for (role, _), spec in specs.items():
+        if spec is not None:
+            by_role.setdefault(role, {}).update(spec[0])
+    _check_extravars(extravars, by_role)
     for use in uses:
-        spec = specs[use.role]
+        spec = specs[(use.role, use.entry)]
         if spec is None:
             continue
         options, defaults = spec

@@ -1,4 +1,4 @@
-"""The inventory contract of docs/contracts.md, checked before any host is touched.
+"""The inventory contract (``HostVars``, docs/contracts.md), checked before any host is touched.
 
 Strict on purpose: a YAML inventory written by hand (`flashfleet configure --inventory`) is
 where a mistyped fact or a stray secret comes from, and Ansible would only notice mid-run.
@@ -11,37 +11,13 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from pydantic import ValidationError
+
 from flashfleet.bringup.errors import BringupInputError
+from flashfleet.bringup.host_vars import HostVars, nullable_facts
 from flashfleet.catalog import hardware_catalog
 from flashfleet.stack import safe_values
 
-# fact -> (expected type(s), required); bool is not an int here, whatever Python says.
-_FACTS: dict[str, tuple[tuple[type, ...], bool]] = {
-    "ansible_host": ((str,), True),
-    "ansible_user": ((str,), False),
-    "flashfleet_stack": ((str,), True),
-    "flashfleet_hardware": ((str,), True),
-    "flashfleet_vendor": ((str,), True),
-    "flashfleet_arch": ((str,), True),
-    "flashfleet_gpu_count": ((int,), True),
-    "flashfleet_gpu_model": ((str,), True),
-    # null: the catalog does not know the instance's memory (p6e-gb300); preflight then only
-    # checks that the HiCache host tier fits what the node has.
-    "flashfleet_host_memory_gb": ((int, type(None)), False),
-    "flashfleet_hicache_host_gb": ((int,), True),
-    "flashfleet_node_index": ((int,), True),
-    "flashfleet_model": ((str,), True),
-    "flashfleet_draft_model": ((str, type(None)), False),
-    "flashfleet_image": ((str,), True),
-    "flashfleet_model_cache_dir": ((str,), True),
-    "flashfleet_mooncake": ((bool,), True),
-    "flashfleet_processes": ((list,), True),
-    "flashfleet_mooncake_layout": ((dict,), False),
-    # missing: keep (teardown.yml's default); false deletes the weight cache on teardown
-    "flashfleet_keep_caches": ((bool,), False),
-    # optional: the node's SSH public keys, pinned for every run (flashfleet.bringup.playbook_run)
-    "flashfleet_host_keys": ((list,), False),
-}
 _SECRET_NAME = re.compile(r"token|secret|passw", re.IGNORECASE)
 _HF_TOKEN_VALUE = re.compile(r"\bhf_[A-Za-z0-9]{20,}")
 
@@ -49,7 +25,7 @@ _HF_TOKEN_VALUE = re.compile(r"\bhf_[A-Za-z0-9]{20,}")
 def restore_nulls(inventory: Mapping[str, Any]) -> dict[str, Any]:
     """Puts back the facts whose value is null: Pulumi's wire format drops null-valued keys,
     and a playbook that reads `flashfleet_draft_model` must find it defined."""
-    nullable = [name for name, (types, _) in _FACTS.items() if type(None) in types]
+    nullable = nullable_facts()
     root = dict(inventory.get("all") or {})
     hosts = root.get("hosts")
     if isinstance(hosts, Mapping):
@@ -60,54 +36,69 @@ def restore_nulls(inventory: Mapping[str, Any]) -> dict[str, Any]:
     return {**inventory, "all": root}
 
 
-def _type_ok(value: Any, types: tuple[type, ...]) -> bool:
-    if isinstance(value, bool):
-        return bool in types
-    return isinstance(value, types)
+# pydantic's error type -> the type the fact must have, as the one-line message says it
+_EXPECTED = {
+    "int_type": "int",
+    "string_type": "str",
+    "bool_type": "bool",
+    "list_type": "list",
+    "dict_type": "dict",
+    "model_type": "dict",
+    "dataclass_type": "dict",
+    "float_type": "float",
+}
 
 
-def _type_name(types: tuple[type, ...]) -> str:
-    return " or ".join("null" if t is type(None) else t.__name__ for t in types)
+def _loc(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
 
 
-def _check_choices(where: str, name: str, value: Any) -> None:
-    catalog = hardware_catalog()
-    choices: dict[str, list[str]] = {
-        "flashfleet_hardware": sorted(catalog),
-        "flashfleet_vendor": sorted({hw.vendor for hw in catalog.values()}),
-        "flashfleet_arch": sorted({hw.arch for hw in catalog.values()}),
-    }
-    allowed = choices.get(name)
-    if allowed is not None and value not in allowed:
-        raise BringupInputError(f"{where}.{name}: {value!r} is not one of {', '.join(allowed)}")
+def _problem(where: str, error: Any) -> str:
+    at = f"{where}.{_loc(tuple(error['loc']))}"
+    kind, value = error["type"], error.get("input")
+    if kind == "missing":
+        return f"{at}: missing (required by docs/contracts.md)"
+    if kind in _EXPECTED:
+        return f"{at}: expected {_EXPECTED[kind]}, got {type(value).__name__} {value!r}"
+    if kind == "literal_error":
+        return f"{at}: {value!r} is not one of {error['ctx']['expected']}"
+    return f"{at}: {error['msg']}"
+
+
+def _check_hardware(where: str, value: str) -> None:
+    known = sorted(hardware_catalog())
+    if value not in known:
+        raise BringupInputError(f"{where}.flashfleet_hardware: {value!r} is not one of {', '.join(known)}")
 
 
 # Facts that reach ssh, files and deletes: the stack spec's own rules, again for a hand-written
-# inventory (`flashfleet configure --inventory`).
+# inventory (`flashfleet configure --inventory`). Run after the model has checked the types.
 _SAFE: dict[str, Callable[[Any], Any]] = {
     "ansible_host": safe_values.host_address,
     "ansible_user": safe_values.posix_user,
     "flashfleet_model_cache_dir": safe_values.host_path,
-    "flashfleet_host_keys": list,
 }
 
 
-def _check_safe(where: str, name: str, value: Any) -> None:
-    check = _SAFE.get(name)
-    if check is None:
-        return
-    try:
-        normal = check(value)
-    except ValueError as err:
-        raise BringupInputError(f"{where}.{name}: {err}") from None
-    if name == "flashfleet_host_keys":
-        for i, key in enumerate(value):
-            try:
-                safe_values.host_key(key if isinstance(key, str) else "")
-            except ValueError as err:
-                raise BringupInputError(f"{where}.{name}[{i}]: {err}") from None
-    if normal != value and name == "flashfleet_model_cache_dir":
-        raise BringupInputError(f"{where}.{name}: {value!r} is not normalised (write {normal})")
+def _check_safe(where: str, hvars: Mapping[str, Any]) -> None:
+    for name, check in _SAFE.items():
+        value = hvars.get(name)
+        if value is None:
+            continue
+        try:
+            normal = check(value)
+        except ValueError as err:
+            raise BringupInputError(f"{where}.{name}: {err}") from None
+        if normal != value and name == "flashfleet_model_cache_dir":
+            raise BringupInputError(f"{where}.{name}: {value!r} is not normalised (write {normal})")
+    for i, key in enumerate(hvars.get("flashfleet_host_keys") or []):
+        try:
+            safe_values.host_key(key)
+        except ValueError as err:
+            raise BringupInputError(f"{where}.flashfleet_host_keys[{i}]: {err}") from None
 
 
 def check_host(where: str, hvars: Any) -> None:
@@ -124,26 +115,16 @@ def check_host(where: str, hvars: Any) -> None:
                 f"{where}.{name}: secrets never go in the inventory (the HF token travels as "
                 "FLASHFLEET_HF_TOKEN in the runner's environment)"
             )
-        if name.startswith("flashfleet_") and name not in _FACTS:
+        if name.startswith("flashfleet_") and name not in HostVars.model_fields:
             raise BringupInputError(f"{where}.{name}: unknown fact (see docs/contracts.md)")
-    for name, (types, required) in _FACTS.items():
-        if name not in hvars:
-            if required:
-                raise BringupInputError(f"{where}.{name}: missing (required by docs/contracts.md)")
-            continue
-        value = hvars[name]
-        if not _type_ok(value, types):
-            raise BringupInputError(
-                f"{where}.{name}: expected {_type_name(types)}, got {type(value).__name__} {value!r}"
-            )
-        _check_choices(where, name, value)
-        _check_safe(where, name, value)
-    for i, launch in enumerate(hvars["flashfleet_processes"]):
-        if not (isinstance(launch, Mapping) and isinstance(launch.get("name"), str)):
-            raise BringupInputError(f"{where}.flashfleet_processes[{i}]: expected a launch with a name")
-        argv = launch.get("argv")
-        if not (isinstance(argv, list) and all(isinstance(a, str) for a in argv)):
-            raise BringupInputError(f"{where}.flashfleet_processes[{i}].argv: expected a list of strings")
+    # Connection variables (ansible_port, ansible_connection...) pass as they are.
+    facts = {k: v for k, v in hvars.items() if k.startswith("flashfleet_") or k in HostVars.model_fields}
+    try:
+        HostVars.model_validate(facts)
+    except ValidationError as err:
+        raise BringupInputError(_problem(where, err.errors()[0])) from None
+    _check_hardware(where, hvars["flashfleet_hardware"])
+    _check_safe(where, hvars)
 
 
 def _group_members(where: str, group: Any) -> list[str]:

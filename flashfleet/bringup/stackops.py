@@ -84,6 +84,36 @@ def up(stack: str, on_output: Callable[[str], None]) -> dict[str, StackOutput]:
     return {k: StackOutput(v.value, v.secret) for k, v in result.outputs.items()}
 
 
+def preview(stack: str, on_output: Callable[[str], None]) -> None:
+    """`pulumi preview`: what `up` would create, change or delete, changing nothing."""
+    from pulumi import automation as auto
+
+    st = select(stack)
+    try:
+        st.preview(on_output=on_output, color="never", diff=False)
+    except auto.CommandError as err:
+        raise StackError(f"pulumi preview {stack}: {_last_line(str(err))}") from None
+
+
+def resources(stack: str) -> list[str]:
+    """`TYPE NAME` of each resource the stack's state holds (what `destroy` deletes), without
+    the stack itself and its providers."""
+    from pulumi import automation as auto
+
+    st = select(stack)
+    try:
+        deployment = st.export_stack().deployment or {}
+    except auto.CommandError as err:
+        raise StackError(f"state of {stack}: {_last_line(str(err))}") from None
+    out = []
+    for res in deployment.get("resources") or []:
+        kind = str(res.get("type", ""))
+        if kind == "pulumi:pulumi:Stack" or kind.startswith("pulumi:providers:"):
+            continue
+        out.append(f"{kind} {str(res.get('urn', '')).rpartition('::')[2]}")
+    return out
+
+
 def destroy(stack: str, on_output: Callable[[str], None]) -> None:
     from pulumi import automation as auto
 

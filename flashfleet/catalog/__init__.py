@@ -16,6 +16,17 @@ Vendor = Literal["nvidia", "amd"]
 
 
 @dataclass(frozen=True)
+class DriverProfile:
+    """The NVIDIA driver stack of a hardware (the nvidia_driver role's arguments)."""
+
+    branch: str
+    version: str
+    open_kernel_modules: bool
+    fabricmanager: bool
+    imex: bool
+
+
+@dataclass(frozen=True)
 class Hardware:
     id: str
     label: str
@@ -34,6 +45,7 @@ class Hardware:
     image_suffix: str = ""
     env: dict[str, str] = field(default_factory=dict)
     topology_note: str = ""
+    driver: DriverProfile | None = None  # NVIDIA only
 
     def has(self, capability: str) -> bool:
         return capability in self.capabilities
@@ -88,7 +100,12 @@ def hardware_catalog() -> dict[str, Hardware]:
             env=dict(raw.get("env", {})),
             topology_note=raw.get("topology_note", ""),
             image_suffix=raw.get("image_suffix", ""),
+            driver=DriverProfile(**raw["driver"]) if "driver" in raw else None,
         )
+        if (out[hw_id].vendor == "nvidia") != (out[hw_id].driver is not None):
+            raise ValueError(
+                f"hardware.toml: {hw_id}: a driver table is for NVIDIA hardware, and each has one"
+            )
     return out
 
 

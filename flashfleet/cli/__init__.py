@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "size": ("size", "size the KV and KDA state pools from a boot log"),
     "plan": ("plan", "the whole bring-up of a stack, offline: nodes, docker commands, Mooncake, cost"),
     "validate": ("validate", "check every stack file (or those named); a refusal names the YAML path"),
+    "inventory": ("inventory", "the Ansible inventory of a stack's existing hosts (YAML or JSON)"),
     "bench": ("bench", "benchmark a stack's endpoint with a workload profile; --destroy tears it down"),
     "compare": ("compare", "line up several benchmark runs in one table and plot"),
     "sweep": ("sweep", "list (--yes: delete) expired or orphaned flashfleet-tagged AWS resources"),

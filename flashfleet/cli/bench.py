@@ -111,15 +111,19 @@ def run(args: argparse.Namespace) -> int:
     except (ProfileError, ValueError, OSError) as err:
         raise UsageError(str(err)) from None
 
+    from flashfleet.cli.common import writable_dir
+
+    writable_dir(args.results, "--results")  # before the benchmark runs: its results must land
     recipe = None
     if args.hardware or args.strategy:
         if not (args.hardware and args.strategy):
             raise UsageError("--hardware and --strategy go together")
+        from flashfleet.recipes import render
         from flashfleet.recipes.options import parse_assignments
 
-        recipe = RecipeSelection(
-            args.hardware, args.strategy, args.topology, parse_assignments(args.assignments)
-        )
+        overrides = parse_assignments(args.assignments)
+        render(args.hardware, args.strategy, args.topology, overrides)  # a refused recipe: exit 2 now
+        recipe = RecipeSelection(args.hardware, args.strategy, args.topology, overrides)
     facts: dict[str, Any] = {
         "instance_type": args.instance_type,
         "node_count": args.node_count,

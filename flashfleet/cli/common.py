@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
+from pathlib import Path
 from typing import Any
 
 
@@ -56,3 +58,69 @@ def recipe_overrides(args: argparse.Namespace) -> dict[str, Any]:
     if args.extra_args is not None:
         overrides.update(parse_overrides({"extra_args": args.extra_args}))
     return overrides
+
+
+_STACK_FILE = re.compile(r"^Pulumi\.(?P<name>.+)\.yaml$")
+
+
+def stack_arg(arg: str, stacks_dir: Path | None) -> tuple[str, Path]:
+    """A stack named as `NAME` (in --stacks-dir, else the repository's stacks/) or as the path of
+    its file (`stacks/Pulumi.NAME.yaml`): the name and the folder holding it."""
+    from flashfleet.stack.files import DEFAULT_STACKS_DIR
+
+    path = Path(arg)
+    match = _STACK_FILE.match(path.name)
+    if match and (len(path.parts) > 1 or path.is_file()):
+        if stacks_dir is not None and path.parent.resolve() != stacks_dir.resolve():
+            raise UsageError(f"{arg}: a stack file outside --stacks-dir {stacks_dir}")
+        return match.group("name"), path.parent
+    if arg.endswith((".yaml", ".yml")):
+        raise UsageError(f"{arg}: a stack file is named Pulumi.<stack>.yaml")
+    return arg, stacks_dir or DEFAULT_STACKS_DIR
+
+
+def can_ask(*, yes: bool) -> None:
+    """Refuse up front what `confirm` could not ask: no terminal and no --yes. Checked before
+    any work, so that a script without --yes stops at once and changes nothing."""
+    if not yes and not sys.stdin.isatty():
+        raise UsageError("asks before acting and there is no terminal to ask on: pass --yes")
+
+
+def confirm(question: str, *, yes: bool) -> None:
+    """Ask before spending or deleting; `--yes` answers for scripts. Anything but y/yes stops
+    (exit 2) with nothing changed."""
+    if yes:
+        return
+    can_ask(yes=yes)
+    try:
+        answer = input(f"{question} [y/N] ")
+    except EOFError:
+        answer = ""
+    if answer.strip().lower() not in {"y", "yes"}:
+        raise UsageError("not confirmed: nothing was changed")
+
+
+def writable_dir(path: Path, flag: str) -> Path:
+    """Make sure an output folder can be written, before any work whose results it keeps."""
+    import os
+    import tempfile
+
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"{flag} {path}: exists and is not a folder")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".flashfleet-probe-"):
+            pass
+    except OSError as err:
+        raise UsageError(
+            f"{flag} {path}: cannot write there ({err.strerror or type(err).__name__})"
+        ) from None
+    return Path(os.path.normpath(path))
+
+
+def writable_file(path: Path, flag: str) -> Path:
+    """An output file whose folder exists and can be written (checked before the work)."""
+    if path.is_dir():
+        raise UsageError(f"{flag} {path}: is a folder, give a file name")
+    writable_dir(path.parent, flag)
+    return path

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any
 
-from flashfleet.cli.common import UsageError, add_format, print_json
+from flashfleet.cli.common import UsageError, add_format, print_json, writable_dir
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -21,10 +22,18 @@ def run(args: argparse.Namespace) -> int:
 
     if len(args.runs) < 2:
         raise UsageError("give at least two runs to compare")
+    if args.out is not None:
+        writable_dir(args.out, "--out")
     try:
         runs = [load_run(path) for path in args.runs]
     except (OSError, ValueError) as err:  # ValueError: a summary.json that is not JSON
-        raise UsageError(str(err)) from None
+        raise UsageError(str(err).splitlines()[0]) from None
+    for r in runs:
+        _check_shape(r.path, r.summary, r.fingerprint)
+        try:
+            r.levels  # noqa: B018 (parses every level row the table will read)
+        except (KeyError, TypeError, ValueError) as err:
+            raise UsageError(f"{r.path}/summary.json: a level row is incomplete ({err!r})") from None
     if args.format == "json":
         print_json(
             [
@@ -42,3 +51,21 @@ def run(args: argparse.Namespace) -> int:
         for path in write_compare(runs, args.out):
             print(f"wrote {path}")
     return 0
+
+
+def _check_shape(path: Path, summary: Any, fingerprint: Any) -> None:
+    """A summary.json written by `flashfleet bench` (what the table reads), or one line saying what
+    is missing."""
+    where = f"{path}/summary.json"
+    if not isinstance(summary, dict):
+        raise UsageError(f"{where}: expected a JSON object, found {type(summary).__name__}")
+    for key, kind in (("stack", str), ("profile", dict), ("levels", list)):
+        if not isinstance(summary.get(key), kind):
+            raise UsageError(f"{where}: `{key}` is missing or not a {kind.__name__} (not a bench summary)")
+    if not isinstance(summary["profile"].get("name"), str):
+        raise UsageError(f"{where}: `profile.name` is missing")
+    for i, row in enumerate(summary["levels"]):
+        if not isinstance(row, dict) or not isinstance(row.get("concurrency"), int):
+            raise UsageError(f"{where}: levels[{i}] has no integer `concurrency`")
+    if not isinstance(fingerprint, dict):
+        raise UsageError(f"{path}/fingerprint.json: expected a JSON object")

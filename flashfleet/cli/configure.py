@@ -37,7 +37,7 @@ def stack_inputs(stack: str) -> tuple[dict[str, Any], str | None]:
 
     try:
         outs = stackops.outputs(stack)
-    except (stackops.PulumiUnavailable, stackops.UnknownStack) as err:
+    except (stackops.PulumiUnavailable, stackops.StackError) as err:
         raise UsageError(str(err)) from None
     if outputs.INVENTORY not in outs:
         raise UsageError(f"stack {stack} has no {outputs.INVENTORY} output yet (flashfleet up {stack})")

@@ -1,8 +1,12 @@
 """`flashfleet down STACK`: `pulumi destroy` through the Automation API (teardown.yml runs first,
 best effort), or with `--inventory FILE` teardown.yml on existing hosts without Pulumi.
 
+It lists what it will delete (the resources in the stack's Pulumi state, or the hosts teardown.yml
+will clean) and asks; `--yes` answers for scripts, and without a terminal and without `--yes` it
+refuses (exit 2) before touching anything.
+
 Exit status: 0 gone (unreachable hosts are warnings), 1 the teardown or destroy failed,
-2 bad input or no Pulumi CLI.
+2 bad input, no Pulumi CLI, or not confirmed.
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from flashfleet.cli.common import UsageError
+from flashfleet.cli.common import UsageError, can_ask, confirm
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -18,23 +22,42 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     p = sub.add_parser("down", help="tear the stack down (pulumi destroy, or teardown.yml on existing hosts)")
     add_run_args(p, "teardown.yml")
+    p.add_argument("--yes", action="store_true", help="do not ask (scripts); the list is still shown")
     p.set_defaults(func=run)
+
+
+def _print(line: str) -> None:
+    print(line, end="" if line.endswith("\n") else "\n")
 
 
 def run(args: argparse.Namespace) -> int:
     from flashfleet.bringup import stackops
     from flashfleet.bringup.cliargs import load_inventory, project_of
+    from flashfleet.bringup.contract import check_inventory
     from flashfleet.bringup.errors import BringupInputError
     from flashfleet.bringup.teardown import TeardownError, teardown_hosts
 
     try:
         if args.inventory is None:
-            stackops.destroy(args.stack, lambda line: print(line, end="" if line.endswith("\n") else "\n"))
+            if not stackops.cli_available():
+                raise stackops.PulumiUnavailable(stackops.NO_CLI)
+            can_ask(yes=args.yes)
+            doomed = stackops.resources(args.stack)
+            print(f"flashfleet down {args.stack} deletes {len(doomed)} resources (teardown.yml first):")
+            print("\n".join(f"  {r}" for r in doomed) or "  (none: the stack holds no resources)")
+            confirm(f"delete the resources of {args.stack}?", yes=args.yes)
+            stackops.destroy(args.stack, _print)
             return 0
+        project = project_of(args)
+        inventory = load_inventory(args.inventory)
+        hosts = check_inventory(inventory, args.stack)
+        can_ask(yes=args.yes)
+        print(f"flashfleet down {args.stack}: {args.playbook} on {', '.join(hosts)}")
+        print("  stops and removes the containers and units flashfleet started there")
+        confirm(f"tear {args.stack} down on these hosts?", yes=args.yes)
         result = teardown_hosts(
-            load_inventory(args.inventory), project=project_of(args), playbook=args.playbook,
-            runs_root=args.runs_dir, stack=args.stack,
-        )  # fmt: skip
+            inventory, project=project, playbook=args.playbook, runs_root=args.runs_dir, stack=args.stack
+        )
     except (stackops.PulumiUnavailable, stackops.UnknownStack, BringupInputError) as err:
         raise UsageError(str(err)) from None
     except (stackops.StackError, TeardownError) as err:

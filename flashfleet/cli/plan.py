@@ -11,19 +11,20 @@ from flashfleet.cli.common import UsageError, add_format, print_json
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("plan", help="the whole bring-up of a stack, offline: nodes, commands, cost")
-    p.add_argument("stack", help="stack name (stacks/Pulumi.<stack>.yaml)")
+    p.add_argument("stack", help="stack name, or the path of its file (stacks/Pulumi.<stack>.yaml)")
     add_format(p, "text", "json")
     p.add_argument("--stacks-dir", type=Path, default=None, help="folder of stack files (default: stacks/)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from flashfleet.cli.common import stack_arg
     from flashfleet.planning import load_stack
     from flashfleet.planning.summary import plan_data
-    from flashfleet.stack import DEFAULT_STACKS_DIR, StackError
+    from flashfleet.stack import StackError
 
     try:
-        data = plan_data(load_stack(args.stack, args.stacks_dir or DEFAULT_STACKS_DIR))
+        data = plan_data(load_stack(*stack_arg(args.stack, args.stacks_dir)))
     except StackError as err:
         raise UsageError(str(err)) from None
     if args.format == "json":

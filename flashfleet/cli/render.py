@@ -39,6 +39,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.format != "docker":
+        image_flags = {
+            "--image-version": args.image_version is not None,
+            "--derived-image": args.derived_image,
+            "--image-includes": bool(args.image_includes),
+        }
+        given = [flag for flag, on in image_flags.items() if on]
+        if given:
+            raise UsageError(f"{given[0]} applies to --format docker only (it names the container image)")
     recipe = render(args.hardware, args.strategy, args.topology, recipe_overrides(args))
     if args.format == "json":
         print_json(recipe.to_dict())
@@ -113,6 +122,7 @@ def docker_text(recipe: Recipe, version: str | None, derived: bool, includes: li
     from pydantic import ValidationError
 
     from flashfleet.launch import LaunchSettings, check_build_requirements, container_launches
+    from flashfleet.stack.errors import plain_message
     from flashfleet.stack.image import ImageSpec
 
     fields: dict[str, object] = {"derived": derived, "includes": tuple(includes or ())}
@@ -123,7 +133,7 @@ def docker_text(recipe: Recipe, version: str | None, derived: bool, includes: li
     except ValidationError as err:
         first = err.errors()[0]
         where = "--image-version" if first["loc"][:1] == ("version",) else "--image-includes"
-        raise UsageError(f"{where}: {first['msg']}") from None
+        raise UsageError(f"{where}: {plain_message(first)}") from None
     check_build_requirements(recipe, image)
     out = _header(recipe)
     for launch in container_launches(recipe, LaunchSettings(image=image)):

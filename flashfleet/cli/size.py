@@ -53,16 +53,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     host.add_argument("--hicache-size", metavar="GB", help="--hicache-size per rank, in GB")
     host.add_argument("--ranks-per-node", metavar="N", help="serving ranks on one node")
     host.add_argument("--host-memory-gb", metavar="GB", help="host memory of one node")
-    p.add_argument("--stack", metavar="NAME", help="stack whose options receive the result")
+    p.add_argument(
+        "--stack", metavar="NAME", help="stack whose options receive the result (a name or its file's path)"
+    )
     p.add_argument("--write", action="store_true", help="store the result in the stack file")
     p.add_argument(
-        "--stacks-dir", default="stacks", metavar="DIR", help="stack files directory (default: %(default)s)"
-    )
+        "--stacks-dir", type=Path, default=None, metavar="DIR",
+        help="stack files directory (default: the repository's stacks/, as for plan)",
+    )  # fmt: skip
     add_format(p, "text", "json")
     p.set_defaults(func=run)
 
 
-def _number(text: str | None, flag: str, *, whole: bool = False, minimum: float = 0.0) -> float:
+def _number(text: str | None, flag: str, *, whole: bool = False, minimum: float | None = None) -> float:
+    """A finite number >= minimum (positive when no minimum is given)."""
     if text is None:
         raise UsageError(f"{flag} is required")
     try:
@@ -70,8 +74,8 @@ def _number(text: str | None, flag: str, *, whole: bool = False, minimum: float 
     except ValueError:
         kind = "a whole number" if whole else "a number"
         raise UsageError(f"{flag} {text!r}: must be {kind}") from None
-    if not math.isfinite(value) or value < minimum or (minimum == 0 and value <= 0):
-        bound = "positive" if minimum == 0 else f">= {minimum:g}"
+    if not math.isfinite(value) or (value <= 0 if minimum is None else value < minimum):
+        bound = "positive" if minimum is None else f">= {minimum:g}"
         raise UsageError(f"{flag} {text!r}: must be {bound}")
     return value
 
@@ -147,16 +151,17 @@ def _host_tier(args: argparse.Namespace) -> dict[str, Any] | None:
 
 
 def _store(args: argparse.Namespace, plan: Plan) -> dict[str, Any]:
+    from flashfleet.cli.common import stack_arg
     from flashfleet.sizing.stack_writer import existing_stack_file, write_sizing
 
     name, value = plan.option
-    stacks = Path(args.stacks_dir)
-    path = existing_stack_file(stacks, args.stack)
+    stack, stacks = stack_arg(args.stack, args.stacks_dir)
+    path = existing_stack_file(stacks, stack)
     if not args.write:
-        return {"name": args.stack, "path": str(path), "written": False, "option": name, "value": value}
-    options = write_sizing(stacks, args.stack, name, value)
+        return {"name": stack, "path": str(path), "written": False, "option": name, "value": value}
+    options = write_sizing(stacks, stack, name, value)
     return {
-        "name": args.stack,
+        "name": stack,
         "path": str(path),
         "written": True,
         "option": name,

@@ -1,37 +1,66 @@
 """`flashfleet status STACK`: the stack's outputs (secrets masked), its last Pulumi operation
-and the latest bring-up runs recorded on this machine. Exit 2 without the Pulumi CLI."""
+and the latest bring-up runs recorded on this machine.
+
+Without the Pulumi CLI (or when Pulumi cannot select the stack) it still shows the runs recorded
+here, which is all an existing-hosts stack worked through `flashfleet configure` has; with
+neither it exits 2 with one line.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
+from typing import Any
 
-from flashfleet.cli.common import UsageError
+from flashfleet.cli.common import UsageError, add_format, print_json
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("status", help="outputs, last operation and latest bring-up runs of a stack")
     p.add_argument("stack", help="stack name")
     p.add_argument("--runs-dir", type=Path, default=None, metavar="DIR", help="where run directories are")
+    add_format(p, "text", "json")
     p.set_defaults(func=run)
+
+
+def recorded_runs(runs_root: Path, stack: str, last: int = 5) -> list[dict[str, str]]:
+    """The latest runs of `stack` under `runs_root`: directory name and the summary's first part."""
+    out = []
+    for summary in sorted(runs_root.joinpath(stack).glob("*/summary.txt"))[-last:]:
+        try:
+            first = summary.read_text(encoding="utf-8", errors="replace").splitlines()[0]
+        except (OSError, IndexError):
+            first = "no summary"
+        out.append({"run": summary.parent.name, "summary": first.split(";")[0], "dir": str(summary.parent)})
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
     from flashfleet.bringup import stackops
     from flashfleet.bringup.handoff import default_runs_root
 
+    runs = recorded_runs(args.runs_dir or default_runs_root(), args.stack)
+    report: dict[str, Any] = {"stack": args.stack, "pulumi": "ok", "last_operation": None, "outputs": {}}
     try:
         outs = stackops.outputs(args.stack)
-        last = stackops.last_update(args.stack)
-    except (stackops.PulumiUnavailable, stackops.UnknownStack) as err:
-        raise UsageError(str(err)) from None
+        report["last_operation"] = stackops.last_update(args.stack)
+        report["outputs"] = {k: v.shown() for k, v in sorted(outs.items()) if k != "inventory"}
+    except (stackops.PulumiUnavailable, stackops.StackError) as err:
+        if not runs:
+            raise UsageError(f"{err}; and no run of {args.stack} is recorded here") from None
+        report["pulumi"] = str(err)
+    report["runs"] = runs
+    if args.format == "json":
+        print_json(report)
+        return 0
     print(f"stack: {args.stack}")
-    print(f"last operation: {last or 'none'}")
-    for key, out in sorted(outs.items()):
-        if key != "inventory":
-            print(f"{key}: {out.shown()}")
-    runs = sorted((args.runs_dir or default_runs_root()).joinpath(args.stack).glob("*/summary.txt"))
-    for summary in runs[-5:]:
-        first = summary.read_text(encoding="utf-8").splitlines()[0]
-        print(f"run {summary.parent.name}: {first.split(';')[0]}")
+    if report["pulumi"] != "ok":
+        print(f"pulumi: not read ({report['pulumi']})", file=sys.stderr)
+    else:
+        print(f"last operation: {report['last_operation'] or 'none'}")
+        for key, value in report["outputs"].items():
+            print(f"{key}: {value}")
+    for r in runs:
+        print(f"run {r['run']}: {r['summary']}")
     return 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from flashfleet.cli.common import UsageError
+from flashfleet.cli.common import UsageError, writable_file
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{events}: not an event log ({err})") from None
     if not timeline.spans:
         raise UsageError(f"{events}: no task ran, nothing to chart")
-    png = args.output or events.with_name("timeline.png")
+    png = writable_file(args.output, "--output") if args.output else events.with_name("timeline.png")
     timeline_figure(timeline).savefig(png, dpi=110)
     for host in timeline.hosts:
         spans = [s for s in timeline.spans if s.host == host]

@@ -1,19 +1,31 @@
 """`flashfleet up STACK`: `pulumi up` through the Automation API (nodes, then the playbooks).
 
-Exit status: 0 ok, 1 the update failed, 2 bad input or no Pulumi CLI.
+First what it will do: the stack's bring-up phases (offline, from the stack file) and Pulumi's
+preview of what it creates or changes; then it asks. `--yes` answers for scripts; without a
+terminal to ask on and without `--yes` it refuses (exit 2) before touching anything.
+
+A stack on a Capacity Block or reservation is checked first (`--wait` waits for its start).
+
+Exit status: 0 ok, 1 the update failed, 2 bad input, no Pulumi CLI, unusable capacity, or not
+confirmed.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING, Any
 
-from flashfleet.cli.common import UsageError
+from flashfleet.cli.common import UsageError, can_ask, confirm
+
+if TYPE_CHECKING:
+    from flashfleet.planning import StackPlan
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("up", help="bring the stack up: nodes, preparation, serving, smoke checks")
     p.add_argument("stack", help="stack name (stacks/Pulumi.STACK.yaml)")
+    p.add_argument("--yes", action="store_true", help="do not ask (scripts); the preview is still shown")
     p.add_argument(
         "--wait",
         action="store_true",
@@ -22,19 +34,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=run)
 
 
-def preflight(stack: str, wait: bool) -> None:
+def preflight(stack: str, b: StackPlan, wait: bool) -> None:
     """The stack's capacity must be usable before Pulumi starts (the program checks it again)."""
-    from flashfleet.planning import load_stack
-    from flashfleet.stack import DEFAULT_STACKS_DIR, StackError
     from flashfleet.stack.capacity import reservation_id
-    from flashfleet.stack.files import stack_path
 
-    if not stack_path(stack, DEFAULT_STACKS_DIR).is_file():
-        return  # stackops names the missing stack
-    try:
-        b = load_stack(stack, DEFAULT_STACKS_DIR)
-    except StackError as err:
-        raise UsageError(str(err)) from None
     if reservation_id(b.spec) is None:
         return  # boto3 only for stacks with a reservation
     from flashfleet.capacity import preflight as capacity_preflight
@@ -45,12 +48,56 @@ def preflight(stack: str, wait: bool) -> None:
         raise UsageError(f"stack {stack}: {err}") from None
 
 
+def _print(line: str) -> None:
+    print(line, end="" if line.endswith("\n") else "\n")
+
+
+def phases(data: dict[str, Any]) -> list[str]:
+    """The bring-up in the order `up` runs it, from the offline plan."""
+    src = data["source"]
+    if src["kind"] == "aws":
+        count, kind = len(data["nodes"]), src["instance_type"]
+        nodes = f"create {count} x {kind} in {src['region']} (AWS, billed while they run)"
+    elif src["kind"] == "kubernetes":
+        nodes = f"create {', '.join(src['objects'])} in namespace {src['namespace']} (Kubernetes)"
+    else:
+        nodes = f"record the existing hosts {', '.join(src['hosts'])} (no cloud resources)"
+    out = [f"  1. {nodes}"]
+    if src["kind"] != "kubernetes":
+        steps = ["prepare (drivers, container runtime, image, weights)", "serve", "verify"]
+        if data["mooncake"]:
+            steps.insert(1, "Mooncake")
+        out += [
+            f"  2. site.yml: {' -> '.join(steps)}",
+            f"     start order {' -> '.join(data['start_order'])}; endpoint {data['endpoint']}",
+        ]
+    out.append(f"  ttl {data['ttl']}; cost {data['hourly_cost_usd'] or 'unknown'} USD/h")
+    return out
+
+
 def run(args: argparse.Namespace) -> int:
     from flashfleet.bringup import stackops
+    from flashfleet.planning import load_stack
+    from flashfleet.planning.summary import plan_data
+    from flashfleet.stack import DEFAULT_STACKS_DIR, StackError
 
-    preflight(args.stack, args.wait)
     try:
-        outs = stackops.up(args.stack, lambda line: print(line, end="" if line.endswith("\n") else "\n"))
+        b = load_stack(args.stack, DEFAULT_STACKS_DIR)
+    except StackError as err:
+        raise UsageError(str(err)) from None
+    data = plan_data(b)
+    preflight(args.stack, b, args.wait)  # read-only: capacity that cannot serve is refused first
+    if not stackops.cli_available():
+        raise UsageError(stackops.NO_CLI)
+    can_ask(yes=args.yes)
+    recipe = f"{data['hardware']} / {data['strategy']} / {data['topology']}, {data['badge']}"
+    print(f"flashfleet up {args.stack}: {recipe}")
+    print("\n".join(phases(data)))
+    try:
+        print("pulumi preview:")
+        stackops.preview(args.stack, _print)
+        confirm(f"bring {args.stack} up as previewed?", yes=args.yes)
+        outs = stackops.up(args.stack, _print)
     except (stackops.PulumiUnavailable, stackops.UnknownStack) as err:
         raise UsageError(str(err)) from None
     except stackops.StackError as err:

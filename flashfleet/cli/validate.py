@@ -5,38 +5,56 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
+
+from flashfleet.cli.common import add_format, print_json
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "validate", help="check stack files against the spec, the recipe rules and the catalogs"
     )
-    p.add_argument("stacks", nargs="*", metavar="STACK", help="stack names (default: every file in stacks/)")
+    p.add_argument(
+        "stacks", nargs="*", metavar="STACK",
+        help="stack names or stack file paths (default: every file in the stacks folder)",
+    )  # fmt: skip
     p.add_argument("--stacks-dir", type=Path, default=None, help="folder of stack files (default: stacks/)")
+    add_format(p, "text", "json")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from flashfleet.cli.common import UsageError
+    from flashfleet.cli.common import UsageError, stack_arg
     from flashfleet.planning import load_stack
     from flashfleet.planning.resolve import capacity_needed
     from flashfleet.stack import DEFAULT_STACKS_DIR, StackError, list_stacks
 
     stacks_dir = args.stacks_dir or DEFAULT_STACKS_DIR
-    names = args.stacks or list_stacks(stacks_dir)
-    if not names:
-        raise UsageError("no stack files in stacks/")
-    failed = 0
-    for name in names:
+    if args.stacks:
+        targets = [stack_arg(arg, args.stacks_dir) for arg in args.stacks]
+    else:
+        if not stacks_dir.is_dir():
+            raise UsageError(f"--stacks-dir {stacks_dir}: no such folder")
+        targets = [(name, stacks_dir) for name in list_stacks(stacks_dir)]
+    if not targets:
+        raise UsageError(f"no stack files (Pulumi.<stack>.yaml) in {stacks_dir}")
+    results: list[dict[str, Any]] = []
+    for name, folder in targets:
         try:
-            b = load_stack(name, stacks_dir)
+            b = load_stack(name, folder)
         except StackError as err:
-            failed += 1
-            print(f"FAIL {err}", file=sys.stderr)
+            results.append({"stack": name, "ok": False, "problems": [str(p) for p in err.problems]})
+            if args.format == "text":
+                print(f"FAIL {err}", file=sys.stderr)
             continue
+        s = b.spec
         # Valid, but `pulumi up` refuses it until its capacity exists: say so on the same line.
-        todo = f"; {capacity_needed(name, b.spec)}" if b.needs_capacity_purchase else ""
-        print(
-            f"ok   {name}: {b.spec.hardware} / {b.spec.strategy} / {b.spec.topology}, {b.recipe.badge}{todo}"
-        )
-    return 2 if failed else 0
+        todo = capacity_needed(name, s) if b.needs_capacity_purchase else None
+        results.append({"stack": name, "ok": True, "hardware": s.hardware, "strategy": s.strategy,
+                        "topology": s.topology, "badge": b.recipe.badge, "todo": todo})  # fmt: skip
+        if args.format == "text":
+            then = f"; {todo}" if todo else ""
+            print(f"ok   {name}: {s.hardware} / {s.strategy} / {s.topology}, {b.recipe.badge}{then}")
+    if args.format == "json":
+        print_json(results)
+    return 0 if all(r["ok"] for r in results) else 2

@@ -17,7 +17,6 @@ from flashfleet.recipes.layouts import MOONCAKE_CONFIG_PATH
 from flashfleet.stack.spec import Mooncake
 
 CONFIG_KEY = posixpath.basename(MOONCAKE_CONFIG_PATH)
-METRICS_PORT = 9003  # mooncake_master's default --metrics_port
 
 
 def master_address(stack: str, namespace: str) -> str:
@@ -43,7 +42,7 @@ def master_argv(spec: Mooncake) -> list[str]:
         "--enable_http_metadata_server=true",
         "--http_metadata_server_host=0.0.0.0",
         f"--http_metadata_server_port={spec.metadata_port}",
-        f"--metrics_port={METRICS_PORT}",
+        f"--metrics_port={spec.metrics_port}",
     ]
 
 
@@ -60,7 +59,7 @@ def objects(
     ports = [
         ("rpc", spec.rpc_port),
         ("metadata", spec.metadata_port),
-        ("metrics", METRICS_PORT),
+        ("metrics", spec.metrics_port),
     ]
     cfg = names.mooncake_config(stack)
     master = names.mooncake_master(stack)

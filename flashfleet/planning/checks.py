@@ -18,7 +18,15 @@ from flashfleet.recipes.options import OPTION_DEFS
 from flashfleet.sizing import SizingError, check_host_tier_fits, host_tier_need_gb
 from flashfleet.stack.errors import Problem
 from flashfleet.stack.kubernetes import KubernetesSource
-from flashfleet.stack.spec import BLOCK_TTL, AwsSource, CapacityBlock, ExistingSource, NewNetwork, StackSpec
+from flashfleet.stack.spec import (
+    BLOCK_TTL,
+    AwsSource,
+    CapacityBlock,
+    ExistingSource,
+    Mooncake,
+    NewNetwork,
+    StackSpec,
+)
 
 HICACHE_FLAG = "--enable-hierarchical-cache"
 
@@ -220,7 +228,7 @@ def check_mooncake(spec: StackSpec, recipe: Recipe, base: str) -> list[Problem]:
                 "mooncake-master",
             )
         )
-    problems += _mooncake_port_clashes(recipe, mc.rpc_port, mc.metadata_port, base)
+    problems += _mooncake_port_clashes(recipe, mc, base)
     on_aws = isinstance(spec.nodes.source, AwsSource)
     if on_aws and mc.protocol == "rdma":
         problems.append(
@@ -241,8 +249,8 @@ def check_mooncake(spec: StackSpec, recipe: Recipe, base: str) -> list[Problem]:
     return problems
 
 
-# Ports a node already uses besides the recipe's: sshd, and the Mooncake master's metrics port.
-_RESERVED_PORTS = {22: "sshd", 9003: "the Mooncake master's metrics"}
+# A port every node already uses besides the recipe's and the Mooncake master's.
+_RESERVED_PORTS = {22: "sshd"}
 
 
 def recipe_ports(recipe: Recipe) -> dict[int, str]:
@@ -259,13 +267,21 @@ def recipe_ports(recipe: Recipe) -> dict[int, str]:
     return ports
 
 
-def _mooncake_port_clashes(recipe: Recipe, rpc: int, metadata: int, base: str) -> list[Problem]:
+def _mooncake_port_clashes(recipe: Recipe, mc: Mooncake, base: str) -> list[Problem]:
     taken = {**_RESERVED_PORTS, **recipe_ports(recipe)}
-    return [
-        Problem(f"{base}.mooncake.{key}", f"port {port} is taken by {taken[port]}", "port-collision")
-        for key, port in (("rpcPort", rpc), ("metadataPort", metadata))
-        if port in taken
-    ]
+    problems: list[Problem] = []
+    # The metrics port first (against sshd and the recipe), then it is taken for the other two.
+    for key, port in (
+        ("metricsPort", mc.metrics_port),
+        ("rpcPort", mc.rpc_port),
+        ("metadataPort", mc.metadata_port),
+    ):
+        if port in taken:
+            problems.append(
+                Problem(f"{base}.mooncake.{key}", f"port {port} is taken by {taken[port]}", "port-collision")
+            )
+        taken.setdefault(mc.metrics_port, "the Mooncake master's metrics (mooncake.metricsPort)")
+    return problems
 
 
 def check_host_keys_pinned(spec: StackSpec, base: str) -> list[Problem]:

@@ -59,8 +59,12 @@ class MooncakeLayout:
         host = self.master_host(addresses)
         return {
             "master_node": self.spec.master_node,
+            "master_host": host,
             "master_server_address": f"{host}:{self.spec.rpc_port}",
             "metadata_server": f"http://{host}:{self.spec.metadata_port}/metadata",
+            "rpc_port": self.spec.rpc_port,
+            "metadata_port": self.spec.metadata_port,
+            "metrics_port": self.spec.metrics_port,
             "protocol": self.spec.protocol,
             "global_segment_gib": self.spec.global_segment_gib,
             "devices": list(self.spec.devices),

@@ -17,8 +17,6 @@ from flashfleet.recipes.errors import RecipeError
 
 ON_OFF = ("off", "on")
 _NULL_WORDS = {"auto", "none", "default", "null", ""}
-_TRUE_WORDS = {"on", "true", "yes", "1"}
-_FALSE_WORDS = {"off", "false", "no", "0"}
 
 
 @dataclass(frozen=True)
@@ -35,6 +33,8 @@ class OptionDef:
         """Turn a CLI or YAML value into the option's value, or raise naming the option."""
         if self.kind == "argv":
             return _parse_argv(self.name, raw)
+        if self.kind == "choice" and isinstance(raw, str) and raw.strip().lower() in self.choices:
+            return raw.strip().lower()  # a choice named like a null word (mm_transport=auto)
         if raw is None or (isinstance(raw, str) and raw.strip().lower() in _NULL_WORDS):
             if self.nullable:
                 return None
@@ -46,11 +46,10 @@ class OptionDef:
         return self._parse_number(raw)
 
     def _parse_choice(self, raw: object) -> str:
+        # YAML 1.1 reads an unquoted on/off as a boolean; in text only the listed words count.
         if isinstance(raw, bool) and self.choices == ON_OFF:
             return "on" if raw else "off"
         text = str(raw).strip().lower()
-        if self.choices == ON_OFF and text in _TRUE_WORDS | _FALSE_WORDS:
-            return "on" if text in _TRUE_WORDS else "off"
         if text not in self.choices:
             allowed = "|".join(self.choices)
             raise RecipeError(self.name, "choices", f"{self.name}={raw!r}: must be one of {allowed}")
@@ -236,5 +235,8 @@ def parse_assignments(pairs: list[str]) -> dict[str, Any]:
         name, sep, value = pair.partition("=")
         if not sep or not name.strip():
             raise RecipeError(pair, "syntax", f"--set {pair!r}: expected NAME=VALUE")
-        raw[name.strip()] = value
+        key = name.strip().replace("-", "_")
+        if key in raw:
+            raise RecipeError(key, "repeated", f"--set {key} given twice: set each option once")
+        raw[key] = value
     return parse_overrides(raw)

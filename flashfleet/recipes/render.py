@@ -47,6 +47,7 @@ class Process:
     gpus: tuple[int, ...]
     start_after: tuple[str, ...] = ()
     node: int = 0
+    rank: int = 0  # --node-rank of a multi-node server: only rank 0 serves HTTP
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -254,6 +255,7 @@ def _unified(ctx: Context, topo: Topology, addrs: list[str]) -> list[Process]:
                 port=SERVE_PORT,
                 gpus=tuple(range(per_node)),
                 node=rank,
+                rank=rank,
             )
         )
     return procs

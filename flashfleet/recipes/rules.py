@@ -6,9 +6,12 @@ first rule broken (the order below goes from the most basic to the most specific
 
 from __future__ import annotations
 
+import difflib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
+from importlib import resources
 
 from flashfleet.catalog import CHECKPOINTS, Hardware
 from flashfleet.recipes.errors import RecipeError
@@ -90,6 +93,13 @@ def _tp_fits(c: Context) -> str | None:
         return f"tp {o.tp} must split evenly over {o.nodes} nodes"
     if o.tp > total:
         return f"tp {o.tp} exceeds the {total} GPUs of {o.nodes} {hw.label} node(s)"
+    per_node = o.tp // o.nodes
+    if hw.gpus_per_node % per_node:
+        fits = [n for n in range(1, hw.gpus_per_node + 1) if hw.gpus_per_node % n == 0]
+        return (
+            f"tp {o.tp} puts {per_node} ranks on a {hw.gpus_per_node}-GPU {hw.label} node; "
+            f"ranks per node must divide its GPUs ({', '.join(map(str, fits))})"
+        )
     return None
 
 
@@ -183,6 +193,23 @@ def _extra_args_shape(c: Context) -> str | None:
     return None
 
 
+@cache
+def sglang_flags() -> frozenset[str]:
+    """The pinned `sglang serve` option strings (catalog/sglang_flags.txt, written from the real
+    parser by scripts/sglang_flags.py and checked against it in tests/contracts)."""
+    text = resources.files("flashfleet.catalog").joinpath("sglang_flags.txt").read_text(encoding="utf-8")
+    return frozenset(ln for ln in text.splitlines() if ln.startswith("--"))
+
+
+def _extra_flags_known(c: Context) -> str | None:
+    unknown = [flag for flag, _ in _extra_words(c) if flag not in sglang_flags()]
+    if unknown:
+        near = difflib.get_close_matches(unknown[0], sglang_flags(), n=1)
+        hint = f" (did you mean {near[0]}?)" if near else ""
+        return f"{unknown[0]} is not a flag of the pinned sglang serve{hint}"
+    return None
+
+
 def _prefix_cache(c: Context) -> str | None:
     if any(flag == "--disable-radix-cache" for flag, _ in _extra_words(c)):
         return "the prefix (radix) cache stays enabled for every strategy; --disable-radix-cache is refused"
@@ -264,6 +291,12 @@ RULES: tuple[Rule, ...] = (
         "extra_args",
         "flashfleet: extra_args is an argv list",
         _extra_args_shape,
+    ),
+    Rule(
+        "extra-args-known-flag",
+        "extra_args",
+        "sglang 0.5.23 serve arguments (flashfleet/catalog/sglang_flags.txt)",
+        _extra_flags_known,
     ),
     Rule(
         "prefix-cache-on",

@@ -70,6 +70,31 @@ def _yaml_loc(loc: tuple[str | int, ...], data: Any) -> list[str | int]:
     return out
 
 
+def plain_message(item: Any) -> str:
+    """One pydantic error in the project's words: no `Value error, ` prefix, no
+    `after validation` jargon."""
+    msg = str(item["msg"]).removeprefix("Value error, ").removeprefix("Assertion failed, ")
+    ctx = item.get("ctx") or {}
+    bound = {"greater_than_equal": (">=", "ge"), "greater_than": (">", "gt"),
+             "less_than_equal": ("<=", "le"), "less_than": ("<", "lt")}.get(item["type"])  # fmt: skip
+    if bound is not None and bound[1] in ctx:
+        return f"must be {bound[0]} {ctx[bound[1]]}"
+    kinds = {"int_parsing": "a whole number", "int_type": "a whole number", "float_parsing": "a number",
+             "float_type": "a number", "string_type": "text", "bool_parsing": "true or false",
+             "dict_type": "a mapping", "list_type": "a list", "tuple_type": "a list"}  # fmt: skip
+    if item["type"] in kinds:
+        return f"must be {kinds[item['type']]}, not {item.get('input')!r}"
+    if item["type"] == "literal_error" and "expected" in ctx:
+        return f"must be {ctx['expected'].replace(' or ', ', ')}"
+    if item["type"] == "too_short":
+        n = ctx.get("min_length", 1)
+        return f"needs at least {n} item{'s' if n != 1 else ''}"
+    if item["type"] == "too_long":
+        n = ctx.get("max_length")
+        return f"takes at most {n} item{'s' if n != 1 else ''}"
+    return msg.replace(" after validation", "")
+
+
 def from_validation_error(err: ValidationError, data: Any, base: str = STACK_KEY) -> list[Problem]:
     problems = []
     items = err.errors(include_url=False)
@@ -82,7 +107,7 @@ def from_validation_error(err: ValidationError, data: Any, base: str = STACK_KEY
             continue
         loc = _yaml_loc(loc_t, data)
         # Model-level validators report without a field; their message names the key.
-        message = item["msg"].removeprefix("Value error, ")
+        message = plain_message(item)
         if item["type"] == "extra_forbidden":
             message = "unknown key (not part of the stack spec; check its spelling)"
         problems.append(Problem(join_path(base, loc), message, item["type"]))

@@ -11,9 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from flashfleet.stack.errors import STACK_KEY, Problem, StackError
+from flashfleet.stack.yamlfile import YamlFileError, load_yaml_file
 
 PROJECT = "flashfleet"
 HF_TOKEN_KEY = f"{PROJECT}:hfToken"
@@ -46,11 +45,9 @@ def read_stack_file(name: str, stacks_dir: Path = DEFAULT_STACKS_DIR) -> StackFi
         known = ", ".join(list_stacks(stacks_dir)) or "none"
         raise StackError(name, [Problem(str(path.name), f"no such stack (known: {known})", "unknown-stack")])
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        where = getattr(exc, "problem_mark", None)
-        line = f" (line {where.line + 1})" if where is not None else ""
-        raise StackError(name, [Problem(path.name, f"not valid YAML{line}", "yaml")]) from None
+        doc = load_yaml_file(path)
+    except YamlFileError as err:
+        raise StackError(name, [Problem(path.name, str(err), "yaml")]) from None
     return _parse_config(name, path, doc)
 
 

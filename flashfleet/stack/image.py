@@ -10,6 +10,8 @@ from flashfleet.catalog import Hardware
 from flashfleet.catalog.releases import MIN_VERSION, parse_version
 from flashfleet.stack import safe_values
 
+DERIVED_REPOSITORY = "flashfleet/sglang"
+TRANSFORMERS_PIN = "5.17.0"  # installed in the derived image: GLM-5.3-Flash's multimodal processor
 _FLOATING = re.compile(r"(^|[-_.])(latest|dev|nightly|main)($|[-_.])")
 
 
@@ -65,9 +67,13 @@ class ImageSpec(BaseModel):
         return f"{self.repository}:{tag}@{self.digest}" if self.digest else f"{self.repository}:{tag}"
 
     def derived_ref(self, hw: Hardware) -> str:
-        """Local image the sglang_image role builds on top of the base (Transformers pin, torchcodec)."""
+        """Local image the sglang_image role builds on top of the base (Transformers pin, torchcodec).
+
+        The one place this name is made: the role receives it (sglang_image_derived) and builds
+        exactly it, and the serving units run it.
+        """
         tag = self.tag or f"{self.version}{hw.image_suffix}"
-        return f"flashfleet/sglang:{tag}-tf5.17.0"
+        return f"{DERIVED_REPOSITORY}:{tag}-tf{TRANSFORMERS_PIN}"
 
     def ref(self, hw: Hardware) -> str:
         return self.derived_ref(hw) if self.derived else self.base_ref(hw)

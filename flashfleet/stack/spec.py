@@ -45,9 +45,12 @@ def _parse_ttl(raw: object) -> timedelta | str:
     match = _TTL.match(str(raw).strip()) if isinstance(raw, str) else None
     if not match:
         raise ValueError("must be a duration such as 45m, 8h or 2d (or `block` on a Capacity Block stack)")
-    value = timedelta(**{_TTL_UNITS[match.group(2)]: int(match.group(1))})
+    try:
+        value = timedelta(**{_TTL_UNITS[match.group(2)]: int(match.group(1))})
+    except OverflowError:
+        value = MAX_TTL * 2  # far beyond any bound: refused just below
     if not MIN_TTL <= value <= MAX_TTL:
-        raise ValueError(f"must be between {MIN_TTL} and {MAX_TTL.days}d")
+        raise ValueError(f"must be between {MIN_TTL.seconds // 60}m and {MAX_TTL.days}d")
     return value
 
 
@@ -288,12 +291,23 @@ class Mooncake(Strict):
     # Unprivileged ports only: a port below 1024 is a system service's (rpcPort: 22 is sshd's).
     rpc_port: int = Field(default=50051, ge=1024, le=65535)
     metadata_port: int = Field(default=8080, ge=1024, le=65535)
+    metrics_port: int = Field(default=9003, ge=1024, le=65535)  # mooncake_master --metrics_port
 
     @field_validator("metadata_port")
     @classmethod
     def _distinct_ports(cls, value: int, info: ValidationInfo) -> int:
         if value == info.data.get("rpc_port"):
             raise ValueError(f"{value} is rpcPort too: each service needs its own port")
+        return value
+
+    # Runs only when metricsPort is written (pydantic skips defaults); a written rpcPort or
+    # metadataPort that meets the default metrics port is planning's port-collision check's.
+    @field_validator("metrics_port")
+    @classmethod
+    def _distinct_metrics_port(cls, value: int, info: ValidationInfo) -> int:
+        for key, name in (("rpc_port", "rpcPort"), ("metadata_port", "metadataPort")):
+            if value == info.data.get(key):
+                raise ValueError(f"{value} is {name} too: each service needs its own port")
         return value
 
 
@@ -327,7 +341,7 @@ class StackSpec(Strict):
     # deleted on teardown: never / or a system directory (safe_values.host_path).
     model_cache_dir: HostPath = "/opt/flashfleet/hf-cache"
     bench: BenchSpec = BenchSpec()
-    teardown: TeardownSpec | None = None  # None: the teardown role's default (keep the caches)
+    teardown: TeardownSpec | None = None  # None: keep the caches
 
     @field_validator("options")
     @classmethod

@@ -13,6 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from flashfleet.stack.errors import plain_message
+
 
 class Thresholds(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -47,7 +49,7 @@ class Thresholds(BaseModel):
             return cls(**values)
         except ValidationError as err:
             first = err.errors()[0]
-            raise ValueError(f"{first['loc'][0]}: {first['msg']}") from None
+            raise ValueError(f"{first['loc'][0]}: {plain_message(first)}") from None
 
     def merged(self, overrides: Mapping[str, Any]) -> Thresholds:
         return Thresholds.from_mapping({**self.to_dict(), **overrides})

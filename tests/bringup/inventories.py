@@ -29,9 +29,24 @@ def facts(stack: str, index: int, cache_dir: Path, argv: list[str] | None = None
         "flashfleet_model_cache_dir": str(cache_dir),
         "flashfleet_mooncake": False,
         "flashfleet_processes": [
-            {"name": "serve", "argv": argv or ["sglang", "serve", "--model-path", "zai-org/GLM-5.3-Flash"]}
+            launch(argv or ["sglang", "serve", "--model-path", "zai-org/GLM-5.3-Flash"])
         ],
+        "flashfleet_reasoning": True,
+        "flashfleet_tool_calls": True,
+        "flashfleet_api_port": 30000,
     }
+
+
+def launch(argv: list[str]) -> dict[str, Any]:
+    """One container launch in flashfleet.launch's shape (the test roles read only its argv)."""
+    image = "lmsysorg/sglang:v0.5.23"
+    return {
+        "name": "serve", "role": "server", "node": 0, "container_name": "flashfleet-serve", "image": image,
+        "argv": argv, "env": {}, "env_file": "", "secret_env_names": [], "vendor": "nvidia", "gpus": [0],
+        "gpu_request": '"device=0"', "devices": [], "group_add": [], "security_opt": [], "cap_add": [],
+        "shm_size": "32g", "ulimits": {}, "mounts": [], "port": 30000, "start_after": [],
+        "docker_run": ["docker", "run", "--rm", image, *argv], "rank": 0, "serves_http": True, "serves_api": True,
+    }  # fmt: skip
 
 
 def local_host() -> dict[str, Any]:

@@ -115,7 +115,7 @@ def test_configure_refuses_an_unreadable_inventory_file(no_pulumi: None, tmp_pat
     assert "--inventory" in capsys.readouterr().err
     (tmp_path / "bad.yml").write_text("all: [unclosed\n")
     assert _configure(tmp_path, tmp_path / "bad.yml") == 2
-    assert "not YAML or JSON" in capsys.readouterr().err
+    assert "not valid YAML (line 2)" in capsys.readouterr().err
 
 
 def test_configure_exits_1_with_the_failure_summary_when_a_host_is_unreachable(
@@ -138,7 +138,7 @@ def test_down_with_an_inventory_runs_teardown_and_warns_about_unreachable_hosts(
     gone = inventory(
         "t1", {"node-0": (local_host(), tmp_path / "n0"), "dead": (unreachable_host(), tmp_path / "d")}
     )
-    rc = main(["down", "t1", "--inventory", str(_write(tmp_path / "down.yml", gone)), "--project", str(PROJECT),
+    rc = main(["down", "t1", "--yes", "--inventory", str(_write(tmp_path / "down.yml", gone)), "--project", str(PROJECT),
                "--runs-dir", str(tmp_path / "runs")])  # fmt: skip
     assert rc == 0
     assert not (tmp_path / "n0" / "deployed.json").exists()

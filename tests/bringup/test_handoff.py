@@ -13,7 +13,7 @@ from flashfleet.bringup.errors import BringupInputError
 from flashfleet.bringup.progress import PhaseProgress
 from flashfleet.bringup.project import Project
 
-from .inventories import PROJECT, TOKEN
+from .inventories import PROJECT, TOKEN, launch
 
 TEST_PROJECT = Project(PROJECT)
 
@@ -40,8 +40,11 @@ def _broken(inv: dict[str, Any], host: str, **facts: Any) -> dict[str, Any]:
         ({"flashfleet_hf_token": "x"}, "all.hosts.node-1.flashfleet_hf_token: secrets never go in the inventory"),
         ({"flashfleet_model": TOKEN}, "all: a value looks like a Hugging Face token"),
         ({"flashfleet_stack": "other"}, "all.hosts.*.flashfleet_stack: several stacks"),
-        ({"flashfleet_processes": [{"name": "serve", "argv": "sglang serve"}]},
-         "all.hosts.node-1.flashfleet_processes[0].argv: expected a list of strings"),
+        ({"flashfleet_processes": [{**launch(["sglang"]), "argv": "sglang serve"}]},
+         "all.hosts.node-1.flashfleet_processes[0].argv: expected list, got str 'sglang serve'"),
+        ({"flashfleet_processes": [{**launch(["sglang"]), "serves_api": None}]},
+         "all.hosts.node-1.flashfleet_processes[0].serves_api: expected bool, got NoneType None"),
+        ({"flashfleet_vendor": "intel"}, "all.hosts.node-1.flashfleet_vendor: 'intel' is not one of 'nvidia' or 'amd'"),
     ],
 )  # fmt: skip
 def test_a_broken_inventory_is_refused_naming_the_field_before_any_host_is_touched(
@@ -142,3 +145,21 @@ def test_progress_reports_a_failure_at_once_with_its_message() -> None:
         "[n0] sglang_serve: FAILED wait for /health: timed out after 1800 s",
         "[n0] sglang_serve: FAILED in 1.0s (1 tasks, 0 changed)",
     ]
+
+
+def test_roles_included_inside_blocks_are_checked_too(
+    tmp_path: Path, two_local_nodes: dict[str, Any]
+) -> None:
+    # teardown.yml includes the roles' remove entry points inside block/always sections: an
+    # argument there is checked like one at the top of the play.
+    import shutil
+
+    project = tmp_path / "project"
+    shutil.copytree(PROJECT, project)
+    (project / "playbooks" / "blocks.yml").write_text(
+        "- hosts: all\n  tasks:\n    - block:\n        - ansible.builtin.debug:\n      always:\n"
+        "        - block:\n            - ansible.builtin.include_role:\n                name: marker\n"
+        "              vars:\n                marker_gpus: 8\n"
+    )
+    with pytest.raises(BringupInputError, match=r"role marker: marker_gpus is not an argument of the role"):
+        handoff.validate(Project(project), "blocks.yml", two_local_nodes, {})

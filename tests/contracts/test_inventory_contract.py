@@ -1,13 +1,13 @@
 """Contract between provisioning (flashfleet.inventory) and the Ansible hand-off
 (flashfleet.bringup.contract, docs/contracts.md): every catalog stack's inventory passes the
-hand-off's checks, and every fact it emits is documented."""
+hand-off's checks and validates against HostVars, and the docs table is the model's."""
 
-import re
 from pathlib import Path
 
 import pytest
 
 from flashfleet.bringup.contract import check_inventory
+from flashfleet.bringup.host_vars import TABLE_BEGIN, HostVars, with_table
 from flashfleet.inventory import build_inventory
 from flashfleet.planning.resolve import load_stack
 from flashfleet.stack.files import list_stacks
@@ -35,11 +35,23 @@ def test_inventory_passes_the_handoff_contract(stack):
 
 
 @pytest.mark.parametrize("stack", HOST_STACKS)
-def test_every_emitted_fact_is_documented(stack):
-    documented = set(re.findall(r"`(flashfleet_\w+)`", DOC))
+def test_every_host_of_every_catalog_stack_validates_against_the_model(stack):
     for hvars in inventory_for(stack)["all"]["hosts"].values():
-        emitted = {k for k in hvars if k.startswith("flashfleet_")}
-        assert emitted <= documented, emitted - documented
+        told = HostVars.model_validate(hvars)
+        assert told.inventory_vars() == hvars  # nothing emitted that the model does not carry
+        served = [launch for launch in told.flashfleet_processes if launch.serves_api]
+        assert told.flashfleet_api_port == (served[-1].port if served else None)
+
+
+def test_the_docs_table_is_generated_from_the_model():
+    assert f"{TABLE_BEGIN}\n" in DOC, "docs/contracts.md lost its generated table markers"
+    assert with_table(DOC) == DOC, "run `python -m flashfleet.bringup.host_vars` to regenerate the table"
+
+
+def test_the_docs_table_check_sees_a_hand_edit():
+    edited = DOC.replace("| `flashfleet_gpu_count` | int |", "| `flashfleet_gpu_count` | str |")
+    assert edited != DOC
+    assert with_table(edited) == DOC
 
 
 def test_a_broken_inventory_is_refused_naming_the_field():

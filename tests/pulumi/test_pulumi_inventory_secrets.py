@@ -14,6 +14,7 @@ from pulumi_harness import (
     token_leaks,
 )
 
+from flashfleet.bringup.host_vars import HostVars
 from flashfleet.planning import load_stack
 from flashfleet.planning.checks import render_stack
 from flashfleet.stack import ExistingSource, list_stacks
@@ -22,25 +23,9 @@ from flashfleet.stack import ExistingSource, list_stacks
 # neither; test_pulumi_kubernetes.py covers them).
 HOST_STACKS = [s for s in list_stacks() if load_stack(s).spec.nodes.source.kind != "kubernetes"]
 
-CONTRACT_VARS = {
-    "ansible_host",
-    "ansible_user",
-    "flashfleet_stack",
-    "flashfleet_hardware",
-    "flashfleet_vendor",
-    "flashfleet_arch",
-    "flashfleet_gpu_count",
-    "flashfleet_gpu_model",
-    "flashfleet_host_memory_gb",
-    "flashfleet_hicache_host_gb",
-    "flashfleet_node_index",
-    "flashfleet_model",
-    "flashfleet_draft_model",
-    "flashfleet_image",
-    "flashfleet_model_cache_dir",
-    "flashfleet_mooncake",
-    "flashfleet_processes",
-}
+# What a host is told: the HostVars model (null-valued facts may be dropped by Pulumi's wire format).
+CONTRACT_VARS = set(HostVars.model_fields)
+REQUIRED_VARS = {name for name, field in HostVars.model_fields.items() if field.is_required()}
 _cache: dict[str, Result] = {}
 
 
@@ -63,8 +48,8 @@ def test_inventory_contents(stack: str) -> None:
     assert ("mooncake_master" in children) == (b.mooncake is not None)
     recipe = render_stack(b.spec, r.outputs["privateAddresses"])
     for i, (_name, hv) in enumerate(hosts.items()):
-        extra = {"flashfleet_mooncake_layout"} if b.mooncake else set()
-        assert set(hv) == CONTRACT_VARS | extra
+        assert REQUIRED_VARS <= set(hv) <= CONTRACT_VARS
+        assert (hv.get("flashfleet_mooncake_layout") is not None) == (b.mooncake is not None)
         assert hv["ansible_host"] == r.outputs["addresses"][i]
         assert (hv["flashfleet_stack"], hv["flashfleet_hardware"], hv["flashfleet_node_index"]) == (
             stack,

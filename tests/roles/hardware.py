@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from hosts.harness import HostSpec
+
+from flashfleet.catalog import hardware_catalog
+from flashfleet.stack.image import TRANSFORMERS_PIN, ImageSpec
 
 H200 = {"vendor": "nvidia", "gpus": [{"name": "NVIDIA H200", "memory_mib": 143771}] * 8}
 GB300 = {"vendor": "nvidia", "gpus": [{"name": "NVIDIA GB300", "memory_mib": 284208}] * 4}
@@ -41,6 +45,11 @@ _FACTS: dict[str, dict[str, Any]] = {
 }  # fmt: skip
 
 
+def derived_image(hardware: str) -> str:
+    """The derived image flashfleet names for this hardware: what the units of a stack run."""
+    return ImageSpec().derived_ref(hardware_catalog()[hardware])
+
+
 def facts(hardware: str, index: int = 0, **overrides: Any) -> dict[str, Any]:
     """The flashfleet_* host variables Pulumi's inventory gives a node of this hardware."""
     return {
@@ -53,6 +62,8 @@ def facts(hardware: str, index: int = 0, **overrides: Any) -> dict[str, Any]:
         "flashfleet_model": MODEL,
         "flashfleet_draft_model": None,
         "flashfleet_image": IMAGES[hardware],
+        "flashfleet_image_derived": {"ref": derived_image(hardware), "transformers": TRANSFORMERS_PIN},
+        "flashfleet_driver": asdict(driver) if (driver := hardware_catalog()[hardware].driver) else None,
         "flashfleet_model_cache_dir": "/var/lib/flashfleet/hf",
         "flashfleet_mooncake": False,
         "flashfleet_processes": [],

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from .conftest import Lab, assert_no_change, assert_same_plan, host_state
+from .hardware import derived_image
 
-DERIVED = "flashfleet/sglang-glm5:v0.5.23-transformers5.17.0"
+DERIVED = derived_image("h200")  # named by flashfleet: the ref the serving units run
 
 
 @pytest.fixture(scope="module")

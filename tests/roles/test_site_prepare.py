@@ -4,6 +4,7 @@ its hosts by inventory group, and a second run of everything changes nothing."""
 from __future__ import annotations
 
 from .conftest import Lab, assert_no_change
+from .hardware import derived_image
 from .test_preflight import SMALL_SIZES
 
 
@@ -16,7 +17,7 @@ def test_prepare_converges_h200_and_mi355x_together(lab: Lab) -> None:
     assert ("mi355x", "rocm_driver") in roles
     assert ("mi355x", "nvidia_driver") not in roles
     assert ("h200", "rocm_driver") not in roles
-    rocm_image = "flashfleet/sglang-glm5:v0.5.23-rocm720-mi35x-transformers5.17.0"
+    rocm_image = derived_image("mi355x")
     assert (
         lab.pool.ssh("mi355x", f"docker image inspect {rocm_image} >/dev/null && echo ok").stdout.strip()
         == "ok"

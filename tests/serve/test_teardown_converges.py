@@ -20,7 +20,8 @@ from .lab import ServeLab, make_stack, serve_lab
 
 HOSTS = ["tda", "tdb"]
 SECRETS = "/etc/flashfleet/secrets.env"
-QUICK = {"teardown_task_timeout_s": 15}
+# each role bounds its own stops (remove entry points); short here so a wedged unit fails fast
+QUICK = {"sglang_serve_remove_timeout_s": 15, "mooncake_remove_timeout_s": 15}
 UNIT = """[Unit]
 Description=flashfleet test server
 X-FlashfleetContainer=flashfleet-server

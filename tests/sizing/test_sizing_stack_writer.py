@@ -94,7 +94,7 @@ def test_values_the_recipe_engine_refuses_are_not_written(stacks: Path) -> None:
 
 def test_invalid_yaml_is_one_clear_error(stacks: Path) -> None:
     (stacks / "Pulumi.broken.yaml").write_text("config: [unclosed\n")
-    with pytest.raises(SizingError, match=r"Pulumi\.broken\.yaml is not valid YAML"):
+    with pytest.raises(SizingError, match=r"Pulumi\.broken\.yaml: not valid YAML \(line 2\)"):
         write_sizing(stacks, "broken", "mamba_full_memory_ratio", 1.0)
 
 

@@ -41,6 +41,7 @@ NUMBERS: dict[str, tuple[str, str, Callable[[Doc, Any], None]]] = {
     "efaNetworkCards": ("h200-lowlat", "nodes.source.instance.efaNetworkCards", lambda s, v: s["nodes"]["source"].update(instance={"efaNetworkCards": v})),
     "rpcPort": ("h200-l3", "mooncake.rpcPort", lambda s, v: s["mooncake"].update(rpcPort=v)),
     "metadataPort": ("h200-l3", "mooncake.metadataPort", lambda s, v: s["mooncake"].update(metadataPort=v)),
+    "metricsPort": ("h200-l3", "mooncake.metricsPort", lambda s, v: s["mooncake"].update(metricsPort=v)),
     "globalSegmentGib": ("h200-l3", "mooncake.globalSegmentGib", lambda s, v: s["mooncake"].update(globalSegmentGib=v)),
 }  # fmt: skip
 

@@ -82,6 +82,11 @@ REFUSED: list[tuple[str, str, Callable[[Doc], None], str]] = [
     ("mooncake ports equal", "h200-l3", lambda d: spec(d)["mooncake"].update(rpcPort=9000, metadataPort=9000), "mooncake.metadataPort"),
     ("metadata port is the serving port", "h200-l3", lambda d: spec(d)["mooncake"].update(metadataPort=30000), "mooncake.metadataPort"),
     ("metadata port is the metrics port", "h200-l3", lambda d: spec(d)["mooncake"].update(metadataPort=9003), "mooncake.metadataPort"),
+    ("metadata port is a moved metrics port", "h200-l3", lambda d: spec(d)["mooncake"].update(metricsPort=9100, metadataPort=9100), "mooncake.metricsPort"),
+    ("rpc port is the default metrics port", "h200-l3", lambda d: spec(d)["mooncake"].update(rpcPort=9003), "mooncake.rpcPort"),
+    ("mooncake metricsPort 80", "h200-l3", lambda d: spec(d)["mooncake"].update(metricsPort=80), "mooncake.metricsPort"),
+    ("metrics port is the rpc port", "h200-l3", lambda d: spec(d)["mooncake"].update(metricsPort=50051), "mooncake.metricsPort"),
+    ("metrics port is the serving port", "h200-l3", lambda d: spec(d)["mooncake"].update(metricsPort=30000), "mooncake.metricsPort"),
 ]  # fmt: skip
 
 
@@ -132,14 +137,24 @@ def test_system_directories_are_never_a_host_path(value: str) -> None:
         safe_values.host_path(value)
 
 
-@pytest.mark.parametrize(("role", "prefix"), [("teardown", "_teardown"), ("model_weights", "_model_weights")])
-def test_the_roles_defence_in_depth_uses_the_same_rule(role: str, prefix: str) -> None:
-    # the roles that delete and chmod repeat the rule for hand-written inventories: never drift
+@pytest.mark.parametrize("entry", ["install.yml", "remove.yml"])
+def test_the_roles_defence_in_depth_uses_the_same_rule(entry: str) -> None:
+    # model_weights creates and chmods the cache (install) and deletes it (remove, the teardown):
+    # both check the rule, repeated for hand-written inventories, through one task file: never drift
     import yaml
 
-    role_vars = yaml.safe_load((Path(__file__).parents[2] / "roles" / role / "vars" / "main.yml").read_text())
-    assert role_vars[f"{prefix}_system_trees"] == list(safe_values.SYSTEM_TREES)
-    assert role_vars[f"{prefix}_system_dirs"] == list(safe_values.SYSTEM_DIRS)
+    role = Path(__file__).parents[2] / "roles" / "model_weights"
+    role_vars = yaml.safe_load((role / "vars" / "main.yml").read_text())
+    assert role_vars["_model_weights_system_trees"] == list(safe_values.SYSTEM_TREES)
+    assert role_vars["_model_weights_system_dirs"] == list(safe_values.SYSTEM_DIRS)
+    cache_path = yaml.safe_load((role / "tasks" / "cache_path.yml").read_text())
+    check = cache_path[0]["ansible.builtin.assert"]["that"]
+    assert any("_model_weights_system_trees" in c for c in check)
+    assert "_model_weights_system_dirs" in " ".join(check)
+    tasks = yaml.safe_load((role / "tasks" / entry).read_text())
+    flat = [t for task in tasks for t in (task.get("block", []) if "block" in task else [task])]
+    imports = [t["ansible.builtin.import_tasks"]["file"] for t in flat if "ansible.builtin.import_tasks" in t]
+    assert "cache_path.yml" in imports
 
 
 ED25519 = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOv4b5mJ8m8Sx1ZqjS3uXK3bC9QwYqkzq0J1k7o6ZrXy"

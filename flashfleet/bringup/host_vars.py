@@ -1,0 +1,226 @@
+"""What a host is told: the one model of the inventory's host variables.
+
+Built in Python (``flashfleet.inventory``), written into the inventory, validated where the
+hand-off starts (``flashfleet.bringup.contract``), and the source of the table in
+docs/contracts.md (``python -m flashfleet.bringup.host_vars`` rewrites it; a test compares). Every
+fact a playbook needs is decided here, so no playbook or role parses it back out of an argv list
+or a URL: playbooks only map these facts onto role arguments.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import is_dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal, get_args, get_origin
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic.fields import FieldInfo
+
+from flashfleet.catalog import DriverProfile
+
+_STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class Mount(BaseModel):
+    model_config = _STRICT
+
+    source: str
+    target: str
+    read_only: bool
+
+
+class Launch(BaseModel):
+    """One container launch of the node (``flashfleet.launch.ContainerLaunch.to_dict()``)."""
+
+    model_config = _STRICT
+
+    name: str
+    role: str
+    node: int
+    container_name: str
+    image: str
+    argv: list[str]
+    env: dict[str, str]
+    env_file: str
+    secret_env_names: list[str]
+    vendor: Literal["nvidia", "amd"]
+    gpus: list[int]
+    gpu_request: str | None
+    devices: list[str]
+    group_add: list[str]
+    security_opt: list[str]
+    cap_add: list[str]
+    shm_size: str
+    ulimits: dict[str, str]
+    mounts: list[Mount]
+    port: int
+    start_after: list[str]
+    docker_run: list[str]
+    rank: int = Field(description="rank of a multi-node server (0: the one that serves HTTP)")
+    serves_http: bool = Field(description="answers /health (not a rank > 0)")
+    serves_api: bool = Field(description="serves the OpenAI API (not an encoder, not a rank > 0)")
+
+
+class MooncakeLayout(BaseModel):
+    model_config = _STRICT
+
+    master_node: int
+    master_host: str
+    master_server_address: str  # host:rpc_port, as SGLang's store config wants it
+    metadata_server: str  # URL, as SGLang's store config wants it
+    rpc_port: int
+    metadata_port: int
+    metrics_port: int
+    protocol: Literal["rdma", "efa", "tcp"]
+    global_segment_gib: int
+    hugepages_gib: int  # 0: the serving containers are not told to use hugepages
+    devices: list[str]
+    members: list[str]  # private addresses, by node index
+
+
+class DerivedImage(BaseModel):
+    """The image the sglang_image role builds on the base, and the units run."""
+
+    model_config = _STRICT
+
+    ref: str  # named once, by flashfleet.stack.image.ImageSpec.derived_ref
+    transformers: str  # the Transformers release installed in it (part of the name)
+
+
+def _driver_profile(value: Any) -> Any:
+    # The catalog's own dataclass, read back from the inventory's mapping.
+    if isinstance(value, dict):
+        try:
+            return DriverProfile(**value)
+        except TypeError as err:
+            raise ValueError(str(err)) from None
+    return value
+
+
+Vendor = Literal["nvidia", "amd"]
+Arch = Literal["arm64", "x86_64"]
+
+
+class HostVars(BaseModel):
+    """The ``flashfleet_*`` facts of one host; ``ansible_*`` connection variables pass as they are."""
+
+    model_config = _STRICT
+
+    ansible_host: str = Field(description="how to reach the node")
+    ansible_user: str | None = Field(None, description="SSH user (absent: Ansible's default)")
+    flashfleet_stack: str = Field(description="stack name")
+    flashfleet_hardware: str = Field(description="hardware id of the catalog (`gb300` / `h200` / `mi355x`)")
+    flashfleet_vendor: Vendor = Field(description="`nvidia` / `amd`")
+    flashfleet_arch: Arch = Field(description="`arm64` / `x86_64`")
+    flashfleet_gpu_count: int = Field(description="GPUs the node must have")
+    flashfleet_gpu_model: str = Field(description="substring the GPU name must contain (`GB300`, `H200`...)")
+    flashfleet_host_memory_gb: int | None = Field(
+        None, description="host memory the stack expects (null: unknown in the catalog)"
+    )
+    flashfleet_hicache_host_gb: int = Field(
+        description="host memory the HiCache host tier needs (0 when off)"
+    )
+    flashfleet_node_index: int = Field(description="index of the node in the stack")
+    flashfleet_model: str = Field(description="checkpoint repository")
+    flashfleet_draft_model: str | None = Field(None, description="DFlash2 draft repository when selected")
+    flashfleet_image: str = Field(description="pinned upstream SGLang image (base) for this node")
+    flashfleet_image_derived: DerivedImage | None = Field(
+        None,
+        description="the image sglang_image builds on the base and the units run: `ref`, `transformers` "
+        "(null: the units run the base)",
+    )
+    flashfleet_driver: Annotated[DriverProfile | None, BeforeValidator(_driver_profile)] = Field(
+        None,
+        description="NVIDIA driver stack of the hardware (`branch`, `version`, `open_kernel_modules`, "
+        "`fabricmanager`, `imex`); null on AMD",
+    )
+    flashfleet_model_cache_dir: str = Field(description="host directory of the shared Hugging Face cache")
+    flashfleet_mooncake: bool = Field(description="the stack uses the Mooncake L3 tier")
+    flashfleet_processes: list[Launch] = Field(
+        description="container launches of this node (`flashfleet.launch`), in start order, each with "
+        "`rank`, `serves_http` and `serves_api`"
+    )
+    flashfleet_reasoning: bool = Field(description="the servers parse reasoning (`reasoning_parser` on)")
+    flashfleet_tool_calls: bool = Field(description="the servers parse tool calls (`tool_call_parser` on)")
+    flashfleet_api_port: int | None = Field(
+        None,
+        description="port of the process that serves the OpenAI API here (the last in start order); "
+        "null: none does (a worker node)",
+    )
+    flashfleet_mooncake_layout: MooncakeLayout | None = Field(
+        None,
+        description="L3 stacks only: `master_node`, `master_host`, `master_server_address`, "
+        "`metadata_server`, `rpc_port`, `metadata_port`, `metrics_port`, `protocol`, "
+        "`global_segment_gib`, `hugepages_gib`, `devices`, `members` (private addresses)",
+    )
+    flashfleet_keep_caches: bool = Field(
+        True, description="whether `teardown.yml` keeps the weight cache (`teardown.keepCaches` of the stack)"
+    )
+    flashfleet_host_keys: list[str] | None = Field(
+        None,
+        description="existing hosts: the SSH public keys (`TYPE BASE64`) every run pins in a `known_hosts` "
+        "file of its private run directory, with `StrictHostKeyChecking=yes` (docs/security.md)",
+    )
+
+    def inventory_vars(self) -> dict[str, Any]:
+        """As the inventory carries them (JSON types; ansible_user and host keys left out when unset)."""
+        out = self.model_dump(mode="json")
+        for optional in ("ansible_user", "flashfleet_host_keys"):
+            if out[optional] is None:
+                del out[optional]
+        return out
+
+
+def nullable_facts() -> list[str]:
+    """Facts that may be null: Pulumi's wire format drops them, the hand-off puts them back."""
+    return [
+        name
+        for name, info in HostVars.model_fields.items()
+        if name.startswith("flashfleet_") and type(None) in get_args(info.annotation)
+    ]
+
+
+# --- the docs table --------------------------------------------------------------------------------
+
+TABLE_BEGIN = "<!-- host-vars table: generated by `python -m flashfleet.bringup.host_vars`; do not edit -->"
+TABLE_END = "<!-- end of host-vars table -->"
+
+
+def _type_text(annotation: Any) -> str:
+    args = get_args(annotation)
+    if get_origin(annotation) is Literal:
+        return "str"
+    if args and type(None) in args:
+        inner = [a for a in args if a is not type(None)]
+        return " or ".join(_type_text(a) for a in inner) + " or null"
+    if get_origin(annotation) is Annotated:
+        return _type_text(args[0])
+    if get_origin(annotation) is list:
+        return "list"
+    if is_dataclass(annotation) or (isinstance(annotation, type) and issubclass(annotation, BaseModel)):
+        return "dict"
+    return getattr(annotation, "__name__", str(annotation))
+
+
+def _row(name: str, info: FieldInfo) -> str:
+    required = "" if info.is_required() else " (optional)"
+    return f"| `{name}` | {_type_text(info.annotation)}{required} | {info.description} |"
+
+
+def docs_table() -> str:
+    rows = [_row(name, info) for name, info in HostVars.model_fields.items()]
+    return "\n".join([TABLE_BEGIN, "| variable | type | meaning |", "|---|---|---|", *rows, TABLE_END])
+
+
+def with_table(doc: str) -> str:
+    """``doc`` with its generated table replaced by the model's."""
+    head, _, rest = doc.partition(TABLE_BEGIN)
+    _, _, tail = rest.partition(TABLE_END)
+    return head + docs_table() + tail
+
+
+if __name__ == "__main__":  # rewrite the table in docs/contracts.md
+    default = Path(__file__).resolve().parents[2] / "docs" / "contracts.md"
+    path = Path(sys.argv[1]) if len(sys.argv) > 1 else default
+    path.write_text(with_table(path.read_text(encoding="utf-8")), encoding="utf-8")

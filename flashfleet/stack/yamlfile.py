@@ -1,0 +1,69 @@
+"""Reading a user's YAML (or JSON) file strictly: UTF-8 only, no duplicate keys.
+
+PyYAML keeps the last of two equal keys without a word, so `strategy:` written twice would
+silently switch the recipe; here it is refused with the line of the second one. Every failure is
+one `YamlFileError` line (the caller prefixes the file's role), never a traceback.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class YamlFileError(ValueError):
+    """The file cannot be read as YAML; the message is one line, without the path."""
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key repeated within one mapping."""
+
+
+def _mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    loader.flatten_mapping(node)
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            repeated = key in seen
+        except TypeError:  # an unhashable key: construct_mapping says so below
+            continue
+        if repeated:
+            raise YamlFileError(
+                f"key {key!r} appears twice in one mapping (line {key_node.start_mark.line + 1})"
+            )
+        seen.add(key)
+    return loader.construct_mapping(node, deep=True)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
+
+
+def parse_yaml(text: str) -> Any:
+    try:
+        return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        line = f" (line {where.line + 1})" if where is not None else ""
+        problem = getattr(exc, "problem", None) or "syntax error"
+        raise YamlFileError(f"not valid YAML{line}: {problem}") from None
+
+
+def read_text(path: Path) -> str:
+    """The file as UTF-8 text, or one line saying why not."""
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise YamlFileError(err.strerror or type(err).__name__) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise YamlFileError(
+            f"not UTF-8 text (byte 0x{data[err.start]:02x} at offset {err.start}); save it as UTF-8"
+        ) from None
+
+
+def load_yaml_file(path: Path) -> Any:
+    return parse_yaml(read_text(path))
