@@ -45,5 +45,14 @@ def bench_args(
         "--output-file", output_name,
         "--tag", f"{profile.name}/c{concurrency}",
         "--disable-tqdm",
-        *flag_words(dict(profile.args)),
+        *flag_words(_level_args(profile, concurrency)),
     ]  # fmt: skip
+
+
+def _level_args(profile: Profile, concurrency: int) -> dict[str, ArgValue]:
+    args = dict(profile.args)
+    if profile.warmup_per_concurrency:
+        args["warmup-requests"] = profile.warmup_per_concurrency * concurrency
+    if profile.kind == "agentic":
+        args["output-details"] = True  # per-request lengths and latencies for 1 / p90(e2e / length)
+    return args

@@ -1,4 +1,8 @@
-"""What a benchmark run cost, from the instance's hourly price (an input: the catalog knows it).
+"""What a benchmark run cost, from the instance's hourly price and where that price comes from.
+
+A price is data with a source and a date (``SourcedPrice``): the catalog's public price, a
+price the stack file sets (the user's own, which wins), or the price of a purchased Capacity
+Block. No source, no price: the cost is then reported unknown, never guessed.
 
 The run's cost is the cluster's hourly price over the driver's wall clock (warm-up and
 ready checks included, bring-up not). Cost per million output tokens is given per level at
@@ -16,11 +20,41 @@ from flashfleet.bench.summary import LevelSummary
 
 
 @dataclass(frozen=True)
+class SourcedPrice:
+    """USD per instance-hour, with where it comes from and as of when."""
+
+    usd_per_hour: float
+    source: str
+    date: str | None = None  # ISO date the price was read or bought at
+    kind: str = "on-demand"  # on-demand | capacity-block | user
+
+    def __post_init__(self) -> None:
+        if not self.usd_per_hour > 0:
+            raise ValueError(f"a price must be > 0 USD per hour, not {self.usd_per_hour!r}")
+        if not self.source.strip():
+            raise ValueError("a price needs a source")
+
+
+def sourced_price(
+    usd_per_hour: float, source: str, date: str | None = None, kind: str = "user"
+) -> SourcedPrice:
+    """A price to feed into a benchmark's cost (e.g. what a purchased Capacity Block cost per hour)."""
+    return SourcedPrice(float(usd_per_hour), source, date, kind)
+
+
+@dataclass(frozen=True)
 class Cost:
     hourly_usd_per_node: float
     node_count: int
     wall_s: float
     output_tokens: int
+    gpus: int | None = None  # GPUs the serving processes hold (tp x pp x cp per engine)
+    price_source: str | None = None
+    price_date: str | None = None
+
+    @property
+    def usd_per_gpu_hour(self) -> float | None:
+        return self.hourly_usd / self.gpus if self.gpus else None
 
     @property
     def hourly_usd(self) -> float:
@@ -40,6 +74,7 @@ class Cost:
         return {
             **asdict(self),
             "hourly_usd": self.hourly_usd,
+            "usd_per_gpu_hour": self.usd_per_gpu_hour,
             "run_usd": self.run_usd,
             "per_mtok_output_usd": self.per_mtok_output_usd,
         }
@@ -53,10 +88,18 @@ def level_cost_per_mtok(hourly_usd: float, level: LevelSummary) -> float | None:
 
 
 def run_cost(
-    hourly_usd_per_node: float | None, node_count: int, wall_s: float, levels: Sequence[LevelSummary]
+    hourly_usd_per_node: float | None,
+    node_count: int,
+    wall_s: float,
+    levels: Sequence[LevelSummary],
+    *,
+    gpus: int | None = None,
+    source: str | None = None,
+    date: str | None = None,
 ) -> Cost | None:
     if hourly_usd_per_node is None:
         return None
     if hourly_usd_per_node < 0 or node_count < 1:
         raise ValueError("hourly price must be >= 0 and node count >= 1")
-    return Cost(hourly_usd_per_node, node_count, wall_s, sum(lv.total_output_tokens for lv in levels))
+    tokens = sum(lv.total_output_tokens for lv in levels)
+    return Cost(hourly_usd_per_node, node_count, wall_s, tokens, gpus, source, date)

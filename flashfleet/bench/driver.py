@@ -15,6 +15,7 @@ from flashfleet.bench.argv import OUTPUT_NAME, bench_args, check_base_url
 from flashfleet.bench.profiles import BENCH_MODULES, Profile
 from flashfleet.bench.runner import Completed, Invocation, Runner, command
 from flashfleet.bench.summary import LevelSummary, ResultFormatError, parse_record, read_jsonl
+from flashfleet.bench.validity import log_tail, refusal
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,11 @@ class LevelRun:
     summary: LevelSummary | None
     error: str | None  # why this level counts as failed
 
+    @property
+    def log_tail(self) -> list[str]:
+        """The last meaningful lines of its console log: where the cause usually is."""
+        return log_tail(self.completed.log)
+
 
 @dataclass(frozen=True)
 class BenchRun:
@@ -33,6 +39,8 @@ class BenchRun:
     started_at: datetime
     wall_s: float
     levels: tuple[LevelRun, ...] = field(default_factory=tuple)
+    # Run-wide refusals found outside bench_serving (readiness, PD share): each fails the run.
+    problems: tuple[str, ...] = ()
 
     @property
     def summaries(self) -> list[LevelSummary]:
@@ -44,7 +52,7 @@ class BenchRun:
 
     @property
     def ok(self) -> bool:
-        return bool(self.levels) and not self.failures
+        return bool(self.levels) and not self.failures and not self.problems
 
 
 def _judge(concurrency: int, expected: int, done: Completed) -> tuple[LevelSummary | None, str | None]:
@@ -61,14 +69,13 @@ def _judge(concurrency: int, expected: int, done: Completed) -> tuple[LevelSumma
     if done.timed_out:
         return summary, "timed out"
     if done.returncode != 0:
-        return summary, f"bench_serving exited with {done.returncode}"
+        tail = log_tail(done.log, 1)
+        return summary, f"bench_serving exited with {done.returncode}" + (f": {tail[0]}" if tail else "")
     if summary is None:
         return None, "bench_serving wrote no result line"
-    if summary.completed == 0:
-        return summary, "no request succeeded"
     if summary.concurrency != concurrency:
         return summary, f"result is for max_concurrency={summary.concurrency}, not {concurrency}"
-    return summary, None
+    return summary, refusal(summary, expected)
 
 
 def run_profile(

@@ -35,7 +35,10 @@ class Deployment:
     image_digest: str | None = None  # sha256:... of what the nodes run
     instance_type: str | None = None
     node_count: int = 1
-    hourly_usd_per_node: float | None = None  # from the instance catalog
+    hourly_usd_per_node: float | None = None  # from the instance catalog, the stack, or a block
+    price_source: str | None = None  # where hourly_usd_per_node comes from (no source: no price)
+    price_date: str | None = None
+    gpus: int | None = None  # GPUs serving the endpoint; None: counted from the recipe
     # node name -> {"nvidia_driver": "...", "cuda": "...", "sglang": "...", ...}
     node_versions: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     region: str | None = None
@@ -64,10 +67,25 @@ def recipe_fingerprint(selection: RecipeSelection) -> dict[str, Any]:
         "badge_source": recipe.badge_source,
         "model": recipe.model,
         "processes": [
-            {"name": p.name, "node": p.node, "argv": list(p.argv), "env": dict(p.env)}
+            {
+                "name": p.name,
+                "role": p.role,
+                "node": p.node,
+                "port": p.port,
+                "gpus": list(p.gpus),
+                "argv": list(p.argv),
+                "env": dict(p.env),
+            }
             for p in recipe.start_order()
         ],
     }
+
+
+def recipe_gpus(recipe: dict[str, Any] | None) -> int | None:
+    """GPUs the recipe's processes hold: tp x pp x cp of each engine, summed over engines."""
+    if not recipe:
+        return None
+    return sum(len(p.get("gpus", [])) for p in recipe.get("processes", [])) or None
 
 
 def make_fingerprint(
@@ -77,6 +95,8 @@ def make_fingerprint(
     profile: str,
     bench_argv: Sequence[Sequence[str]],
     endpoint: str,
+    method: dict[str, Any] | None = None,
+    local: bool = False,
 ) -> dict[str, Any]:
     return {
         "stack": deployment.stack,
@@ -88,11 +108,23 @@ def make_fingerprint(
         "node_count": deployment.node_count,
         "region": deployment.region,
         "hourly_usd_per_node": deployment.hourly_usd_per_node,
+        "price_source": deployment.price_source,
+        "price_date": deployment.price_date,
+        "gpus": deployment.gpus or recipe_gpus(recipe),
         "node_versions": {node: dict(v) for node, v in deployment.node_versions.items()},
         "benchmark": {
             "profile": profile,
             "endpoint": endpoint,
             "argv": [list(a) for a in bench_argv],
+        },
+        "method": method,
+        # The load generator: the module and its sglang version (in `method`), and where it ran.
+        "load_generator": {
+            "module": (method or {}).get("client_module"),
+            "sglang": (method or {}).get("client_version"),
+            "ran_in": "this machine (--local)" if local else "the serving image on node 0",
+            "image": None if local else deployment.image,
+            "image_digest": None if local else deployment.image_digest,
         },
         "notes": list(deployment.notes),
         "flashfleet_version": __version__,

@@ -67,6 +67,8 @@ def from_bringup(b: StackPlan) -> Deployment:
         instance_type=b.instance.name if b.instance else None,
         node_count=len(b.nodes),
         hourly_usd_per_node=b.instance.price_usd_per_hour if b.instance else None,
+        price_source=b.instance.price_source if b.instance else None,
+        price_date=b.instance.price_date if b.instance else None,
         region=b.region,
         thresholds={name: t.to_dict() for name, t in spec.bench.thresholds.items()},
     )

@@ -15,6 +15,7 @@ from flashfleet.bench.summary import LevelSummary, sort_levels
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+PARETO = "throughput_per_gpu_vs_tpot.png"
 THROUGHPUT_LATENCY = "throughput_latency.png"
 LATENCY_PERCENTILES = "latency_percentiles.png"
 PERCENTILES = (("median", "p50"), ("p90", "p90"), ("p99", "p99"))
@@ -50,6 +51,30 @@ def throughput_latency(runs: Sequence[tuple[str, Sequence[LevelSummary]]]) -> Fi
     ax.set_xlabel("median TPOT (ms)")
     ax.set_ylabel("output throughput (tok/s)")
     ax.set_title("Throughput vs latency across concurrency")
+    ax.grid(True, alpha=0.3)
+    ax.legend()
+    return fig
+
+
+def pareto(runs: Sequence[tuple[str, Sequence[LevelSummary], int | None]]) -> Figure:
+    """The usual Pareto view: output throughput per GPU against p50 TPOT (per-user speed), one
+    point per concurrency. A run whose GPU count is unknown is drawn per cluster and says so."""
+    fig = _figure(7.5, 5)
+    ax = fig.axes[0]
+    unknown = False
+    for label, levels, gpus in runs:
+        pts = [lv for lv in sort_levels(levels) if lv.tpot_ms.median is not None]
+        xs = [lv.tpot_ms.median or 0.0 for lv in pts]
+        ys = [lv.output_throughput / (gpus or 1) for lv in pts]
+        unknown = unknown or not gpus
+        name = label if gpus else f"{label} (GPU count unknown: whole cluster)"
+        (line,) = ax.plot(xs, ys, marker="o", label=name)
+        for lv, x, y in zip(pts, xs, ys, strict=True):
+            ax.annotate(f"c={_conc_label(lv)}", (x, y), textcoords="offset points", xytext=(4, 4),
+                        fontsize=8, color=line.get_color())  # fmt: skip
+    ax.set_xlabel("p50 TPOT (ms)")
+    ax.set_ylabel("output throughput per GPU (tok/s/GPU)" if not unknown else "output throughput (tok/s)")
+    ax.set_title("Throughput per GPU vs per-user latency, one point per concurrency")
     ax.grid(True, alpha=0.3)
     ax.legend()
     return fig

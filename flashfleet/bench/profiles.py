@@ -67,6 +67,7 @@ DRIVER_FLAGS = frozenset(
 )  # fmt: skip
 
 ArgValue = str | int | float | bool | list[str | int | float]
+KINDS = ("single-turn", "agentic")
 
 
 class ProfileError(ValueError):
@@ -85,6 +86,26 @@ class Profile:
     timeout_s: float = 3600.0
     args: Mapping[str, ArgValue] = field(default_factory=dict)
     gate: Thresholds = field(default_factory=Thresholds)
+    # Warm-up requests per unit of concurrency (0: the profile's own --warmup-requests, if any).
+    warmup_per_concurrency: int = 0
+    # hardware id -> highest concurrency level that hardware runs (the public record's own caps).
+    max_concurrency: Mapping[str, int] = field(default_factory=dict)
+    kind: str = "single-turn"  # agentic adds 1 / p90(e2e latency / output length)
+    source: str = ""  # where the method comes from, when it reproduces a published one
+
+    def warmup_requests(self, concurrency: int) -> int | None:
+        if self.warmup_per_concurrency:
+            return self.warmup_per_concurrency * concurrency
+        value = self.args.get("warmup-requests")
+        return int(value) if isinstance(value, int | float | str) and not isinstance(value, bool) else None
+
+    def for_hardware(self, hardware: str | None) -> Profile:
+        """The levels this hardware runs (InferenceX stops H200 at 64)."""
+        cap = self.max_concurrency.get(hardware or "")
+        if cap is None:
+            return self
+        kept = tuple(c for c in self.concurrency if c <= cap)
+        return replace(self, concurrency=kept or self.concurrency[:1])
 
     def num_prompts(self, concurrency: int) -> int:
         return max(self.min_prompts, concurrency * self.prompts_per_concurrency)
@@ -142,9 +163,18 @@ def _check_args(name: str, args: Any) -> dict[str, ArgValue]:
     return dict(args)
 
 
+def _check_caps(name: str, caps: Any) -> dict[str, int]:
+    if not isinstance(caps, dict) or any(
+        isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in caps.values()
+    ):
+        raise ProfileError(f"profile {name}: max_concurrency must map hardware ids to integers >= 1")
+    return dict(caps)
+
+
 def profile_from_mapping(name: str, data: Mapping[str, Any]) -> Profile:
     known = {"description", "backend", "dataset", "concurrency", "prompts_per_concurrency",
-             "min_prompts", "timeout_s", "args", "gate"}  # fmt: skip
+             "min_prompts", "timeout_s", "args", "gate", "warmup_per_concurrency",
+             "max_concurrency", "kind", "source"}  # fmt: skip
     unknown = sorted(set(data) - known)
     if unknown:
         raise ProfileError(f"profile {name}: unknown field(s) {', '.join(unknown)}")
@@ -154,6 +184,14 @@ def profile_from_mapping(name: str, data: Mapping[str, Any]) -> Profile:
     dataset = data.get("dataset", "random-ids")
     if dataset not in DATASETS:
         raise ProfileError(f"profile {name}: unknown dataset {dataset!r}")
+    kind = data.get("kind", "single-turn")
+    if kind not in KINDS:
+        raise ProfileError(f"profile {name}: kind must be one of {', '.join(KINDS)}, not {kind!r}")
+    warmup = data.get("warmup_per_concurrency", 0)
+    if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
+        raise ProfileError(f"profile {name}: warmup_per_concurrency must be an integer >= 0")
+    if warmup and "warmup-requests" in data.get("args", {}):
+        raise ProfileError(f"profile {name}: set warmup_per_concurrency or args.warmup-requests, not both")
     try:
         gate = Thresholds.from_mapping(data.get("gate", {}))
     except ValueError as err:
@@ -169,6 +207,10 @@ def profile_from_mapping(name: str, data: Mapping[str, Any]) -> Profile:
         timeout_s=float(data.get("timeout_s", 3600)),
         args=_check_args(name, data.get("args", {})),
         gate=gate,
+        warmup_per_concurrency=warmup,
+        max_concurrency=_check_caps(name, data.get("max_concurrency", {})),
+        kind=kind,
+        source=str(data.get("source", "")),
     )
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from flashfleet.bench.fingerprint import Deployment
 from flashfleet.bench.runner import Runner
+from flashfleet.bench.servers import Server
 
 # Stack name -> the serving endpoint's base URL (from the stack's outputs).
 EndpointResolver = Callable[[str], str]
@@ -19,6 +20,8 @@ Teardown = Callable[[str], None]
 RunnerFactory = Callable[[str], Runner]
 # Stack name -> facts for the fingerprint and the cost (recipe, image digest, versions, price).
 DeploymentFacts = Callable[[str], Deployment]
+# Stack name -> every HTTP server behind the endpoint (role, URL, DP ranks), reachable from here.
+ServerList = Callable[[str], list[Server]]
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,7 @@ class Seams:
     teardown: Teardown | None = None
     runner: RunnerFactory | None = None
     deployment: DeploymentFacts | None = None
+    servers: ServerList | None = None  # None: derived from the recipe and the node addresses
 
 
 def load_seams() -> Seams:

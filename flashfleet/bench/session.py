@@ -11,16 +11,38 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from flashfleet.bench.argv import check_base_url
 from flashfleet.bench.cost import level_cost_per_mtok, run_cost
 from flashfleet.bench.driver import BenchRun, run_profile
-from flashfleet.bench.fingerprint import Deployment, RecipeSelection, make_fingerprint, recipe_fingerprint
+from flashfleet.bench.fingerprint import (
+    Deployment,
+    RecipeSelection,
+    make_fingerprint,
+    recipe_fingerprint,
+    recipe_gpus,
+)
 from flashfleet.bench.gate import GateResult, evaluate
+from flashfleet.bench.method import method_of, probe_client_version
 from flashfleet.bench.profiles import BENCH_MODULES, Profile
 from flashfleet.bench.report import write_report
 from flashfleet.bench.runner import LocalRunner, Runner
 from flashfleet.bench.seams import Seams
+from flashfleet.bench.servers import (
+    GENERATION_TOKENS,
+    PD_SHARE,
+    PROMPT_TOKENS,
+    REQUESTS,
+    FetchMany,
+    Server,
+    fetch_here,
+    fetch_through,
+    pd_share_problems,
+    read_counters,
+    servers_from_recipe,
+    wait_ready,
+)
 from flashfleet.bench.store import load_run, write_run
 from flashfleet.stack.thresholds import Thresholds
 
@@ -47,6 +69,8 @@ class BenchRequest:
     module: str = BENCH_MODULES[0]
     recipe: RecipeSelection | None = None  # overrides what the bring-up reports
     facts: Mapping[str, Any] | None = None  # Deployment fields given on the command line
+    servers: tuple[Server, ...] | None = None  # every server behind the endpoint (None: ask the seams)
+    ready_timeout_s: float = 600.0  # how long every server and rank may take to become ready
 
 
 @dataclass(frozen=True)
@@ -119,13 +143,28 @@ def _measure(request: BenchRequest, seams: Seams, log: Callable[[str], None]) ->
         endpoint = check_base_url(endpoint)
     except ValueError as err:
         raise BenchSetupError(str(err)) from None
-    runner: Runner = LocalRunner() if request.local or seams.runner is None else seams.runner(request.stack)
+    local = request.local or seams.runner is None
+    runner: Runner = LocalRunner() if local else seams.runner(request.stack)  # type: ignore[misc]
+    profile = request.profile.for_hardware(deployment.recipe.hardware if deployment.recipe else None)
+    servers = _servers(request, seams, recipe, deployment, endpoint)
 
-    run = run_profile(
-        request.profile, endpoint, runner, python=request.python, module=request.module, log=log
+    client_version, note = probe_client_version(runner, request.python)
+    if note:
+        log(f"bench: {note}")
+        deployment = replace(deployment, notes=(*deployment.notes, note))
+    method = method_of(profile, module=request.module, client_version=client_version)
+
+    # Servers are asked from where the benchmark runs (their ports need not be open to here).
+    fetch = fetch_here if local else fetch_through(runner, request.python)
+    run, pd_served = _guarded_run(
+        request, profile=profile, endpoint=endpoint, runner=runner, servers=servers, log=log, fetch=fetch
     )
 
-    cost = run_cost(deployment.hourly_usd_per_node, deployment.node_count, run.wall_s, run.summaries)
+    gpus = deployment.gpus or recipe_gpus(recipe)
+    cost = run_cost(
+        deployment.hourly_usd_per_node, deployment.node_count, run.wall_s, run.summaries,
+        gpus=gpus, source=deployment.price_source, date=deployment.price_date,
+    )  # fmt: skip
     level_costs = {
         lv.concurrency: level_cost_per_mtok(cost.hourly_usd, lv) if cost else None for lv in run.summaries
     }
@@ -136,9 +175,67 @@ def _measure(request: BenchRequest, seams: Seams, log: Callable[[str], None]) ->
         profile=request.profile.name,
         bench_argv=[lv.argv for lv in run.levels],
         endpoint=run.endpoint,
+        method=method,
+        local=local,
     )
     run_dir = write_run(
-        request.results_root, request.stack, run, fingerprint=fingerprint, cost=cost, gate=gate
-    )
+        request.results_root, request.stack, run, fingerprint=fingerprint, cost=cost, gate=gate,
+        gpus=gpus, servers=servers, pd_served=pd_served,
+    )  # fmt: skip
     write_report(load_run(run_dir))
     return BenchOutcome(run, run_dir, gate)
+
+
+def _servers(
+    request: BenchRequest,
+    seams: Seams,
+    recipe: dict[str, Any] | None,
+    deployment: Deployment,
+    endpoint: str,
+) -> tuple[Server, ...]:
+    """Every server to check: as given, from the bring-up, else from the recipe at the nodes'
+    addresses (the endpoint's host is node 0's when the addresses are not known)."""
+    if request.servers is not None:
+        return request.servers
+    if seams.servers is not None:
+        return tuple(seams.servers(request.stack))
+    if recipe is None:
+        return ()
+    selection = deployment.recipe
+    addresses = list(selection.addresses) if selection and selection.addresses else []
+    if not addresses:
+        addresses = [urlsplit(endpoint).hostname or "127.0.0.1"]
+    return tuple(servers_from_recipe(recipe, addresses))
+
+
+def _guarded_run(
+    request: BenchRequest,
+    *,
+    profile: Profile,
+    endpoint: str,
+    runner: Runner,
+    servers: tuple[Server, ...],
+    log: Callable[[str], None],
+    fetch: FetchMany,
+) -> tuple[BenchRun, dict[str, Any]]:
+    """The levels, after every server and rank is ready; on PD, each side's share checked."""
+    if servers:
+        log(f"bench: waiting for {len(servers)} server(s) and their data-parallel ranks")
+        waiting = wait_ready(servers, timeout_s=request.ready_timeout_s, fetch=fetch)
+        if waiting:
+            problems = tuple(f"not ready after {request.ready_timeout_s:.0f} s: {why}" for why in waiting)
+            for line in problems:
+                log(f"bench: {line}")
+            empty = run_profile(replace(profile, concurrency=()), endpoint, runner, python=request.python,
+                                module=request.module)  # fmt: skip
+            return replace(empty, problems=problems), {}
+    pd = [s for s in servers if s.role in PD_SHARE]
+    names = (PROMPT_TOKENS, GENERATION_TOKENS, REQUESTS)
+    before = read_counters(pd, names, fetch) if pd else {}
+    run = run_profile(profile, endpoint, runner, python=request.python, module=request.module, log=log)
+    if not pd:
+        return run, {}
+    share, served = pd_share_problems(pd, before, read_counters(pd, names, fetch))
+    for line in share:
+        log(f"bench: {line}")
+    return replace(run, problems=(*run.problems, *share)), served

@@ -11,6 +11,7 @@ report.md, throughput_latency.png, latency_percentiles.png
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any
 from flashfleet.bench.cost import Cost, level_cost_per_mtok
 from flashfleet.bench.driver import BenchRun
 from flashfleet.bench.gate import GateResult
+from flashfleet.bench.servers import Server
 from flashfleet.bench.summary import LevelSummary
 
 SUMMARY = "summary.json"
@@ -39,21 +41,49 @@ def run_dir(results_root: Path, stack: str, started_at: datetime) -> Path:
     return path
 
 
-def summary_dict(stack: str, run: BenchRun, cost: Cost | None, gate: GateResult | None) -> dict[str, Any]:
+def verdict(run: BenchRun) -> tuple[bool, list[str]]:
+    """Whether the run is a measurement, and every reason it is not."""
+    reasons = [*run.problems]
+    reasons += [f"concurrency {f.concurrency}: {f.error}" for f in run.failures]
+    if not run.levels and not run.problems:
+        reasons.append("no level ran")
+    return not reasons, reasons
+
+
+def summary_dict(
+    stack: str,
+    run: BenchRun,
+    cost: Cost | None,
+    gate: GateResult | None,
+    *,
+    gpus: int | None = None,
+    servers: Sequence[Server] = (),
+    pd_served: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     hourly = cost.hourly_usd if cost else None
     levels = []
     for lv in run.summaries:
         row = lv.to_dict()
         row["cost_per_mtok_output_usd"] = level_cost_per_mtok(hourly, lv) if hourly is not None else None
+        row["output_throughput_per_gpu"] = lv.output_throughput / gpus if gpus else None
         levels.append(row)
+    valid, reasons = verdict(run)
     return {
+        "valid": valid,
+        "verdict": reasons,
         "stack": stack,
         "profile": {"name": run.profile.name, "description": run.profile.description},
         "endpoint": run.endpoint,
         "started_at": run.started_at.isoformat().replace("+00:00", "Z"),
         "wall_s": run.wall_s,
         "ok": run.ok,
-        "failures": [{"concurrency": f.concurrency, "error": f.error} for f in run.failures],
+        "failures": [
+            {"concurrency": f.concurrency, "error": f.error, "log_tail": f.log_tail} for f in run.failures
+        ],
+        "problems": list(run.problems),
+        "gpus": gpus,
+        "servers": [{"role": sv.role, "url": sv.url, "dp_ranks": sv.dp_ranks} for sv in servers],
+        "pd_served": dict(pd_served or {}),
         "levels": levels,
         "cost": cost.to_dict() if cost else None,
         "gate": gate.to_dict() if gate else None,
@@ -68,6 +98,9 @@ def write_run(
     fingerprint: dict[str, Any],
     cost: Cost | None,
     gate: GateResult | None,
+    gpus: int | None = None,
+    servers: Sequence[Server] = (),
+    pd_served: Mapping[str, Any] | None = None,
 ) -> Path:
     out = run_dir(results_root, stack, run.started_at)
     raw = out / "raw"
@@ -78,7 +111,8 @@ def write_run(
         note = f"\n[flashfleet] {lv.completed.runner_error}\n" if lv.completed.runner_error else ""
         (raw / f"{stem}.log").write_text(lv.completed.log + note)
         (raw / f"{stem}.argv.json").write_text(json.dumps(list(lv.argv), indent=2) + "\n")
-    _write_json(out / SUMMARY, summary_dict(stack, run, cost, gate))
+    summary = summary_dict(stack, run, cost, gate, gpus=gpus, servers=servers, pd_served=pd_served)
+    _write_json(out / SUMMARY, summary)
     _write_json(out / FINGERPRINT, fingerprint)
     return out
 
@@ -96,7 +130,7 @@ class StoredRun:
 
     @property
     def levels(self) -> list[LevelSummary]:
-        keep = {f for f in LevelSummary.__dataclass_fields__}
+        keep = set(LevelSummary.__dataclass_fields__)
         return [
             LevelSummary.from_dict({k: v for k, v in row.items() if k in keep})
             for row in self.summary["levels"]
@@ -108,6 +142,19 @@ class StoredRun:
         what = " ".join(str(recipe[k]) for k in ("hardware", "strategy", "topology") if recipe.get(k))
         where = f"{self.summary['stack']}/{self.path.name}"
         return f"{what} ({where})" if what else where
+
+    @property
+    def valid(self) -> bool:
+        """A run stored before validity was recorded counts by its old `ok`."""
+        return bool(self.summary.get("valid", self.summary.get("ok")))
+
+    @property
+    def method(self) -> dict[str, Any] | None:
+        return self.fingerprint.get("method")
+
+    @property
+    def gpus(self) -> int | None:
+        return self.summary.get("gpus") or self.fingerprint.get("gpus")
 
     def level_costs(self) -> dict[int | None, float | None]:
         return {row["concurrency"]: row.get("cost_per_mtok_output_usd") for row in self.summary["levels"]}

@@ -72,6 +72,12 @@ class LevelSummary:
     backend: str
     dataset: str
     tag: str | None
+    # Agentic figure of merit: 1 / p90 over requests of (e2e latency / output tokens), tokens/s
+    # per user at the slow tail; needs --output-details (per-request lengths and timings).
+    agentic_rate: float | None = None
+    # Tokens of the text that really came back. sglang's native client counts the REQUESTED
+    # length for a request that streamed no text at all, so total_output_tokens alone can lie.
+    total_output_tokens_retokenized: int | None = None
 
     @property
     def success_ratio(self) -> float | None:
@@ -117,7 +123,38 @@ def parse_record(record: Mapping[str, Any], *, num_prompts: int | None = None) -
         backend=str(record["backend"]),
         dataset=str(record["dataset_name"]),
         tag=record.get("tag"),
+        agentic_rate=agentic_rate(record),
+        total_output_tokens_retokenized=_int_or_none(record.get("total_output_tokens_retokenized")),
     )
+
+
+def _int_or_none(value: Any) -> int | None:
+    number = _number(value)
+    return None if number is None else int(number)
+
+
+def agentic_rate(record: Mapping[str, Any]) -> float | None:
+    """1 / p90(e2e / output length) from --output-details (e2e = TTFT + the inter-token gaps)."""
+    lens, ttfts, itls = record.get("output_lens"), record.get("ttfts"), record.get("itls")
+    if not (isinstance(lens, list) and isinstance(ttfts, list) and isinstance(itls, list)):
+        return None
+    ratios = sorted(
+        (ttft + sum(gaps)) / n
+        for n, ttft, gaps in zip(lens, ttfts, itls, strict=False)
+        if isinstance(n, int) and n > 0 and isinstance(ttft, int | float) and isinstance(gaps, list)
+    )
+    if not ratios:
+        return None
+    p90 = _percentile(ratios, 90)
+    return 1.0 / p90 if p90 > 0 else None
+
+
+def _percentile(ordered: list[float], q: float) -> float:
+    """numpy's default (linear) percentile of a sorted list, as bench_serving computes its own."""
+    pos = (len(ordered) - 1) * q / 100
+    low = math.floor(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
 
 
 def read_jsonl(text: str) -> list[dict[str, Any]]:

@@ -162,6 +162,11 @@ class HostVars(BaseModel):
         description="existing hosts: the SSH public keys (`TYPE BASE64`) every run pins in a `known_hosts` "
         "file of its private run directory, with `StrictHostKeyChecking=yes` (docs/security.md)",
     )
+    flashfleet_weights_prestaged: bool = Field(
+        False,
+        description="the checkpoint is already in `flashfleet_model_cache_dir` (`weights.prestaged` "
+        "of the stack): `prepare.yml` downloads no weights",
+    )
 
     def inventory_vars(self) -> dict[str, Any]:
         """As the inventory carries them (JSON types; ansible_user and host keys left out when unset)."""

@@ -119,3 +119,9 @@ def badge_catalog() -> tuple[tuple[BadgeEntry, ...], tuple[BadgeEntry, ...]]:
         if entry.badge not in BADGES:
             raise ValueError(f"badges.toml: unknown badge {entry.badge!r}")
     return cells, measured
+
+
+@cache
+def bringup_catalog() -> dict[str, Any]:
+    """Transfer sizes (with sources), per-source defaults and the phase schedule of a bring-up."""
+    return _load("bringup.toml")

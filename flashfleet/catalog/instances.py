@@ -27,7 +27,9 @@ class InstanceType:
     unknown: tuple[str, ...]
     secondary: tuple[str, ...]
     source: str
-    price_source: str | None = None  # where price_usd_per_hour comes from, when known
+    # Where price_usd_per_hour comes from and as of when (a price without a source is not kept).
+    price_source: str | None = None
+    price_date: str | None = None
     # Sold as whole UltraServers of this type (Capacity Blocks' UltraServer form), when known.
     ultraserver_type: str | None = None
 
@@ -63,8 +65,11 @@ def instance_catalog() -> dict[str, InstanceType]:
             secondary=tuple(raw["secondary"]),
             source=raw["source"],
             price_source=raw.get("price_source"),
+            price_date=raw.get("price_date"),
             ultraserver_type=raw.get("ultraserver_type"),
         )
+        if (raw.get("price_usd_per_hour") is None) != (raw.get("price_source") is None):
+            raise ValueError(f"instances.toml: {name}: a price goes with its price_source, and only a price")
         for key in out[name].unknown:
             if raw.get(key) is not None:
                 raise ValueError(f"instances.toml: {name}.{key} is listed unknown but has a value")

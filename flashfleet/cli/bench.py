@@ -52,8 +52,21 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--instance-type", default=None, help="instance type, for the fingerprint")
     p.add_argument("--node-count", type=int, default=None, help="nodes serving the endpoint")
     p.add_argument(
-        "--hourly-price", type=float, default=None, metavar="USD", help="price of one instance-hour"
+        "--hourly-price", type=float, default=None, metavar="USD",
+        help="your own price of one instance-hour (overrides the catalog's and the stack's)",
+    )  # fmt: skip
+    p.add_argument(
+        "--gpus", type=int, default=None, help="GPUs serving the endpoint (default: from the recipe)"
     )
+    p.add_argument(
+        "--server", dest="servers", action="append", default=None, metavar="ROLE=URL[@DP]",
+        help="a server behind the endpoint to check for readiness (and, for prefill/decode, its share); "
+        "repeatable; default: from the recipe at the nodes' addresses",
+    )  # fmt: skip
+    p.add_argument(
+        "--ready-timeout", type=float, default=600.0, metavar="S",
+        help="seconds every server and rank may take to become ready (default: %(default)s)",
+    )  # fmt: skip
     p.set_defaults(func=run)
 
 
@@ -124,10 +137,24 @@ def run(args: argparse.Namespace) -> int:
         overrides = parse_assignments(args.assignments)
         render(args.hardware, args.strategy, args.topology, overrides)  # a refused recipe: exit 2 now
         recipe = RecipeSelection(args.hardware, args.strategy, args.topology, overrides)
+    if args.hourly_price is not None and args.hourly_price <= 0:
+        raise UsageError("--hourly-price must be > 0")
+    if args.gpus is not None and args.gpus < 1:
+        raise UsageError("--gpus must be at least 1")
+    servers = None
+    if args.servers is not None:
+        from flashfleet.bench.servers import parse_server
+
+        try:
+            servers = tuple(parse_server(text) for text in args.servers)
+        except ValueError as err:
+            raise UsageError(str(err)) from None
     facts: dict[str, Any] = {
         "instance_type": args.instance_type,
         "node_count": args.node_count,
         "hourly_usd_per_node": args.hourly_price,
+        "price_source": "--hourly-price (your own price)" if args.hourly_price is not None else None,
+        "gpus": args.gpus,
     }
     request = BenchRequest(
         stack=args.stack,
@@ -140,6 +167,8 @@ def run(args: argparse.Namespace) -> int:
         module=args.module,
         recipe=recipe,
         facts=facts,
+        servers=servers,
+        ready_timeout_s=args.ready_timeout,
     )
     return execute(request, load_seams())
 
@@ -158,8 +187,14 @@ def execute(request: BenchRequest, seams: Seams) -> int:
     except TeardownFailed as err:
         print(f"flashfleet bench: {err}; the stack may still be running", file=sys.stderr)
         return EXIT_TEARDOWN_FAILED
+    for problem in outcome.run.problems:
+        print(f"flashfleet bench: {problem}", file=sys.stderr)
     for failure in outcome.run.failures:
         print(f"flashfleet bench: concurrency {failure.concurrency} failed: {failure.error}", file=sys.stderr)
+        for line in failure.log_tail:
+            print(f"    {line}", file=sys.stderr)
+    if not outcome.run.ok:
+        print("flashfleet bench: NOT a valid result (report.md says why; raw logs kept)", file=sys.stderr)
     if outcome.gate is not None:
         for check in outcome.gate.checks:
             print(check.line())

@@ -1,23 +1,38 @@
-"""`flashfleet compare RUN RUN...`: several benchmark runs lined up in one table and one plot."""
+"""`flashfleet compare RUN RUN...`: several benchmark runs lined up in one table and one plot.
+
+Runs measured differently (profile, lengths, range ratio, ignore-eos, request rate, load
+generator and its version) are refused unless --allow-method-mismatch, and then the
+differences are printed above the table. Exit status: 0 every run valid and comparable,
+2 bad input, 3 refused (methods differ) or any run is not valid (marked in the table).
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
 from flashfleet.cli.common import UsageError, add_format, print_json, writable_dir
+
+EXIT_REFUSED = 3
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("compare", help="line up several benchmark runs (results/STACK/TIMESTAMP)")
     p.add_argument("runs", nargs="+", type=Path, metavar="RUN", help="run directories")
     p.add_argument("--out", type=Path, default=None, help="also write compare.md and the plot here")
+    p.add_argument(
+        "--allow-method-mismatch",
+        action="store_true",
+        help="compare runs measured differently (the differences are listed)",
+    )
     add_format(p, "markdown", "json")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from flashfleet.bench.method import differences
     from flashfleet.bench.store import load_run
 
     if len(args.runs) < 2:
@@ -34,23 +49,42 @@ def run(args: argparse.Namespace) -> int:
             r.levels  # noqa: B018 (parses every level row the table will read)
         except (KeyError, TypeError, ValueError) as err:
             raise UsageError(f"{r.path}/summary.json: a level row is incomplete ({err!r})") from None
+    diffs = differences({str(r.path): r.method for r in runs})
+    if diffs and not args.allow_method_mismatch:
+        print("flashfleet compare: refused, the runs were measured differently:", file=sys.stderr)
+        for line in diffs:
+            print(f"  {line}", file=sys.stderr)
+        print("(--allow-method-mismatch compares them anyway)", file=sys.stderr)
+        return EXIT_REFUSED
     if args.format == "json":
         print_json(
-            [
-                {"run": str(r.path), "label": r.label, "fingerprint": r.fingerprint, "summary": r.summary}
-                for r in runs
-            ]
+            {
+                "method_differences": diffs,
+                "runs": [
+                    {
+                        "run": str(r.path),
+                        "label": r.label,
+                        "valid": r.valid,
+                        "fingerprint": r.fingerprint,
+                        "summary": r.summary,
+                    }
+                    for r in runs
+                ],
+            }
         )
     else:
         from flashfleet.bench.report import compare_markdown
 
-        print(compare_markdown(runs), end="")
+        print(compare_markdown(runs, diffs), end="")
     if args.out is not None:
         from flashfleet.bench.report import write_compare
 
-        for path in write_compare(runs, args.out):
-            print(f"wrote {path}")
-    return 0
+        for path in write_compare(runs, args.out, diffs):
+            print(f"wrote {path}", file=sys.stderr if args.format == "json" else sys.stdout)
+    failed = [r.path for r in runs if not r.valid]
+    for bad in failed:
+        print(f"flashfleet compare: {bad} is not a valid run (see its report.md)", file=sys.stderr)
+    return EXIT_REFUSED if failed else 0
 
 
 def _check_shape(path: Path, summary: Any, fingerprint: Any) -> None:

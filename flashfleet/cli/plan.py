@@ -101,6 +101,27 @@ def _capacity_lines(c: dict[str, Any], stack: str) -> list[str]:
     ]
 
 
+def _seconds(value: float | None) -> str:
+    return "unknown" if value is None else f"{value / 60:.1f} min"
+
+
+def _critical_path_lines(cp: dict[str, Any]) -> list[str]:
+    """One line per phase of the modeled bring-up, then the total and its ratio."""
+    ratio = cp["ratio_to_largest_transfer"]
+    out = [
+        f"  bring-up modeled ({cp['node_source']}, every node at once): total {_seconds(cp['total_s'])}, "
+        f"ratio to the largest transfer ({cp['largest_transfer'] or 'none known'}) "
+        f"{'unknown' if ratio is None else ratio}"
+    ]
+    for p in cp["phases"]:
+        size = "" if p["size_gb"] is None else f"{p['size_gb']:g} GB at {p['gbps']:g} Gbit/s, "
+        start = "?" if p["start_s"] is None else f"{p['start_s'] / 60:.1f}"
+        overlaps = f", overlaps {', '.join(p['overlaps'])}" if p["overlaps"] else ""
+        took = _seconds(p["seconds"])
+        out.append(f"    {p['name']:<8} {size}{took} from min {start}{overlaps} ({p['source']})")
+    return out
+
+
 def plan_text(d: dict[str, Any]) -> str:
     src = d["source"]
     cost = d["hourly_cost_usd"]
@@ -143,6 +164,7 @@ def plan_text(d: dict[str, Any]) -> str:
             f"{m['metadata_server']}), protocol {m['protocol']}, {m['global_segment_gib']} GiB per node"
         )
     out.append(f"  start    {' -> '.join(d['start_order'])}")
+    out += _critical_path_lines(d["critical_path"])
     # Kubernetes: the workloads and their containers' commands instead of hosts and docker runs.
     kube = src["kind"] == "kubernetes"
     if kube:

@@ -92,6 +92,7 @@ def effective_instance(source: AwsSource, hardware: str) -> tuple[InstanceType |
             efa_network_cards=o.efa_network_cards or base.efa_network_cards,
             price_usd_per_hour=price,
             price_source=price_source,
+            price_date=base.price_date if price_source == base.price_source else None,
         ),
         None,
     )

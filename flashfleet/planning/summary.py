@@ -14,6 +14,7 @@ from flashfleet.k8s import KubernetesPlan
 from flashfleet.k8s import mooncake as k8s_mooncake
 from flashfleet.launch import ContainerLaunch
 from flashfleet.planning import checks
+from flashfleet.planning.critical_path import critical_path
 from flashfleet.planning.resolve import SSH_PORT, StackPlan
 from flashfleet.stack import capacity
 from flashfleet.stack.kubernetes import KubernetesSource
@@ -251,6 +252,7 @@ def plan_data(b: StackPlan) -> dict[str, Any]:
         "endpoint": parts["endpoint"],
         "hourly_cost_usd": cost,
         "price_source": b.price_source,
+        "critical_path": critical_path(b),
         "warnings": list(b.warnings),
         "notes": list(recipe.notes),
     }

@@ -138,7 +138,8 @@ def hicache_flags(o: Options) -> list[str]:
     if o.hicache_size is not None:
         out += ["--hicache-size", str(o.hicache_size)]
     if o.hicache == "l1l2l3":
-        out += ["--hicache-storage-backend", "mooncake"]
+        # --enable-metrics: verify reads the L3 storage hit counters from /metrics
+        out += ["--hicache-storage-backend", "mooncake", "--enable-metrics"]
     return out
 
 

@@ -343,6 +343,7 @@ def _pd(ctx: Context, topo: Topology, addrs: list[str]) -> list[Process]:
         "nixl",
         "--nccl-port",
         str(PD_PREFILL_NCCL_PORT),
+        "--enable-metrics",  # its own counters show the benchmark that prefill served its share
     ]
     decode_tail = [
         "--disaggregation-mode",
@@ -351,6 +352,7 @@ def _pd(ctx: Context, topo: Topology, addrs: list[str]) -> list[Process]:
         "nixl",
         "--nccl-port",
         str(PD_DECODE_NCCL_PORT),
+        "--enable-metrics",  # its own counters show the benchmark that decode served its share
     ]
     prefill = Process(
         name="prefill",

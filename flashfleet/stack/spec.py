@@ -324,6 +324,29 @@ class TeardownSpec(Strict):
     keep_caches: bool = True
 
 
+# --- Bring-up model (flashfleet plan's critical path) ---------------------------------------------
+
+
+class Bandwidth(Strict):
+    """Gigabits per second one node gets from the Hub (weights) and the registry (image)."""
+
+    weights_gbps: float | None = Field(default=None, gt=0, le=3200)
+    image_gbps: float | None = Field(default=None, gt=0, le=3200)
+
+
+class BringupSpec(Strict):
+    """Overrides of the catalog's per-source defaults (flashfleet/catalog/bringup.toml)."""
+
+    bandwidth: Bandwidth = Bandwidth()
+    driver_install_s: float | None = Field(default=None, ge=0, le=86400)
+
+
+class WeightsSpec(Strict):
+    # True: the checkpoint is already in model_cache_dir (a volume, a node-local cache): the
+    # bring-up downloads nothing and the weights leave the critical path.
+    prestaged: bool = False
+
+
 # --- The stack --------------------------------------------------------------------------------------
 
 
@@ -342,6 +365,8 @@ class StackSpec(Strict):
     model_cache_dir: HostPath = "/opt/flashfleet/hf-cache"
     bench: BenchSpec = BenchSpec()
     teardown: TeardownSpec | None = None  # None: keep the caches
+    bringup: BringupSpec = BringupSpec()
+    weights: WeightsSpec = WeightsSpec()
 
     @field_validator("options")
     @classmethod

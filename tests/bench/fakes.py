@@ -41,21 +41,38 @@ def jsonl(*records: dict[str, object]) -> str:
     return "".join(json.dumps(r) + "\n" for r in records)  # json writes inf as Infinity, like sglang
 
 
-def curve(concurrency: int) -> dict[str, object]:
+def curve(concurrency: int, completed: int = 8) -> dict[str, object]:
     """A plausible throughput/latency curve: more users, more tokens/s, slower per user."""
     return record(
-        concurrency, throughput=100.0 * concurrency**0.8, ttft=50.0 + concurrency, tpot=10.0 + concurrency / 8
+        concurrency,
+        throughput=100.0 * concurrency**0.8,
+        ttft=50.0 + concurrency,
+        tpot=10.0 + concurrency / 8,
+        completed=completed,
     )
 
 
 class FakeRunner:
-    """Answers each invocation from ``answer(concurrency)``; records what it was asked to run."""
+    """Answers each benchmark invocation from ``answer(concurrency)`` (by default a result with
+    every requested prompt completed), and the load generator's version probe with
+    ``client_version``; records the benchmark invocations it was asked to run."""
 
-    def __init__(self, answer: Callable[[int], Completed] | None = None) -> None:
+    def __init__(
+        self, answer: Callable[[int], Completed] | None = None, client_version: str = "0.5.23"
+    ) -> None:
         self.calls: list[Invocation] = []
-        self._answer = answer or (lambda c: Completed(0, "ok\n", jsonl(curve(c))))
+        self.probes: list[Invocation] = []
+        self._answer = answer
+        self.client_version = client_version
 
     def __call__(self, invocation: Invocation) -> Completed:
-        self.calls.append(invocation)
         argv = list(invocation.argv)
-        return self._answer(int(argv[argv.index("--max-concurrency") + 1]))
+        if argv[1] == "-c":
+            self.probes.append(invocation)
+            return Completed(0, f"flashfleet-client-version {self.client_version}\n", "")
+        self.calls.append(invocation)
+        concurrency = int(argv[argv.index("--max-concurrency") + 1])
+        if self._answer is not None:
+            return self._answer(concurrency)
+        prompts = int(argv[argv.index("--num-prompts") + 1])
+        return Completed(0, "ok\n", jsonl(curve(concurrency, completed=prompts)))

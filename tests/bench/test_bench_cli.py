@@ -165,7 +165,7 @@ def test_bad_input_is_one_line_exit_2(tmp_path, with_seams, capsys, args, messag
 def test_list_profiles(capsys):
     assert main(["bench", "--list-profiles"]) == 0
     names = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
-    assert names == ["chat-1k1k", "agentic-long", "multimodal", "sweep"]
+    assert names == ["chat-1k1k", "agentic-long", "multimodal", "sweep", "inferencex-8k1k"]
 
 
 def test_local_runner_runs_an_argv_list_and_reads_the_output(tmp_path):

@@ -13,6 +13,7 @@ from flashfleet.bench.driver import run_profile
 from flashfleet.bench.fingerprint import Deployment, RecipeSelection
 from flashfleet.bench.profiles import BENCH_MODULES, get_profile
 from flashfleet.bench.seams import Seams
+from flashfleet.bench.servers import Server
 from flashfleet.bench.session import BenchRequest, bench
 from flashfleet.bench.summary import METRICS, REQUIRED_KEYS, read_jsonl
 from flashfleet.recipes import render
@@ -88,7 +89,7 @@ def test_a_failing_server_fails_the_level_and_keeps_the_log(standin, oracle_runn
     profile = tiny(get_profile("chat-1k1k"), concurrency=(1,), requests=2)
     run = run_profile(profile, standin.url, oracle_runner, python=str(ORACLE))
     assert not run.ok
-    assert run.failures[0].error == "bench_serving exited with 1"
+    assert run.failures[0].error.startswith("bench_serving exited with 1: ")
     assert "Warmup failed" in run.failures[0].completed.log
 
 
@@ -111,13 +112,16 @@ def test_bench_session_end_to_end_writes_results_and_tears_down(standin, oracle_
         deployment=lambda stack: deployment,
     )
     profile = tiny(get_profile("sweep"), concurrency=(1, 2), requests=4)
+    # the recipe's server is the stand-in here (its readiness is asked through the runner)
     request = BenchRequest(
-        stack="h200-ll", profile=profile, results_root=tmp_path, destroy=True, python=str(ORACLE)
-    )
+        stack="h200-ll", profile=profile, results_root=tmp_path, destroy=True, python=str(ORACLE),
+        servers=(Server("server", standin.url),),
+    )  # fmt: skip
     outcome = bench(request, seams, log=lambda line: None)
 
     assert torn == ["h200-ll"]
     assert outcome.exit_code == 0
+    assert {"/health", "/server_info"} <= set(standin.state.paths())  # asked before the first level
     run_dir = outcome.run_dir
     assert run_dir.parent == tmp_path / "h200-ll"
     raw = sorted(p.name for p in (run_dir / "raw").iterdir())

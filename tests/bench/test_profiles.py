@@ -106,7 +106,10 @@ def test_every_profile_argv_parses_with_the_real_parser():
         assert ns["output_file"] == "bench.jsonl"
         assert ns["tag"] == f"{profile.name}/c{conc}"
         for key, value in profile.args.items():
-            assert ns[key.replace("-", "_")] == value, (profile.name, key)
+            want = float(value) if key == "request-rate" else value  # argparse reads "inf" as a float
+            assert ns[key.replace("-", "_")] == want, (profile.name, key)
+        if profile.warmup_per_concurrency:
+            assert ns["warmup_requests"] == profile.warmup_per_concurrency * conc
 
 
 def test_the_real_parser_rejects_what_a_typo_would_produce():

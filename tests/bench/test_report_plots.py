@@ -70,36 +70,60 @@ def test_missing_percentiles_are_gaps_not_zeros():
     assert math.isnan(p99[0])
 
 
-def stored_run(tmp_path, stack, *, hourly=None, scale=1.0):
+def stored_run(tmp_path, stack, *, hourly=None, scale=1.0, method=None, gpus=16, completed=None):
+    profile = get_profile("sweep").with_overrides(concurrency=LEVELS)
+
     def answer(c):
         from flashfleet.bench.runner import Completed
         from tests.bench.fakes import jsonl
 
-        rec = curve(c)
+        rec = curve(c, completed=profile.num_prompts(c) if completed is None else completed)
         rec["output_throughput"] = float(rec["output_throughput"]) * scale  # type: ignore[arg-type]
         return Completed(0, "", jsonl(rec))
 
-    profile = get_profile("sweep").with_overrides(concurrency=LEVELS)
     run = run_profile(profile, "http://127.0.0.1:9", FakeRunner(answer))
     from flashfleet.bench.cost import run_cost
+    from flashfleet.bench.method import method_of
 
-    cost = run_cost(hourly, 2, 3600.0, run.summaries)
+    cost = run_cost(hourly, 2, 3600.0, run.summaries, gpus=gpus, source="test price", date="2026-12-01")
     fp = {"recipe": {"hardware": "h200", "strategy": stack, "topology": "unified", "badge": "verified"},
-          "node_count": 2, "instance_type": "p5en.48xlarge"}  # fmt: skip
-    path = write_run(tmp_path, stack, run, fingerprint=fp, cost=cost, gate=None)
+          "node_count": 2, "instance_type": "p5en.48xlarge", "gpus": gpus,
+          "method": method or method_of(profile, module="sglang.benchmark.serving", client_version="0.5.23")}  # fmt: skip
+    path = write_run(tmp_path, stack, run, fingerprint=fp, cost=cost, gate=None, gpus=gpus)
     write_report(load_run(path))
     return path
 
 
 def test_report_files_are_written_and_pngs_are_real(tmp_path):
     path = stored_run(tmp_path, "ll", hourly=50.0)
-    for name in (plots.THROUGHPUT_LATENCY, plots.LATENCY_PERCENTILES):
+    for name in (plots.PARETO, plots.THROUGHPUT_LATENCY, plots.LATENCY_PERCENTILES):
         data = (path / name).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n"
         assert len(data) > 10_000  # a drawn plot, not an empty canvas
     md = (path / "report.md").read_text()
-    assert "2 x $50.00/h = $100.00/h; this run ≈ $100.00" in md
+    assert md.splitlines()[2].startswith("**Verdict: valid.**")  # the verdict opens the report
+    assert md.index("Verdict") < md.index("| concurrency |") < md.index("## Cost")
+    assert "- $100.00/hour (2 x $50.00; $6.250 per GPU-hour)" in md
+    assert "- $100.00 for this run (3600 s)" in md
+    assert "- price source: test price, 2026-12-01" in md
     assert md.count("\n| ") == 1 + len(LEVELS)  # header row + one row per level
+    summary = json.loads((path / "summary.json").read_text())
+    assert summary["valid"] is True
+    for row in summary["levels"]:
+        assert row["output_throughput_per_gpu"] == pytest.approx(row["output_throughput"] / 16)
+
+
+def test_pareto_figure_is_throughput_per_gpu_against_p50_tpot():
+    fig = plots.pareto([("a", levels(), 8), ("b", levels(2.0), 16)])
+    (ax,) = fig.axes
+    assert ax.get_xlabel() == "p50 TPOT (ms)"
+    assert ax.get_ylabel() == "output throughput per GPU (tok/s/GPU)"
+    a, b = ax.get_lines()
+    want = levels()
+    assert list(a.get_xdata()) == [lv.tpot_ms.median for lv in want]  # one point per concurrency
+    assert list(a.get_ydata()) == pytest.approx([lv.output_throughput / 8 for lv in want])
+    assert list(b.get_ydata()) == pytest.approx([2 * lv.output_throughput / 16 for lv in want])
+    assert [t.get_text() for t in ax.texts][: len(LEVELS)] == [f"c={c}" for c in LEVELS]
 
 
 def test_compare_lines_up_runs(tmp_path, capsys):
@@ -112,14 +136,54 @@ def test_compare_lines_up_runs(tmp_path, capsys):
     assert len(rows) == 2 * len(LEVELS)
     assert rows[0].startswith("| h200 low-latency unified (low-latency/")
     assert rows[-1].startswith("| h200 high-throughput unified (high-throughput/")
-    tput = [float(r.split("|")[5].replace(",", "")) for r in rows]
+    tput = [float(r.split("|")[6].replace(",", "")) for r in rows]
     assert tput[len(LEVELS) :] == pytest.approx([3 * t for t in tput[: len(LEVELS)]], rel=1e-3)
+    assert all(r.split("|")[2].strip() == "yes" for r in rows)
     assert (out_dir / "compare.md").is_file()
-    assert (out_dir / plots.THROUGHPUT_LATENCY).read_bytes()[:4] == b"\x89PNG"
+    assert (out_dir / plots.PARETO).read_bytes()[:4] == b"\x89PNG"
 
     assert main(["compare", str(a), str(b), "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert [d["summary"]["stack"] for d in data] == ["low-latency", "high-throughput"]
+    assert [d["summary"]["stack"] for d in data["runs"]] == ["low-latency", "high-throughput"]
+    assert data["method_differences"] == []
+
+
+def test_compare_refuses_runs_measured_differently(tmp_path, capsys):
+    from flashfleet.bench.method import method_of
+
+    other = method_of(
+        get_profile("inferencex-8k1k"), module="sglang.benchmark.serving", client_version="0.5.22"
+    )
+    a = stored_run(tmp_path, "low-latency")
+    b = stored_run(tmp_path, "high-throughput", method=other)
+    assert main(["compare", str(a), str(b)]) == 3
+    captured = capsys.readouterr()
+    assert captured.out == ""  # no table for runs that cannot be compared
+    err = captured.err
+    assert "refused, the runs were measured differently" in err
+    for field in ("profile:", "input_len:", "random_range_ratio:", "client_version:"):
+        assert field in err
+    assert "= 0.5.23" in err
+    assert "= 0.5.22" in err
+    assert "output_len:" not in err  # both 1024: not a difference
+    assert "ignore_eos:" not in err  # both ignore EOS
+
+    assert main(["compare", str(a), str(b), "--allow-method-mismatch"]) == 0
+    out = capsys.readouterr().out
+    assert "**The runs were measured differently** (compared anyway, as asked):" in out
+    assert "- input_len: " in out
+
+
+def test_compare_marks_failed_runs_and_exits_non_zero(tmp_path, capsys):
+    good = stored_run(tmp_path, "low-latency")
+    bad = stored_run(tmp_path, "high-throughput", completed=3)  # 3 of 16+ requests per level
+    assert main(["compare", str(good), str(bad)]) == 3
+    captured = capsys.readouterr()
+    rows = [ln for ln in captured.out.splitlines() if ln.startswith("| h200")]
+    assert {r.split("|")[2].strip() for r in rows if "high-throughput" in r} == {"**FAILED**"}
+    assert {r.split("|")[2].strip() for r in rows if "low-latency" in r} == {"yes"}
+    assert "**Not valid, shown for reference only:**" in captured.out
+    assert f"{bad} is not a valid run" in captured.err
 
 
 def test_compare_refuses_non_runs(tmp_path, capsys):

@@ -21,10 +21,12 @@ CASES = [
 ]
 
 # The seed's operational note asks for a distinct --nccl-port per PD role on a shared node; its
-# printed commands omit it. These are the only words a render adds to a seed command.
+# printed commands omit it. Each PD server also exports its own counters (--enable-metrics), which
+# the benchmark reads to show that prefill and decode both served their share (no silent
+# fallback). These are the only words a render adds to a seed command.
 ADDED = {
-    "prefill": {("--nccl-port", "31500")},
-    "decode": {("--nccl-port", "32500")},
+    "prefill": {("--nccl-port", "31500"), ("--enable-metrics",)},
+    "decode": {("--nccl-port", "32500"), ("--enable-metrics",)},
 }
 
 

@@ -10,6 +10,7 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any
 import pytest
 from hosts import standin_images
 from hosts.aptrepo import DRIVER, AptRepository
-from hosts.harness import CACHE, HostPool
+from hosts.harness import CACHE, HostPool, HostSpec
 from hosts.hub import Hub, Repo
 
 from flashfleet.bringup.playbook_run import Progress, RunResult, run_playbook
@@ -169,8 +170,10 @@ def assert_same_plan(check: Run, real: Run, host: str, *more: Run) -> None:
     assert {t for t, s in planned.items() if s == "changed"} <= changed, check.explain()
 
 
-@pytest.fixture(scope="session")
-def lab() -> Iterator[Lab]:
+@contextmanager
+def open_lab(specs: list[HostSpec]) -> Iterator[Lab]:
+    """Boots `specs` with the signed apt repository, the wheels and the stand-in Hub; removes
+    every trace on exit (also on failure). Shared by the role tests and benchmarks/bringup.py."""
     workdir = Path(tempfile.mkdtemp(prefix="flashfleet-lab-", dir="/var/tmp"))
     pool = HostPool(workdir / "hosts")
     server: ThreadingHTTPServer | None = None
@@ -184,10 +187,11 @@ def lab() -> Iterator[Lab]:
         server = ThreadingHTTPServer((pool.gateway, 0), handler)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         base_url = f"http://{pool.gateway}:{server.server_address[1]}"
-        pool.start(SPECS)
+        pool.start(specs)
         for host in pool.hosts.values():
             standin_images.write(host.root / "etc/flashfleet-test")
-        _install_dlami_driver(pool, repo)
+        if "dlami" in pool.hosts:
+            _install_dlami_driver(pool, repo)
         # FLASHFLEET_TEST_RUNS_DIR keeps the event logs of every run (CI artifacts, debugging)
         runs = Path(os.environ.get("FLASHFLEET_TEST_RUNS_DIR", workdir / "runs"))
         yield Lab(pool, repo, base_url, hub, hub.start(pool.gateway), runs)
@@ -197,3 +201,9 @@ def lab() -> Iterator[Lab]:
             server.shutdown()
         pool.close()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def lab() -> Iterator[Lab]:
+    with open_lab(SPECS) as opened:
+        yield opened

@@ -21,6 +21,7 @@ from flashfleet.bringup.playbook_run import Progress, RunResult, run_playbook
 from flashfleet.inventory import build_inventory
 from flashfleet.planning import StackPlan, parse_spec, resolve_spec
 
+HERE = Path(__file__).parent
 MOONCAKE_CACHE = CACHE / "mooncake"
 TOKEN = "hf_flashfleetSERVEtoken9876543210fedcba"
 
@@ -133,3 +134,14 @@ def serve_lab(names: Sequence[str]) -> Iterator[ServeLab]:
             server.shutdown()
         pool.close()
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def install_fake_docker(lab: ServeLab, host: str) -> None:
+    """/usr/bin/docker on `host` becomes the recording fake that starts the OpenAI stand-in."""
+    root = lab.pool.hosts[host].root
+    (root / "usr/local/lib/fake-docker").mkdir(parents=True)
+    (root / "usr/local/lib/fake-docker/standin_openai.py").write_text(
+        (HERE / "standin_openai.py").read_text()
+    )
+    (root / "usr/bin/docker").write_text((HERE / "fake_docker.py").read_text())
+    (root / "usr/bin/docker").chmod(0o755)

@@ -10,16 +10,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from flashfleet.bringup.playbook_run import RunResult
 
-from .lab import TOKEN, ServeLab, make_stack, serve_lab
+from .lab import TOKEN, ServeLab, install_fake_docker, make_stack, serve_lab
 
-HERE = Path(__file__).parent
 HOSTS = ["l3a", "l3b", "epd", "pd"]
 LOAD_SECONDS = 3
 TRICKY = 'glm $HOME %h "quoted" back\\slash'  # systemd would expand $, % and eat quotes unescaped
@@ -31,13 +29,7 @@ FAST = {"sglang_serve_ready_timeout_s": 60, "sglang_serve_ready_poll_s": 1}
 def site() -> Iterator[dict[str, Any]]:
     with serve_lab(HOSTS) as lab:
         for host in HOSTS:
-            root = lab.pool.hosts[host].root
-            (root / "usr/local/lib/fake-docker").mkdir(parents=True)
-            (root / "usr/local/lib/fake-docker/standin_openai.py").write_text(
-                (HERE / "standin_openai.py").read_text()
-            )
-            (root / "usr/bin/docker").write_text((HERE / "fake_docker.py").read_text())
-            (root / "usr/bin/docker").chmod(0o755)
+            install_fake_docker(lab, host)
             set_knobs(lab, host, image_mode="pixels")
         a = lab.address
         stacks = [

@@ -96,7 +96,15 @@ def test_instance_catalog_keeps_unknowns_unknown() -> None:
     assert gb.efa_network_cards is None
     assert gb.vcpus is None
     assert {"host_memory_gib", "efa_network_cards", "vcpus"} <= set(gb.unknown)
-    assert all(t.price_usd_per_hour is None for t in cat.values()), "no price has a source"
+    # a price only with its source and date; GB300 has no published on-demand price
+    for t in cat.values():
+        assert (t.price_usd_per_hour is None) == (t.price_source is None) == (t.price_date is None), t.name
+    assert gb.price_usd_per_hour is None
+    assert "price_usd_per_hour" in gb.unknown
+    assert p5en.price_usd_per_hour == 63.296
+    assert "dstackai/dstack PR #4110" in (p5en.price_source or "")
+    assert p5en.price_date == "2026-08-06"
+    assert "price_usd_per_hour" in p5en.secondary  # read from a peer's listing, not AWS's own page
 
 
 def test_kubernetes_stack_nodes_come_from_the_catalog() -> None:

@@ -34,19 +34,24 @@ def test_plan_json_has_the_whole_bring_up(stack: str, capsys: pytest.CaptureFixt
         for proc in node["processes"]:
             assert proc["docker_run"][:2] == ["docker", "run"]
             assert proc["docker_run"][-len(proc["argv"]) :] == proc["argv"]
-    assert d["hourly_cost_usd"] is None  # no price has a source yet
+    if d["source"]["kind"] == "aws" and d["nodes"][0]["instance_type"] == "p5en.48xlarge":
+        # the catalog's sourced on-demand price (a stack may set its own, which then says so)
+        assert d["hourly_cost_usd"] > 0
+        assert d["price_source"]
+    else:
+        assert d["hourly_cost_usd"] is None  # GB300 on-demand, existing hosts, Kubernetes: no sourced price
     if d["source"]["kind"] == "aws":
         assert d["nodes"][0]["instance_type"] in {"p5en.48xlarge", "p6e-gb300.36xlarge"}
         assert 22 in d["source"]["ingress"]["ports"]
         assert 30000 in d["source"]["ingress"]["ports"]
 
 
-def test_plan_text_shows_commands_mooncake_and_unknown_cost(capsys: pytest.CaptureFixture[str]) -> None:
+def test_plan_text_shows_commands_mooncake_and_sourced_cost(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plan", "h200-l3"]) == 0
     out = capsys.readouterr().out
     assert "2 x p5en.48xlarge" in out
     assert "mooncake master on node 0 (node-0:50051" in out
-    assert "cost     unknown" in out
+    assert "cost     $126.59/h (on-demand price as listed by `dstack offer" in out  # 2 x $63.296
     assert "docker run" in out
     assert "--dist-init-addr node-0:5000" in out
     assert "start    server-0@node-0 -> server-1@node-1" in out

@@ -27,6 +27,7 @@ docker run \
   --disaggregation-bootstrap-port 8998 \
   --disaggregation-transfer-backend nixl \
   --nccl-port 31500 \
+  --enable-metrics \
   --host 0.0.0.0 \
   --port 31000
 
@@ -55,6 +56,7 @@ docker run \
   --disaggregation-mode decode \
   --disaggregation-transfer-backend nixl \
   --nccl-port 32500 \
+  --enable-metrics \
   --host 0.0.0.0 \
   --port 32000
 

@@ -1,0 +1,230 @@
+"""Every server behind the endpoint, asked directly: ready before the first measured request,
+and, on the PD topology, each one's own counters showing it served its share.
+
+A router answers /health while a prefill or decode server behind it is still loading, and a
+data-parallel server answers while one of its ranks is not; bench_serving only checks the
+endpoint it loads. A PD pair whose prefill never sees a request (a port mismatch, a bootstrap
+that fell back) still answers every request from decode, so the run looks fine from outside.
+Both are found here from the servers' own answers: /health, /server_info (one internal state
+per DP rank) and /metrics (sglang's Prometheus counters; the servers run with --enable-metrics).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from flashfleet.bench.runner import Invocation, Runner
+
+# sglang 0.5.23 srt/observability/metrics_collector.py (TokenizerMetricsCollector)
+PROMPT_TOKENS = "sglang:prompt_tokens_total"
+GENERATION_TOKENS = "sglang:generation_tokens_total"
+REQUESTS = "sglang:num_requests_total"
+# What each PD role must have done during the run for the split to be real.
+PD_SHARE = {"prefill": PROMPT_TOKENS, "decode": GENERATION_TOKENS}
+HTTP_ROLES = ("server", "language", "encoder", "prefill", "decode")
+
+
+@dataclass(frozen=True)
+class Server:
+    role: str  # server | language | encoder | prefill | decode
+    url: str  # base URL, e.g. http://10.0.0.5:31000
+    dp_ranks: int = 1  # data-parallel ranks that must each report an internal state
+
+    @property
+    def label(self) -> str:
+        return f"{self.role} {self.url}"
+
+
+# Several URLs at once -> {url: (status, body)}: one round trip through a runner on a node.
+FetchMany = Callable[[Sequence[str]], dict[str, tuple[int, str]]]
+
+FETCH_MARK = "flashfleet-fetch:"
+# Run by the interpreter in the serving image on node 0 (the servers' ports need not be open to
+# the machine flashfleet runs on): standard library only, one JSON line per URL.
+FETCH_SCRIPT = """
+import json, sys, urllib.request, urllib.error
+for url in json.loads(sys.argv[1]):
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            status, body = r.status, r.read().decode(errors="replace")
+    except urllib.error.HTTPError as e:
+        status, body = e.code, e.read().decode(errors="replace")
+    except Exception as e:
+        status, body = 0, str(e)
+    print("flashfleet-fetch:" + json.dumps([url, status, body]), flush=True)
+"""
+
+
+def http_get(url: str, timeout_s: float) -> tuple[int, str]:
+    """(status, body); status 0 when nothing answered."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+            return resp.status, resp.read().decode(errors="replace")
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode(errors="replace")
+    except (urllib.error.URLError, OSError, TimeoutError) as err:
+        return 0, str(getattr(err, "reason", err))
+
+
+def fetch_here(urls: Sequence[str]) -> dict[str, tuple[int, str]]:
+    return {url: http_get(url, 10.0) for url in urls}
+
+
+def fetch_through(runner: Runner, python: str) -> FetchMany:
+    """Fetch from where the benchmark runs (node 0, inside the serving image)."""
+
+    def fetch(urls: Sequence[str]) -> dict[str, tuple[int, str]]:
+        argv = (python, "-c", FETCH_SCRIPT, json.dumps(list(urls)))
+        try:
+            done = runner(Invocation(argv=argv, output_name="none", timeout_s=120))
+        except Exception as err:
+            return {url: (0, f"runner failed: {err}") for url in urls}
+        out = {url: (0, done.runner_error or f"no answer (exit {done.returncode})") for url in urls}
+        for line in done.log.splitlines():
+            if line.startswith(FETCH_MARK):
+                url, status, body = json.loads(line[len(FETCH_MARK) :])
+                out[url] = (int(status), str(body))
+        return out
+
+    return fetch
+
+
+def not_ready(server: Server, answers: Mapping[str, tuple[int, str]]) -> str | None:
+    """Why this server is not ready yet (from its /health and /server_info answers), or None."""
+    status, body = answers.get(f"{server.url}/health", (0, "not asked"))
+    if status != 200:
+        return f"{server.label}: /health answered {status or 'nothing'} ({body.strip()[:120]})"
+    status, body = answers.get(f"{server.url}/server_info", (0, "not asked"))
+    if status != 200:
+        return f"{server.label}: /server_info answered {status or 'nothing'}"
+    try:
+        states = json.loads(body).get("internal_states")
+    except (ValueError, AttributeError):
+        return f"{server.label}: /server_info is not JSON"
+    ready = len(states) if isinstance(states, list) else 0
+    if ready < server.dp_ranks:
+        return f"{server.label}: {ready} of {server.dp_ranks} data-parallel ranks report a state"
+    return None
+
+
+def wait_ready(
+    servers: Sequence[Server],
+    *,
+    timeout_s: float,
+    fetch: FetchMany = fetch_here,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    interval_s: float = 5.0,
+) -> list[str]:
+    """Poll until every server and rank is ready; the reasons of those that never were."""
+    deadline = clock() + timeout_s
+    urls = [f"{s.url}/{path}" for s in servers for path in ("health", "server_info")]
+    while True:
+        answers = fetch(urls)
+        waiting = [why for s in servers if (why := not_ready(s, answers)) is not None]
+        if not waiting or clock() >= deadline:
+            return waiting
+        sleep(interval_s)
+
+
+Counters = dict[str, float]  # metric name -> sum over its label sets
+
+
+def parse_counters(text: str, names: Iterable[str]) -> Counters:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    wanted = set(names)
+    out = dict.fromkeys(wanted, 0.0)
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name in wanted:
+                out[sample.name] += sample.value
+    return out
+
+
+def read_counters(
+    servers: Sequence[Server], names: Iterable[str], fetch: FetchMany = fetch_here
+) -> dict[str, Counters | str]:
+    """Per server URL, its counters, or why they could not be read."""
+    names = tuple(names)
+    out: dict[str, Counters | str] = {}
+    answers = fetch([f"{s.url}/metrics" for s in servers])
+    for server in servers:
+        status, body = answers[f"{server.url}/metrics"]
+        if status != 200:
+            out[server.url] = f"/metrics answered {status or 'nothing'} (is --enable-metrics on?)"
+            continue
+        try:
+            out[server.url] = parse_counters(body, names)
+        except ValueError as err:
+            out[server.url] = f"/metrics is not Prometheus text: {err}"
+    return out
+
+
+def pd_share_problems(
+    servers: Sequence[Server],
+    before: Mapping[str, Counters | str],
+    after: Mapping[str, Counters | str],
+) -> tuple[list[str], dict[str, Any]]:
+    """Refusals, and what each PD server did during the run (for the summary)."""
+    problems, served = [], {}
+    for server in servers:
+        metric = PD_SHARE.get(server.role)
+        if metric is None:
+            continue
+        b, a = before.get(server.url), after.get(server.url)
+        if not isinstance(b, dict) or not isinstance(a, dict):
+            why = a if isinstance(a, str) else b
+            problems.append(f"cannot show that {server.label} served its share: {why}")
+            continue
+        delta = {name: a[name] - b.get(name, 0.0) for name in a}
+        served[server.url] = {"role": server.role, **delta}
+        if delta[metric] <= 0:
+            other = "decode" if server.role == "prefill" else "prefill"
+            problems.append(
+                f"silent PD fallback: {server.label} counted 0 {metric.split(':')[1]} during the run "
+                f"({other} answered everything)"
+            )
+    return problems, served
+
+
+def servers_from_recipe(recipe: Mapping[str, Any], addresses: Sequence[str]) -> list[Server]:
+    """The HTTP servers of a rendered recipe (fingerprint form), at their nodes' addresses.
+
+    Ranks > 0 of a multi-node server serve no HTTP (the leader answers for them)."""
+    out = []
+    for proc in recipe.get("processes", []):
+        argv = list(proc.get("argv", []))
+        if proc.get("role") not in HTTP_ROLES or not proc.get("port"):
+            continue
+        if "--node-rank" in argv and argv[argv.index("--node-rank") + 1] != "0":
+            continue
+        node = int(proc.get("node", 0))
+        if node >= len(addresses):
+            continue
+        dp = int(argv[argv.index("--dp-size") + 1]) if "--dp-size" in argv else 1
+        out.append(Server(proc["role"], f"http://{addresses[node]}:{proc['port']}", dp))
+    return out
+
+
+def parse_server(text: str) -> Server:
+    """`ROLE=URL` or `ROLE=URL@DP` from the command line."""
+    role, sep, rest = text.partition("=")
+    url, _, dp = rest.partition("@")
+    if not sep or role not in HTTP_ROLES or not url.startswith(("http://", "https://")):
+        raise ValueError(
+            f"--server wants ROLE=URL[@DP_RANKS] with ROLE one of {', '.join(HTTP_ROLES)}, not {text!r}"
+        )
+    try:
+        ranks = int(dp) if dp else 1
+    except ValueError:
+        raise ValueError(f"--server {text!r}: data-parallel ranks must be an integer") from None
+    if ranks < 1:
+        raise ValueError(f"--server {text!r}: data-parallel ranks must be at least 1")
+    return Server(role, url.rstrip("/"), ranks)

@@ -1,0 +1,134 @@
+"""The bring-up's critical path, modeled: on a real cluster it is made of transfers.
+
+Per phase (driver install, image pull, weights download) a duration from the catalog's sizes and
+the stated bandwidths (flashfleet/catalog/bringup.toml, overridden under the stack's `bringup:`),
+placed on the schedule the playbooks (or manifests) really follow: stages one after another, the
+phases of one stage at the same time, every node at once. A size no source gives stays unknown,
+and so does every figure that needs it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from flashfleet.catalog import DFLASH2_DRAFT, bringup_catalog
+from flashfleet.planning.resolve import StackPlan
+from flashfleet.stack.kubernetes import KubernetesSource
+from flashfleet.stack.spec import AwsSource
+
+GBIT_PER_GB = 8.0
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    seconds: float | None  # None: a size is unknown
+    size_gb: float | None
+    gbps: float | None
+    source: str
+    start_s: float | None = None
+
+    @property
+    def end_s(self) -> float | None:
+        if self.start_s is None or self.seconds is None:
+            return None
+        return self.start_s + self.seconds
+
+
+def _source_kind(b: StackPlan) -> str:
+    src = b.spec.nodes.source
+    if isinstance(src, KubernetesSource):
+        return "kubernetes"
+    return "aws" if isinstance(src, AwsSource) else "existing"
+
+
+def _transfer(name: str, sizes: list[tuple[str, float | None, str]], gbps: float) -> Phase:
+    known = [s for _, s, _ in sizes]
+    source = "; ".join(f"{what}: {src}" for what, _, src in sizes)
+    if any(s is None for s in known):
+        return Phase(name, None, None, gbps, source)
+    size = float(sum(s for s in known if s is not None))
+    return Phase(name, round(size * GBIT_PER_GB / gbps, 1), size, gbps, source)
+
+
+def _phases(b: StackPlan) -> dict[str, Phase]:
+    cat = bringup_catalog()
+    kind = _source_kind(b)
+    defaults = cat["source"][kind]
+    over = b.spec.bringup
+    src = b.spec.nodes.source
+    driver_s = over.driver_install_s
+    driver_src = "the stack's bringup.driverInstallS"
+    if driver_s is None:
+        custom_ami = isinstance(src, AwsSource) and src.ami is not None
+        driver_s = defaults["custom_ami_driver_install_s" if custom_ami else "driver_install_s"]
+        driver_src = defaults["source"]
+    image = cat["image"][b.vendor]
+    image_gbps = over.bandwidth.image_gbps or defaults["image_gbps"]
+    out = {
+        "driver": Phase("driver", float(driver_s), None, None, driver_src),
+        "image": _transfer("image", [("image", image.get("size_gb"), image["source"])], image_gbps),
+    }
+    if b.spec.weights.prestaged:
+        out["weights"] = Phase("weights", 0.0, 0.0, None, f"prestaged in {b.spec.model_cache_dir}")
+        return out
+    repos = [b.recipe_for().model]
+    if b.recipe_for().options.speculative == "dflash2":
+        repos.append(DFLASH2_DRAFT)
+    sizes = [(r, cat["checkpoint"][r].get("size_gb"), cat["checkpoint"][r]["source"]) for r in repos]
+    out["weights"] = _transfer("weights", sizes, over.bandwidth.weights_gbps or defaults["weights_gbps"])
+    return out
+
+
+def critical_path(b: StackPlan) -> dict[str, Any]:
+    """Phases with start and duration, which overlap, the total and its ratio to the largest transfer."""
+    kind = _source_kind(b)
+    phases = _phases(b)
+    schedule = bringup_catalog()["schedule"]["kubernetes" if kind == "kubernetes" else "host"]
+    placed: list[Phase] = []
+    clock: float | None = 0.0
+    for stage in schedule:
+        members = [phases[name] for name in stage]
+        placed += [Phase(**{**p.__dict__, "start_s": clock}) for p in members]
+        longest = [p.seconds for p in members]
+        clock = None if clock is None or None in longest else clock + max(s for s in longest if s is not None)
+    transfers = [p for p in placed if p.size_gb is not None and p.seconds]
+    unknown = [p.name for p in placed if p.seconds is None]
+    largest = max(transfers, key=lambda p: p.seconds or 0.0, default=None)
+    ratio = None
+    if clock is not None and largest is not None and largest.seconds:
+        ratio = round(clock / largest.seconds, 2)
+    defaults = bringup_catalog()["source"][kind]
+    return {
+        "node_source": kind,
+        "nodes": len(b.nodes),
+        "phases": [
+            {
+                "name": p.name,
+                "size_gb": p.size_gb,
+                "gbps": p.gbps,
+                "seconds": p.seconds,
+                "start_s": p.start_s,
+                "end_s": p.end_s,
+                "overlaps": [q.name for q in placed if q is not p and _overlap(p, q)],
+                "source": p.source,
+            }
+            for p in placed
+        ],
+        "total_s": clock,
+        "largest_transfer": largest.name if largest else None,
+        "ratio_to_largest_transfer": ratio,
+        "unknown": unknown,
+        "weights_prestaged": b.spec.weights.prestaged,
+        "defaults_source": defaults["source"],
+    }
+
+
+def _overlap(p: Phase, q: Phase) -> bool:
+    """Both run at some moment together (an unknown end counts as open-ended)."""
+    if p.start_s is None or q.start_s is None or not (p.seconds != 0 and q.seconds != 0):
+        return False
+    p_end = p.end_s if p.end_s is not None else float("inf")
+    q_end = q.end_s if q.end_s is not None else float("inf")
+    return p.start_s < q_end and q.start_s < p_end
