@@ -70,6 +70,8 @@ def host_vars(
             flashfleet_mooncake_layout=layout,
             # Without a teardown section the caches are kept.
             flashfleet_keep_caches=spec.teardown.keep_caches if spec.teardown is not None else True,
+            # Existing hosts that list their keys: pinned for every run (bringup.playbook_run).
+            flashfleet_host_keys=list(node.host_keys) if node.host_keys else None,
             flashfleet_weights_prestaged=spec.weights.prestaged,
         )
     )

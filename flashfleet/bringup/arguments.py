@@ -45,6 +45,18 @@ def _load_yaml(path: Path) -> Any:
         raise BringupInputError(f"{path.name}: not valid YAML: {err}") from None
 
 
+def _flat(tasks: Any) -> Iterator[Mapping[str, Any]]:
+    """The tasks of a task list, those inside block/rescue/always sections included."""
+    for task in tasks if isinstance(tasks, list) else []:
+        if not isinstance(task, Mapping):
+            continue
+        if "block" in task:
+            for section in ("block", "rescue", "always"):
+                yield from _flat(task.get(section) or [])
+        else:
+            yield task
+
+
 def role_uses(project: Project, playbook: str, _seen: frozenset[str] = frozenset()) -> Iterator[RoleUse]:
     """Every role a playbook applies (through imported playbooks too), with the vars it passes."""
     if playbook in _seen:
@@ -65,8 +77,8 @@ def role_uses(project: Project, playbook: str, _seen: frozenset[str] = frozenset
                 role = entry.get("role") or entry.get("name")
                 yield RoleUse(playbook, name, hosts, str(role), dict(entry.get("vars") or {}))
         for section in ("pre_tasks", "tasks", "post_tasks"):
-            for task in play.get(section) or []:
-                action = next((k for k in _ROLE_TASKS if isinstance(task, Mapping) and k in task), None)
+            for task in _flat(play.get(section) or []):
+                action = next((k for k in _ROLE_TASKS if k in task), None)
                 if action is None:
                     continue
                 target = task[action]

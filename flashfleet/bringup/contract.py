@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pydantic import ValidationError
@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from flashfleet.bringup.errors import BringupInputError
 from flashfleet.bringup.host_vars import HostVars, nullable_facts
 from flashfleet.catalog import hardware_catalog
+from flashfleet.stack import safe_values
 
 _SECRET_NAME = re.compile(r"token|secret|passw", re.IGNORECASE)
 _HF_TOKEN_VALUE = re.compile(r"\bhf_[A-Za-z0-9]{20,}")
@@ -73,6 +74,33 @@ def _check_hardware(where: str, value: str) -> None:
         raise BringupInputError(f"{where}.flashfleet_hardware: {value!r} is not one of {', '.join(known)}")
 
 
+# Facts that reach ssh, files and deletes: the stack spec's own rules, again for a hand-written
+# inventory (`flashfleet configure --inventory`). Run after the model has checked the types.
+_SAFE: dict[str, Callable[[Any], Any]] = {
+    "ansible_host": safe_values.host_address,
+    "ansible_user": safe_values.posix_user,
+    "flashfleet_model_cache_dir": safe_values.host_path,
+}
+
+
+def _check_safe(where: str, hvars: Mapping[str, Any]) -> None:
+    for name, check in _SAFE.items():
+        value = hvars.get(name)
+        if value is None:
+            continue
+        try:
+            normal = check(value)
+        except ValueError as err:
+            raise BringupInputError(f"{where}.{name}: {err}") from None
+        if normal != value and name == "flashfleet_model_cache_dir":
+            raise BringupInputError(f"{where}.{name}: {value!r} is not normalised (write {normal})")
+    for i, key in enumerate(hvars.get("flashfleet_host_keys") or []):
+        try:
+            safe_values.host_key(key)
+        except ValueError as err:
+            raise BringupInputError(f"{where}.flashfleet_host_keys[{i}]: {err}") from None
+
+
 def check_host(where: str, hvars: Any) -> None:
     if not isinstance(hvars, Mapping):
         raise BringupInputError(f"{where}: expected a mapping of host variables")
@@ -96,6 +124,7 @@ def check_host(where: str, hvars: Any) -> None:
     except ValidationError as err:
         raise BringupInputError(_problem(where, err.errors()[0])) from None
     _check_hardware(where, hvars["flashfleet_hardware"])
+    _check_safe(where, hvars)
 
 
 def _group_members(where: str, group: Any) -> list[str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ from typing import Any
 from flashfleet.bringup.arguments import check_role_arguments
 from flashfleet.bringup.contract import check_inventory
 from flashfleet.bringup.errors import BringupInputError
-from flashfleet.bringup.playbook_run import RunResult, run_playbook
+from flashfleet.bringup.playbook_run import RunResult, private_dir, private_open, run_playbook
 from flashfleet.bringup.progress import PhaseProgress
 from flashfleet.bringup.project import DEFAULT_PROJECT, Project
 from flashfleet.bringup.timeline import write_timeline
@@ -38,7 +38,8 @@ def new_run_dir(runs_root: Path, stack: str, playbook: str) -> Path:
     for n in range(1, 1000):
         path = base if n == 1 else base.with_name(f"{base.name}-{n}")
         try:
-            path.mkdir(parents=True)
+            private_dir(path.parent)
+            path.mkdir(mode=0o700)
             return path
         except FileExistsError:
             continue
@@ -87,6 +88,7 @@ def run(
     tags: str | None = None,
     emit: Callable[[str], None] | None = None,
     checked: bool = True,
+    timeout_s: int | None = None,
 ) -> RunResult:
     """Validates (unless `checked` is False), then runs `playbook` of `project` and waits.
 
@@ -97,7 +99,8 @@ def run(
     if checked:
         validate(project, playbook, inventory, extravars, stack=stack, hf_token=hf_token)
     run_dir = new_run_dir(runs_root or default_runs_root(), stack or stack_of(inventory), playbook)
-    (run_dir / "inventory.json").write_text(json.dumps(inventory, indent=2, default=str) + "\n")
+    with private_open(run_dir / "inventory.json") as out:
+        out.write(json.dumps(inventory, indent=2, default=str) + "\n")
     record = {
         "playbook": playbook,
         "project": str(project.root),
@@ -105,8 +108,9 @@ def run(
         "limit": limit,
         "tags": tags,
     }
-    (run_dir / "run.json").write_text(json.dumps(record, indent=2) + "\n")
-    with (run_dir / "progress.log").open("w", encoding="utf-8") as log:
+    with private_open(run_dir / "run.json") as out:
+        out.write(json.dumps(record, indent=2) + "\n")
+    with private_open(run_dir / "progress.log") as log:
         progress = PhaseProgress(emit, log)
         result = run_playbook(
             playbook,
@@ -119,9 +123,11 @@ def run(
             tags=tags,
             on_event=progress,
             project_root=project.root,
+            timeout_s=timeout_s,
         )
         progress.finish()
         try:
+            private_open(result.events_log.with_name("timeline.png")).close()  # 0600 before it fills
             write_timeline(result.events_log)
         except Exception as err:  # a missing chart must never fail a bring-up
             progress.line(f"timeline not drawn: {err}")
@@ -129,4 +135,29 @@ def run(
 
 
 def unreachable_hosts(result: RunResult) -> list[str]:
-    return sorted(h for h, n in result.stats.get("dark", {}).items() if n)
+    """Hosts no connection reached: `dark` in the stats, or (with `ignore_unreachable`, which
+    files them under `ignored`) an unreachable event."""
+    dark = {h for h, n in result.stats.get("dark", {}).items() if n}
+    return sorted(dark | set(result.unreachable))
+
+
+# Longest a teardown may take before the destroy gives up on it and names the hosts.
+TEARDOWN_TIMEOUT_S = 1200
+
+
+def teardown_verdict(result: RunResult, hosts: Iterable[str] = ()) -> tuple[list[str], list[str]]:
+    """(unreachable hosts, reachable hosts the teardown did not finish on).
+
+    A reachable host either ends with no secret and no server, or is named here. A run stopped
+    by its timeout names every host of `hosts` that answered; a run that failed with no host to
+    blame (a parse error, a signal) names `the controller`.
+    """
+    dark = unreachable_hosts(result)
+    failed = {f.host for f in result.failures if f.host not in dark and f.host != "-"}
+    if result.status == "timeout":
+        failed |= {h for h in hosts if h not in dark}
+    on_controller = any(f.host == "-" for f in result.failures)  # parse error, timeout, signal
+    # ansible-playbook exits non-zero for unreachable hosts alone: that is the warning case.
+    if not failed and (on_controller or (not result.ok and not dark)):
+        failed = {"the controller"}
+    return dark, sorted(failed)

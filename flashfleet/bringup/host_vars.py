@@ -160,6 +160,11 @@ class HostVars(BaseModel):
     flashfleet_keep_caches: bool = Field(
         True, description="whether `teardown.yml` keeps the weight cache (`teardown.keepCaches` of the stack)"
     )
+    flashfleet_host_keys: list[str] | None = Field(
+        None,
+        description="existing hosts: the SSH public keys (`TYPE BASE64`) every run pins in a `known_hosts` "
+        "file of its private run directory, with `StrictHostKeyChecking=yes` (docs/security.md)",
+    )
     flashfleet_weights_prestaged: bool = Field(
         False,
         description="the checkpoint is already in `flashfleet_model_cache_dir` (`weights.prestaged` "
@@ -167,10 +172,11 @@ class HostVars(BaseModel):
     )
 
     def inventory_vars(self) -> dict[str, Any]:
-        """As the inventory carries them (JSON types; ansible_user left out when unset)."""
+        """As the inventory carries them (JSON types; ansible_user and host keys left out when unset)."""
         out = self.model_dump(mode="json")
-        if out["ansible_user"] is None:
-            del out["ansible_user"]
+        for optional in ("ansible_user", "flashfleet_host_keys"):
+            if out[optional] is None:
+                del out[optional]
         return out
 
 

@@ -30,6 +30,7 @@ def run_isolated(
     extravars: dict[str, Any] | None = None,
     hf_token: str | None = None,
     checked: bool = True,
+    timeout_s: int | None = None,
 ) -> RunResult:
     request = {
         "playbook": playbook,
@@ -38,6 +39,7 @@ def run_isolated(
         "runs_root": str(runs_root),
         "extravars": extravars or {},
         "checked": checked,
+        "timeout_s": timeout_s,
     }
     env = dict(os.environ)
     if hf_token is not None:
@@ -63,6 +65,7 @@ def run_isolated(
         reply["stats"],
         Path(reply["run_dir"]),
         [TaskFailure(**f) for f in reply["failures"]],
+        reply.get("unreachable", []),
     )
 
 
@@ -80,6 +83,7 @@ def _main() -> int:
             hf_token=os.environ.get(TOKEN_ENV),
             emit=lambda line: print(line, file=sys.stderr, flush=True),
             checked=request["checked"],
+            timeout_s=request.get("timeout_s"),
         )
     except Exception as err:
         json.dump({"error": {"type": type(err).__name__, "message": str(err)}}, sys.stdout)
@@ -91,6 +95,7 @@ def _main() -> int:
             "stats": result.stats,
             "run_dir": str(result.run_dir),
             "failures": [vars(f) for f in result.failures],
+            "unreachable": result.unreachable,
         },
         sys.stdout,
     )

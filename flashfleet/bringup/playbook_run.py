@@ -25,6 +25,7 @@ from typing import Any
 import ansible_runner
 
 from flashfleet.bringup.project import REPO
+from flashfleet.stack.safe_values import host_key
 
 TOKEN_ENV = "FLASHFLEET_HF_TOKEN"
 
@@ -74,6 +75,9 @@ class RunResult:
     stats: dict[str, dict[str, int]]
     run_dir: Path
     failures: list[TaskFailure] = field(default_factory=list)
+    # Hosts that answered no connection. With `ignore_unreachable` Ansible counts them under
+    # `ignored`, not `dark`: the events are the only place that says so either way.
+    unreachable: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -113,13 +117,76 @@ def failure_message(res: Mapping[str, Any]) -> str:
     return " | ".join(p for p in parts if p) or "task failed (no message)"
 
 
+REDACTED = "<redacted>"
+
+
+def private_open(path: Path) -> Any:
+    """A new file only its owner can read (0600), whatever the umask: run directories hold
+    inventories and events."""
+    return os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8")
+
+
+def private_dir(path: Path) -> Path:
+    """`path` and every directory created for it, owner-only (0700)."""
+    missing = [p for p in (path, *path.parents) if not p.exists()]
+    for p in reversed(missing):
+        p.mkdir(mode=0o700, exist_ok=True)
+    path.chmod(0o700)
+    return path
+
+
+def redact(event: dict[str, Any], secrets: list[str]) -> dict[str, Any]:
+    """The event with every secret value replaced, wherever Ansible put it (at -vvv it prints an
+    async task's environment; a module may echo its arguments)."""
+    text = json.dumps(event, default=str)
+    hits = [s for s in secrets if s and s in text]
+    if not hits:
+        return event
+    for secret in hits:
+        text = text.replace(secret, REDACTED)
+    redacted: dict[str, Any] = json.loads(text)
+    return redacted
+
+
+_PINNING_OPTIONS = re.compile(r"-o\s*(StrictHostKeyChecking|UserKnownHostsFile)=\S+\s*", re.IGNORECASE)
+
+
+def pin_host_keys(inventory: Mapping[str, Any], known_hosts: Path) -> dict[str, Any]:
+    """The inventory with every host that lists `flashfleet_host_keys` pinned to them: a
+    known_hosts file of this run and StrictHostKeyChecking=yes (the project's ansible.cfg turns
+    checking off for the hosts that list none: new AWS nodes, test hosts)."""
+    root = dict(inventory.get("all") or {})
+    hosts = dict(root.get("hosts") or {})
+    lines = []
+    for name, hvars in hosts.items():
+        keys = (hvars or {}).get("flashfleet_host_keys") or []
+        if not keys:
+            continue
+        address, port = str(hvars.get("ansible_host", name)), int(hvars.get("ansible_port", 22))
+        where = address if port == 22 else f"[{address}]:{port}"
+        lines += [f"{where} {host_key(key)}" for key in keys]
+        common = _PINNING_OPTIONS.sub("", str(hvars.get("ansible_ssh_common_args", ""))).strip()
+        hosts[name] = {
+            **hvars,
+            "ansible_host_key_checking": True,
+            "ansible_ssh_common_args": f"{common} -o StrictHostKeyChecking=yes "
+            f"-o UserKnownHostsFile={known_hosts}".strip(),
+        }
+    if not lines:
+        return dict(inventory)
+    with private_open(known_hosts) as out:
+        out.write("\n".join(lines) + "\n")
+    return {**inventory, "all": {**root, "hosts": hosts}}
+
+
 class _EventSink:
     """Writes every event to events.jsonl and turns task results into Progress/TaskFailure."""
 
     def __init__(self, path: Path, on_progress: Callable[[Progress], None] | None) -> None:
-        self.file = path.open("w", encoding="utf-8")
+        self.file = private_open(path)
         self.on_progress = on_progress
         self.failures: list[TaskFailure] = []
+        self.unreachable: set[str] = set()
         # an async task's `changed` arrives with its async event: no_log hides it afterwards
         self.async_changed: dict[tuple[str, str], bool] = {}
 
@@ -144,6 +211,8 @@ class _EventSink:
         phase, task = split_task_name(str(data.get("task", "")))
         role = str(data.get("role", "") or "")
         host = str(data["host"])
+        if status == "unreachable":
+            self.unreachable.add(host)
         if status in {"failed", "unreachable"} and not data.get("ignore_errors"):
             self.failures.append(TaskFailure(host, role, task, failure_message(res)))
         if self.on_progress is not None and event["event"].startswith("runner_on_"):
@@ -169,15 +238,18 @@ def run_playbook(
     on_progress: Callable[[Progress], None] | None = None,
     on_event: Callable[[dict[str, Any]], None] | None = None,
     project_root: Path = REPO,
+    timeout_s: int | None = None,
 ) -> RunResult:
     """Runs `<project_root>/playbooks/<playbook>` against `inventory` and waits for it.
 
     `hf_token` (or, when None, the caller's own `FLASHFLEET_HF_TOKEN`) reaches the roles only
     through the ansible-playbook process environment; no file this writes contains it.
     `on_event` sees every raw event first (phase starts, for live progress). A project without
-    its own ansible.cfg runs with this repository's settings.
+    its own ansible.cfg runs with this repository's settings. `timeout_s` stops a run that
+    takes longer (status `timeout`): a wedged host cannot hold the caller forever.
     """
-    run_dir.mkdir(parents=True, exist_ok=True)
+    private_dir(run_dir)
+    inventory = pin_host_keys(inventory, run_dir / "known_hosts")
     config = project_root / "ansible.cfg"
     envvars = {
         # the venv that runs us also provides ansible-playbook
@@ -186,12 +258,15 @@ def run_playbook(
     }
     if hf_token is not None:
         envvars[TOKEN_ENV] = hf_token
+    # Defence in depth: no event reaches a file or a handler with the token in it.
+    secrets = [t for t in (hf_token, os.environ.get(TOKEN_ENV)) if t]
     cmdline = " ".join(
         opt for opt, on in (("--check", check), ("--diff", diff)) if on
     )  # ansible-runner takes extra ansible-playbook options as one string
     sink = _EventSink(run_dir / "events.jsonl", on_progress)
 
     def handle(event: dict[str, Any]) -> bool:
+        event = redact(event, secrets)
         if on_event is not None:
             on_event(event)
         return sink(event)
@@ -213,14 +288,18 @@ def run_playbook(
             event_handler=handle,
             suppress_env_files=True,
             quiet=True,
+            timeout=timeout_s,
         )
         stats: dict[str, dict[str, int]] = runner.stats or {}
         if runner.rc is None:  # ansible-playbook died on a signal: pexpect saw no exit status
             sink.failures.append(TaskFailure("-", "", "ansible-playbook", "ended without an exit status"))
         rc = -1 if runner.rc is None else int(runner.rc)
-        result = RunResult(str(runner.status), rc, stats, run_dir, sink.failures)
+        if runner.status == "timeout":
+            sink.failures.append(TaskFailure("-", "", "ansible-playbook", f"stopped after {timeout_s} s"))
+        result = RunResult(str(runner.status), rc, stats, run_dir, sink.failures, sorted(sink.unreachable))
     finally:
         sink.close()
         shutil.rmtree(private, ignore_errors=True)
-    (run_dir / "summary.txt").write_text(result.summary() + "\n", encoding="utf-8")
+    with private_open(run_dir / "summary.txt") as out:
+        out.write(result.summary() + "\n")
     return result

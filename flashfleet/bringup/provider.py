@@ -8,8 +8,12 @@ importable) and everything a call needs arrives in its inputs, as plain values.
   next `up` tries again);
 - diff: run again only when the inventory (minus connection details), the playbook, the
   extra variables or the playbooks/roles tree changed; the token alone never triggers a run;
-- delete: run the teardown playbook, best effort: an unreachable host, a failed task or a
-  missing playbook is a warning, never a blocked `pulumi destroy`.
+- delete: run the teardown playbook. It converges or fails: a reachable host ends with no
+  secret and no server, or the delete raises naming it (Pulumi keeps the resource, and the
+  next `destroy` tries again); an unreachable host is a warning, never a blocked destroy; a
+  wedged one is given up after TEARDOWN_TIMEOUT_S and named. The project and runs directory
+  are stored relative to this repository, so a destroy from another checkout still finds the
+  playbooks (this program's own).
 
 The HF token is an input only: it is never in the outputs (the state) nor in any file.
 """
@@ -38,7 +42,7 @@ from flashfleet.bringup.contract import restore_nulls
 from flashfleet.bringup.errors import BringupInputError, PlaybookFailed
 from flashfleet.bringup.hashes import content_hash, inventory_hash
 from flashfleet.bringup.playbook_run import RunResult
-from flashfleet.bringup.project import Project
+from flashfleet.bringup.project import DEFAULT_PROJECT, REPO, Project
 
 # Inputs whose change means "run the playbook again"; compared as hashes kept in the outputs.
 TRIGGERS = ("inventoryHash", "treeHash", "playbook", "extravarsHash")
@@ -76,6 +80,34 @@ def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def stored_path(path: Path) -> str:
+    """A path inside this repository as stored in the state: relative to it, so that the state
+    does not tie the stack to the checkout that created it."""
+    try:
+        return path.resolve().relative_to(REPO).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def _project(stored: str) -> Project:
+    """The project of a stored path: relative ones are this program's; an absolute one written
+    by another checkout that no longer exists falls back to this program's, with a warning."""
+    path = Path(stored)
+    if not path.is_absolute():
+        return Project(REPO / path)
+    if not (path / "playbooks").is_dir():
+        _warn(f"project {stored} is gone; using the playbooks of {REPO}")
+        return DEFAULT_PROJECT
+    return Project(path)
+
+
+def _runs_root(stored: str) -> Path:
+    from flashfleet.bringup.handoff import default_runs_root
+
+    path = Path(stored)
+    return path if path.parent.is_dir() else default_runs_root()
+
+
 @dataclass(frozen=True)
 class RunInputs:
     inventory: dict[str, Any]
@@ -95,8 +127,8 @@ class RunInputs:
             playbook=str(props.get("playbook") or "site.yml"),
             teardown_playbook=str(props.get("teardownPlaybook") or "teardown.yml"),
             extravars=_whole_numbers(dict(unwrap_rpc_secret(props.get("extravars")) or {})),
-            project=Project(Path(str(props["projectDir"]))),
-            runs_root=Path(str(props["runsDir"])),
+            project=_project(str(props["projectDir"])),
+            runs_root=_runs_root(str(props["runsDir"])),
             tree_hash=str(props.get("treeHash") or ""),
             hf_token=str(token) if token else None,
         )
@@ -116,7 +148,7 @@ class RunInputs:
             "playbook": self.playbook,
             "teardownPlaybook": self.teardown_playbook,
             "extravars": self.extravars,
-            "projectDir": str(self.project.root),
+            "projectDir": stored_path(self.project.root),
             "runsDir": str(self.runs_root),
             **self.triggers(),
             "runDir": str(result.run_dir),
@@ -178,10 +210,9 @@ class PlaybookRunProvider(ResourceProvider):
         return UpdateResult(inputs.outputs(_run(inputs)))
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
-        try:
-            _teardown(RunInputs.from_props(props))
-        except Exception as err:  # best effort: a dead node must never block `pulumi destroy`
-            _warn(f"teardown skipped: {type(err).__name__}: {err}")
+        # No blanket except: a teardown that did not converge fails the delete, so the state
+        # keeps the hosts and a later destroy runs it again (issue 14).
+        _teardown(RunInputs.from_props(props))
 
 
 def _teardown(inputs: RunInputs) -> None:
@@ -191,8 +222,8 @@ def _teardown(inputs: RunInputs) -> None:
     try:
         inputs.project.playbook(inputs.teardown_playbook)
     except FileNotFoundError as err:
-        _warn(f"teardown skipped: {err}")
-        return
+        # Never a silent skip: the hosts would keep their secrets and servers.
+        raise PlaybookFailed(f"teardown cannot run: {err}") from None
     result = run_isolated(
         inputs.teardown_playbook,
         inputs.inventory,
@@ -201,12 +232,14 @@ def _teardown(inputs: RunInputs) -> None:
         # the stack's role arguments (site mirrors, the container CLI) hold for the teardown too
         extravars=inputs.extravars,
         checked=False,  # the inventory was checked when it was deployed; roles may have moved on
+        timeout_s=handoff.TEARDOWN_TIMEOUT_S,
     )
-    dark = handoff.unreachable_hosts(result)
+    dark, failed = handoff.teardown_verdict(result, inputs.inventory.get("all", {}).get("hosts", {}))
     if dark:
         _warn(f"teardown: unreachable, left as they are: {', '.join(dark)} ({result.run_dir})")
-    task_failures = [f for f in result.failures if f.host not in dark]
-    if task_failures or (not result.ok and not dark):
-        _warn(f"teardown did not finish cleanly; the destroy goes on:\n{result.summary()}")
-    elif result.ok:
-        _say(f"teardown done ({result.run_dir})")
+    if failed:
+        raise PlaybookFailed(
+            f"teardown did not finish on {', '.join(failed)}; their secrets or servers may remain. "
+            f"Fix and run the destroy again.\n{result.summary()}"
+        )
+    _say(f"teardown done ({result.run_dir})")

@@ -14,7 +14,7 @@ from pulumi.dynamic import Resource
 
 from flashfleet.bringup.handoff import default_runs_root
 from flashfleet.bringup.project import DEFAULT_PROJECT, Project
-from flashfleet.bringup.provider import PlaybookRunProvider
+from flashfleet.bringup.provider import PlaybookRunProvider, stored_path
 
 
 class PlaybookRun(Resource, module="flashfleet", name="PlaybookRun"):
@@ -49,7 +49,8 @@ def attach(
         "playbook": playbook,
         "teardownPlaybook": teardown_playbook,
         "extravars": extravars or {},
-        "projectDir": str(project.root),
+        # relative to this repository: a destroy from another checkout finds its own playbooks
+        "projectDir": stored_path(project.root),
         "runsDir": str((runs_dir or default_runs_root()).resolve()),
         "treeHash": project.tree_hash(),
         "runDir": None,  # outputs, declared so they become attributes

@@ -30,20 +30,27 @@ def teardown_hosts(
     runs_root: Path | None = None,
     stack: str | None = None,
     emit: Callable[[str], None] | None = _stderr,
+    extravars: Mapping[str, Any] | None = None,
 ) -> RunResult:
     """teardown.yml on existing hosts. Unreachable hosts are reported, not failed; a task that
     fails on a reachable host raises TeardownError (its services may still run)."""
     from flashfleet.bringup import handoff
 
-    result = handoff.run(playbook, inventory, project=project, runs_root=runs_root, stack=stack, emit=emit)
-    dark = handoff.unreachable_hosts(result)
+    result = handoff.run(
+        playbook,
+        inventory,
+        project=project,
+        runs_root=runs_root,
+        stack=stack,
+        emit=emit,
+        extravars=extravars,
+        timeout_s=handoff.TEARDOWN_TIMEOUT_S,
+    )
+    dark, failed = handoff.teardown_verdict(result, (inventory.get("all") or {}).get("hosts") or {})
     if dark and emit is not None:
         emit(f"warning: unreachable, left as they are: {', '.join(dark)}")
-    failed = sorted({f.host for f in result.failures if f.host not in dark})
-    if failed or (not result.ok and not dark):
-        raise TeardownError(
-            f"teardown failed on {', '.join(failed) or 'the controller'}; see {result.run_dir}"
-        )
+    if failed:
+        raise TeardownError(f"teardown failed on {', '.join(failed)}; see {result.run_dir}")
     return result
 
 
@@ -52,6 +59,14 @@ def latest_run(stack: str, runs_root: Path) -> Path | None:
     runs = sorted(d for d in (runs_root / stack).glob("*") if (d / "inventory.json").is_file())
     runs = [d for d in runs if not d.name.partition("-")[2].startswith("teardown")]
     return runs[-1] if runs else None
+
+
+def _recorded_project(recorded: str | None) -> Project:
+    """The project a run recorded, or this program's own when it is gone (another checkout,
+    moved or deleted): the teardown must still run, with the playbooks at hand."""
+    if recorded and (Path(recorded) / "playbooks").is_dir():
+        return Project(Path(recorded))
+    return DEFAULT_PROJECT
 
 
 def teardown_stack(stack: str) -> None:
@@ -73,5 +88,5 @@ def teardown_stack(stack: str) -> None:
             f"{stackops.NO_CLI}; and no `flashfleet configure` run of {stack} is recorded here"
         )
     record = json.loads((run / "run.json").read_text()) if (run / "run.json").is_file() else {}
-    project = Project(Path(record["project"])) if record.get("project") else DEFAULT_PROJECT
+    project = _recorded_project(record.get("project"))
     teardown_hosts(json.loads((run / "inventory.json").read_text()), project=project, stack=stack)

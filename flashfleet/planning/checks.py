@@ -18,7 +18,15 @@ from flashfleet.recipes.options import OPTION_DEFS
 from flashfleet.sizing import SizingError, check_host_tier_fits, host_tier_need_gb
 from flashfleet.stack.errors import Problem
 from flashfleet.stack.kubernetes import KubernetesSource
-from flashfleet.stack.spec import BLOCK_TTL, AwsSource, CapacityBlock, ExistingSource, NewNetwork, StackSpec
+from flashfleet.stack.spec import (
+    BLOCK_TTL,
+    AwsSource,
+    CapacityBlock,
+    ExistingSource,
+    Mooncake,
+    NewNetwork,
+    StackSpec,
+)
 
 HICACHE_FLAG = "--enable-hierarchical-cache"
 
@@ -221,6 +229,7 @@ def check_mooncake(spec: StackSpec, recipe: Recipe, base: str) -> list[Problem]:
                 "mooncake-master",
             )
         )
+    problems += _mooncake_port_clashes(recipe, mc, base)
     on_aws = isinstance(spec.nodes.source, AwsSource)
     if on_aws and mc.protocol == "rdma":
         problems.append(
@@ -239,6 +248,60 @@ def check_mooncake(spec: StackSpec, recipe: Recipe, base: str) -> list[Problem]:
             )
         )
     return problems
+
+
+# A port every node already uses besides the recipe's and the Mooncake master's.
+_RESERVED_PORTS = {22: "sshd"}
+
+
+def recipe_ports(recipe: Recipe) -> dict[int, str]:
+    """Every port the recipe's processes listen on or rendezvous at, with who uses it."""
+    ports: dict[int, str] = {}
+    for p in recipe.processes:
+        if p.port:
+            ports[p.port] = f"the {p.name} process"
+        for flag, value in zip(p.argv, p.argv[1:], strict=False):
+            if flag.startswith("--") and flag.endswith("-port") and value.isdigit():
+                ports[int(value)] = f"{p.name} {flag}"
+            elif flag == "--dist-init-addr" and value.rpartition(":")[2].isdigit():
+                ports[int(value.rpartition(":")[2])] = f"{p.name} {flag}"
+    return ports
+
+
+def _mooncake_port_clashes(recipe: Recipe, mc: Mooncake, base: str) -> list[Problem]:
+    taken = {**_RESERVED_PORTS, **recipe_ports(recipe)}
+    problems: list[Problem] = []
+    # The metrics port first (against sshd and the recipe), then it is taken for the other two.
+    for key, port in (
+        ("metricsPort", mc.metrics_port),
+        ("rpcPort", mc.rpc_port),
+        ("metadataPort", mc.metadata_port),
+    ):
+        if port in taken:
+            problems.append(
+                Problem(f"{base}.mooncake.{key}", f"port {port} is taken by {taken[port]}", "port-collision")
+            )
+        taken.setdefault(mc.metrics_port, "the Mooncake master's metrics (mooncake.metricsPort)")
+    return problems
+
+
+def check_host_keys_pinned(spec: StackSpec, base: str) -> list[Problem]:
+    """The HF token goes to existing hosts only once their SSH keys are pinned (or the stack
+    says, in so many words, to send it to whoever answers)."""
+    src = spec.nodes.source
+    if not isinstance(src, ExistingSource) or src.allow_unpinned_host_keys:
+        return []
+    return [
+        Problem(
+            f"{base}.nodes.source.hosts[{i}].hostKeys",
+            "no host key pinned: the HF token would go to whichever machine answers at "
+            f"{host.address}; list its keys (cat /etc/ssh/ssh_host_ed25519_key.pub on it) or set "
+            "nodes.source.allowUnpinnedHostKeys: true",
+            "host-key-unpinned",
+        )
+        for i, host in enumerate(src.hosts)
+        if not host.host_keys
+    ]
 
 
 def check_option_names(spec: StackSpec, base: str) -> list[Problem]:

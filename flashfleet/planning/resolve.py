@@ -45,6 +45,7 @@ class NodePlan:
     host_memory_gb: int | None
     hicache_host_gb: int
     mooncake_master: bool
+    host_keys: tuple[str, ...] = ()  # existing hosts: the SSH keys to pin
 
 
 @dataclass(frozen=True)
@@ -167,6 +168,8 @@ def resolve_spec(stack: str, spec: StackSpec, *, region: str | None, has_hf_toke
         problems += checks.check_host_tier(spec, recipe, facts, base)
     problems += checks.check_mooncake(spec, recipe, base)
     problems += checks.check_image(spec, recipe, base)
+    if has_hf_token:
+        problems += checks.check_host_keys_pinned(spec, base)
     if not problems:  # the manifests render from a recipe every other check accepted
         problems += checks.check_kubernetes(stack, spec, base)
     src = spec.nodes.source
@@ -236,6 +239,7 @@ def _node_plans(
                 host_memory_gb=facts[i].host_memory_gb,
                 hicache_host_gb=checks.host_tier_need(spec, recipe, i),
                 mooncake_master=master == i,
+                host_keys=host.host_keys if host else (),
             )
         )
     return plans

@@ -97,8 +97,15 @@ def plain_message(item: Any) -> str:
 
 def from_validation_error(err: ValidationError, data: Any, base: str = STACK_KEY) -> list[Problem]:
     problems = []
-    for item in err.errors(include_url=False):
-        loc = _yaml_loc(tuple(item["loc"]), data)
+    items = err.errors(include_url=False)
+    # A refused item of a list with a minimum length also fails the length ("at least 1 item
+    # after validation, not 0"): an echo of the first problem, not a second one.
+    inner = [tuple(i["loc"]) for i in items]
+    for item in items:
+        loc_t = tuple(item["loc"])
+        if item["type"] == "too_short" and any(o[: len(loc_t)] == loc_t and o != loc_t for o in inner):
+            continue
+        loc = _yaml_loc(loc_t, data)
         # Model-level validators report without a field; their message names the key.
         message = plain_message(item)
         if item["type"] == "extra_forbidden":

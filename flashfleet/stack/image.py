@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from flashfleet.catalog import Hardware
 from flashfleet.catalog.releases import MIN_VERSION, parse_version
+from flashfleet.stack import safe_values
 
 DERIVED_REPOSITORY = "flashfleet/sglang"
 TRANSFORMERS_PIN = "5.17.0"  # installed in the derived image: GLM-5.3-Flash's multimodal processor
@@ -25,6 +26,16 @@ class ImageSpec(BaseModel):
     digest: str | None = Field(None, pattern=r"^sha256:[0-9a-f]{64}$")
     derived: bool = Field(True, description="run the derived image with the Transformers pin and torchcodec")
     includes: tuple[str, ...] = Field((), description="PRs this build is known to contain, e.g. '#42178'")
+
+    @field_validator("repository")
+    @classmethod
+    def _repository(cls, value: str) -> str:
+        return safe_values.image_repository(value)
+
+    @field_validator("tag")
+    @classmethod
+    def _tag(cls, value: str | None) -> str | None:
+        return None if value is None else safe_values.image_tag(value)
 
     @field_validator("version")
     @classmethod

@@ -15,9 +15,12 @@ from typing import Annotated, Literal
 from pydantic import Field, field_validator, model_validator
 
 from flashfleet.catalog import hardware_catalog
+from flashfleet.stack import safe_values
 from flashfleet.stack.strict import Strict
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# Object names (storage classes, device classes): a DNS subdomain of at most 253 characters.
+_DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 # A label key: optional DNS-subdomain prefix, then a name of up to 63 characters.
 _LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
@@ -26,7 +29,7 @@ _SIZE = re.compile(r"^[1-9][0-9]*(Gi|Ti)$")
 
 
 def _check_label_key(key: str) -> str:
-    if not _LABEL_KEY.match(key) or len(key) > 316:
+    if not _LABEL_KEY.fullmatch(key) or len(key) > 316:
         raise ValueError(f"{key!r} is not a Kubernetes label key")
     return key
 
@@ -37,6 +40,18 @@ class Toleration(Strict):
     value: str | None = None
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
     toleration_seconds: int | None = Field(default=None, ge=0)
+
+    @field_validator("key")
+    @classmethod
+    def _key(cls, value: str | None) -> str | None:
+        return None if value is None else _check_label_key(value)
+
+    @field_validator("value")
+    @classmethod
+    def _value(cls, value: str | None) -> str | None:
+        if value is not None and not _LABEL_VALUE.fullmatch(value):
+            raise ValueError(f"{value!r} is not a Kubernetes label value")
+        return value
 
     @model_validator(mode="after")
     def _operator_value(self) -> Toleration:
@@ -72,14 +87,14 @@ class NodePool(Strict):
     # Dynamic Resource Allocation device class for GPUs (e.g. "gpu.nvidia.com"): needed only when
     # two processes of one pod share GPUs (encoder disaggregation), which device-plugin limits
     # cannot express: each container's limit gets GPUs of its own.
-    gpu_device_class: str | None = None
+    gpu_device_class: str | None = Field(default=None, max_length=253, pattern=_DNS_SUBDOMAIN)
 
     @field_validator("node_selector")
     @classmethod
     def _labels(cls, value: dict[str, str]) -> dict[str, str]:
         for key, label in value.items():
             _check_label_key(key)
-            if not _LABEL_VALUE.match(label):
+            if not _LABEL_VALUE.fullmatch(label):
                 raise ValueError(f"{label!r} (for {key}) is not a Kubernetes label value")
         return value
 
@@ -99,7 +114,7 @@ class PvcCache(Strict):
     """A PersistentVolumeClaim the stack creates for the Hugging Face cache."""
 
     kind: Literal["pvc"]
-    storage_class: str = Field(min_length=1)
+    storage_class: str = Field(max_length=253, pattern=_DNS_SUBDOMAIN)
     size: str = Field(description="e.g. 1500Gi: room for the checkpoint (and the DFlash2 draft)")
     # ReadWriteMany lets one download Job fill the cache for every server pod; ReadWriteOnce
     # serves one pod only, which then downloads in an init container.
@@ -108,7 +123,7 @@ class PvcCache(Strict):
     @field_validator("size")
     @classmethod
     def _size(cls, value: str) -> str:
-        if not _SIZE.match(value):
+        if not _SIZE.fullmatch(value):
             raise ValueError("must be a whole number of Gi or Ti, such as 1500Gi or 2Ti")
         return value
 
@@ -121,10 +136,9 @@ class HostPathCache(Strict):
 
     @field_validator("path")
     @classmethod
-    def _absolute(cls, value: str) -> str:
-        if not value.startswith("/") or value.rstrip("/") == "":
-            raise ValueError("must be an absolute path below /")
-        return value
+    def _safe(cls, value: str) -> str:
+        # Mounted read-write into every server pod: `hostPath: /etc` would hand them the node's /etc.
+        return safe_values.host_path(value)
 
 
 ModelCache = Annotated[PvcCache | HostPathCache, Field(discriminator="kind")]
@@ -133,7 +147,7 @@ ModelCache = Annotated[PvcCache | HostPathCache, Field(discriminator="kind")]
 class KubernetesSource(Strict):
     kind: Literal["kubernetes"]
     # kubeconfig context for the stack's provider; None: the default provider (ambient kubeconfig).
-    context: str | None = Field(default=None, min_length=1)
+    context: str | None = Field(default=None, min_length=1, max_length=253, pattern=r"^[^\x00-\x1f\x7f]+$")
     namespace: str = Field(min_length=1, max_length=63)
     create_namespace: bool = True
     # Keyed by hardware id (gb300, h200, mi355x); the stack's hardware must have an entry.
@@ -147,7 +161,7 @@ class KubernetesSource(Strict):
     @field_validator("namespace")
     @classmethod
     def _namespace(cls, value: str) -> str:
-        if not _DNS_LABEL.match(value):
+        if not _DNS_LABEL.fullmatch(value):
             raise ValueError("must be a DNS label: lowercase letters, digits and '-'")
         return value
 

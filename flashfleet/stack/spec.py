@@ -23,6 +23,7 @@ from pydantic import (
     model_validator,
 )
 
+from flashfleet.stack import safe_values
 from flashfleet.stack.image import ImageSpec
 from flashfleet.stack.ingress import parse_cidr, too_public
 from flashfleet.stack.kubernetes import KubernetesSource
@@ -69,11 +70,23 @@ _AWS_ID = {
 
 def _aws_id(kind: str) -> AfterValidator:
     def check(value: str) -> str:
-        if not _AWS_ID[kind].match(value):
+        if not _AWS_ID[kind].fullmatch(value):
             raise ValueError(f"{value!r} is not a {kind}-... id")
         return value
 
     return AfterValidator(check)
+
+
+def _safe(check: Any) -> AfterValidator:
+    """A flashfleet.stack.safe_values check as a field validator."""
+    return AfterValidator(check)
+
+
+HostPath = Annotated[str, AfterValidator(safe_values.host_path)]
+# Upper bounds: a value far beyond any real machine is a typo, and some of them size lists.
+MAX_HOST_MEMORY_GIB = 65536
+MAX_GPUS = 64
+MAX_EFA_CARDS = 32
 
 
 class NewNetwork(Strict):
@@ -82,7 +95,7 @@ class NewNetwork(Strict):
     kind: Literal["new"]
     cidr: IPv4Network = IPv4Network("10.42.0.0/16")
     subnet_cidr: IPv4Network = IPv4Network("10.42.0.0/20")
-    availability_zone: str
+    availability_zone: Annotated[str, _safe(safe_values.availability_zone)]
 
     @model_validator(mode="after")
     def _subnet_inside(self) -> NewNetwork:
@@ -153,14 +166,15 @@ Capacity = Annotated[OnDemand | Reservation | CapacityBlock, Field(discriminator
 class InstanceOverride(Strict):
     """Figures the catalog does not know (or that a stack knows better) for its instance type."""
 
-    host_memory_gib: int | None = Field(default=None, ge=1)
-    efa_network_cards: int | None = Field(default=None, ge=1)
-    price_usd_per_hour: float | None = Field(default=None, gt=0)
+    host_memory_gib: int | None = Field(default=None, ge=1, le=MAX_HOST_MEMORY_GIB)
+    efa_network_cards: int | None = Field(default=None, ge=1, le=MAX_EFA_CARDS)
+    price_usd_per_hour: float | None = Field(default=None, gt=0, le=10000, allow_inf_nan=False)
 
 
 class AwsSource(Strict):
     kind: Literal["aws"]
-    instance_type: str | None = None  # default: the catalog's type for the stack's hardware
+    # default: the catalog's type for the stack's hardware
+    instance_type: str | None = Field(default=None, pattern=r"^[a-z0-9-]{1,32}\.[a-z0-9-]{1,32}$")
     instance: InstanceOverride = InstanceOverride()
     network: Network
     capacity: Capacity = OnDemand(kind="on-demand")
@@ -176,7 +190,8 @@ class AwsSource(Strict):
     public_ip: bool = True  # an Elastic IP on node's primary interface (EFA nodes get none)
     ami: Annotated[str, _aws_id("ami")] | None = None  # default: the DLAMI SSM parameter
     dlami_os: Literal["ubuntu-22.04", "ubuntu-24.04"] = "ubuntu-24.04"
-    key_name: str | None = None  # an existing EC2 key pair; SSM Session Manager works without
+    # an existing EC2 key pair; SSM Session Manager works without
+    key_name: Annotated[str, _safe(safe_values.key_name)] | None = None
     root_volume_gib: int | None = Field(default=None, ge=100, le=16384)
 
     @field_validator("allowed_cidrs")
@@ -210,29 +225,29 @@ class AwsSource(Strict):
 
 
 class HostGpus(Strict):
-    model: str  # hardware id: gb300 | h200 | mi355x
-    count: int = Field(ge=1)
+    model: str = Field(pattern=r"^[a-z0-9]{1,32}$")  # hardware id: gb300 | h200 | mi355x
+    count: int = Field(ge=1, le=MAX_GPUS)
 
 
 class ExistingHost(Strict):
-    address: str = Field(min_length=1)
-    ssh_user: str = Field(min_length=1)
+    # Reach ssh as its destination and the IMEX/Mooncake files as one line each: an IP literal
+    # or a DNS name, never an option (`-oProxyCommand=...`) or a second line.
+    address: Annotated[str, _safe(safe_values.host_address)]
+    ssh_user: Annotated[str, _safe(safe_values.posix_user)]
     gpus: HostGpus
-    host_memory_gib: int = Field(ge=1)
+    host_memory_gib: int = Field(ge=1, le=MAX_HOST_MEMORY_GIB)
     # Address the other nodes reach this one on (rendezvous, Mooncake); default: address.
-    private_address: str | None = None
-
-    @field_validator("address", "private_address")
-    @classmethod
-    def _no_spaces(cls, value: str | None) -> str | None:
-        if value is not None and (value.strip() != value or " " in value):
-            raise ValueError("must be a host name or IP address without spaces")
-        return value
+    private_address: Annotated[str, _safe(safe_values.host_address)] | None = None
+    # The host's SSH public keys: pinned (StrictHostKeyChecking=yes against a known_hosts file
+    # of the run) before any secret is sent to it.
+    host_keys: tuple[Annotated[str, _safe(safe_values.host_key)], ...] = Field(default=(), max_length=16)
 
 
 class ExistingSource(Strict):
     kind: Literal["existing"]
     hosts: tuple[ExistingHost, ...] = Field(min_length=1)
+    # Send the HF token to hosts without hostKeys anyway (whoever answers at their address).
+    allow_unpinned_host_keys: bool = False
 
     @model_validator(mode="after")
     def _unique(self) -> ExistingSource:
@@ -267,13 +282,33 @@ class Nodes(Strict):
 class Mooncake(Strict):
     """Where the Mooncake master runs and what each serving node gives the store."""
 
-    master_node: int = Field(default=0, ge=0)
+    master_node: int = Field(default=0, ge=0, lt=64)
     protocol: Literal["rdma", "efa", "tcp"]
-    global_segment_gib: int = Field(ge=1)  # host memory each node contributes to the store
-    devices: tuple[str, ...] = ()  # RDMA devices to pin; empty = auto-discover
-    rpc_port: int = Field(default=50051, ge=1, le=65535)
-    metadata_port: int = Field(default=8080, ge=1, le=65535)
-    metrics_port: int = Field(default=9003, ge=1, le=65535)  # mooncake_master --metrics_port
+    # host memory each node contributes to the store
+    global_segment_gib: int = Field(ge=1, le=MAX_HOST_MEMORY_GIB)
+    # RDMA devices to pin; empty = auto-discover
+    devices: tuple[Annotated[str, _safe(safe_values.device_name)], ...] = Field(default=(), max_length=64)
+    # Unprivileged ports only: a port below 1024 is a system service's (rpcPort: 22 is sshd's).
+    rpc_port: int = Field(default=50051, ge=1024, le=65535)
+    metadata_port: int = Field(default=8080, ge=1024, le=65535)
+    metrics_port: int = Field(default=9003, ge=1024, le=65535)  # mooncake_master --metrics_port
+
+    @field_validator("metadata_port")
+    @classmethod
+    def _distinct_ports(cls, value: int, info: ValidationInfo) -> int:
+        if value == info.data.get("rpc_port"):
+            raise ValueError(f"{value} is rpcPort too: each service needs its own port")
+        return value
+
+    # Runs only when metricsPort is written (pydantic skips defaults); a written rpcPort or
+    # metadataPort that meets the default metrics port is planning's port-collision check's.
+    @field_validator("metrics_port")
+    @classmethod
+    def _distinct_metrics_port(cls, value: int, info: ValidationInfo) -> int:
+        for key, name in (("rpc_port", "rpcPort"), ("metadata_port", "metadataPort")):
+            if value == info.data.get(key):
+                raise ValueError(f"{value} is {name} too: each service needs its own port")
+        return value
 
 
 # --- Benchmark gate and teardown ------------------------------------------------------------------
@@ -316,7 +351,7 @@ class WeightsSpec(Strict):
 
 
 class StackSpec(Strict):
-    description: str = Field(min_length=1)
+    description: Annotated[str, _safe(safe_values.plain_text)] = Field(min_length=1)
     hardware: str
     strategy: str
     topology: str = "unified"
@@ -325,18 +360,13 @@ class StackSpec(Strict):
     image: ImageSpec
     nodes: Nodes
     mooncake: Mooncake | None = None
-    model_cache_dir: str = "/opt/flashfleet/hf-cache"
+    # Created, chmodded, mounted read-write into every container and, with keepCaches: false,
+    # deleted on teardown: never / or a system directory (safe_values.host_path).
+    model_cache_dir: HostPath = "/opt/flashfleet/hf-cache"
     bench: BenchSpec = BenchSpec()
     teardown: TeardownSpec | None = None  # None: keep the caches
     bringup: BringupSpec = BringupSpec()
     weights: WeightsSpec = WeightsSpec()
-
-    @field_validator("model_cache_dir")
-    @classmethod
-    def _absolute(cls, value: str) -> str:
-        if not value.startswith("/"):
-            raise ValueError("must be an absolute path")
-        return value
 
     @field_validator("options")
     @classmethod

@@ -44,7 +44,7 @@ def test_attach_registers_the_playbook_run_after_the_inventory(two_local_nodes: 
         assert urn.endswith("::bringup")
         assert args.inputs["playbook"] == "site.yml"
         assert args.inputs["teardownPlaybook"] == "teardown.yml"
-        assert args.inputs["projectDir"] == str(PROJECT)
+        assert args.inputs["projectDir"] == "tests/bringup/project"  # relative: any checkout finds it
         assert args.inputs["treeHash"] == Project(PROJECT).tree_hash() != DEFAULT_PROJECT.tree_hash()
         hosts = args.inputs["inventory"]["all"]["hosts"]
         assert sorted(hosts) == ["node-0", "node-1"]

@@ -145,3 +145,21 @@ def test_progress_reports_a_failure_at_once_with_its_message() -> None:
         "[n0] sglang_serve: FAILED wait for /health: timed out after 1800 s",
         "[n0] sglang_serve: FAILED in 1.0s (1 tasks, 0 changed)",
     ]
+
+
+def test_roles_included_inside_blocks_are_checked_too(
+    tmp_path: Path, two_local_nodes: dict[str, Any]
+) -> None:
+    # teardown.yml includes the roles' remove entry points inside block/always sections: an
+    # argument there is checked like one at the top of the play.
+    import shutil
+
+    project = tmp_path / "project"
+    shutil.copytree(PROJECT, project)
+    (project / "playbooks" / "blocks.yml").write_text(
+        "- hosts: all\n  tasks:\n    - block:\n        - ansible.builtin.debug:\n      always:\n"
+        "        - block:\n            - ansible.builtin.include_role:\n                name: marker\n"
+        "              vars:\n                marker_gpus: 8\n"
+    )
+    with pytest.raises(BringupInputError, match=r"role marker: marker_gpus is not an argument of the role"):
+        handoff.validate(Project(project), "blocks.yml", two_local_nodes, {})

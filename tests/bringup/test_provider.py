@@ -143,18 +143,55 @@ def test_delete_tears_down_reachable_hosts_and_warns_about_an_unreachable_one(
     assert "warning: teardown: unreachable, left as they are: node-1" in provider_host.stderr
 
 
-def test_delete_succeeds_when_every_host_is_gone_or_the_playbook_is_missing(
+def test_delete_succeeds_with_a_warning_when_every_host_is_gone(
     tmp_path: Path, provider_host: ProviderHost
 ) -> None:
     inv = inventory("t1", {"node-0": (unreachable_host(), tmp_path / "n0")})
     outs = {**resource_inputs(tmp_path, inv), "inventoryHash": "x"}
     provider_host.delete("playbooks-gone", outs)
-    provider_host.delete("playbooks-gone", {**outs, "teardownPlaybook": "nope.yml"})
-    provider_host.delete("playbooks-gone", {**outs, "projectDir": str(tmp_path / "no-such-project")})
     warnings = [ln for ln in provider_host.stderr.splitlines() if ln.startswith("warning:")]
-    assert len(warnings) == 3
-    assert "node-0" in warnings[0]
-    assert "nope.yml" in warnings[1]
+    assert len(warnings) == 1
+    assert "unreachable, left as they are: node-0" in warnings[0]
+
+
+def test_delete_fails_naming_the_host_a_teardown_did_not_finish_on(
+    tmp_path: Path, provider_host: ProviderHost, two_local_nodes: dict[str, Any]
+) -> None:
+    # Issue 14: delete() swallowed every exception, so the state forgot hosts that still ran.
+    id_, outs = provider_host.create(resource_inputs(tmp_path, two_local_nodes))
+    (tmp_path / "n1" / "fail-teardown").write_text("")
+    with pytest.raises(grpc.RpcError) as err:
+        provider_host.delete(id_, outs)
+    assert "teardown did not finish on node-1" in str(err.value)
+    assert "node-0" not in str(err.value).split("\n")[0]
+    assert not (tmp_path / "n0" / "deployed.json").exists()  # the others were torn down
+    (tmp_path / "n1" / "fail-teardown").unlink()
+    provider_host.delete(id_, outs)  # the next destroy converges
+    assert not (tmp_path / "n1" / "deployed.json").exists()
+
+
+def test_delete_fails_when_the_teardown_playbook_is_missing(
+    tmp_path: Path, provider_host: ProviderHost, two_local_nodes: dict[str, Any]
+) -> None:
+    id_, outs = provider_host.create(resource_inputs(tmp_path, two_local_nodes))
+    with pytest.raises(grpc.RpcError) as err:
+        provider_host.delete(id_, {**outs, "teardownPlaybook": "nope.yml"})
+    assert "nope.yml" in str(err.value)
+    assert (tmp_path / "n0" / "deployed.json").exists()  # nothing pretended to be torn down
+
+
+def test_state_stores_the_project_relative_and_a_gone_checkout_still_tears_down(
+    tmp_path: Path, provider_host: ProviderHost, two_local_nodes: dict[str, Any]
+) -> None:
+    # Issue 14: the absolute project path of another checkout skipped the teardown.
+    id_, outs = provider_host.create(resource_inputs(tmp_path, two_local_nodes))
+    assert not Path(outs["projectDir"]).is_absolute()
+    assert outs["projectDir"] == "tests/bringup/project"
+    moved = {**outs, "projectDir": str(tmp_path / "other-checkout" / "tests/bringup/project")}
+    provider_host.delete(id_, moved)
+    assert "is gone; using the playbooks of" in provider_host.stderr
+    # this program's own teardown.yml ran (its roles find nothing of theirs on this machine)
+    assert "teardown done" in provider_host.stderr
 
 
 def test_check_refuses_a_broken_inventory_naming_the_field(

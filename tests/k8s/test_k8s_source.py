@@ -25,7 +25,9 @@ def test_minimal_source() -> None:
     assert not src.leader_worker_set
     assert isinstance(src.model_cache, PvcCache)
     assert src.model_cache.access_mode == "ReadWriteMany"
-    assert isinstance(source(modelCache={"kind": "hostPath", "path": "/nvme"}).model_cache, HostPathCache)
+    assert isinstance(
+        source(modelCache={"kind": "hostPath", "path": "/nvme/hf-cache"}).model_cache, HostPathCache
+    )
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import hashlib
 
+import pytest
 from hosts.hub import Request
+
+from flashfleet.bringup.playbook_run import REDACTED
 
 from .conftest import TOKEN, Lab, assert_no_change, assert_same_plan, host_state
 from .hardware import DRAFT, MODEL
@@ -81,3 +84,35 @@ def test_token_is_in_no_log_event_or_host_file(lab: Lab) -> None:
         check=False,
     )
     assert on_host.stdout.split() == ["0"]
+
+
+@pytest.mark.parametrize("verbosity", ["0", "4"])
+def test_token_stays_out_of_events_at_any_verbosity(
+    lab: Lab, verbosity: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 14: at ANSIBLE_VERBOSITY>=3 Ansible printed the async download's environment, and
+    # with it HF_TOKEN, into events.jsonl (0644). A fresh cache makes the gated draft download
+    # again, with the token.
+    monkeypatch.setenv("ANSIBLE_VERBOSITY", verbosity)
+    fresh = {
+        "h200": {
+            "flashfleet_draft_model": DRAFT,
+            "flashfleet_model_cache_dir": f"/var/lib/flashfleet/hf-v{verbosity}",
+        }
+    }
+    before = len(lab.hub.file_gets(DRAFT))
+    run = lab.play(["h200"], "model_weights", facts_override=fresh)
+    assert run.ok, run.explain()
+    assert len(lab.hub.file_gets(DRAFT)) > before  # it did download, with the token
+    assert lab.hub.file_gets(DRAFT)[-1].authorization == f"Bearer {TOKEN}"
+    run_dir = run.result.run_dir
+    events = run.result.events_log.read_text()
+    if verbosity == "4":
+        assert "EXEC" in events  # the verbose connection lines are there
+    assert TOKEN not in events
+    # never there in the first place: the redaction in the runner is only a second line
+    assert REDACTED not in events
+    assert oct(run_dir.stat().st_mode & 0o777) == "0o700"
+    assert {oct(p.stat().st_mode & 0o777) for p in run_dir.iterdir()} == {"0o600"}
+    gone = lab.pool.ssh("h200", "test -e /run/flashfleet/hf-token || echo gone").stdout.strip()
+    assert gone == "gone"

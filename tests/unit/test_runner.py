@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from flashfleet.bringup.playbook_run import (
+    REDACTED,
     Progress,
     _EventSink,
     failure_message,
@@ -88,3 +89,49 @@ def test_a_real_failing_run_is_summarised_and_keeps_no_token(
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith("flashfleet-runner-")] == []
     leaks = [p for p in tmp_path.rglob("*") if p.is_file() and TOKEN in p.read_text(errors="replace")]
     assert leaks == []
+
+
+LEAKY_PLAYBOOK = """---
+- name: A task that puts the token in its environment, the way the old download did
+  hosts: all
+  gather_facts: false
+  tasks:
+    - name: Leaky | async command with the token in its environment
+      ansible.builtin.command:
+        argv: [/bin/true]
+      environment:
+        HF_TOKEN: "{{ lookup('ansible.builtin.env', 'FLASHFLEET_HF_TOKEN') }}"
+      async: 30
+      poll: 1
+      changed_when: false
+      no_log: true
+"""
+
+
+@pytest.mark.parametrize("verbosity", ["0", "4"])
+def test_events_never_hold_the_token_and_the_run_dir_is_private(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, verbosity: str
+) -> None:
+    # Issue 14: at ANSIBLE_VERBOSITY>=3 Ansible prints an async task's environment (EXEC lines):
+    # the runner's redaction is the second line of defence behind the roles keeping it out.
+    project = tmp_path / "project"
+    (project / "playbooks").mkdir(parents=True)
+    (project / "roles").mkdir()
+    (project / "playbooks/leaky.yml").write_text(LEAKY_PLAYBOOK)
+    monkeypatch.setenv("ANSIBLE_VERBOSITY", verbosity)
+    inventory = {"all": {"hosts": {"controller": {"ansible_connection": "local",
+                                                  "ansible_python_interpreter": "/usr/bin/python3"}}}}  # fmt: skip
+    run_dir = tmp_path / "runs" / "stack" / "run"
+    result = run_playbook("leaky.yml", inventory, run_dir=run_dir, hf_token=TOKEN, project_root=project)
+    assert result.ok, result.summary()
+    events = result.events_log.read_text()
+    assert TOKEN not in events
+    if verbosity == "4":
+        assert "EXEC" in events  # the verbose lines are there ...
+        assert REDACTED in events  # ... and the token they printed was replaced
+    assert oct(run_dir.stat().st_mode & 0o777) == "0o700"
+    assert oct((tmp_path / "runs").stat().st_mode & 0o777) == "0o700"
+    assert {p.name: oct(p.stat().st_mode & 0o777) for p in run_dir.iterdir()} == {
+        "events.jsonl": "0o600",
+        "summary.txt": "0o600",
+    }

@@ -1,0 +1,213 @@
+"""What a stack value may be before it reaches a host: a path, an address, a user, an image.
+
+Every value checked here ends up in an argv, a file, a unit or a template on somebody's machine,
+and some of them are deleted, chmodded or bind-mounted read-write. Each check returns the value
+(normalised) or raises ValueError with the rule, so pydantic validators and the inventory
+contract share one wording. No flashfleet imports: the spec, the Kubernetes source and the
+inventory contract all sit above this module.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import posixpath
+import re
+
+# --- host paths -----------------------------------------------------------------------------------
+
+# Characters a host path may hold: enough for any sane directory, nothing that a docker
+# `-v SRC:DST` (`:`, `,`), a systemd unit (`%`, `$`, spaces), a shell or a YAML scalar would read.
+_PATH_CHARS = re.compile(r"^[A-Za-z0-9._@+/-]+$")
+# Trees flashfleet never writes into, deletes or mounts: the OS, its kernel interfaces, its
+# configuration and the login homes' keys.
+SYSTEM_TREES = (
+    "/proc",
+    "/sys",
+    "/dev",
+    "/etc",
+    "/boot",
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/run",
+    "/root",
+    "/snap",
+    "/var/run",
+    "/var/lock",
+    "/var/lib/dpkg",
+    "/var/lib/apt",
+    "/var/lib/systemd",
+    "/var/lib/docker",
+    "/var/lib/containerd",
+    "/var/lib/kubelet",
+)
+# Directories that are system directories themselves though a level deeper than the rule's two:
+# their contents belong to everything on the machine.
+SYSTEM_DIRS = (
+    "/var/lib",
+    "/var/cache",
+    "/var/log",
+    "/var/tmp",
+    "/var/spool",
+    "/var/mail",
+    "/var/opt",
+    "/var/local",
+    "/var/backups",
+    "/usr/local",
+    "/opt/flashfleet",  # the parent of everything the roles install: never the cache itself
+)
+HOST_PATH_RULE = (
+    "an absolute path at least two levels deep (such as /opt/flashfleet/hf-cache), without '..', "
+    "of letters, digits and . _ - + @ only, and not a system directory or inside "
+    "/proc, /sys, /dev, /etc, /boot, /usr, /bin, /sbin, /lib*, /run, /root"
+)
+
+
+def host_path(value: object) -> str:
+    """A directory flashfleet may create, chmod, mount read-write and (on request) delete.
+
+    Returns the normalised path (`//` and trailing `/` folded, `.` dropped); raises ValueError.
+    """
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"must be {HOST_PATH_RULE}")
+    if not value.startswith("/"):
+        raise ValueError(f"{value!r} is relative: must be {HOST_PATH_RULE}")
+    if not _PATH_CHARS.fullmatch(value):
+        raise ValueError(f"{value!r} holds a character a host path may not: must be {HOST_PATH_RULE}")
+    parts = [p for p in value.split("/") if p not in ("", ".")]
+    if ".." in parts:
+        raise ValueError(f"{value!r} climbs with '..': must be {HOST_PATH_RULE}")
+    path = "/" + "/".join(parts)
+    if len(parts) < 2:
+        raise ValueError(f"{value!r} is too close to /: must be {HOST_PATH_RULE}")
+    if path in SYSTEM_DIRS or (parts[0] == "home" and len(parts) == 2):
+        raise ValueError(f"{path} is a system directory: must be {HOST_PATH_RULE}")
+    for tree in SYSTEM_TREES:
+        if path == tree or path.startswith(tree + "/"):
+            raise ValueError(f"{path} is inside {tree}: must be {HOST_PATH_RULE}")
+    if ".ssh" in parts or ".gnupg" in parts:
+        raise ValueError(f"{path} holds login keys: must be {HOST_PATH_RULE}")
+    assert posixpath.normpath(path) == path  # nothing left for the OS to reinterpret
+    return path
+
+
+# --- hosts and users ------------------------------------------------------------------------------
+
+_DNS_LABEL = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
+ADDRESS_RULE = "must be an IP address or a DNS name (letters, digits, '-' and '.')"
+
+
+def host_address(value: object) -> str:
+    """An IP literal or a DNS name: never an ssh option (`-o...`), a user@ or a newline."""
+    if not isinstance(value, str) or not value:
+        raise ValueError(ADDRESS_RULE)
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        pass
+    name = value[:-1] if value.endswith(".") else value
+    labels = name.split(".")
+    if len(name) > 253 or not all(_DNS_LABEL.fullmatch(label) for label in labels):
+        raise ValueError(f"{value!r}: {ADDRESS_RULE}")
+    if labels[-1].isdigit():
+        raise ValueError(f"{value!r} is not a valid IP address: {ADDRESS_RULE}")
+    return value
+
+
+_POSIX_USER = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+USER_RULE = "must be a POSIX user name: a lowercase letter or '_', then up to 31 of a-z 0-9 _ -"
+
+
+def posix_user(value: object) -> str:
+    if not isinstance(value, str) or not _POSIX_USER.fullmatch(value):
+        raise ValueError(f"{value!r}: {USER_RULE}")
+    return value
+
+
+# --- images ---------------------------------------------------------------------------------------
+
+# The distribution reference grammar (github.com/distribution/reference): an optional registry
+# host[:port] (a first component with '.' or ':', or localhost), then lowercase path components.
+_HOST_LABEL = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?"
+_REGISTRY = re.compile(rf"^{_HOST_LABEL}(?:\.{_HOST_LABEL})*(?::[0-9]+)?$")
+_COMPONENT = re.compile(r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$")
+_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
+
+
+def image_repository(value: str) -> str:
+    first, _, rest = value.partition("/")
+    registry = bool(rest) and ("." in first or ":" in first or first == "localhost")
+    components = rest.split("/") if registry else value.split("/")
+    ok = (not registry or _REGISTRY.fullmatch(first)) and all(_COMPONENT.fullmatch(c) for c in components)
+    if len(value) > 255 or not ok:
+        raise ValueError(f"{value!r} is not an image repository (such as lmsysorg/sglang)")
+    return value
+
+
+def image_tag(value: str) -> str:
+    if not _TAG.fullmatch(value):
+        # at most 100: the derived image's tag adds a suffix within Docker's 128
+        raise ValueError(f"{value!r} is not an image tag (letters, digits, _ . -; at most 100)")
+    return value
+
+
+# --- small names ---------------------------------------------------------------------------------
+
+_KEY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,254}$")
+_ZONE = re.compile(r"^[a-z]{2}(-[a-z0-9]+){2,6}$")
+_DEVICE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+def key_name(value: str) -> str:
+    if not _KEY_NAME.fullmatch(value):
+        raise ValueError(f"{value!r}: an EC2 key pair name of letters, digits and . _ - (at most 255)")
+    return value
+
+
+def availability_zone(value: str) -> str:
+    if len(value) > 64 or not _ZONE.fullmatch(value):
+        raise ValueError(f"{value!r} is not an availability zone name (such as us-east-2a)")
+    return value
+
+
+def device_name(value: str) -> str:
+    if not _DEVICE.fullmatch(value):
+        raise ValueError(f"{value!r} is not a device name (such as mlx5_0)")
+    return value
+
+
+_KEY_TYPES = {
+    "ssh-ed25519",
+    "ssh-rsa",
+    "ecdsa-sha2-nistp256",
+    "ecdsa-sha2-nistp384",
+    "ecdsa-sha2-nistp521",
+    "sk-ssh-ed25519@openssh.com",
+    "sk-ecdsa-sha2-nistp256@openssh.com",
+}
+_KEY_BLOB = re.compile(r"^[A-Za-z0-9+/]{32,}={0,3}$")
+
+
+def host_key(value: str) -> str:
+    """A host public key as sshd keeps it (`/etc/ssh/ssh_host_ed25519_key.pub`) or as a
+    known_hosts line gives it after the host name: `TYPE BASE64 [comment]`; returns `TYPE BASE64`."""
+    words = value.split()
+    if len(words) >= 3 and words[0] not in _KEY_TYPES and words[1] in _KEY_TYPES:
+        words = words[1:]  # a whole known_hosts line: drop its host field
+    if len(words) < 2 or words[0] not in _KEY_TYPES or not _KEY_BLOB.fullmatch(words[1]):
+        raise ValueError(
+            "must be a host public key such as 'ssh-ed25519 AAAAC3Nza...' "
+            "(cat /etc/ssh/ssh_host_ed25519_key.pub on the host)"
+        )
+    return f"{words[0]} {words[1]}"
+
+
+def plain_text(value: str, limit: int = 256) -> str:
+    """Free text that ends up in tags and descriptions: one line, printable, bounded."""
+    if len(value) > limit or not value.isprintable():
+        raise ValueError(f"must be one line of printable text, at most {limit} characters")
+    return value

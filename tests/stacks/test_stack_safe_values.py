@@ -1,0 +1,198 @@
+"""Issue 14: every spec value that reaches a host is refused with exit 2 and its YAML path, or
+is safe there. Each case below is the one that found the bug, run through `flashfleet validate`
+(in process) exactly as a user would."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flashfleet.cli import main
+from flashfleet.stack import safe_values
+
+S = "flashfleet:stack"
+Doc = dict[str, Any]
+WriteStack = Callable[[str, Callable[[Doc], None]], Path]
+
+
+def spec(doc: Doc) -> Doc:
+    return doc["config"][S]
+
+
+def src(doc: Doc) -> Doc:
+    return spec(doc)["nodes"]["source"]
+
+
+def host0(doc: Doc) -> Doc:
+    return src(doc)["hosts"][0]
+
+
+def validate(stacks_dir: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    rc = main(["validate", "broken", "--stacks-dir", str(stacks_dir)])
+    return rc, capsys.readouterr().err
+
+
+# (id, base stack, change, YAML path that must be named)
+REFUSED: list[tuple[str, str, Callable[[Doc], None], str]] = [
+    # paths: deleted by teardown (keepCaches: false), chmodded, mounted read-write
+    ("cache dir is /", "mi355x-lowlat", lambda d: spec(d).update(modelCacheDir="/"), "modelCacheDir"),
+    ("cache dir climbs into /etc", "mi355x-lowlat", lambda d: spec(d).update(modelCacheDir="/opt/../etc"), "modelCacheDir"),
+    ("cache dir with a colon", "mi355x-lowlat", lambda d: spec(d).update(modelCacheDir="/:/host"), "modelCacheDir"),
+    ("cache dir deleting a sibling", "mi355x-lowlat", lambda d: spec(d).update(modelCacheDir="/opt/flashfleet/hf-cache/../mooncake"), "modelCacheDir"),
+    ("cache dir relative", "mi355x-lowlat", lambda d: spec(d).update(modelCacheDir="hf-cache/x"), "modelCacheDir"),
+    ("cache dir is /opt", "mi355x-lowlat", lambda d: spec(d).update(modelCacheDir="/opt"), "modelCacheDir"),
+    ("cache dir is /tmp", "mi355x-lowlat", lambda d: spec(d).update(modelCacheDir="/tmp/"), "modelCacheDir"),
+    ("cache dir inside /usr", "mi355x-lowlat", lambda d: spec(d).update(modelCacheDir="/usr/local/lib/x"), "modelCacheDir"),
+    ("cache dir is /var/lib", "mi355x-lowlat", lambda d: spec(d).update(modelCacheDir="/var/lib"), "modelCacheDir"),
+    ("cache dir is a home", "mi355x-lowlat", lambda d: spec(d).update(modelCacheDir="/home/ubuntu"), "modelCacheDir"),
+    ("cache dir with a newline", "mi355x-lowlat", lambda d: spec(d).update(modelCacheDir="/opt/x\n/etc"), "modelCacheDir"),
+    ("k8s hostPath /etc", "mi355x-k8s", lambda d: src(d).update(modelCache={"kind": "hostPath", "path": "/etc"}), "nodes.source.modelCache.path"),
+    ("k8s hostPath /proc/x", "mi355x-k8s", lambda d: src(d).update(modelCache={"kind": "hostPath", "path": "/proc/1/root"}), "nodes.source.modelCache.path"),
+    # numbers that size lists or reach files
+    ("efaNetworkCards 1e9", "h200-lowlat", lambda d: src(d).update(instance={"efaNetworkCards": 1_000_000_000}), "nodes.source.instance.efaNetworkCards"),
+    ("gpu count 1e9", "mi355x-lowlat", lambda d: host0(d)["gpus"].update(count=1_000_000_000), "nodes.source.hosts[0].gpus.count"),
+    ("host memory 1e12", "mi355x-lowlat", lambda d: host0(d).update(hostMemoryGib=10**12), "nodes.source.hosts[0].hostMemoryGib"),
+    # addresses and users reach ssh's argv and the IMEX nodes_config.cfg
+    ("address is an ssh option", "mi355x-lowlat", lambda d: host0(d).update(address="-oProxyCommand=touch /tmp/pwned"), "nodes.source.hosts[0].address"),
+    ("address with a newline", "mi355x-lowlat", lambda d: host0(d).update(address="10.0.0.1\n10.0.0.99"), "nodes.source.hosts[0].address"),
+    ("address user@host", "mi355x-lowlat", lambda d: host0(d).update(address="root@10.0.0.1"), "nodes.source.hosts[0].address"),
+    ("private address with a newline", "mi355x-lowlat", lambda d: host0(d).update(privateAddress="10.0.0.1\nx"), "nodes.source.hosts[0].privateAddress"),
+    ("user is an ssh option", "mi355x-lowlat", lambda d: host0(d).update(sshUser="-oProxyCommand=x"), "nodes.source.hosts[0].sshUser"),
+    ("user with a newline", "mi355x-lowlat", lambda d: host0(d).update(sshUser="ubuntu\nroot"), "nodes.source.hosts[0].sshUser"),
+    ("gpu model with a space", "mi355x-lowlat", lambda d: host0(d)["gpus"].update(model="mi355x x"), "nodes.source.hosts[0].gpus.model"),
+    # images
+    ("repository with an option", "h200-lowlat", lambda d: spec(d)["image"].update(repository="--privileged"), "image.repository"),
+    ("repository uppercase", "h200-lowlat", lambda d: spec(d)["image"].update(repository="LMSYS/sglang"), "image.repository"),
+    ("tag with a space", "h200-lowlat", lambda d: spec(d)["image"].update(tag="v0.5.23 --privileged"), "image.tag"),
+    # names
+    ("key name with a newline", "h200-lowlat", lambda d: src(d).update(keyName="k\nx"), "nodes.source.keyName"),
+    ("availability zone with a slash", "h200-lowlat", lambda d: src(d)["network"].update(availabilityZone="us-east-2a/../x"), "nodes.source.network.availabilityZone"),
+    ("description with a newline", "h200-lowlat", lambda d: spec(d).update(description="a\nb"), "description"),
+    ("mooncake device with a slash", "h200-l3", lambda d: spec(d)["mooncake"].update(devices=["../../x"]), "mooncake.devices[0]"),
+    # a trailing newline slips past a Python `^...$` pattern (the property test found it)
+    ("mooncake device with a trailing newline", "h200-l3", lambda d: spec(d)["mooncake"].update(devices=["0\n"]), "mooncake.devices[0]"),
+    ("user with a trailing newline", "mi355x-lowlat", lambda d: host0(d).update(sshUser="ubuntu\n"), "nodes.source.hosts[0].sshUser"),
+    ("k8s namespace with a trailing newline", "mi355x-k8s", lambda d: src(d).update(namespace="glm\n"), "nodes.source.namespace"),
+    ("k8s label value with a trailing newline", "mi355x-k8s", lambda d: src(d)["nodePools"]["mi355x"]["nodeSelector"].update(x="y\n"), "nodes.source.nodePools.mi355x.nodeSelector"),
+    # ports
+    ("mooncake rpcPort 22", "h200-l3", lambda d: spec(d)["mooncake"].update(rpcPort=22), "mooncake.rpcPort"),
+    ("mooncake ports equal", "h200-l3", lambda d: spec(d)["mooncake"].update(rpcPort=9000, metadataPort=9000), "mooncake.metadataPort"),
+    ("metadata port is the serving port", "h200-l3", lambda d: spec(d)["mooncake"].update(metadataPort=30000), "mooncake.metadataPort"),
+    ("metadata port is the metrics port", "h200-l3", lambda d: spec(d)["mooncake"].update(metadataPort=9003), "mooncake.metadataPort"),
+    ("metadata port is a moved metrics port", "h200-l3", lambda d: spec(d)["mooncake"].update(metricsPort=9100, metadataPort=9100), "mooncake.metricsPort"),
+    ("rpc port is the default metrics port", "h200-l3", lambda d: spec(d)["mooncake"].update(rpcPort=9003), "mooncake.rpcPort"),
+    ("mooncake metricsPort 80", "h200-l3", lambda d: spec(d)["mooncake"].update(metricsPort=80), "mooncake.metricsPort"),
+    ("metrics port is the rpc port", "h200-l3", lambda d: spec(d)["mooncake"].update(metricsPort=50051), "mooncake.metricsPort"),
+    ("metrics port is the serving port", "h200-l3", lambda d: spec(d)["mooncake"].update(metricsPort=30000), "mooncake.metricsPort"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("base", "change", "path"), [c[1:] for c in REFUSED], ids=[c[0] for c in REFUSED])
+def test_value_is_refused_with_exit_2_naming_its_path(
+    write_stack: WriteStack,
+    capsys: pytest.CaptureFixture[str],
+    base: str,
+    change: Callable[[Doc], None],
+    path: str,
+) -> None:
+    rc, err = validate(write_stack(base, change), capsys)
+    assert rc == 2, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err  # one line, never a traceback
+    assert f"{S}.{path}:" in lines[0], err
+
+
+ACCEPTED: list[tuple[str, str, Callable[[Doc], None]]] = [
+    ("cache dir on NVMe", "mi355x-lowlat", lambda d: spec(d).update(modelCacheDir="/mnt/nvme0/hf-cache")),
+    ("cache dir with a trailing slash", "mi355x-lowlat", lambda d: spec(d).update(modelCacheDir="/data/hf//")),
+    ("a DNS name and a user with digits", "mi355x-lowlat", lambda d: host0(d).update(address="gpu-01.lab.example.com", sshUser="ops_2")),
+    ("an IPv6 address", "mi355x-lowlat", lambda d: host0(d).update(address="2001:db8::10")),
+    ("a registry with a port", "h200-lowlat", lambda d: spec(d)["image"].update(repository="registry.example.com:5000/org/sglang")),
+    ("a local zone", "h200-lowlat", lambda d: src(d)["network"].update(availabilityZone="us-east-1-bos-1a")),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("base", "change"), [c[1:] for c in ACCEPTED], ids=[c[0] for c in ACCEPTED])
+def test_ordinary_values_still_pass(
+    write_stack: WriteStack, capsys: pytest.CaptureFixture[str], base: str, change: Callable[[Doc], None]
+) -> None:
+    rc, err = validate(write_stack(base, change), capsys)
+    assert rc == 0, err
+
+
+def test_cache_dir_is_normalised_before_it_reaches_the_inventory() -> None:
+    assert safe_values.host_path("/data/./hf//") == "/data/hf"
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["/", "/etc", "/opt/../etc", "/:/host", "/opt", "/tmp", "/usr/local", "/var/lib", "/home/ubuntu",
+     "/root/x", "/home/u/.ssh", "/dev/shm/x", "/sys/fs", "/boot/efi", "/lib64/x", "/run/x", "rel/x"],
+)  # fmt: skip
+def test_system_directories_are_never_a_host_path(value: str) -> None:
+    with pytest.raises(ValueError, match="must be an absolute path at least two levels deep"):
+        safe_values.host_path(value)
+
+
+@pytest.mark.parametrize("entry", ["install.yml", "remove.yml"])
+def test_the_roles_defence_in_depth_uses_the_same_rule(entry: str) -> None:
+    # model_weights creates and chmods the cache (install) and deletes it (remove, the teardown):
+    # both check the rule, repeated for hand-written inventories, through one task file: never drift
+    import yaml
+
+    role = Path(__file__).parents[2] / "roles" / "model_weights"
+    role_vars = yaml.safe_load((role / "vars" / "main.yml").read_text())
+    assert role_vars["_model_weights_system_trees"] == list(safe_values.SYSTEM_TREES)
+    assert role_vars["_model_weights_system_dirs"] == list(safe_values.SYSTEM_DIRS)
+    cache_path = yaml.safe_load((role / "tasks" / "cache_path.yml").read_text())
+    check = cache_path[0]["ansible.builtin.assert"]["that"]
+    assert any("_model_weights_system_trees" in c for c in check)
+    assert "_model_weights_system_dirs" in " ".join(check)
+    tasks = yaml.safe_load((role / "tasks" / entry).read_text())
+    flat = [t for task in tasks for t in (task.get("block", []) if "block" in task else [task])]
+    imports = [t["ansible.builtin.import_tasks"]["file"] for t in flat if "ansible.builtin.import_tasks" in t]
+    assert "cache_path.yml" in imports
+
+
+ED25519 = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOv4b5mJ8m8Sx1ZqjS3uXK3bC9QwYqkzq0J1k7o6ZrXy"
+
+
+def with_token(d: Doc) -> None:
+    d["config"]["flashfleet:hfToken"] = {"secure": "v1:abcdef"}
+
+
+@pytest.mark.parametrize(
+    ("change", "rc"),
+    [
+        (lambda d: None, 2),  # the token would go to whoever answers at the address
+        (lambda d: host0(d).update(hostKeys=[ED25519 + " root@mi355x"]), 0),
+        (lambda d: host0(d).update(hostKeys=["192.0.2.10 " + ED25519]), 0),  # a known_hosts line
+        (lambda d: src(d).update(allowUnpinnedHostKeys=True), 0),
+    ],
+    ids=["unpinned", "pinned", "known-hosts-line", "explicit-opt-in"],
+)
+def test_a_token_goes_only_to_pinned_hosts(
+    write_stack: WriteStack, capsys: pytest.CaptureFixture[str], change: Callable[[Doc], None], rc: int
+) -> None:
+    def both(d: Doc) -> None:
+        with_token(d)
+        change(d)
+
+    got, err = validate(write_stack("mi355x-lowlat", both), capsys)
+    assert got == rc, err
+    if rc:
+        assert f"{S}.nodes.source.hosts[0].hostKeys:" in err
+        assert len(err.strip().splitlines()) == 1
+
+
+def test_a_host_key_that_is_not_one_is_refused(
+    write_stack: WriteStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rc, err = validate(
+        write_stack("mi355x-lowlat", lambda d: host0(d).update(hostKeys=["ssh-ed25519 x\nevil"])), capsys
+    )
+    assert rc == 2
+    assert f"{S}.nodes.source.hosts[0].hostKeys[0]:" in err
