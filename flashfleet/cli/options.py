@@ -6,6 +6,7 @@ import argparse
 
 from flashfleet.cli.common import add_format, print_json
 from flashfleet.recipes.options import OPTION_DEFS
+from flashfleet.recipes.render import default_text
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -26,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
         {
             "name": d.name,
             "values": _values(d.kind, d.choices, d.nullable),
-            "default": d.default,
+            "default": default_text(d.name),
             "help": d.help,
         }
         for d in OPTION_DEFS.values()

@@ -1,8 +1,10 @@
-"""The deployment panel's options: names, allowed values, and parsing from text.
+"""The deployment panel's options, each declared once: a field of ``Options``.
 
-Defaults are not fixed here: they are layered (hardware, then strategy, then topology), see
-``flashfleet.recipes.render.resolve``. ``OPTION_DEFS`` is also what the README table and
-``flashfleet matrix`` show.
+A field's annotation is its type (``| None``: ``auto`` unsets it), ``option(...)`` its help,
+allowed values and hardware-layer default. ``OPTION_DEFS`` (what ``flashfleet options``, the
+README table and ``flashfleet matrix`` show, and what parsing checks) and the first layer of
+``flashfleet.recipes.render.resolve`` are derived from these fields; the strategy and topology
+layers are in ``flashfleet.recipes.layouts``.
 """
 
 from __future__ import annotations
@@ -10,24 +12,39 @@ from __future__ import annotations
 import math
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
-from typing import Any
+from dataclasses import dataclass, field, fields
+from types import UnionType
+from typing import Any, Union, get_args, get_origin, get_type_hints
 
+from flashfleet.catalog import Hardware
 from flashfleet.recipes.errors import RecipeError
 
 ON_OFF = ("off", "on")
 _NULL_WORDS = {"auto", "none", "default", "null", ""}
 
 
+class _ByStrategy:
+    def __repr__(self) -> str:
+        return "BY_STRATEGY"
+
+
+BY_STRATEGY: Any = _ByStrategy()
+"""An option's ``default`` when it has no hardware-layer value: every strategy sets it."""
+
+
 @dataclass(frozen=True)
 class OptionDef:
     name: str
     help: str
-    default: str  # how the default is chosen, for people
     choices: tuple[str, ...] = ()
     kind: str = "choice"  # choice | int | float | str | argv
     minimum: float | None = None
     nullable: bool = False
+    default: Any = None  # the hardware layer: a value, a function of the hardware, or BY_STRATEGY
+    unset: str = "unset"  # what a None (or empty) default means, for people
+
+    def hardware_default(self, hw: Hardware) -> Any:
+        return self.default(hw) if callable(self.default) else self.default
 
     def parse(self, raw: object) -> Any:
         """Turn a CLI or YAML value into the option's value, or raise naming the option."""
@@ -83,136 +100,97 @@ def _parse_argv(name: str, raw: object) -> tuple[str, ...]:
     raise RecipeError(name, "type", f"{name}: must be a list of command-line words")
 
 
-OPTION_DEFS: dict[str, OptionDef] = {
-    d.name: d
-    for d in (
-        OptionDef("precision", "Checkpoint precision", "fp8", ("fp8", "mxfp4", "nvfp4")),
-        OptionDef(
-            "checkpoint",
-            "Checkpoint repository (must belong to the precision)",
-            "first repository of the precision",
-            kind="str",
-            nullable=True,
-        ),
-        OptionDef(
-            "kv_dsa",
-            "KV cache dtype and both DSA backends, switched together",
-            "hardware: Blackwell fp8-trtllm, Hopper bf16-tilelang, MI355X fp8-tilelang",
-            ("fp8-trtllm", "bf16-tilelang", "fp8-tilelang"),
-        ),
-        OptionDef(
-            "mm_transport",
-            "Multimodal feature transport (--mm-feature-transport)",
-            "hardware: auto on NVIDIA, cpu on MI355X",
-            ("auto", "cpu", "cuda_ipc", "cuda_vmm"),
-        ),
-        OptionDef(
-            "breakable_cuda_graph",
-            "on adds --cuda-graph-backend-prefill breakable",
-            "off",
-            ON_OFF,
-        ),
-        OptionDef(
-            "hicache",
-            "HiCache tiers: l1l2 spills to host memory, l1l2l3 adds the Mooncake store",
-            "off",
-            ("off", "l1l2", "l1l2l3"),
-        ),
-        OptionDef(
-            "hicache_size",
-            "Host tier size per rank in GB (--hicache-size)",
-            "unset (SGLang's ratio)",
-            kind="int",
-            minimum=1,
-            nullable=True,
-        ),
-        OptionDef(
-            "speculative",
-            "Speculative algorithm: eagle (MTP), off, or dflash2 (gated draft)",
-            "strategy: low-latency eagle, high-throughput off",
-            ("eagle", "off", "dflash2"),
-        ),
-        OptionDef("reasoning_parser", "on = --reasoning-parser auto (glm45)", "on", ON_OFF),
-        OptionDef("tool_call_parser", "on = --tool-call-parser auto (glm47)", "on", ON_OFF),
-        OptionDef("dp_attention", "DP attention (--enable-dp-attention)", "off", ON_OFF),
-        OptionDef(
-            "tp",
-            "Tensor-parallel size (per role under PD)",
-            "hardware: GPUs a node serves with (GB300 4, H200 8, MI355X 4); PD 2",
-            kind="int",
-            minimum=1,
-        ),
-        OptionDef(
-            "pd_decode_tp",
-            "Decode TP under PD; must equal tp",
-            "same as tp",
-            kind="int",
-            minimum=1,
-            nullable=True,
-        ),
-        OptionDef(
-            "mamba_full_memory_ratio",
-            "KDA state pool : KV pool budget ratio (--mamba-full-memory-ratio)",
-            "unset (SGLang 0.9)",
-            kind="float",
-            minimum=0.001,
-            nullable=True,
-        ),
-        OptionDef(
-            "max_mamba_cache_size",
-            "Pin on KDA state slots (--max-mamba-cache-size)",
-            "unset",
-            kind="int",
-            minimum=1,
-            nullable=True,
-        ),
-        OptionDef(
-            "max_running_requests",
-            "--max-running-requests",
-            "unset (encoder-disagg 64)",
-            kind="int",
-            minimum=1,
-            nullable=True,
-        ),
-        OptionDef("nodes", "Nodes serving one model instance", "1", kind="int", minimum=1),
-        OptionDef(
-            "extra_args",
-            "Playground escape hatch: extra sglang serve words, checked against the rules",
-            "none",
-            kind="argv",
-        ),
-    )
-}
+def option(
+    help: str,
+    *,
+    choices: tuple[str, ...] = (),
+    minimum: float | None = None,
+    default: Any = None,
+    unset: str = "unset",
+) -> Any:
+    """Declare one option as a field of ``Options``: help, allowed values, hardware-layer default."""
+    spec = {"help": help, "choices": choices, "minimum": minimum, "default": default, "unset": unset}
+    return field(metadata={"option": spec})
 
 
 @dataclass(frozen=True)
 class Options:
-    """Effective option values of one render (after all layers)."""
+    """Effective option values of one render (after all layers), and the options' one declaration."""
 
-    precision: str
-    checkpoint: str | None
-    kv_dsa: str
-    mm_transport: str
-    breakable_cuda_graph: str
-    hicache: str
-    hicache_size: int | None
-    speculative: str
-    reasoning_parser: str
-    tool_call_parser: str
-    dp_attention: str
-    tp: int
-    pd_decode_tp: int | None
-    mamba_full_memory_ratio: float | None
-    max_mamba_cache_size: int | None
-    max_running_requests: int | None
-    nodes: int
-    extra_args: tuple[str, ...]
+    precision: str = option("Checkpoint precision", choices=("fp8", "mxfp4", "nvfp4"), default="fp8")
+    checkpoint: str | None = option(
+        "Checkpoint repository (must belong to the precision)", unset="first repository of the precision"
+    )
+    kv_dsa: str = option(
+        "KV cache dtype and both DSA backends, switched together",
+        choices=("fp8-trtllm", "bf16-tilelang", "fp8-tilelang"),
+        default=lambda hw: hw.kv_dsa,
+    )
+    mm_transport: str = option(
+        "Multimodal feature transport (--mm-feature-transport)",
+        choices=("auto", "cpu", "cuda_ipc", "cuda_vmm"),
+        default=lambda hw: hw.mm_transport,
+    )
+    breakable_cuda_graph: str = option(
+        "on adds --cuda-graph-backend-prefill breakable", choices=ON_OFF, default="off"
+    )
+    hicache: str = option(
+        "HiCache tiers: l1l2 spills to host memory, l1l2l3 adds the Mooncake store",
+        choices=("off", "l1l2", "l1l2l3"),
+        default="off",
+    )
+    hicache_size: int | None = option(
+        "Host tier size per rank in GB (--hicache-size)", minimum=1, unset="unset (SGLang's ratio)"
+    )
+    speculative: str = option(
+        "Speculative algorithm: eagle (MTP), off, or dflash2 (gated draft)",
+        choices=("eagle", "off", "dflash2"),
+        default=BY_STRATEGY,
+    )
+    reasoning_parser: str = option("on = --reasoning-parser auto (glm45)", choices=ON_OFF, default="on")
+    tool_call_parser: str = option("on = --tool-call-parser auto (glm47)", choices=ON_OFF, default="on")
+    dp_attention: str = option("DP attention (--enable-dp-attention)", choices=ON_OFF, default="off")
+    tp: int = option("Tensor-parallel size (per role under PD)", minimum=1, default=lambda hw: hw.serve_gpus)
+    pd_decode_tp: int | None = option("Decode TP under PD; must equal tp", minimum=1, unset="same as tp")
+    mamba_full_memory_ratio: float | None = option(
+        "KDA state pool : KV pool budget ratio (--mamba-full-memory-ratio)",
+        minimum=0.001,
+        unset="unset (SGLang 0.9)",
+    )
+    max_mamba_cache_size: int | None = option("Pin on KDA state slots (--max-mamba-cache-size)", minimum=1)
+    max_running_requests: int | None = option("--max-running-requests", minimum=1)
+    nodes: int = option("Nodes serving one model instance", minimum=1, default=1)
+    extra_args: tuple[str, ...] = option(
+        "Playground escape hatch: extra sglang serve words, checked against the rules",
+        default=(),
+        unset="none",
+    )
 
     def as_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-assert {f.name for f in fields(Options)} == set(OPTION_DEFS), "Options and OPTION_DEFS drifted"
+_KINDS: dict[Any, str] = {int: "int", float: "float", str: "str", tuple: "argv"}
+
+
+def _definition(name: str, annotation: Any, spec: dict[str, Any]) -> OptionDef:
+    # The type says the kind and whether auto unsets it: `int | None` -> an int, nullable.
+    args = get_args(annotation)
+    nullable = get_origin(annotation) in (Union, UnionType) and type(None) in args
+    base = next(a for a in args if a is not type(None)) if nullable else annotation
+    kind = "choice" if spec["choices"] else _KINDS[get_origin(base) or base]
+    return OptionDef(name=name, kind=kind, nullable=nullable, **spec)
+
+
+_HINTS = get_type_hints(Options)
+OPTION_DEFS: dict[str, OptionDef] = {
+    f.name: _definition(f.name, _HINTS[f.name], f.metadata["option"]) for f in fields(Options)
+}
+
+
+def hardware_layer(hw: Hardware) -> dict[str, Any]:
+    """The first layer of defaults: every option's hardware-layer value, but those a strategy sets."""
+    return {d.name: d.hardware_default(hw) for d in OPTION_DEFS.values() if d.default is not BY_STRATEGY}
 
 
 def parse_overrides(raw: Mapping[str, object]) -> dict[str, Any]:

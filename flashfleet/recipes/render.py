@@ -30,7 +30,7 @@ from flashfleet.recipes.layouts import (
     TOPOLOGIES,
     Topology,
 )
-from flashfleet.recipes.options import Options, parse_overrides
+from flashfleet.recipes.options import BY_STRATEGY, OPTION_DEFS, Options, hardware_layer, parse_overrides
 from flashfleet.recipes.rules import Context, check
 
 SGLANG_SERVE = ("sglang", "serve")
@@ -120,25 +120,7 @@ def resolve(
     _lookup("strategy", strategy, STRATEGIES)
     _lookup("topology", topology, TOPOLOGIES)
     hw, topo = catalog[hardware], TOPOLOGIES[topology]
-    layered: dict[str, Any] = {
-        "precision": "fp8",
-        "checkpoint": None,
-        "kv_dsa": hw.kv_dsa,
-        "mm_transport": hw.mm_transport,
-        "breakable_cuda_graph": "off",
-        "hicache": "off",
-        "hicache_size": None,
-        "reasoning_parser": "on",
-        "tool_call_parser": "on",
-        "dp_attention": "off",
-        "tp": hw.serve_gpus,
-        "pd_decode_tp": None,
-        "mamba_full_memory_ratio": None,
-        "max_mamba_cache_size": None,
-        "max_running_requests": None,
-        "nodes": 1,
-        "extra_args": (),
-    }
+    layered = hardware_layer(hw)
     layered.update(STRATEGIES[strategy])
     layered.update(topo.defaults(hw))
     cell = Options(**layered)
@@ -147,6 +129,40 @@ def resolve(
         user["tp"] = cell.tp * user["nodes"]  # one model instance over all nodes' GPUs
     effective = Options(**{**layered, **user})
     return Context(hw, strategy, topology, effective), cell
+
+
+def default_text(name: str) -> str:
+    """How an option's default is chosen, for people: each layer that sets it, with its values."""
+    definition, catalog = OPTION_DEFS[name], hardware_catalog()
+    layers: list[str] = []
+    if definition.default is BY_STRATEGY:
+        pass
+    elif callable(definition.default):
+        layers.append(
+            "hardware: " + _per_hardware({hw.id: definition.default(hw) for hw in catalog.values()})
+        )
+    elif definition.default in (None, ()):
+        layers.append(definition.unset)
+    else:
+        layers.append(str(definition.default))
+    by_strategy = [f"{s} {layer[name]}" for s, layer in STRATEGIES.items() if name in layer]
+    if by_strategy:
+        layers.append("strategy: " + ", ".join(by_strategy))
+    for topo in TOPOLOGIES.values():
+        values = {
+            hw.id: topo.defaults(hw)[name]
+            for hw in catalog.values()
+            if topo.name in hw.topologies and name in topo.defaults(hw)
+        }
+        if values:
+            layers.append(f"{topo.name} {_per_hardware(values)}")
+    return "; ".join(layers)
+
+
+def _per_hardware(values: Mapping[str, object]) -> str:
+    if len(set(values.values())) == 1:
+        return str(next(iter(values.values())))
+    return ", ".join(f"{hardware} {value}" for hardware, value in values.items())
 
 
 def render(
