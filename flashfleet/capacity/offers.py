@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from flashfleet.stack.capacity import usable_until
+from flashfleet.stack.capacity_block import usable_until
 
 # EC2's rule for CapacityDurationHours: whole days up to 14 days, then whole weeks up to 182 days.
 DAY, WEEK = 24, 168

@@ -16,7 +16,7 @@ from typing import Any
 
 from flashfleet.capacity.offers import iso
 from flashfleet.planning import StackPlan
-from flashfleet.stack.capacity import PLACEHOLDER_RESERVATION, block, reservation_id, usable_until
+from flashfleet.stack.capacity_block import PLACEHOLDER_RESERVATION, block, reservation_id, usable_until
 from flashfleet.stack.errors import STACK_KEY
 from flashfleet.stack.spec import AwsSource, NewNetwork
 

@@ -85,7 +85,7 @@ def _context(args: argparse.Namespace) -> _Target:
     from flashfleet.capacity.offers import OfferError, OfferQuery, check_hours
     from flashfleet.planning import load_stack
     from flashfleet.stack import DEFAULT_STACKS_DIR, AwsSource, StackError
-    from flashfleet.stack.capacity import block
+    from flashfleet.stack.capacity_block import block
     from flashfleet.stack.spec import NewNetwork
 
     try:
@@ -189,7 +189,7 @@ def _buy(args: argparse.Namespace, ec2: Any, t: _Target) -> int:
     from flashfleet.capacity.offers import OfferError, iso
     from flashfleet.planning import load_stack
     from flashfleet.stack import DEFAULT_STACKS_DIR, StackError
-    from flashfleet.stack.capacity import block, usable_until
+    from flashfleet.stack.capacity_block import block, usable_until
     from flashfleet.stack.files import stack_path
 
     b, query, zone = t.b, t.query, t.zone

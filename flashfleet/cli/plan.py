@@ -20,7 +20,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     from flashfleet.cli.common import stack_arg
     from flashfleet.planning import load_stack
-    from flashfleet.planning.summary import plan_data
+    from flashfleet.planning.plan_view import plan_data
     from flashfleet.stack import StackError
 
     try:

@@ -36,7 +36,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def preflight(stack: str, b: StackPlan, wait: bool) -> None:
     """The stack's capacity must be usable before Pulumi starts (the program checks it again)."""
-    from flashfleet.stack.capacity import reservation_id
+    from flashfleet.stack.capacity_block import reservation_id
 
     if reservation_id(b.spec) is None:
         return  # boto3 only for stacks with a reservation
@@ -78,7 +78,7 @@ def phases(data: dict[str, Any]) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     from flashfleet.bringup import stackops
     from flashfleet.planning import load_stack
-    from flashfleet.planning.summary import plan_data
+    from flashfleet.planning.plan_view import plan_data
     from flashfleet.stack import StackError
 
     try:

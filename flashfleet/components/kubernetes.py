@@ -15,10 +15,10 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from flashfleet.k8s import KubernetesPlan, plan_kubernetes
-from flashfleet.k8s.plan import RecipeFor
+from flashfleet.k8s.manifests import RecipeFor
 from flashfleet.launch import SECRET_ENV_NAMES, LaunchSettings
 from flashfleet.recipes.layouts import SERVE_PORT
-from flashfleet.stack.kubernetes import KubernetesSource
+from flashfleet.stack.kubernetes_source import KubernetesSource
 from flashfleet.stack.spec import Mooncake
 
 # Weight download and model loading take far longer than pulumi-kubernetes' default 10 minutes.

@@ -22,7 +22,7 @@ from flashfleet.components.tags import iso_utc
 from flashfleet.inventory import build_inventory
 from flashfleet.planning import StackPlan
 from flashfleet.stack import KubernetesSource
-from flashfleet.stack.capacity import node_deadline
+from flashfleet.stack.capacity_block import node_deadline
 
 
 class NodeSource(Protocol):

@@ -6,7 +6,7 @@ pulumi-kubernetes.
 """
 
 from flashfleet.k8s.errors import KubernetesRenderError
-from flashfleet.k8s.plan import KubernetesPlan, plan_kubernetes
+from flashfleet.k8s.manifests import KubernetesPlan, plan_kubernetes
 from flashfleet.k8s.workloads import rank_addresses
 
 __all__ = ["KubernetesPlan", "KubernetesRenderError", "plan_kubernetes", "rank_addresses"]

@@ -17,7 +17,7 @@ from flashfleet.recipes import Recipe, RecipeError, render
 from flashfleet.recipes.options import OPTION_DEFS
 from flashfleet.sizing import SizingError, check_host_tier_fits, host_tier_need_gb
 from flashfleet.stack.errors import Problem
-from flashfleet.stack.kubernetes import KubernetesSource
+from flashfleet.stack.kubernetes_source import KubernetesSource
 from flashfleet.stack.spec import (
     BLOCK_TTL,
     AwsSource,

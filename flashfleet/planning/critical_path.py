@@ -14,7 +14,7 @@ from typing import Any
 
 from flashfleet.catalog import DFLASH2_DRAFT, bringup_catalog
 from flashfleet.planning.resolve import StackPlan
-from flashfleet.stack.kubernetes import KubernetesSource
+from flashfleet.stack.kubernetes_source import KubernetesSource
 from flashfleet.stack.spec import AwsSource
 
 GBIT_PER_GB = 8.0

@@ -22,11 +22,11 @@ from flashfleet.launch import ContainerLaunch, LaunchSettings, container_launche
 from flashfleet.planning import checks
 from flashfleet.recipes import Recipe, RecipeError
 from flashfleet.recipes.layouts import SERVE_PORT
-from flashfleet.stack import capacity
-from flashfleet.stack.capacity import PLACEHOLDER_RESERVATION
+from flashfleet.stack import capacity_block
+from flashfleet.stack.capacity_block import PLACEHOLDER_RESERVATION
 from flashfleet.stack.errors import STACK_KEY, Problem, StackError, from_validation_error
 from flashfleet.stack.files import DEFAULT_STACKS_DIR, REGION_KEY, StackFile, read_stack_file
-from flashfleet.stack.kubernetes import KubernetesSource
+from flashfleet.stack.kubernetes_source import KubernetesSource
 from flashfleet.stack.spec import AwsSource, ExistingSource, Mooncake, StackSpec
 
 SSH_PORT = 22
@@ -113,7 +113,7 @@ class StackPlan:
     @property
     def needs_capacity_purchase(self) -> bool:
         """Still the placeholder reservation: `pulumi up` refuses until `flashfleet capacity buy`."""
-        return capacity.needs_purchase(self.spec)
+        return capacity_block.needs_purchase(self.spec)
 
     def launch_settings(self) -> LaunchSettings:
         return LaunchSettings(image=self.spec.image, model_cache_dir=self.spec.model_cache_dir)
@@ -260,7 +260,7 @@ def _warnings(
                 "EFA network cards are read from the EC2 API at deploy time (aws ec2 describe-instance-types)"
             )
     src = spec.nodes.source
-    if capacity.reservation_id(spec) == PLACEHOLDER_RESERVATION:
+    if capacity_block.reservation_id(spec) == PLACEHOLDER_RESERVATION:
         out.append(capacity_needed(stack, spec))
     if isinstance(src, KubernetesSource) and recipe.options.hicache != "off":
         out.append(
@@ -281,7 +281,7 @@ def _warnings(
 
 def capacity_needed(stack: str, spec: StackSpec) -> str:
     """What a stack with the placeholder reservation needs before `pulumi up` (one line)."""
-    if capacity.block(spec) is not None:
+    if capacity_block.block(spec) is not None:
         return (
             f"capacity: no Capacity Block bought yet (reservationId is the placeholder "
             f"{PLACEHOLDER_RESERVATION}): run `flashfleet capacity offers {stack}`, then "

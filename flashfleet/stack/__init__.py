@@ -6,7 +6,7 @@ Resolving a spec into a plan is the planning layer's work (``flashfleet.planning
 
 from flashfleet.stack.errors import STACK_KEY, Problem, StackError
 from flashfleet.stack.files import DEFAULT_STACKS_DIR, HF_TOKEN_KEY, list_stacks, read_stack_file, stack_path
-from flashfleet.stack.kubernetes import KubernetesSource
+from flashfleet.stack.kubernetes_source import KubernetesSource
 from flashfleet.stack.spec import AwsSource, ExistingSource, StackSpec
 
 __all__ = [

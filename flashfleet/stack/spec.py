@@ -26,7 +26,7 @@ from pydantic import (
 from flashfleet.stack import safe_values
 from flashfleet.stack.image import ImageSpec
 from flashfleet.stack.ingress import parse_cidr, too_public
-from flashfleet.stack.kubernetes import KubernetesSource
+from flashfleet.stack.kubernetes_source import KubernetesSource
 from flashfleet.stack.strict import Strict
 from flashfleet.stack.thresholds import Thresholds
 
@@ -259,7 +259,7 @@ class ExistingSource(Strict):
 
 
 # --- Node sources ------------------------------------------------------------------------------------
-# KubernetesSource (a GPU cluster the user already has) lives in flashfleet.stack.kubernetes.
+# KubernetesSource (a GPU cluster the user already has) lives in flashfleet.stack.kubernetes_source.
 NodeSource = Annotated[AwsSource | ExistingSource | KubernetesSource, Field(discriminator="kind")]
 
 

@@ -17,7 +17,7 @@ from flashfleet.bench.node_facts import from_bringup
 from flashfleet.capacity.offers import OfferError, OfferQuery, check_hours, fitting
 from flashfleet.cli import main
 from flashfleet.planning import load_stack
-from flashfleet.planning.summary import plan_data
+from flashfleet.planning.plan_view import plan_data
 from flashfleet.stack import DEFAULT_STACKS_DIR
 
 START = (datetime.now(UTC) + timedelta(days=2)).replace(hour=11, minute=30, second=0, microsecond=0)

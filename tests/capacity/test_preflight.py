@@ -227,8 +227,9 @@ def test_flashfleet_up_says_when_a_scheduled_block_starts(
 ) -> None:
     doc = yaml.safe_load((DEFAULT_STACKS_DIR / "Pulumi.gb300-lowlat.yaml").read_text())
     doc["config"]["flashfleet:stack"] = block_spec()
-    (tmp_path / "Pulumi.gb300-lowlat.yaml").write_text(yaml.safe_dump(doc))
-    monkeypatch.setattr("flashfleet.stack.DEFAULT_STACKS_DIR", tmp_path)
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "stacks" / "Pulumi.gb300-lowlat.yaml").write_text(yaml.safe_dump(doc))
+    monkeypatch.setenv("FLASHFLEET_PULUMI_PROJECT", str(tmp_path))  # `up` reads the project it drives
     monkeypatch.setattr("flashfleet.bringup.stackops.up", lambda *a, **k: pytest.fail("pulumi up started"))
     start = (LIVE + timedelta(days=1)).replace(microsecond=0)
     describe(ec2, reservation(state="scheduled", start=start))

@@ -11,7 +11,7 @@ from flashfleet.bringup.host_vars import TABLE_BEGIN, HostVars, with_table
 from flashfleet.inventory import build_inventory
 from flashfleet.planning.resolve import load_stack
 from flashfleet.stack.files import list_stacks
-from flashfleet.stack.kubernetes import KubernetesSource
+from flashfleet.stack.kubernetes_source import KubernetesSource
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "contracts.md").read_text()
 HOST_STACKS = [s for s in list_stacks() if not isinstance(load_stack(s).spec.nodes.source, KubernetesSource)]

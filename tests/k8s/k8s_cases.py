@@ -11,7 +11,7 @@ from flashfleet.launch import LaunchSettings
 from flashfleet.recipes import Recipe
 from flashfleet.recipes.render import render
 from flashfleet.stack.image import ImageSpec
-from flashfleet.stack.kubernetes import KubernetesSource
+from flashfleet.stack.kubernetes_source import KubernetesSource
 from flashfleet.stack.spec import Mooncake
 
 POOLS: dict[str, Any] = {

@@ -15,7 +15,7 @@ from flashfleet.k8s import plan_kubernetes
 from flashfleet.k8s.containers import MOONCAKE_HOSTNAME_ENV
 from flashfleet.planning import load_stack
 from flashfleet.stack import list_stacks
-from flashfleet.stack.kubernetes import HostPathCache, KubernetesSource, PvcCache
+from flashfleet.stack.kubernetes_source import HostPathCache, KubernetesSource, PvcCache
 
 
 def test_minimal_source() -> None:

@@ -17,7 +17,7 @@ from pulumi.runtime import rpc
 
 from flashfleet.components.program import deploy
 from flashfleet.planning import StackPlan, load_stack
-from flashfleet.stack.capacity import block
+from flashfleet.stack.capacity_block import block
 
 NOW = datetime(2026, 11, 29, 10, 0, 0, tzinfo=UTC)
 # The end of a block stack's Capacity Block, as the pre-flight check reads it from EC2.

@@ -14,7 +14,7 @@ from flashfleet.catalog.instances import instance_catalog
 from flashfleet.components.tags import EXPIRES_TAG
 from flashfleet.planning import load_stack
 from flashfleet.stack import AwsSource, list_stacks
-from flashfleet.stack.capacity import block, node_deadline
+from flashfleet.stack.capacity_block import block, node_deadline
 
 AWS_STACKS = [s for s in list_stacks() if load_stack(s).spec.nodes.source.kind == "aws"]
 LT = "aws:ec2/launchTemplate:LaunchTemplate"

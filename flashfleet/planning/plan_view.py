@@ -16,8 +16,8 @@ from flashfleet.launch import ContainerLaunch
 from flashfleet.planning import checks
 from flashfleet.planning.critical_path import critical_path
 from flashfleet.planning.resolve import SSH_PORT, StackPlan
-from flashfleet.stack import capacity
-from flashfleet.stack.kubernetes import KubernetesSource
+from flashfleet.stack import capacity_block
+from flashfleet.stack.kubernetes_source import KubernetesSource
 from flashfleet.stack.spec import AwsSource, ExistingSource
 
 _POD_KINDS = {"Deployment", "StatefulSet", "LeaderWorkerSet", "Job"}
@@ -74,10 +74,10 @@ def _iso(moment: datetime) -> str:
 
 def capacity_summary(b: StackPlan) -> dict[str, Any] | None:
     """The reservation or block the nodes land in, and a bought block's window (None: on-demand)."""
-    rid = capacity.reservation_id(b.spec)
+    rid = capacity_block.reservation_id(b.spec)
     if rid is None:
         return None
-    blk = capacity.block(b.spec)
+    blk = capacity_block.block(b.spec)
     bought = blk.purchased if blk else None
     return {
         "kind": "block" if blk else "reservation",
@@ -91,7 +91,7 @@ def capacity_summary(b: StackPlan) -> dict[str, Any] | None:
             "instance_count": bought.instance_count,
             "start": _iso(bought.start),
             "end": _iso(bought.end),
-            "nodes_until": _iso(capacity.usable_until(bought.end)),
+            "nodes_until": _iso(capacity_block.usable_until(bought.end)),
             "upfront_price_usd": bought.upfront_price_usd,
         },
     }

@@ -28,7 +28,7 @@ from flashfleet.k8s.workloads import (
 from flashfleet.launch import ContainerLaunch, LaunchSettings, container_launches
 from flashfleet.recipes import Recipe
 from flashfleet.recipes.layouts import SERVE_PORT
-from flashfleet.stack.kubernetes import HostPathCache, KubernetesSource, NodePool, PvcCache
+from flashfleet.stack.kubernetes_source import HostPathCache, KubernetesSource, NodePool, PvcCache
 from flashfleet.stack.spec import Mooncake
 
 RecipeFor = Callable[[Sequence[str] | None], Recipe]
