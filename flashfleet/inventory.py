@@ -55,7 +55,11 @@ def host_vars(
             flashfleet_draft_model=DFLASH2_DRAFT if recipe.options.speculative == "dflash2" else None,
             flashfleet_image=spec.image.base_ref(hw),
             flashfleet_image_derived=(
-                {"ref": spec.image.derived_ref(hw), "transformers": TRANSFORMERS_PIN}
+                {
+                    "ref": spec.image.derived_ref(hw),
+                    "transformers": TRANSFORMERS_PIN,
+                    "release": spec.image.version,
+                }
                 if spec.image.derived
                 else None
             ),

@@ -86,6 +86,7 @@ class DerivedImage(BaseModel):
 
     ref: str  # named once, by flashfleet.stack.image.ImageSpec.derived_ref
     transformers: str  # the Transformers release installed in it (part of the name)
+    release: str  # the SGLang release of its base (image.version, e.g. v0.5.23; the spec checks it)
 
 
 def _driver_profile(value: Any) -> Any:
@@ -127,8 +128,8 @@ class HostVars(BaseModel):
     flashfleet_image: str = Field(description="pinned upstream SGLang image (base) for this node")
     flashfleet_image_derived: DerivedImage | None = Field(
         None,
-        description="the image sglang_image builds on the base and the units run: `ref`, `transformers` "
-        "(null: the units run the base)",
+        description="the image sglang_image builds on the base and the units run: `ref`, `transformers`, "
+        "`release` (the SGLang release of the base) (null: the units run the base)",
     )
     flashfleet_driver: Annotated[DriverProfile | None, BeforeValidator(_driver_profile)] = Field(
         None,

@@ -33,6 +33,7 @@ REPARSING = {
     r"MC_STORE_USE_HUGEPAGE": "hugepages, from a process environment (mooncake_layout.hugepages_gib)",
     r"\b9003\b": "the Mooncake metrics port, hard-coded (mooncake_layout.metrics_port)",
     r"_driver_profiles": "the driver profile per hardware (the hardware catalog, flashfleet_driver)",
+    r"regex_search\('\^v\(": "the SGLang release, regexed out of the image tag (flashfleet_image_derived.release)",
 }
 
 
@@ -59,6 +60,7 @@ def test_no_playbook_or_role_reparses_what_python_decided() -> None:
         "when: \"'--node-rank' not in __launch.argv\"",
         "port: \"{{ _layout.master_server_address.rsplit(':', 1) | last }}\"",
         "_metrics: 9003",
+        "_v: \"{{ _tag | regex_search('^v(\\\\d+)', '\\\\1') }}\"",
         "x: \"{{ url | regex_replace('^.*:(\\\\d+)/.*$', '\\\\1') }}\"",
     ],
 )
@@ -86,11 +88,16 @@ def test_the_role_builds_the_image_the_units_run(stack: str) -> None:
         _role_vars("prepare.yml", "sglang_image")["sglang_image_derived"]
         == "{{ flashfleet_image_derived.ref }}"
     )
+    assert (
+        _role_vars("prepare.yml", "sglang_image")["sglang_image_release"]
+        == "{{ flashfleet_image_derived.release }}"
+    )
     build = (ROOT / "roles/sglang_image/tasks/build.yml").read_text()
     assert re.search(r"- -t\n\s+- \"\{\{ sglang_image_derived \}\}\"", build)
     for hvars in inventory["all"]["hosts"].values():
         derived = hvars["flashfleet_image_derived"]
         assert derived is not None  # every host stack of the catalog runs the derived image
+        assert derived["release"] == plan.spec.image.version  # the role checks flashfleet's release
         assert {launch["image"] for launch in hvars["flashfleet_processes"]} == {derived["ref"]}
         assert all(launch["docker_run"][-len(launch["argv"]) - 1] == derived["ref"]
                    for launch in hvars["flashfleet_processes"])  # fmt: skip

@@ -50,6 +50,11 @@ def derived_image(hardware: str) -> str:
     return ImageSpec().derived_ref(hardware_catalog()[hardware])
 
 
+def derived_facts(hardware: str, release: str = ImageSpec().version) -> dict[str, str]:
+    """``flashfleet_image_derived`` as the inventory gives it (the release is flashfleet's, not the tag's)."""
+    return {"ref": derived_image(hardware), "transformers": TRANSFORMERS_PIN, "release": release}
+
+
 def facts(hardware: str, index: int = 0, **overrides: Any) -> dict[str, Any]:
     """The flashfleet_* host variables Pulumi's inventory gives a node of this hardware."""
     return {
@@ -62,7 +67,7 @@ def facts(hardware: str, index: int = 0, **overrides: Any) -> dict[str, Any]:
         "flashfleet_model": MODEL,
         "flashfleet_draft_model": None,
         "flashfleet_image": IMAGES[hardware],
-        "flashfleet_image_derived": {"ref": derived_image(hardware), "transformers": TRANSFORMERS_PIN},
+        "flashfleet_image_derived": derived_facts(hardware),
         "flashfleet_driver": asdict(driver) if (driver := hardware_catalog()[hardware].driver) else None,
         "flashfleet_model_cache_dir": "/var/lib/flashfleet/hf",
         "flashfleet_mooncake": False,
