@@ -23,9 +23,14 @@ GPU_MODEL = {"gb300": "GB300", "h200": "H200", "mi355x": "MI355X"}
 
 
 def host_vars(
-    plan: StackPlan, index: int, ssh_address: str, private_addresses: Sequence[str]
+    plan: StackPlan,
+    index: int,
+    ssh_address: str,
+    private_addresses: Sequence[str],
+    host_keys: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     spec, node = plan.spec, plan.nodes[index]
+    keys = list(host_keys if host_keys is not None else node.host_keys)
     hw = hardware_catalog()[spec.hardware]
     recipe = plan.recipe_for(private_addresses)
     launches = [launch.to_dict() for launch in plan.launches_by_node(private_addresses)[index]]
@@ -74,8 +79,9 @@ def host_vars(
             flashfleet_mooncake_layout=layout,
             # Without a teardown section the caches are kept.
             flashfleet_keep_caches=spec.teardown.keep_caches if spec.teardown is not None else True,
-            # Existing hosts that list their keys: pinned for every run (bringup.playbook_run).
-            flashfleet_host_keys=list(node.host_keys) if node.host_keys else None,
+            # Pinned by every run (bringup.playbook_run): AWS nodes' keys as their consoles
+            # showed them, existing hosts' as the stack lists them.
+            flashfleet_host_keys=keys or None,
             flashfleet_weights_prestaged=spec.weights.prestaged,
         )
     )
@@ -83,17 +89,31 @@ def host_vars(
 
 
 def build_inventory(
-    plan: StackPlan, ssh_addresses: Sequence[str], private_addresses: Sequence[str]
+    plan: StackPlan,
+    ssh_addresses: Sequence[str],
+    private_addresses: Sequence[str],
+    host_keys: Sequence[Sequence[str]] | None = None,
 ) -> dict[str, Any]:
-    """The inventory as ansible-runner takes it (``inventory=<dict>``)."""
+    """The inventory as ansible-runner takes it (``inventory=<dict>``).
+
+    ``host_keys``: each node's SSH host keys read from the node itself (AWS consoles), in node
+    order; None takes the stack's own (existing hosts' ``hostKeys``)."""
     if not len(ssh_addresses) == len(private_addresses) == len(plan.nodes):
         raise ValueError(
             f"{len(plan.nodes)} nodes but {len(ssh_addresses)} SSH and "
             f"{len(private_addresses)} private addresses"
         )
     hw = hardware_catalog()[plan.spec.hardware]
+    if host_keys is not None and len(host_keys) != len(plan.nodes):
+        raise ValueError(f"{len(plan.nodes)} nodes but host keys for {len(host_keys)}")
     hosts = {
-        node.name: host_vars(plan, node.index, ssh_addresses[node.index], private_addresses)
+        node.name: host_vars(
+            plan,
+            node.index,
+            ssh_addresses[node.index],
+            private_addresses,
+            None if host_keys is None else host_keys[node.index],
+        )
         for node in plan.nodes
     }
     members: dict[str, dict[str, Any]] = {name: {} for name in hosts}

@@ -163,8 +163,9 @@ class HostVars(BaseModel):
     )
     flashfleet_host_keys: list[str] | None = Field(
         None,
-        description="existing hosts: the SSH public keys (`TYPE BASE64`) every run pins in a `known_hosts` "
-        "file of its private run directory, with `StrictHostKeyChecking=yes` (docs/security.md)",
+        description="the host's SSH public keys (`TYPE BASE64`: an existing host's `hostKeys`, an AWS node's "
+        "as its first-boot console showed them) every run pins in a `known_hosts` file of its private run "
+        "directory, with `StrictHostKeyChecking=yes` (docs/security.md)",
     )
     flashfleet_weights_prestaged: bool = Field(
         False,

@@ -153,8 +153,10 @@ _PINNING_OPTIONS = re.compile(r"-o\s*(StrictHostKeyChecking|UserKnownHostsFile)=
 
 def pin_host_keys(inventory: Mapping[str, Any], known_hosts: Path) -> dict[str, Any]:
     """The inventory with every host that lists `flashfleet_host_keys` pinned to them: a
-    known_hosts file of this run and StrictHostKeyChecking=yes (the project's ansible.cfg turns
-    checking off for the hosts that list none: new AWS nodes, test hosts)."""
+    known_hosts file of this run and StrictHostKeyChecking=yes. Existing hosts list the keys of
+    their stack's `hostKeys`, AWS nodes those their consoles showed (components.aws_host_keys):
+    one path for both. The project's ansible.cfg turns checking off for the hosts that list none:
+    existing hosts under `allowUnpinnedHostKeys`, test hosts."""
     root = dict(inventory.get("all") or {})
     hosts = dict(root.get("hosts") or {})
     lines = []

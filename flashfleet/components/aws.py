@@ -13,6 +13,7 @@ from datetime import timedelta
 import pulumi
 import pulumi_aws as aws
 
+from flashfleet.components.aws_host_keys import HostKeys, pinned_keys
 from flashfleet.components.tags import ROLE_TAG, base_tags, static_tags
 from flashfleet.components.ttl_guard import user_data_base64
 from flashfleet.planning import StackPlan
@@ -75,6 +76,8 @@ class AwsNodes(pulumi.ComponentResource):
     private_addresses: pulumi.Output[list[str]]
     """Where the nodes reach each other (rendezvous, Mooncake, NIXL)."""
     instance_ids: pulumi.Output[list[str]]
+    host_keys: pulumi.Output[list[list[str]]]
+    """Each node's SSH host keys (``TYPE BASE64``), read from its first-boot console, in node order."""
 
     def __init__(self, name: str, args: AwsNodesArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("flashfleet:nodes:AwsNodes", name, {}, opts)
@@ -188,8 +191,15 @@ class AwsNodes(pulumi.ComponentResource):
                     )
                 )
         self.private_addresses = pulumi.Output.all(*[i.private_ip for i in self.instances]).apply(list)
-        # where the controller reads each node's host keys (its first-boot console)
         self.instance_ids = pulumi.Output.all(*[i.id for i in self.instances]).apply(list)
+        # Read once per instance from its first-boot console and pinned by every run; a node not
+        # read stops the bring-up here (one line), before any playbook touches it.
+        self.host_key_reader = HostKeys(
+            f"{name}-host-keys", self.instance_ids, [n.name for n in b.nodes], b.region, opts=child
+        )
+        self.host_keys = pulumi.Output.all(self.host_key_reader.keys, self.host_key_reader.missing).apply(
+            lambda a: pinned_keys(a[0], a[1])
+        )
         addresses = [e.public_ip for e in self.eips] if self.eips else [i.private_ip for i in self.instances]
         self.ssh_addresses = pulumi.Output.all(*addresses).apply(list)
         self.register_outputs(

@@ -2,12 +2,15 @@
 
 cloud-init writes the host's public keys between ``-----BEGIN SSH HOST KEY KEYS-----`` and
 ``-----END SSH HOST KEY KEYS-----`` on the console; ``ec2:GetConsoleOutput`` returns it to the
-account that owns the instance (and only to it), with no key material ever in Pulumi state
-and no permission on the node. The controller pins these keys (``known_hosts``) before the HF
-token is copied to the node, instead of trusting whatever answers on the address.
+account that owns the instance (and only to it), with no permission on the node. The bring-up
+reads them once per instance (``aws_host_keys``, a resource of the stack), keeps the public keys
+in the state, and every run pins them (``flashfleet_host_keys`` -> ``known_hosts``,
+``StrictHostKeyChecking=yes``) before the HF token is copied to the node, instead of trusting
+whatever answers on the address.
 
-Only the first block counts (first boot, before anything but cloud-init ran); every key is checked
-(its base64 decodes and names its own type). Standard library only; boto3 is passed in.
+Only the first block counts (the first boot's, read while the node is new); every key is checked
+(its base64 decodes and names its own type). Standard library and botocore's exceptions; the
+EC2 client is passed in.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import binascii
 import re
 import struct
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 BEGIN = "-----BEGIN SSH HOST KEY KEYS-----"
@@ -26,8 +29,16 @@ KEY_TYPES = ("ssh-ed25519", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384", "ecdsa
 _KEY = re.compile(r"(?:^|\s)(" + "|".join(map(re.escape, KEY_TYPES)) + r") ([A-Za-z0-9+/]+={0,2})(?:\s|$)")
 
 
+# EC2's codes for a missing permission: asking again will not help.
+DENIED = ("UnauthorizedOperation", "AccessDenied", "AccessDeniedException")
+
+
 class HostKeysUnavailable(Exception):
     """The console holds no (complete, valid) host-key block yet, or could not be read."""
+
+
+class HostKeysDenied(HostKeysUnavailable):
+    """The credentials may not read the console (ec2:GetConsoleOutput)."""
 
 
 def _valid(key_type: str, blob: str) -> bool:
@@ -63,45 +74,75 @@ def parse_console(text: str) -> list[tuple[str, str]]:
     return keys
 
 
-def known_hosts_lines(address: str, keys: Iterable[tuple[str, str]]) -> list[str]:
-    if not address or any(c.isspace() or c in ",#" for c in address):
-        raise ValueError(f"{address!r} is not a host address for known_hosts")
-    return [f"{address} {kind} {blob}" for kind, blob in keys]
+def _console_text(output: str) -> str:
+    # boto3 already base64-decodes Output; accept a raw API answer too
+    if BEGIN in output:
+        return output
+    try:
+        return base64.b64decode(output).decode(errors="replace")
+    except (binascii.Error, ValueError):
+        return output
 
 
-def fetch_host_keys(
+def _error_code(err: Exception) -> str:
+    return str(getattr(err, "response", {}).get("Error", {}).get("Code", "")) or type(err).__name__
+
+
+def ask_console(ec2: Any, instance_id: str) -> list[tuple[str, str]]:
+    """The host keys on one instance's console now; HostKeysUnavailable when they are not there.
+
+    ``Latest=True``: the console as it is now (Nitro instances, every GPU type flashfleet runs).
+    The default answer is a snapshot taken shortly after the instance started, which may predate
+    cloud-init's last stage (where the keys are printed) until the next state change."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        out = ec2.get_console_output(InstanceId=instance_id, Latest=True).get("Output") or ""
+    except ClientError as err:
+        code = _error_code(err)
+        if code in DENIED:
+            raise HostKeysDenied(
+                f"EC2 refused GetConsoleOutput ({code}): allow ec2:GetConsoleOutput"
+            ) from None
+        raise HostKeysUnavailable(f"EC2 answered {code}") from None
+    except BotoCoreError as err:
+        raise HostKeysUnavailable(f"EC2 did not answer ({err})") from None
+    return parse_console(_console_text(out))
+
+
+def read_host_keys(
     ec2: Any,
-    instance_id: str,
+    nodes: Sequence[tuple[str, str]],
     *,
-    attempts: int = 40,
+    timeout_s: float,
     delay_s: float = 15.0,
     sleep: Callable[[float], None] = time.sleep,
-) -> list[tuple[str, str]]:
-    """Ask EC2 for the console until the host-key block is there (it appears a minute or two
-    after boot); raise HostKeysUnavailable when it never does."""
-    last = "not asked"
-    for attempt in range(attempts):
-        if attempt:
-            sleep(delay_s)
-        out = ec2.get_console_output(InstanceId=instance_id, Latest=False).get("Output") or ""
-        try:
-            # boto3 already base64-decodes Output; accept a raw API answer too
-            text = out if BEGIN in out else base64.b64decode(out).decode(errors="replace")
-        except (binascii.Error, ValueError):
-            text = out
-        try:
-            return parse_console(text)
-        except HostKeysUnavailable as err:
-            last = str(err)
-    raise HostKeysUnavailable(f"{instance_id}: {last} after {attempts} tries")
+    clock: Callable[[], float] = time.monotonic,
+) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """Every node's host keys (``TYPE BASE64``), asking EC2 every ``delay_s`` until all are read
+    or ``timeout_s`` has passed (the block appears a minute or a few after boot).
 
-
-def known_hosts(ec2: Any, addresses: list[str], instance_ids: list[str], **fetch: Any) -> str:
-    """``known_hosts`` text for the stack's nodes (outputs ``addresses`` and ``instanceIds``, in
-    node order): every address pinned to the keys its own instance printed."""
-    if len(addresses) != len(instance_ids):
-        raise ValueError(f"{len(addresses)} addresses for {len(instance_ids)} instances")
-    lines: list[str] = []
-    for address, instance_id in zip(addresses, instance_ids, strict=True):
-        lines += known_hosts_lines(address, fetch_host_keys(ec2, instance_id, **fetch))
-    return "".join(line + "\n" for line in lines)
+    ``nodes``: (node name, instance id). Returns (keys by node, why not by node) for the nodes
+    read and the nodes not read; a refused permission is not asked again."""
+    deadline = clock() + timeout_s
+    keys: dict[str, list[str]] = {}
+    why: dict[str, str] = {}
+    pending = list(nodes)
+    while True:
+        for name, instance_id in list(pending):
+            try:
+                keys[name] = [f"{kind} {blob}" for kind, blob in ask_console(ec2, instance_id)]
+                why.pop(name, None)
+                pending.remove((name, instance_id))
+            except HostKeysDenied as err:
+                why[name] = f"{instance_id}: {err}"
+                pending.remove((name, instance_id))
+            except HostKeysUnavailable as err:
+                why[name] = f"{instance_id}: {err}"
+        if not pending:
+            return keys, why
+        if clock() + delay_s > deadline:
+            for name, _ in pending:
+                why[name] += f" after {timeout_s:g} s"
+            return keys, why
+        sleep(delay_s)

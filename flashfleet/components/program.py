@@ -88,8 +88,10 @@ def deploy(
             outputs.EXPIRES_AT: expires_at,  # recorded for sweeping; nothing enforces it on a cluster
         }
     nodes = build_nodes(b, expires_at)
-    inventory = pulumi.Output.all(nodes.ssh_addresses, nodes.private_addresses).apply(
-        lambda a: build_inventory(b, a[0], a[1])
+    # SSH host keys: AWS nodes' from their consoles; existing hosts list theirs in the stack.
+    keys = nodes.host_keys if isinstance(nodes, AwsNodes) else pulumi.Output.from_input(None)
+    inventory = pulumi.Output.all(nodes.ssh_addresses, nodes.private_addresses, keys).apply(
+        lambda a: build_inventory(b, a[0], a[1], host_keys=a[2])
     )
     exports: dict[str, Any] = {
         outputs.INVENTORY: inventory,

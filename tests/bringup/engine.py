@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import grpc
+from pulumi.dynamic import ResourceProvider
 from pulumi.dynamic.dynamic import serialize_provider
 from pulumi.runtime import proto, rpc
 from pulumi.runtime.proto import provider_pb2_grpc
@@ -26,8 +27,8 @@ from flashfleet.bringup.provider import PlaybookRunProvider
 URN = "urn:pulumi:test::flashfleet::pulumi-python:dynamic/flashfleet:PlaybookRun::bringup"
 
 
-def serialized_provider() -> str:
-    return serialize_provider(PlaybookRunProvider())
+def serialized_provider(provider: ResourceProvider | None = None) -> str:
+    return serialize_provider(provider or PlaybookRunProvider())
 
 
 def _struct(props: dict[str, Any]) -> Any:
@@ -35,7 +36,7 @@ def _struct(props: dict[str, Any]) -> Any:
 
 
 class ProviderHost:
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, provider: ResourceProvider | None = None, urn: str = URN) -> None:
         self.stderr_path = workdir / "provider.stderr"
         self._stderr = self.stderr_path.open("wb")
         self.process = subprocess.Popen(
@@ -45,7 +46,8 @@ class ProviderHost:
         port = int(self.process.stdout.readline())
         self.channel = grpc.insecure_channel(f"127.0.0.1:{port}")
         self.stub = provider_pb2_grpc.ResourceProviderStub(self.channel)
-        self.provider = serialized_provider()
+        self.provider = serialized_provider(provider)
+        self.urn = urn
 
     def _props(self, props: dict[str, Any]) -> Any:
         return _struct({**props, "__provider": self.provider})
@@ -56,21 +58,21 @@ class ProviderHost:
         return self.stderr_path.read_text(errors="replace")
 
     def create(self, props: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        resp = self.stub.Create(proto.CreateRequest(urn=URN, properties=self._props(props)))
+        resp = self.stub.Create(proto.CreateRequest(urn=self.urn, properties=self._props(props)))
         return resp.id, rpc.deserialize_properties(resp.properties)
 
     def diff(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> bool:
         resp = self.stub.Diff(
-            proto.DiffRequest(id=id_, urn=URN, olds=self._props(olds), news=self._props(news))
+            proto.DiffRequest(id=id_, urn=self.urn, olds=self._props(olds), news=self._props(news))
         )
         return bool(resp.changes == proto.DiffResponse.DIFF_SOME)
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> dict[str, Any]:
-        req = proto.UpdateRequest(id=id_, urn=URN, olds=self._props(olds), news=self._props(news))
+        req = proto.UpdateRequest(id=id_, urn=self.urn, olds=self._props(olds), news=self._props(news))
         return dict(rpc.deserialize_properties(self.stub.Update(req).properties))
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
-        self.stub.Delete(proto.DeleteRequest(id=id_, urn=URN, properties=self._props(props)))
+        self.stub.Delete(proto.DeleteRequest(id=id_, urn=self.urn, properties=self._props(props)))
 
     def close(self) -> None:
         self.channel.close()

@@ -26,6 +26,16 @@ TOKEN = "hf_tok3nTHATmustNEVERleak0123456789"
 AMI = "ami-0123456789abcdef0"
 # What the EC2 API would answer for a type the catalog does not know (GB300's cards).
 API_NETWORK_CARDS = 5
+HOST_KEYS = "pulumi-python:dynamic/flashfleet:HostKeys"
+
+
+def console_key(instance_id: str) -> str:
+    """The host key the HostKeys provider would read from an instance's console (a well-formed
+    ed25519 blob, distinct per instance)."""
+    import base64
+
+    raw = b"\x00\x00\x00\x0bssh-ed25519\x00\x00\x00\x20" + instance_id.encode().ljust(32, b"\x00")[:32]
+    return "ssh-ed25519 " + base64.b64encode(raw).decode()
 
 
 @dataclass
@@ -42,6 +52,8 @@ class Registration:
 class Recorder(pulumi.runtime.Mocks):
     resources: list[Registration] = field(default_factory=list)
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    # nodes whose consoles show no host keys (the HostKeys provider records them as missing)
+    keyless: set[str] = field(default_factory=set)
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         out = dict(args.inputs)
@@ -59,6 +71,16 @@ class Recorder(pulumi.runtime.Mocks):
             out.update(arn=f"arn:aws:iam::123456789012:{args.name}", name=args.name)
         elif args.typ == "aws:ec2/placementGroup:PlacementGroup":
             out.update(name=args.name)
+        elif args.typ == HOST_KEYS:  # what the provider's create records (no EC2 under mocks)
+            nodes, ids = args.inputs["nodes"], args.inputs["instanceIds"]
+            out.update(
+                keys=[[] if n in self.keyless else [console_key(i)] for n, i in zip(nodes, ids, strict=True)],
+                missing=[
+                    f"{n} ({i}: no host-key block on the console yet after 1200 s)"
+                    for n, i in zip(nodes, ids, strict=True)
+                    if n in self.keyless
+                ],
+            )
         return (f"{args.name}-id" if args.custom else None), out
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
@@ -86,8 +108,8 @@ class Result:
     secret: dict[str, bool]
 
 
-def run_program(stack: str, *, token: str | None = TOKEN) -> Result:
-    mocks = Recorder()
+def run_program(stack: str, *, token: str | None = TOKEN, keyless: set[str] | None = None) -> Result:
+    mocks = Recorder(keyless=keyless or set())
     pulumi.runtime.set_mocks(mocks, project="flashfleet", stack=stack, preview=False)
     bringup = load_stack(stack)
     values: dict[str, Any] = {}

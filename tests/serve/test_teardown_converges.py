@@ -15,6 +15,7 @@ import pytest
 
 from flashfleet.bringup import handoff
 from flashfleet.bringup.teardown import TeardownError, teardown_hosts
+from flashfleet.components.host_keys import BEGIN, END, parse_console
 
 from .lab import ServeLab, make_stack, serve_lab
 
@@ -158,6 +159,33 @@ def test_pinned_host_keys_are_checked_by_ssh(lab: ServeLab, tmp_path: Path) -> N
     # a new connection, as any run after ControlPersist's minute makes (the master of the run
     # above was opened against the right key and would be reused)
     node["ansible_ssh_args"] = "-o ControlMaster=no -o ControlPath=none"
+    refused = lab.run("teardown.yml", inv)
+    assert refused.unreachable == ["td-node-0"]
+    assert "Host key verification failed" in refused.events_log.read_text()
+
+
+def test_aws_console_keys_are_pinned_through_the_same_path(lab: ServeLab, tmp_path: Path) -> None:
+    # Issue 14, AWS: the keys a node's first-boot console shows (read by components.aws_host_keys)
+    # reach the host as flashfleet_host_keys and ssh checks them; a console showing another
+    # machine's key makes the node unreachable, and nothing is sent to it.
+    own = lab.ssh("tda", "cat /etc/ssh/ssh_host_ed25519_key.pub").strip()
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "k")], check=True)
+    other = (tmp_path / "k.pub").read_text().strip()
+
+    def console(key: str) -> str:
+        return f"[   12.1] cloud-init[812]: running\n{BEGIN}\n{key}\n{END}\n[   30.2] finished\n"
+
+    inv = inventory(lab)
+    del inv["all"]["hosts"]["td-node-1"]
+    for group in inv["all"]["children"].values():
+        group["hosts"].pop("td-node-1", None)
+    node = inv["all"]["hosts"]["td-node-0"]
+    node["flashfleet_host_keys"] = [f"{t} {b}" for t, b in parse_console(console(own))]
+    ok = lab.run("teardown.yml", inv)
+    assert ok.ok, lab.explain(ok)
+
+    node["flashfleet_host_keys"] = [f"{t} {b}" for t, b in parse_console(console(other))]
+    node["ansible_ssh_args"] = "-o ControlMaster=no -o ControlPath=none"  # a new connection
     refused = lab.run("teardown.yml", inv)
     assert refused.unreachable == ["td-node-0"]
     assert "Host key verification failed" in refused.events_log.read_text()

@@ -1,12 +1,12 @@
 """AWS host keys from the console: real keys (ssh-keygen), the console text as cloud-init prints
-it, EC2's GetConsoleOutput through botocore's Stubber; the pinned known_hosts is then checked by
-ssh-keygen itself."""
+it, EC2's GetConsoleOutput through botocore's Stubber (moto answers a fixed console without the
+block: tests/bringup/test_host_keys_provider.py uses it for that case)."""
 
 from __future__ import annotations
 
 import base64
 import subprocess
-from pathlib import Path
+from typing import Any
 
 import boto3
 import pytest
@@ -16,10 +16,8 @@ from flashfleet.components.host_keys import (
     BEGIN,
     END,
     HostKeysUnavailable,
-    fetch_host_keys,
-    known_hosts,
-    known_hosts_lines,
     parse_console,
+    read_host_keys,
 )
 
 
@@ -68,69 +66,93 @@ def test_incomplete_or_bad_blocks_are_refused(text: str, why: str) -> None:
         parse_console(text)
 
 
-def test_known_hosts_pins_the_node(host_keys: list[str], tmp_path: Path) -> None:
-    keys = parse_console(console(host_keys))
-    known = tmp_path / "known_hosts"
-    known.write_text("\n".join(known_hosts_lines("203.0.113.10", keys)) + "\n")
-    found = subprocess.run(
-        ["ssh-keygen", "-F", "203.0.113.10", "-f", str(known)], capture_output=True, text=True, check=False
-    )
-    assert found.returncode == 0
-    assert host_keys[0].split()[1] in found.stdout
-    other = subprocess.run(
-        ["ssh-keygen", "-F", "203.0.113.11", "-f", str(known)], capture_output=True, check=False
-    )
-    assert other.returncode != 0
-    with pytest.raises(ValueError, match="not a host address"):
-        known_hosts_lines("-oProxyCommand=x 1.2.3.4", keys)
+def _ec2() -> Any:
+    return boto3.client("ec2", region_name="eu-west-1", aws_access_key_id="x", aws_secret_access_key="x")
 
 
-def test_fetch_waits_for_the_block(host_keys: list[str]) -> None:
-    ec2 = boto3.client("ec2", region_name="eu-west-1", aws_access_key_id="x", aws_secret_access_key="x")
+def _answer(stub: Stubber, instance_id: str, text: str) -> None:
+    stub.add_response(
+        "get_console_output",
+        {"InstanceId": instance_id, "Output": base64.b64encode(text.encode()).decode()},
+        {"InstanceId": instance_id, "Latest": True},
+    )
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.slept: list[float] = []
+
+    def sleep(self, s: float) -> None:
+        self.slept.append(s)
+        self.now += s
+
+
+def test_read_waits_for_every_node(host_keys: list[str]) -> None:
+    ec2, clock = _ec2(), Clock()
     stub = Stubber(ec2)
-    asked = {"InstanceId": "i-0123456789abcdef0", "Latest": False}
-    for text in ("[    0.0] booting\n", console(host_keys)):
-        stub.add_response(
-            "get_console_output",
-            {"InstanceId": asked["InstanceId"], "Output": base64.b64encode(text.encode()).decode()},
-            asked,
-        )
-    slept: list[float] = []
+    _answer(stub, "i-a", "[    0.0] booting\n")
+    _answer(stub, "i-b", console([host_keys[1]]))
+    _answer(stub, "i-a", console([host_keys[0]]))  # only i-a is asked again
     with stub:
-        keys = fetch_host_keys(ec2, "i-0123456789abcdef0", delay_s=7, sleep=slept.append)
+        keys, why = read_host_keys(
+            ec2,
+            [("n0", "i-a"), ("n1", "i-b")],
+            timeout_s=60,
+            delay_s=7,
+            sleep=clock.sleep,
+            clock=lambda: clock.now,
+        )
     stub.assert_no_pending_responses()
-    assert len(keys) == 2
-    assert slept == [7]
+    assert keys == {"n0": [" ".join(host_keys[0].split()[:2])], "n1": [" ".join(host_keys[1].split()[:2])]}
+    assert why == {}
+    assert clock.slept == [7]
 
 
-def test_fetch_gives_up(host_keys: list[str]) -> None:
-    ec2 = boto3.client("ec2", region_name="eu-west-1", aws_access_key_id="x", aws_secret_access_key="x")
+def test_read_gives_up_at_the_bound_and_names_the_node(host_keys: list[str]) -> None:
+    ec2, clock = _ec2(), Clock()
     stub = Stubber(ec2)
-    for _ in range(3):
-        stub.add_response("get_console_output", {"InstanceId": "i-1", "Output": ""})
-    with (
-        stub,
-        pytest.raises(HostKeysUnavailable, match="i-1: no host-key block on the console yet after 3 tries"),
-    ):
-        fetch_host_keys(ec2, "i-1", attempts=3, sleep=lambda _: None)
-
-
-def test_known_hosts_for_the_stack_pins_each_address_to_its_own_instance(
-    host_keys: list[str], tmp_path: Path
-) -> None:
-    ec2 = boto3.client("ec2", region_name="eu-west-1", aws_access_key_id="x", aws_secret_access_key="x")
-    stub = Stubber(ec2)
-    for iid, key in (("i-a", host_keys[0]), ("i-b", host_keys[1])):
-        text = base64.b64encode(console([key]).encode()).decode()
-        stub.add_response(
-            "get_console_output", {"InstanceId": iid, "Output": text}, {"InstanceId": iid, "Latest": False}
-        )
+    _answer(stub, "i-a", console([host_keys[0]]))
+    for _ in range(3):  # at 0, 10 and 20 s; 30 s would pass the 25 s bound
+        _answer(stub, "i-b", "[    0.0] booting\n")
     with stub:
-        text = known_hosts(ec2, ["198.51.100.1", "198.51.100.2"], ["i-a", "i-b"])
-    (tmp_path / "kh").write_text(text)
-    assert text.splitlines() == [
-        "198.51.100.1 " + " ".join(host_keys[0].split()[:2]),
-        "198.51.100.2 " + " ".join(host_keys[1].split()[:2]),
-    ]
-    with pytest.raises(ValueError, match="2 addresses for 1 instances"):
-        known_hosts(ec2, ["198.51.100.1", "198.51.100.2"], ["i-a"])
+        keys, why = read_host_keys(
+            ec2,
+            [("n0", "i-a"), ("n1", "i-b")],
+            timeout_s=25,
+            delay_s=10,
+            sleep=clock.sleep,
+            clock=lambda: clock.now,
+        )
+    stub.assert_no_pending_responses()
+    assert list(keys) == ["n0"]
+    assert why == {"n1": "i-b: no host-key block on the console yet after 25 s"}
+
+
+def test_a_refused_permission_is_not_asked_again() -> None:
+    ec2, clock = _ec2(), Clock()
+    stub = Stubber(ec2)
+    stub.add_client_error("get_console_output", "UnauthorizedOperation", "You are not authorized")
+    with stub:
+        keys, why = read_host_keys(
+            ec2, [("n0", "i-a")], timeout_s=600, sleep=clock.sleep, clock=lambda: clock.now
+        )
+    assert keys == {}
+    assert why == {
+        "n0": "i-a: EC2 refused GetConsoleOutput (UnauthorizedOperation): allow ec2:GetConsoleOutput"
+    }
+    assert clock.slept == []
+
+
+def test_a_transient_error_is_asked_again(host_keys: list[str]) -> None:
+    ec2, clock = _ec2(), Clock()
+    stub = Stubber(ec2)
+    stub.add_client_error(
+        "get_console_output", "InvalidInstanceID.NotFound", "not yet"
+    )  # eventual consistency
+    _answer(stub, "i-a", console(host_keys))
+    with stub:
+        keys, _ = read_host_keys(
+            ec2, [("n0", "i-a")], timeout_s=600, sleep=clock.sleep, clock=lambda: clock.now
+        )
+    assert len(keys["n0"]) == 2
