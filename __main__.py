@@ -1,6 +1,7 @@
 """Pulumi composition root: `pulumi up --stack <name>` (stack files in stacks/).
 
-Reads `flashfleet:stack`, the secret `flashfleet:hfToken` and `flashfleet:roleVars` once,
+Reads `flashfleet:stack`, the secrets `flashfleet:hfToken` and `flashfleet:apiKey` and
+`flashfleet:roleVars` once,
 validates the whole stack before any resource is registered, checks the stack's capacity
 reservation or block (pre-flight), builds the node source's component and exports the outputs.
 """
@@ -20,7 +21,14 @@ bringup = resolve_spec(
     parse_spec(stack, config.require_object("stack")),
     region=pulumi.Config("aws").get("region"),
     has_hf_token=config.get("hfToken") is not None,
+    has_api_key=config.get("apiKey") is not None,
 )
+api_key = config.get_secret("apiKey")
+if bringup.api_key_required and api_key is None:
+    raise pulumi.RunError(
+        "flashfleet:stack.serving.apiKey: required, and no key: "
+        "`pulumi config set --secret flashfleet:apiKey` (it stays encrypted in the stack and state)"
+    )
 # Role arguments for every bring-up run (apt and Hub mirrors of an air-gapped site, say).
 role_vars = config.get_object("roleVars") or {}
 if not isinstance(role_vars, dict):
@@ -32,6 +40,11 @@ except preflight.CapacityRefused as err:
     raise pulumi.RunError(str(err)) from None  # one line, no traceback
 now = datetime.now(UTC)
 for key, value in deploy(
-    bringup, config.get_secret("hfToken"), now, preflight.block_end(reservation), role_vars
+    bringup,
+    config.get_secret("hfToken"),
+    now,
+    preflight.block_end(reservation),
+    role_vars,
+    api_key=api_key if bringup.api_key_required else None,
 ).items():
     pulumi.export(key, value)

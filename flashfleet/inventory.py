@@ -76,6 +76,7 @@ def host_vars(
             flashfleet_tool_calls=recipe.options.tool_call_parser == "on",
             flashfleet_hicache_storage=recipe.options.hicache == "l1l2l3",
             flashfleet_api_port=api[-1] if api else None,
+            flashfleet_api_key_required=any(launch["api_key_file"] for launch in launches),
             flashfleet_mooncake_layout=layout,
             # Without a teardown section the caches are kept.
             flashfleet_keep_caches=spec.teardown.keep_caches if spec.teardown is not None else True,

@@ -21,6 +21,11 @@ from flashfleet.recipes.render import Process, Recipe
 from flashfleet.stack.image import ImageSpec
 
 SECRET_ENV_NAMES = ("HF_TOKEN",)
+# The serving API key: SGLang reads `--api-key` from its argv or from a `--config` YAML file
+# (`api-key:`), never from the environment. The sglang_serve role writes this root-only file from
+# the key, and the container reads it mounted read-only, so the key is in no argv, unit or
+# `docker inspect`. One file per node, at the same path on the host and in the container.
+API_KEY_CONFIG = "/etc/flashfleet/api-key.yaml"
 CONTAINER_HF_CACHE = "/root/.cache/huggingface"
 MOONCAKE_CONFIG_DIR = posixpath.dirname(MOONCAKE_CONFIG_PATH)
 
@@ -31,6 +36,8 @@ class LaunchSettings(BaseModel):
     image: ImageSpec = ImageSpec()
     model_cache_dir: str = "/opt/flashfleet/hf-cache"
     secret_env_file: str = "/etc/flashfleet/secrets.env"
+    # serving.apiKey: required: the processes that serve the OpenAI API demand the key.
+    api_key: bool = False
 
 
 # Container runtime settings per vendor (sglang install docs for CUDA and ROCm).
@@ -87,6 +94,8 @@ class ContainerLaunch:
     ulimits: tuple[tuple[str, str], ...] = _ULIMITS
     build_notes: tuple[str, ...] = field(default_factory=tuple)
     rank: int = 0  # of a multi-node server; ranks > 0 run no HTTP server
+    # Root-only YAML on the host holding `api-key:` (read with --config; "" when none).
+    api_key_file: str = ""
 
     @property
     def serves_http(self) -> bool:
@@ -165,6 +174,7 @@ class ContainerLaunch:
             "rank": self.rank,
             "serves_http": self.serves_http,
             "serves_api": self.serves_api,
+            "api_key_file": self.api_key_file,
         }
 
 
@@ -213,6 +223,14 @@ def container_launches(recipe: Recipe, settings: LaunchSettings | None = None) -
     launches = []
     for proc in recipe.start_order():
         serves_model = proc.role != "router"
+        # Only an `sglang serve` process that serves the OpenAI API (rank 0, not an encoder)
+        # takes the key; the PD router takes its flags from argv only (refused by planning).
+        keyed = settings.api_key and serves_model and proc.rank == 0 and proc.role != "encoder"
+        mounts = _mounts(recipe, settings) if serves_model else ()
+        argv = container_argv(proc)
+        if keyed:
+            mounts = (*mounts, Mount(API_KEY_CONFIG, API_KEY_CONFIG, read_only=True))
+            argv = (*argv, "--config", API_KEY_CONFIG)
         launches.append(
             ContainerLaunch(
                 name=proc.name,
@@ -220,7 +238,7 @@ def container_launches(recipe: Recipe, settings: LaunchSettings | None = None) -
                 node=proc.node,
                 container_name=f"flashfleet-{proc.name}",
                 image=settings.image.ref(hw),
-                argv=container_argv(proc),
+                argv=argv,
                 env={**proc.env, **_visible_devices_env(hw, proc)},
                 env_file=settings.secret_env_file if serves_model else "",
                 secret_env_names=SECRET_ENV_NAMES if serves_model else (),
@@ -231,11 +249,12 @@ def container_launches(recipe: Recipe, settings: LaunchSettings | None = None) -
                 security_opt=runtime["security_opt"] if serves_model else (),
                 cap_add=(*runtime["cap_add"], *rdma_caps) if serves_model else (),
                 shm_size=runtime["shm_size"],
-                mounts=_mounts(recipe, settings) if serves_model else (),
+                mounts=mounts,
                 port=proc.port,
                 start_after=proc.start_after,
                 build_notes=notes,
                 rank=proc.rank,
+                api_key_file=API_KEY_CONFIG if keyed else "",
             )
         )
     return launches

@@ -9,6 +9,7 @@ ENDPOINT = "endpoint"  # the OpenAI-compatible URL of node 0
 NODE_NAMES = "nodeNames"
 INSTANCE_IDS = "instanceIds"  # AWS stacks: EC2 instance ids, in node order (console host keys, sweep)
 HF_TOKEN = "hfToken"  # a Pulumi secret output: only for the ansible-runner hand-off
+API_KEY = "apiKey"  # a Pulumi secret output: for `configure` and `bench` (serving.apiKey: required)
 EXPIRES_AT = "expiresAt"  # ISO 8601 UTC deadline the nodes enforce on themselves
 BRINGUP_RUN_DIR = "bringupRunDir"  # the last site.yml run's directory (event log, timeline)
 NAMESPACE = "namespace"  # Kubernetes stacks: where the workloads live

@@ -12,7 +12,7 @@ import json
 import math
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -55,6 +55,9 @@ class NodeRunner:
     inventory: Mapping[str, Any]
     runs_root: Path
     project: Project = DEFAULT_PROJECT
+    # The serving API key (None: the caller's FLASHFLEET_API_KEY, if any); only in the
+    # ansible-playbook environment, from where the bench role writes a root-only env file.
+    api_key: str | None = field(default=None, repr=False)
 
     def __call__(self, invocation: Invocation) -> Completed:
         node = node_zero(dict(self.inventory))
@@ -72,7 +75,7 @@ class NodeRunner:
             try:
                 result = handoff.run(
                     PLAYBOOK, self.inventory, project=self.project, runs_root=self.runs_root,
-                    extravars=extravars, stack=self.stack, limit=node, tags="bench",
+                    extravars=extravars, stack=self.stack, limit=node, tags="bench", api_key=self.api_key,
                 )  # fmt: skip
             except BringupInputError as err:
                 return Completed(2, "", "", runner_error=f"{PLAYBOOK} refused: {err}")

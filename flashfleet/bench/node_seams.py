@@ -35,6 +35,23 @@ def endpoint(stack: str) -> str:
     return str(out.value).rstrip("/").removesuffix("/v1")
 
 
+def api_key_of(stack: str) -> str | None:
+    """The serving API key: $FLASHFLEET_API_KEY, else the stack's `apiKey` secret output (None:
+    the stack has none, or Pulumi is not at hand)."""
+    import os
+
+    from flashfleet.bringup import stackops
+    from flashfleet.bringup.secret_env import API_KEY_ENV
+
+    if os.environ.get(API_KEY_ENV):
+        return os.environ[API_KEY_ENV]
+    try:
+        out = stackops.outputs(stack).get(outputs.API_KEY)
+    except (stackops.PulumiUnavailable, stackops.StackError):
+        return None
+    return str(out.value) if out is not None else None
+
+
 @dataclass(frozen=True)
 class NodeSeams:
     """Runner and facts on the stack's nodes; the folders are parameters for the tests."""
@@ -64,7 +81,9 @@ class NodeSeams:
         except NoInventory as err:
             hint = "or run bench_serving here with --local"
             raise BenchSetupError(f"cannot run on the nodes of {stack}: {err} ({hint})") from None
-        return NodeRunner(stack, inventory, bench_runs_root(self._runs_root()), self.project)
+        return NodeRunner(
+            stack, inventory, bench_runs_root(self._runs_root()), self.project, api_key_of(stack)
+        )
 
     def deployment(self, stack: str) -> Deployment:
         from flashfleet.bench.node_facts import StackRefused, deployment_facts

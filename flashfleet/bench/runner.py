@@ -17,6 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from flashfleet.bringup.secret_env import API_KEY_ENV
+
+BENCH_KEY_ENV = "OPENAI_API_KEY"  # what sglang.benchmark.serving sends as the Bearer token
+
 
 @dataclass(frozen=True)
 class Invocation:
@@ -47,6 +51,9 @@ class LocalRunner:
 
     def __call__(self, invocation: Invocation) -> Completed:
         env = {**self._base_env, **invocation.env}
+        # bench_serving sends `Authorization: Bearer $OPENAI_API_KEY`: the serving key, if any.
+        if env.get(API_KEY_ENV) and not env.get(BENCH_KEY_ENV):
+            env[BENCH_KEY_ENV] = env[API_KEY_ENV]
         argv = list(invocation.argv)
         if os.sep in argv[0] and not os.path.isabs(argv[0]):
             argv[0] = os.path.abspath(argv[0])  # the child runs in the scratch directory

@@ -12,6 +12,7 @@ per DP rank) and /metrics (sglang's Prometheus counters; the servers run with --
 from __future__ import annotations
 
 import json
+import os
 import time
 import urllib.error
 import urllib.request
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flashfleet.bench.runner import Invocation, Runner
+from flashfleet.bringup.secret_env import API_KEY_ENV
 
 # sglang 0.5.23 srt/observability/metrics_collector.py (TokenizerMetricsCollector)
 PROMPT_TOKENS = "sglang:prompt_tokens_total"
@@ -47,11 +49,15 @@ FetchMany = Callable[[Sequence[str]], dict[str, tuple[int, str]]]
 FETCH_MARK = "flashfleet-fetch:"
 # Run by the interpreter in the serving image on node 0 (the servers' ports need not be open to
 # the machine flashfleet runs on): standard library only, one JSON line per URL.
+# With an API key (OPENAI_API_KEY, from the bench role's root-only env file) /server_info needs
+# `Authorization: Bearer`; the key is never an argument of the script.
 FETCH_SCRIPT = """
-import json, sys, urllib.request, urllib.error
+import json, os, sys, urllib.request, urllib.error
+key = os.environ.get("OPENAI_API_KEY")
 for url in json.loads(sys.argv[1]):
     try:
-        with urllib.request.urlopen(url, timeout=10) as r:
+        req = urllib.request.Request(url, headers={"Authorization": "Bearer " + key} if key else {})
+        with urllib.request.urlopen(req, timeout=10) as r:
             status, body = r.status, r.read().decode(errors="replace")
     except urllib.error.HTTPError as e:
         status, body = e.code, e.read().decode(errors="replace")
@@ -61,10 +67,18 @@ for url in json.loads(sys.argv[1]):
 """
 
 
+def auth_headers() -> dict[str, str]:
+    """`Authorization: Bearer` with the serving API key of this environment (FLASHFLEET_API_KEY)."""
+    key = os.environ.get(API_KEY_ENV)
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
 def http_get(url: str, timeout_s: float) -> tuple[int, str]:
     """(status, body); status 0 when nothing answered."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+        with urllib.request.urlopen(
+            urllib.request.Request(url, headers=auth_headers()), timeout=timeout_s
+        ) as resp:
             return resp.status, resp.read().decode(errors="replace")
     except urllib.error.HTTPError as err:
         return err.code, err.read().decode(errors="replace")

@@ -60,6 +60,7 @@ def validate(
     *,
     stack: str | None = None,
     hf_token: str | None = None,
+    api_key: str | None = None,
 ) -> None:
     """Everything that can be refused before a host is touched; raises BringupInputError."""
     try:
@@ -70,6 +71,10 @@ def validate(
     if hf_token and hf_token in json.dumps([inventory, extravars], default=str):
         raise BringupInputError(
             "inventory/extravars: contain the HF token; it travels only in the environment"
+        )
+    if api_key and api_key in json.dumps([inventory, extravars], default=str):
+        raise BringupInputError(
+            "inventory/extravars: contain the API key; it travels only in the environment"
         )
     check_role_arguments(project, playbook, inventory, extravars)
 
@@ -82,6 +87,7 @@ def run(
     runs_root: Path | None = None,
     extravars: Mapping[str, Any] | None = None,
     hf_token: str | None = None,
+    api_key: str | None = None,
     stack: str | None = None,
     check: bool = False,
     limit: str | None = None,
@@ -94,10 +100,11 @@ def run(
 
     `hf_token` (or, when None, the caller's own FLASHFLEET_HF_TOKEN) reaches the roles only
     through the ansible-playbook process environment; no file of the run directory holds it.
+    So does `api_key` (FLASHFLEET_API_KEY), the serving API key.
     """
     extravars = dict(extravars or {})
     if checked:
-        validate(project, playbook, inventory, extravars, stack=stack, hf_token=hf_token)
+        validate(project, playbook, inventory, extravars, stack=stack, hf_token=hf_token, api_key=api_key)
     run_dir = new_run_dir(runs_root or default_runs_root(), stack or stack_of(inventory), playbook)
     with private_open(run_dir / "inventory.json") as out:
         out.write(json.dumps(inventory, indent=2, default=str) + "\n")
@@ -118,6 +125,7 @@ def run(
             run_dir=run_dir,
             extravars=extravars,
             hf_token=hf_token,
+            api_key=api_key,
             check=check,
             limit=limit,
             tags=tags,

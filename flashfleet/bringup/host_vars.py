@@ -60,6 +60,9 @@ class Launch(BaseModel):
     rank: int = Field(description="rank of a multi-node server (0: the one that serves HTTP)")
     serves_http: bool = Field(description="answers /health (not a rank > 0)")
     serves_api: bool = Field(description="serves the OpenAI API (not an encoder, not a rank > 0)")
+    api_key_file: str = Field(
+        "", description="root-only YAML (`api-key:`) the process reads with --config; empty: no key"
+    )
 
 
 class MooncakeLayout(BaseModel):
@@ -151,6 +154,11 @@ class HostVars(BaseModel):
         None,
         description="port of the process that serves the OpenAI API here (the last in start order); "
         "null: none does (a worker node)",
+    )
+    flashfleet_api_key_required: bool = Field(
+        False,
+        description="the API-serving processes here demand `Authorization: Bearer <key>` (`serving.apiKey: "
+        "required`); the key itself travels only in the controller's `FLASHFLEET_API_KEY`",
     )
     flashfleet_mooncake_layout: MooncakeLayout | None = Field(
         None,

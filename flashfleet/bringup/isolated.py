@@ -4,7 +4,7 @@ The provider serves gRPC from worker threads; ansible-runner starts ansible-play
 fork, and a fork of that threaded process crashed the child now and then (SIGSEGV before exec,
 seen as rc None). `subprocess` starts a clean interpreter with vfork+exec instead, which runs
 `handoff.run` there. The token travels in the child's environment only: never on its command
-line or its stdin.
+line or its stdin; so does the serving API key (FLASHFLEET_API_KEY).
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from flashfleet.bringup.errors import BringupInputError
-from flashfleet.bringup.playbook_run import TOKEN_ENV, RunResult, TaskFailure
+from flashfleet.bringup.playbook_run import RunResult, TaskFailure
 from flashfleet.bringup.project import Project
+from flashfleet.bringup.secret_env import API_KEY_ENV, TOKEN_ENV
 
 
 def run_isolated(
@@ -29,6 +30,7 @@ def run_isolated(
     runs_root: Path,
     extravars: dict[str, Any] | None = None,
     hf_token: str | None = None,
+    api_key: str | None = None,
     checked: bool = True,
     timeout_s: int | None = None,
 ) -> RunResult:
@@ -44,6 +46,8 @@ def run_isolated(
     env = dict(os.environ)
     if hf_token is not None:
         env[TOKEN_ENV] = hf_token
+    if api_key is not None:
+        env[API_KEY_ENV] = api_key
     done = subprocess.run(
         [sys.executable, "-m", "flashfleet.bringup.isolated"],
         input=json.dumps(request),
@@ -81,6 +85,7 @@ def _main() -> int:
             runs_root=Path(request["runs_root"]),
             extravars=request["extravars"],
             hf_token=os.environ.get(TOKEN_ENV),
+            api_key=os.environ.get(API_KEY_ENV),
             emit=lambda line: print(line, file=sys.stderr, flush=True),
             checked=request["checked"],
             timeout_s=request.get("timeout_s"),

@@ -25,9 +25,8 @@ from typing import Any
 import ansible_runner
 
 from flashfleet.bringup.project import REPO
+from flashfleet.bringup.secret_env import API_KEY_ENV, TOKEN_ENV
 from flashfleet.stack.safe_values import host_key
-
-TOKEN_ENV = "FLASHFLEET_HF_TOKEN"
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -232,6 +231,7 @@ def run_playbook(
     run_dir: Path,
     extravars: Mapping[str, Any] | None = None,
     hf_token: str | None = None,
+    api_key: str | None = None,
     check: bool = False,
     diff: bool = False,
     limit: str | None = None,
@@ -245,7 +245,8 @@ def run_playbook(
     """Runs `<project_root>/playbooks/<playbook>` against `inventory` and waits for it.
 
     `hf_token` (or, when None, the caller's own `FLASHFLEET_HF_TOKEN`) reaches the roles only
-    through the ansible-playbook process environment; no file this writes contains it.
+    through the ansible-playbook process environment; no file this writes contains it. So does
+    `api_key` (or the caller's `FLASHFLEET_API_KEY`), and no event carries it either.
     `on_event` sees every raw event first (phase starts, for live progress). A project without
     its own ansible.cfg runs with this repository's settings. `timeout_s` stops a run that
     takes longer (status `timeout`): a wedged host cannot hold the caller forever.
@@ -260,8 +261,10 @@ def run_playbook(
     }
     if hf_token is not None:
         envvars[TOKEN_ENV] = hf_token
-    # Defence in depth: no event reaches a file or a handler with the token in it.
-    secrets = [t for t in (hf_token, os.environ.get(TOKEN_ENV)) if t]
+    if api_key is not None:
+        envvars[API_KEY_ENV] = api_key
+    # Defence in depth: no event reaches a file or a handler with a secret in it.
+    secrets = [t for t in (hf_token, os.environ.get(TOKEN_ENV), api_key, os.environ.get(API_KEY_ENV)) if t]
     cmdline = " ".join(
         opt for opt, on in (("--check", check), ("--diff", diff)) if on
     )  # ansible-runner takes extra ansible-playbook options as one string

@@ -15,7 +15,9 @@ importable) and everything a call needs arrives in its inputs, as plain values.
   are stored relative to this repository, so a destroy from another checkout still finds the
   playbooks (this program's own).
 
-The HF token is an input only: it is never in the outputs (the state) nor in any file.
+The HF token and the API key are inputs only: never in the outputs (the state) nor in any file.
+A new API key alone triggers no run (its hash would sit in the state): `flashfleet configure`
+writes it to the nodes.
 """
 
 from __future__ import annotations
@@ -118,10 +120,12 @@ class RunInputs:
     runs_root: Path
     tree_hash: str
     hf_token: str | None
+    api_key: str | None = None
 
     @classmethod
     def from_props(cls, props: Mapping[str, Any]) -> RunInputs:
         token = unwrap_rpc_secret(props.get("hfToken"))
+        key = unwrap_rpc_secret(props.get("apiKey"))
         return cls(
             inventory=restore_nulls(_whole_numbers(dict(unwrap_rpc_secret(props.get("inventory")) or {}))),
             playbook=str(props.get("playbook") or "site.yml"),
@@ -131,6 +135,7 @@ class RunInputs:
             runs_root=_runs_root(str(props["runsDir"])),
             tree_hash=str(props.get("treeHash") or ""),
             hf_token=str(token) if token else None,
+            api_key=str(key) if key else None,
         )
 
     def triggers(self) -> dict[str, str]:
@@ -166,6 +171,7 @@ def _run(inputs: RunInputs) -> RunResult:
         runs_root=inputs.runs_root,
         extravars=inputs.extravars,
         hf_token=inputs.hf_token,
+        api_key=inputs.api_key,
     )
     _say(result.summary())
     if not result.ok:

@@ -19,7 +19,7 @@ from flashfleet.bringup.provider import PlaybookRunProvider, stored_path
 
 class PlaybookRun(Resource, module="flashfleet", name="PlaybookRun"):
     """Outputs (named as in the state): `runDir`, the last run's directory; `changed`, the tasks
-    it changed; and the hashes it diffs on. `hfToken` is an input only, and secret."""
+    it changed; and the hashes it diffs on. `hfToken` and `apiKey` are inputs only, and secret."""
 
     runDir: pulumi.Output[str]
     changed: pulumi.Output[int]
@@ -36,6 +36,7 @@ def attach(
     *,
     teardown_playbook: str = "teardown.yml",
     extravars: dict[str, Any] | None = None,
+    api_key: pulumi.Input[str] | None = None,
     project_dir: Path | None = None,
     runs_dir: Path | None = None,
     opts: pulumi.ResourceOptions | None = None,
@@ -46,6 +47,7 @@ def attach(
         "inventory": inventory,
         # Secret in the state's inputs; the provider never copies it into its outputs.
         "hfToken": pulumi.Output.secret(hf_token) if hf_token is not None else None,
+        "apiKey": pulumi.Output.secret(api_key) if api_key is not None else None,
         "playbook": playbook,
         "teardownPlaybook": teardown_playbook,
         "extravars": extravars or {},
@@ -56,5 +58,5 @@ def attach(
         "runDir": None,  # outputs, declared so they become attributes
         "changed": None,
     }
-    secret = pulumi.ResourceOptions(additional_secret_outputs=["hfToken"])
+    secret = pulumi.ResourceOptions(additional_secret_outputs=["hfToken", "apiKey"])
     return PlaybookRun(name, props, pulumi.ResourceOptions.merge(opts, secret))

@@ -1,8 +1,10 @@
 """`flashfleet configure STACK`: run the playbooks against the stack's hosts.
 
 With `--inventory FILE`, against existing hosts and without Pulumi; otherwise with the
-inventory and HF token of the stack's outputs. Exit status: 0 ok, 1 the playbook failed,
-2 bad input (refused before any host is touched).
+inventory, HF token and API key of the stack's outputs. The API key (serving.apiKey: required)
+is $FLASHFLEET_API_KEY when set, else the stack's `apiKey` secret output; like the token it
+reaches the roles only through the ansible-playbook process environment. Exit status: 0 ok,
+1 the playbook failed, 2 bad input (refused before any host is touched).
 """
 
 from __future__ import annotations
@@ -30,8 +32,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=run)
 
 
-def stack_inputs(stack: str) -> tuple[dict[str, Any], str | None]:
-    """Inventory and HF token from the stack's outputs (through the Pulumi CLI)."""
+def stack_inputs(stack: str) -> tuple[dict[str, Any], str | None, str | None]:
+    """Inventory, HF token and API key from the stack's outputs (through the Pulumi CLI)."""
     from flashfleet import outputs
     from flashfleet.bringup import stackops
 
@@ -44,26 +46,33 @@ def stack_inputs(stack: str) -> tuple[dict[str, Any], str | None]:
     from flashfleet.bringup.contract import restore_nulls
 
     token = outs.get(outputs.HF_TOKEN)
+    key = outs.get(outputs.API_KEY)
     # stack outputs drop null-valued keys, as the provider's inputs do
-    return restore_nulls(outs[outputs.INVENTORY].value), (str(token.value) if token else None)
+    return (
+        restore_nulls(outs[outputs.INVENTORY].value),
+        str(token.value) if token else None,
+        str(key.value) if key else None,
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     from flashfleet.bringup import handoff
     from flashfleet.bringup.cliargs import load_inventory, parse_extravars, project_of
     from flashfleet.bringup.errors import BringupInputError
-    from flashfleet.bringup.playbook_run import TOKEN_ENV
+    from flashfleet.bringup.secret_env import API_KEY_ENV, TOKEN_ENV
 
     try:
         project = project_of(args)
         extravars = parse_extravars(args.extra_vars)
         if args.inventory is not None:
-            inventory, token = load_inventory(args.inventory), os.environ.get(TOKEN_ENV)
+            inventory, token, key = load_inventory(args.inventory), os.environ.get(TOKEN_ENV), None
         else:
-            inventory, token = stack_inputs(args.stack)
+            inventory, token, key = stack_inputs(args.stack)
+        key = os.environ.get(API_KEY_ENV) or key  # None: the run inherits no key but the caller's
+        _require_api_key(inventory, key)
         result = handoff.run(
             args.playbook, inventory, project=project, runs_root=args.runs_dir, extravars=extravars,
-            hf_token=token, stack=args.stack, check=args.check, limit=args.limit, tags=args.tags,
+            hf_token=token, api_key=key, stack=args.stack, check=args.check, limit=args.limit, tags=args.tags,
             emit=lambda line: print(line, file=sys.stderr, flush=True),
         )  # fmt: skip
     except BringupInputError as err:
@@ -71,3 +80,18 @@ def run(args: argparse.Namespace) -> int:
     print(result.summary())
     print(f"timeline: {result.run_dir / 'timeline.png'}")
     return 0 if result.ok else 1
+
+
+def _require_api_key(inventory: dict[str, Any], key: str | None) -> None:
+    """A host whose servers demand a key gets one, or nothing is touched (exit 2)."""
+    from flashfleet.bringup.errors import BringupInputError
+    from flashfleet.bringup.secret_env import API_KEY_ENV
+
+    hosts = (inventory.get("all") or {}).get("hosts") or {}
+    needing = sorted(h for h, v in hosts.items() if (v or {}).get("flashfleet_api_key_required"))
+    if needing and not key:
+        raise BringupInputError(
+            f"flashfleet_api_key_required: {', '.join(needing)} serve with an API key and none is "
+            f"given: export {API_KEY_ENV} (e.g. `read -rs {API_KEY_ENV} && export {API_KEY_ENV}`) "
+            "or set the flashfleet:apiKey secret"
+        )

@@ -70,12 +70,16 @@ def deploy(
     now: datetime,
     block_end: datetime | None = None,
     role_vars: dict[str, Any] | None = None,
+    *,
+    api_key: pulumi.Output[str] | None = None,
 ) -> dict[str, Any]:
     """Register the stack's resources; return its outputs by key (``flashfleet.outputs``).
 
     ``block_end``: the end of the stack's Capacity Block, which the nodes' deadline never passes.
     ``role_vars``: role arguments for every bring-up run (site mirrors, say), checked against
     the roles' argument specs like `flashfleet configure -e`.
+    ``api_key``: the serving API key (``flashfleet:apiKey``), a secret like the HF token: in the
+    state and outputs only encrypted, and to the nodes only through the bring-up's environment.
     """
     expires_at = iso_utc(node_deadline(b.spec, now, block_end))
     if isinstance(b.spec.nodes.source, KubernetesSource):
@@ -107,6 +111,9 @@ def deploy(
         # Only for the ansible-runner hand-off; it stays a secret in the state and outputs.
         exports[outputs.HF_TOKEN] = pulumi.Output.secret(hf_token)
     # Prepare, configure Mooncake, serve and verify once the nodes exist; teardown on destroy.
-    run = attach("bringup", inventory, hf_token, playbook="site.yml", extravars=role_vars)
+    if api_key is not None:
+        # For `flashfleet configure` and `bench` (the Authorization header); secret like the token.
+        exports[outputs.API_KEY] = pulumi.Output.secret(api_key)
+    run = attach("bringup", inventory, hf_token, playbook="site.yml", extravars=role_vars, api_key=api_key)
     exports[outputs.BRINGUP_RUN_DIR] = run.runDir
     return exports

@@ -285,16 +285,42 @@ def _mooncake_port_clashes(recipe: Recipe, mc: Mooncake, base: str) -> list[Prob
     return problems
 
 
+def check_api_key(spec: StackSpec, recipe: Recipe, base: str) -> list[Problem]:
+    """serving.apiKey: required only where the key can reach the server in a root-only file."""
+    if spec.serving.api_key != "required":
+        return []
+    path = f"{base}.serving.apiKey"
+    if isinstance(spec.nodes.source, KubernetesSource):
+        return [
+            Problem(
+                path,
+                "not offered on Kubernetes stacks yet: put the cluster's authenticating ingress in "
+                "front of the Service",
+                "api-key-source",
+            )
+        ]
+    if any(p.role == "router" for p in recipe.processes):
+        return [
+            Problem(
+                path,
+                "the PD router serves the API here and reads its flags from argv only, where the key "
+                "would show in every process list; keep PD stacks behind the firewall",
+                "api-key-topology",
+            )
+        ]
+    return []
+
+
 def check_host_keys_pinned(spec: StackSpec, base: str) -> list[Problem]:
-    """The HF token goes to existing hosts only once their SSH keys are pinned (or the stack
-    says, in so many words, to send it to whoever answers)."""
+    """The HF token (and the API key) go to existing hosts only once their SSH keys are pinned
+    (or the stack says, in so many words, to send them to whoever answers)."""
     src = spec.nodes.source
     if not isinstance(src, ExistingSource) or src.allow_unpinned_host_keys:
         return []
     return [
         Problem(
             f"{base}.nodes.source.hosts[{i}].hostKeys",
-            "no host key pinned: the HF token would go to whichever machine answers at "
+            "no host key pinned: the stack's secrets would go to whichever machine answers at "
             f"{host.address}; list its keys (cat /etc/ssh/ssh_host_ed25519_key.pub on it) or set "
             "nodes.source.allowUnpinnedHostKeys: true",
             "host-key-unpinned",

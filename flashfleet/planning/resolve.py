@@ -84,6 +84,12 @@ class StackPlan:
     mooncake: MooncakeLayout | None
     root_volume_gib: int | None
     warnings: tuple[str, ...]
+    has_api_key: bool = False  # the stack file holds the flashfleet:apiKey secret
+
+    @property
+    def api_key_required(self) -> bool:
+        """serving.apiKey: required: the OpenAI API demands `Authorization: Bearer <key>`."""
+        return self.spec.serving.api_key == "required"
 
     @property
     def vendor(self) -> str:
@@ -116,7 +122,9 @@ class StackPlan:
         return capacity_block.needs_purchase(self.spec)
 
     def launch_settings(self) -> LaunchSettings:
-        return LaunchSettings(image=self.spec.image, model_cache_dir=self.spec.model_cache_dir)
+        return LaunchSettings(
+            image=self.spec.image, model_cache_dir=self.spec.model_cache_dir, api_key=self.api_key_required
+        )
 
     def recipe_for(self, private_addresses: Sequence[str] | None = None) -> Recipe:
         """The recipe with the nodes' real addresses (multi-node rendezvous), or symbolic ones."""
@@ -141,7 +149,9 @@ def load_stack(name: str, stacks_dir: Path = DEFAULT_STACKS_DIR) -> StackPlan:
 
 def resolve(sf: StackFile) -> StackPlan:
     spec = parse_spec(sf.name, sf.spec_data)
-    return resolve_spec(sf.name, spec, region=sf.region, has_hf_token=sf.has_hf_token)
+    return resolve_spec(
+        sf.name, spec, region=sf.region, has_hf_token=sf.has_hf_token, has_api_key=sf.has_api_key
+    )
 
 
 def parse_spec(stack: str, data: Any) -> StackSpec:
@@ -151,7 +161,9 @@ def parse_spec(stack: str, data: Any) -> StackSpec:
         raise StackError(stack, from_validation_error(err, data)) from None
 
 
-def resolve_spec(stack: str, spec: StackSpec, *, region: str | None, has_hf_token: bool) -> StackPlan:
+def resolve_spec(
+    stack: str, spec: StackSpec, *, region: str | None, has_hf_token: bool, has_api_key: bool = False
+) -> StackPlan:
     base = STACK_KEY
     problems = checks.check_option_names(spec, base)
     if isinstance(spec.nodes.source, AwsSource) and not region:
@@ -168,7 +180,8 @@ def resolve_spec(stack: str, spec: StackSpec, *, region: str | None, has_hf_toke
         problems += checks.check_host_tier(spec, recipe, facts, base)
     problems += checks.check_mooncake(spec, recipe, base)
     problems += checks.check_image(spec, recipe, base)
-    if has_hf_token:
+    problems += checks.check_api_key(spec, recipe, base)
+    if has_hf_token or spec.serving.api_key == "required":
         problems += checks.check_host_keys_pinned(spec, base)
     if not problems:  # the manifests render from a recipe every other check accepted
         problems += checks.check_kubernetes(stack, spec, base)
@@ -202,7 +215,10 @@ def resolve_spec(stack: str, spec: StackSpec, *, region: str | None, has_hf_toke
         nodes=nodes,
         mooncake=MooncakeLayout(spec.mooncake) if spec.mooncake else None,
         root_volume_gib=root_gib,
-        warnings=tuple(_warnings(stack, spec, recipe, instance, has_hf_token)),
+        warnings=tuple(
+            _warnings(stack, spec, recipe, instance, has_hf_token) + _api_key_warnings(spec, has_api_key)
+        ),
+        has_api_key=has_api_key,
     )
 
 
@@ -277,6 +293,25 @@ def _warnings(
             "no flashfleet:hfToken secret: gated repositories (the DFlash2 draft) cannot be downloaded"
         )
     return out
+
+
+def _api_key_warnings(spec: StackSpec, has_api_key: bool) -> list[str]:
+    """Serving left open, or a key asked for and not at hand (docs/security.md, "API key")."""
+    required = spec.serving.api_key == "required"
+    if required and not has_api_key:
+        return [
+            "serving.apiKey: required but no flashfleet:apiKey secret: `pulumi up` refuses; "
+            "`flashfleet configure` takes the key from $FLASHFLEET_API_KEY"
+        ]
+    if not required and has_api_key:
+        return ["flashfleet:apiKey is set but serving.apiKey is off: the servers accept anyone"]
+    if not required and isinstance(spec.nodes.source, ExistingSource):
+        return [
+            f"serving is open: port {SERVE_PORT} answers anyone who reaches it, with no API key; set "
+            "serving.apiKey: required and the flashfleet:apiKey secret, and firewall the serving and "
+            "Mooncake ports (docs/security.md)"
+        ]
+    return []
 
 
 def capacity_needed(stack: str, spec: StackSpec) -> str:

@@ -240,6 +240,21 @@ def _mentions(node: object, key: str) -> bool:
     return False
 
 
+# Flags whose value is a secret, or that read one from a file: in an argv they are visible in
+# every process list, unit file and `docker inspect` of the node (docs/security.md, "API key").
+SECRET_FLAGS = ("--api-key", "--admin-api-key", "--config")
+
+
+def _secret_in_extra(c: Context) -> str | None:
+    for flag, _ in _extra_words(c):
+        if flag in SECRET_FLAGS:
+            return (
+                f"{flag} would put a secret (or its file) on the command line; "
+                "set serving.apiKey: required and the flashfleet:apiKey secret instead"
+            )
+    return None
+
+
 def _typed_flag_in_extra(c: Context) -> str | None:
     from flashfleet.recipes.flags import FLAG_OWNERS
 
@@ -309,6 +324,12 @@ RULES: tuple[Rule, ...] = (
         "extra_args",
         "seed: Size both memory pools (keep the KDA lower bound)",
         _linear_lower_bound,
+    ),
+    Rule(
+        "extra-args-no-secret",
+        "extra_args",
+        "flashfleet: secrets never in an argv (docs/security.md)",
+        _secret_in_extra,
     ),
     Rule(
         "extra-args-typed",

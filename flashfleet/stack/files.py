@@ -1,8 +1,9 @@
 """Stack files: ``stacks/Pulumi.<stack>.yaml`` (Pulumi's ``stackConfigDir: stacks``).
 
 Reads the YAML without Pulumi (validation and ``plan`` run offline). The file's ``config`` may
-hold ``aws:*`` provider keys, ``flashfleet:stack`` (the spec) and ``flashfleet:hfToken``, which
-must be a Pulumi secret (``secure:``): a token in plain text is refused, never read.
+hold ``aws:*`` provider keys, ``flashfleet:stack`` (the spec), ``flashfleet:hfToken`` and
+``flashfleet:apiKey`` (the serving API key), which must be Pulumi secrets (``secure:``): a value in
+plain text is refused, never read.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from flashfleet.stack.yamlfile import YamlFileError, load_yaml_file
 
 PROJECT = "flashfleet"
 HF_TOKEN_KEY = f"{PROJECT}:hfToken"
+API_KEY_KEY = f"{PROJECT}:apiKey"
 REGION_KEY = "aws:region"
-_KNOWN_PROJECT_KEYS = {STACK_KEY, HF_TOKEN_KEY}
+_KNOWN_PROJECT_KEYS = {STACK_KEY, HF_TOKEN_KEY, API_KEY_KEY}
+_SECRET_KEYS = (HF_TOKEN_KEY, API_KEY_KEY)
 DEFAULT_STACKS_DIR = Path(__file__).resolve().parents[2] / "stacks"
 
 
@@ -28,6 +31,7 @@ class StackFile:
     spec_data: Any  # raw mapping under flashfleet:stack
     region: str | None
     has_hf_token: bool
+    has_api_key: bool = False
 
 
 def stack_path(name: str, stacks_dir: Path = DEFAULT_STACKS_DIR) -> Path:
@@ -67,18 +71,24 @@ def _parse_config(name: str, path: Path, doc: Any) -> StackFile:
             )
     if STACK_KEY not in config:
         problems.append(Problem(STACK_KEY, "missing: the stack spec", "missing"))
-    token = config.get(HF_TOKEN_KEY)
-    if token is not None and not (isinstance(token, dict) and set(token) == {"secure"}):
-        problems.append(
-            Problem(
-                HF_TOKEN_KEY,
-                "must be a Pulumi secret: set it with `pulumi config set --secret flashfleet:hfToken`",
-                "secret",
+    for key in _SECRET_KEYS:
+        value = config.get(key)
+        if value is not None and not (isinstance(value, dict) and set(value) == {"secure"}):
+            problems.append(
+                Problem(
+                    key, f"must be a Pulumi secret: set it with `pulumi config set --secret {key}`", "secret"
+                )
             )
-        )
     region = config.get(REGION_KEY)
     if region is not None and not isinstance(region, str):
         problems.append(Problem(REGION_KEY, "must be a region name such as us-east-2", "type"))
     if problems:
         raise StackError(name, problems)
-    return StackFile(name, path, config[STACK_KEY], region, token is not None)
+    return StackFile(
+        name,
+        path,
+        config[STACK_KEY],
+        region,
+        config.get(HF_TOKEN_KEY) is not None,
+        config.get(API_KEY_KEY) is not None,
+    )

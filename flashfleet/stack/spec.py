@@ -341,6 +341,15 @@ class BringupSpec(Strict):
     driver_install_s: float | None = Field(default=None, ge=0, le=86400)
 
 
+class ServingSpec(Strict):
+    """How clients reach the servers (docs/security.md, "API key")."""
+
+    # required: every process that serves the OpenAI API demands `Authorization: Bearer <key>`;
+    # the key is the Pulumi secret `flashfleet:apiKey` (or $FLASHFLEET_API_KEY for `configure`)
+    # and reaches the server in a root-only `--config` file, never in its argv.
+    api_key: Literal["required", "off"] = "off"
+
+
 class WeightsSpec(Strict):
     # True: the checkpoint is already in model_cache_dir (a volume, a node-local cache): the
     # bring-up downloads nothing and the weights leave the critical path.
@@ -367,6 +376,7 @@ class StackSpec(Strict):
     teardown: TeardownSpec | None = None  # None: keep the caches
     bringup: BringupSpec = BringupSpec()
     weights: WeightsSpec = WeightsSpec()
+    serving: ServingSpec = ServingSpec()
 
     @field_validator("options")
     @classmethod

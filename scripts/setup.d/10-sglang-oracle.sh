@@ -12,6 +12,8 @@ if ! { [ -x "$venv/bin/python" ] && "$venv/bin/python" -c "import sglang.srt.ser
   "${pip[@]}" numpy msgspec pydantic psutil requests packaging orjson pybase64 pillow starlette pyzmq tqdm ipython aiohttp
   "$venv/bin/python" -c "import sglang.srt.server_args"
 fi
+# sglang's `--config` reader imports yaml (pyyaml: in every SGLang image, not in the --no-deps set).
+"$venv/bin/python" -c "import yaml" 2>/dev/null || "${pip[@]}" pyyaml
 # The PD router's own parser (sglang_router.launch_router), for the router argv.
 "$venv/bin/python" -c "import sglang_router.launch_router" 2>/dev/null || "${pip[@]}" sglang-router==0.3.2
 "$venv/bin/python" -c "import sglang_router.launch_router"
