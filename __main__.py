@@ -13,16 +13,20 @@ import pulumi
 from flashfleet.capacity import preflight
 from flashfleet.components.program import deploy
 from flashfleet.planning import parse_spec, resolve_spec
+from flashfleet.stack.errors import StackError
 
 config = pulumi.Config("flashfleet")
 stack = pulumi.get_stack()
-bringup = resolve_spec(
-    stack,
-    parse_spec(stack, config.require_object("stack")),
-    region=pulumi.Config("aws").get("region"),
-    has_hf_token=config.get("hfToken") is not None,
-    has_api_key=config.get("apiKey") is not None,
-)
+try:
+    bringup = resolve_spec(
+        stack,
+        parse_spec(stack, config.require_object("stack")),
+        region=pulumi.Config("aws").get("region"),
+        has_hf_token=config.get("hfToken") is not None,
+        has_api_key=config.get("apiKey") is not None,
+    )
+except StackError as err:
+    raise pulumi.RunError(str(err)) from None  # each problem on its own line, no traceback
 api_key = config.get_secret("apiKey")
 if bringup.api_key_required and api_key is None:
     raise pulumi.RunError(

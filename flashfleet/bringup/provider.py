@@ -187,7 +187,7 @@ class PlaybookRunProvider(ResourceProvider):
 
             try:
                 playbook = str(news.get("playbook") or "site.yml")
-                check_extravar_names(Project(Path(str(news["projectDir"]))), playbook, extravars)
+                check_extravar_names(_project(str(news["projectDir"])), playbook, extravars)
             except (BringupInputError, FileNotFoundError) as err:
                 return CheckResult(news, [CheckFailure("extravars", str(err))])
         inventory = news.get("inventory")

@@ -3,7 +3,8 @@
 Reads the YAML without Pulumi (validation and ``plan`` run offline). The file's ``config`` may
 hold ``aws:*`` provider keys, ``flashfleet:stack`` (the spec), ``flashfleet:hfToken`` and
 ``flashfleet:apiKey`` (the serving API key), which must be Pulumi secrets (``secure:``): a value in
-plain text is refused, never read.
+plain text is refused, never read; and ``flashfleet:roleVars``, role arguments for every bring-up
+run (an air-gapped site's mirrors), a mapping.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from flashfleet.stack.yamlfile import YamlFileError, load_yaml_file
 PROJECT = "flashfleet"
 HF_TOKEN_KEY = f"{PROJECT}:hfToken"
 API_KEY_KEY = f"{PROJECT}:apiKey"
+ROLE_VARS_KEY = f"{PROJECT}:roleVars"
 REGION_KEY = "aws:region"
-_KNOWN_PROJECT_KEYS = {STACK_KEY, HF_TOKEN_KEY, API_KEY_KEY}
+_KNOWN_PROJECT_KEYS = {STACK_KEY, HF_TOKEN_KEY, API_KEY_KEY, ROLE_VARS_KEY}
 _SECRET_KEYS = (HF_TOKEN_KEY, API_KEY_KEY)
 DEFAULT_STACKS_DIR = Path(__file__).resolve().parents[2] / "stacks"
 
@@ -69,6 +71,8 @@ def _parse_config(name: str, path: Path, doc: Any) -> StackFile:
                     "extra_forbidden",
                 )
             )
+    if ROLE_VARS_KEY in config and not isinstance(config[ROLE_VARS_KEY], dict):
+        problems.append(Problem(ROLE_VARS_KEY, "must be a mapping of role argument names to values", "type"))
     if STACK_KEY not in config:
         problems.append(Problem(STACK_KEY, "missing: the stack spec", "missing"))
     for key in _SECRET_KEYS:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, StrictInt, field_validator, model_validator
 
 from flashfleet.catalog import hardware_catalog
 from flashfleet.stack import safe_values
@@ -39,7 +39,7 @@ class Toleration(Strict):
     operator: Literal["Equal", "Exists"] = "Equal"
     value: str | None = None
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
-    toleration_seconds: int | None = Field(default=None, ge=0)
+    toleration_seconds: StrictInt | None = Field(default=None, ge=0)
 
     @field_validator("key")
     @classmethod

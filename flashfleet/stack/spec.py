@@ -18,6 +18,7 @@ from pydantic import (
     AwareDatetime,
     BeforeValidator,
     Field,
+    StrictInt,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -133,7 +134,7 @@ class PurchasedBlock(Strict):
 
     offering_id: str = Field(min_length=1)
     availability_zone: str = Field(min_length=1)
-    instance_count: int = Field(ge=1)
+    instance_count: StrictInt = Field(ge=1)
     start: AwareDatetime
     end: AwareDatetime
     upfront_price_usd: float = Field(ge=0)
@@ -166,8 +167,8 @@ Capacity = Annotated[OnDemand | Reservation | CapacityBlock, Field(discriminator
 class InstanceOverride(Strict):
     """Figures the catalog does not know (or that a stack knows better) for its instance type."""
 
-    host_memory_gib: int | None = Field(default=None, ge=1, le=MAX_HOST_MEMORY_GIB)
-    efa_network_cards: int | None = Field(default=None, ge=1, le=MAX_EFA_CARDS)
+    host_memory_gib: StrictInt | None = Field(default=None, ge=1, le=MAX_HOST_MEMORY_GIB)
+    efa_network_cards: StrictInt | None = Field(default=None, ge=1, le=MAX_EFA_CARDS)
     price_usd_per_hour: float | None = Field(default=None, gt=0, le=10000, allow_inf_nan=False)
 
 
@@ -192,7 +193,7 @@ class AwsSource(Strict):
     dlami_os: Literal["ubuntu-22.04", "ubuntu-24.04"] = "ubuntu-24.04"
     # an existing EC2 key pair; SSM Session Manager works without
     key_name: Annotated[str, _safe(safe_values.key_name)] | None = None
-    root_volume_gib: int | None = Field(default=None, ge=100, le=16384)
+    root_volume_gib: StrictInt | None = Field(default=None, ge=100, le=16384)
 
     @field_validator("allowed_cidrs")
     @classmethod
@@ -226,7 +227,7 @@ class AwsSource(Strict):
 
 class HostGpus(Strict):
     model: str = Field(pattern=r"^[a-z0-9]{1,32}$")  # hardware id: gb300 | h200 | mi355x
-    count: int = Field(ge=1, le=MAX_GPUS)
+    count: StrictInt = Field(ge=1, le=MAX_GPUS)
 
 
 class ExistingHost(Strict):
@@ -235,7 +236,7 @@ class ExistingHost(Strict):
     address: Annotated[str, _safe(safe_values.host_address)]
     ssh_user: Annotated[str, _safe(safe_values.posix_user)]
     gpus: HostGpus
-    host_memory_gib: int = Field(ge=1, le=MAX_HOST_MEMORY_GIB)
+    host_memory_gib: StrictInt = Field(ge=1, le=MAX_HOST_MEMORY_GIB)
     # Address the other nodes reach this one on (rendezvous, Mooncake); default: address.
     private_address: Annotated[str, _safe(safe_values.host_address)] | None = None
     # The host's SSH public keys: pinned (StrictHostKeyChecking=yes against a known_hosts file
@@ -264,7 +265,7 @@ NodeSource = Annotated[AwsSource | ExistingSource | KubernetesSource, Field(disc
 
 
 class Nodes(Strict):
-    count: int = Field(ge=1, le=64)
+    count: StrictInt = Field(ge=1, le=64)
     source: NodeSource
 
     @model_validator(mode="after")
@@ -282,16 +283,16 @@ class Nodes(Strict):
 class Mooncake(Strict):
     """Where the Mooncake master runs and what each serving node gives the store."""
 
-    master_node: int = Field(default=0, ge=0, lt=64)
+    master_node: StrictInt = Field(default=0, ge=0, lt=64)
     protocol: Literal["rdma", "efa", "tcp"]
     # host memory each node contributes to the store
-    global_segment_gib: int = Field(ge=1, le=MAX_HOST_MEMORY_GIB)
+    global_segment_gib: StrictInt = Field(ge=1, le=MAX_HOST_MEMORY_GIB)
     # RDMA devices to pin; empty = auto-discover
     devices: tuple[Annotated[str, _safe(safe_values.device_name)], ...] = Field(default=(), max_length=64)
     # Unprivileged ports only: a port below 1024 is a system service's (rpcPort: 22 is sshd's).
-    rpc_port: int = Field(default=50051, ge=1024, le=65535)
-    metadata_port: int = Field(default=8080, ge=1024, le=65535)
-    metrics_port: int = Field(default=9003, ge=1024, le=65535)  # mooncake_master --metrics_port
+    rpc_port: StrictInt = Field(default=50051, ge=1024, le=65535)
+    metadata_port: StrictInt = Field(default=8080, ge=1024, le=65535)
+    metrics_port: StrictInt = Field(default=9003, ge=1024, le=65535)  # mooncake_master --metrics_port
 
     @field_validator("metadata_port")
     @classmethod

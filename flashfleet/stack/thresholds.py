@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
 from flashfleet.stack.errors import plain_message
 
@@ -28,7 +28,7 @@ class Thresholds(BaseModel):
     max_p99_itl_ms: float | None = Field(default=None, ge=0)
     min_success_ratio: float | None = Field(default=None, ge=0, le=1)  # completed / requested
     max_cost_per_mtok_usd: float | None = Field(default=None, ge=0)  # needs the hourly price
-    concurrency: int | None = Field(default=None, ge=1)  # check only this level
+    concurrency: StrictInt | None = Field(default=None, ge=1)  # check only this level
 
     @classmethod
     def names(cls) -> list[str]:

@@ -105,7 +105,8 @@ def _install(pool: HostPool, host: str) -> None:
         info = root / SITE.lstrip("/") / f"{name}-{version}.dist-info"
         info.mkdir(parents=True)
         (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
-    (root / CACHE_DIR.lstrip("/")).mkdir(parents=True)
+    # a cache the weights role filled: teardown deletes only a cache holding its marker
+    (root / CACHE_DIR.lstrip("/") / ".flashfleet-complete").mkdir(parents=True)
 
 
 def _stack_file(stacks: Path, addresses: list[str]) -> None:

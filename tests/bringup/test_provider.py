@@ -21,7 +21,7 @@ import pytest
 from pulumi.runtime import proto
 
 from flashfleet.bringup.project import Project
-from flashfleet.bringup.provider import PlaybookRunProvider
+from flashfleet.bringup.provider import PlaybookRunProvider, stored_path
 
 from .conftest import resource_inputs
 from .engine import URN, ProviderHost, serialized_provider
@@ -203,6 +203,18 @@ def test_check_refuses_a_broken_inventory_naming_the_field(
     assert [(f.property, f.reason.split(":")[0]) for f in resp.failures] == [
         ("inventory", "all.hosts.node-1.flashfleet_vendor")
     ]
+
+
+def test_check_finds_the_stored_project_from_the_pulumi_projects_directory(
+    tmp_path: Path, two_local_nodes: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The engine runs the provider in the Pulumi project's directory, which need not be this
+    # repository: the stored (relative) project is this program's, not the working directory's.
+    inputs = resource_inputs(tmp_path, two_local_nodes, extravars={"marker_draft": "x"})
+    inputs["projectDir"] = stored_path(PROJECT)  # as attach() stores it
+    assert not Path(inputs["projectDir"]).is_absolute()
+    monkeypatch.chdir(tmp_path)
+    assert PlaybookRunProvider().check({}, inputs).failures == []
 
 
 def test_check_refuses_a_role_argument_the_role_does_not_have(

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from hosts.harness import HostPool
+from hosts.harness import LOGIN_USER, HostPool
 
 REPO = Path(__file__).resolve().parents[2]
 TOOLS = REPO / ".tools" / "bin"
@@ -40,13 +40,15 @@ def install_fake_docker(root: Path) -> None:
     (lib / "docker").chmod(0o755)
 
 
-def stack_spec(addresses: list[str], options: dict[str, Any]) -> dict[str, Any]:
+def stack_spec(hosts: dict[str, str], options: dict[str, Any]) -> dict[str, Any]:
+    """Existing hosts as a user lists them: a cloud-like login (sudo for root) and each host's
+    own SSH host key pinned, so the engine's bring-up checks the keys it sends secrets to."""
     return {
         "description": "e2e: two existing H200 hosts", "hardware": "h200", "strategy": "low-latency",
         "topology": "unified", "options": options, "ttl": "8h", "image": {"version": "v0.5.23"},
-        "nodes": {"count": len(addresses), "source": {"kind": "existing", "hosts": [
-            {"address": a, "sshUser": "root", "gpus": {"model": "h200", "count": 8},
-             "hostMemoryGib": 16} for a in addresses]}},
+        "nodes": {"count": len(hosts), "source": {"kind": "existing", "hosts": [
+            {"address": a, "sshUser": LOGIN_USER, "hostKeys": [key], "gpus": {"model": "h200", "count": 8},
+             "hostMemoryGib": 16} for a, key in hosts.items()]}},
     }  # fmt: skip
 
 
@@ -83,8 +85,8 @@ class Engine:
             "FLASHFLEET_RUNS_DIR": str(self.workdir / "runs"),
             # How the controller reaches the test hosts (a user's ssh config would say this).
             "ANSIBLE_PRIVATE_KEY_FILE": str(self.pool.key),
-            "ANSIBLE_SSH_COMMON_ARGS": "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
-            "-o LogLevel=ERROR",
+            # No StrictHostKeyChecking=no here: flashfleet pins each host's listed key itself.
+            "ANSIBLE_SSH_COMMON_ARGS": "-o LogLevel=ERROR",
         }
 
     def write_project(self, addresses: list[str], options: dict[str, Any]) -> None:
@@ -100,7 +102,10 @@ class Engine:
         if self.stack_file.exists():
             doc = yaml.safe_load(self.stack_file.read_text()) or {}
         config = doc.setdefault("config", {})
-        config["flashfleet:stack"] = stack_spec(addresses, options)
+        by_address = {host.address: name for name, host in self.pool.hosts.items()}
+        keys = {a: self.pool.ssh(by_address[a], "cat /etc/ssh/ssh_host_ed25519_key.pub").stdout.strip()
+                for a in addresses}  # fmt: skip
+        config["flashfleet:stack"] = stack_spec(keys, options)
         config["flashfleet:roleVars"] = self.role_vars
         self.stack_file.write_text(yaml.safe_dump(doc, sort_keys=False))
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from hosts import standin_images
 from hosts.aptrepo import AptRepository
 from hosts.harness import CACHE, HostPool, HostSpec
@@ -107,6 +108,29 @@ def fake_runs(eng: Engine, host: str) -> list[dict[str, Any]]:
     return [json.loads(x) for x in ssh(eng, host, "cat /var/lib/fake-docker/runs.jsonl").splitlines()]
 
 
+def test_an_unpinned_host_is_refused_before_anything_runs(engine: Engine) -> None:
+    # The same hosts without their keys, as another stack: the engine's program refuses it with
+    # the field and rule, one line per problem and no traceback, and registers nothing.
+    bad = "e2e-unpinned"
+    doc = yaml.safe_load(engine.stack_file.read_text())
+    for host in doc["config"]["flashfleet:stack"]["nodes"]["source"]["hosts"]:
+        del host["hostKeys"]
+    (engine.stack_file.parent / f"Pulumi.{bad}.yaml").write_text(yaml.safe_dump(doc))
+    engine.run("pulumi", "stack", "init", bad, "--non-interactive")
+    done = engine.run(
+        "pulumi", "up", "--yes", "--skip-preview", "--stack", bad, "--non-interactive", check=False
+    )
+    out = done.stdout + done.stderr
+    assert done.returncode != 0, out
+    assert "nodes.source.hosts[0].hostKeys" in out, out
+    assert "[rule: host-key-unpinned]" in out, out
+    assert "Traceback" not in out, out
+    assert not [h for h in HOSTS if fake_runs(engine, h)], "a refused stack reached a host"
+    exported = json.loads(engine.run("pulumi", "stack", "export", "--stack", bad).stdout)
+    assert len(exported["deployment"].get("resources") or []) <= 1  # at most the Stack itself
+    engine.run("pulumi", "stack", "rm", "--yes", "--force", "--stack", bad)
+
+
 def test_pulumi_up_brings_the_stack_up(engine: Engine) -> None:
     engine.pulumi("up", "--yes", "--skip-preview", timed="pulumi up (cold: prepare, serve, verify)")
     for host, procs in launches(engine).items():
@@ -161,7 +185,7 @@ def test_option_change_updates_only_the_bringup(engine: Engine) -> None:
     assert steps.get("update") == ["bringup"], steps
     assert set(steps) <= {"same", "update"}, steps
     before = {h: len(fake_runs(engine, h)) for h in HOSTS}
-    done = engine.flashfleet("up", engine.stack, timed="flashfleet up (option change)")
+    done = engine.flashfleet("up", engine.stack, "--yes", timed="flashfleet up (option change)")
     assert done.returncode == 0, done.stdout + done.stderr
     for host in HOSTS:
         runs = fake_runs(engine, host)
@@ -178,7 +202,7 @@ def test_down_with_one_host_gone_warns_and_clears_the_other(engine: Engine) -> N
     gone = engine.pool.hosts[HOSTS[1]]
     os.killpg(gone.process.pid, signal.SIGTERM)
     gone.process.wait(timeout=60)
-    done = engine.flashfleet("down", engine.stack, timed="flashfleet down (one host gone)")
+    done = engine.flashfleet("down", engine.stack, "--yes", timed="flashfleet down (one host gone)")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "unreachable" in done.stdout + done.stderr
     host = HOSTS[0]

@@ -262,6 +262,13 @@ CASES: list[tuple[str, str, Callable[[Doc], None], str, str]] = [
         "unknown config key",
     ),
     (
+        "role arguments not a mapping",
+        "h200-lowlat",
+        lambda d: d["config"].update({"flashfleet:roleVars": ["nvidia_driver_repo_url"]}),
+        "flashfleet:roleVars",
+        "must be a mapping",
+    ),
+    (
         "AWS stack without a region",
         "h200-lowlat",
         lambda d: d["config"].pop("aws:region"),
