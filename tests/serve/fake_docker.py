@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """The container boundary on a test host: `docker run ... IMAGE CMD...` records the argv and the
 environment the container would get (--env-file and -e) and execs the OpenAI-compatible stand-in
-in its place; `stop`, `rm -f`, `container inspect` and `ps` act on those stand-ins."""
+in its place; `stop`, `rm -f`, `container inspect` and `ps` act on those stand-ins. There is no
+mount namespace: the stand-in is told the -v bind mounts and opens the files its flags name
+(`--config`) only through them, so a file the container was not given is not there."""
 
 import json
 import os
@@ -11,6 +13,7 @@ import time
 
 STATE = "/var/lib/fake-docker"
 STANDIN = "/usr/local/lib/fake-docker/standin_openai.py"
+MOUNTS_ENV = "FLASHFLEET_TEST_MOUNTS"  # read by the stand-in (standin_openai.host_path)
 MOONCAKE_PYTHON = "/opt/flashfleet/mooncake/venv/bin/python"  # the store client, for L3 stacks
 VALUE_FLAGS = {
     "--name",
@@ -88,8 +91,14 @@ def run(args: list[str]) -> None:
         json.dump(rec, f)
     with open(f"{STATE}/runs.jsonl", "a") as f:
         f.write(json.dumps(rec) + "\n")
+    # -v HOST:CONTAINER[:OPTIONS]
+    mounts = [value.split(":")[:2] for flag, value in opts if flag in ("-v", "--volume")]
     python = MOONCAKE_PYTHON if os.path.exists(MOONCAKE_PYTHON) else "/usr/bin/python3"
-    os.execve(python, [python, STANDIN, *cmd], {"PATH": "/usr/bin:/bin", **env})
+    os.execve(
+        python,
+        [python, STANDIN, *cmd],
+        {"PATH": "/usr/bin:/bin", **env, MOUNTS_ENV: json.dumps(mounts)},
+    )
 
 
 def stop(name: str) -> None:

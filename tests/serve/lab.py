@@ -39,6 +39,7 @@ def make_stack(
     options: dict[str, Any] | None = None,
     mooncake: dict[str, Any] | None = None,
     strategy: str = "low-latency",
+    serving: dict[str, Any] | None = None,
 ) -> StackPlan:
     """An existing-hosts H200 stack on the given addresses (what `configure --inventory` gets)."""
     spec = {
@@ -52,7 +53,10 @@ def make_stack(
     }  # fmt: skip
     if mooncake:
         spec["mooncake"] = mooncake
-    return resolve_spec(name, parse_spec(name, spec), region=None, has_hf_token=True)
+    if serving:
+        spec["serving"] = serving
+    has_api_key = (serving or {}).get("apiKey") == "required"  # the secret is set with it
+    return resolve_spec(name, parse_spec(name, spec), region=None, has_hf_token=True, has_api_key=has_api_key)
 
 
 @dataclass
@@ -90,13 +94,14 @@ class ServeLab:
         extravars: dict[str, Any] | None = None,
         tags: str | None = None,
         token: str | None = TOKEN,
+        api_key: str | None = None,
     ) -> RunResult:
         self._counter += 1
         self.progress = []
         return run_playbook(
             playbook, inventory, run_dir=self.runs / f"{self._counter:03d}-{playbook}",
             extravars={"mooncake_wheels_dir": str(MOONCAKE_CACHE / "wheels"), **(extravars or {})},
-            hf_token=token, tags=tags, on_progress=self.progress.append,
+            hf_token=token, api_key=api_key, tags=tags, on_progress=self.progress.append,
         )  # fmt: skip
 
     def explain(self, result: RunResult) -> str:

@@ -2,9 +2,15 @@
 and environment, it answers the OpenAI-compatible endpoints the way the real server's flags say.
 Behaviour knobs (read per request) live in /etc/flashfleet-test/standin.json:
   load_seconds: /health and /v1/models answer 503 this long after start (weights loading);
-  image_mode: "pixels" reads the colour from the image, "text-only" ignores the image."""
+  image_mode: "pixels" reads the colour from the image, "text-only" ignores the image.
+
+Like SGLang 0.5.23 it reads `--config FILE.yaml` (flags as top-level keys; the command line wins)
+and exits when the file is missing, not YAML or unreadable; with an API key (`--api-key` or
+`api-key:` there) every path but /health*, /ready* and /metrics* answers 401 unless the request
+carries `Authorization: Bearer <key>` (srt/utils/auth.py, decide_request_auth, NORMAL level)."""
 
 import base64
+import hmac
 import json
 import os
 import re
@@ -14,8 +20,9 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 KNOBS = "/etc/flashfleet-test/standin.json"
+# Set by tests/serve/fake_docker.py: the container's bind mounts as [[host path, container path]].
+MOUNTS_ENV = "FLASHFLEET_TEST_MOUNTS"
 START = time.monotonic()
-ARGV = sys.argv[1:]
 COLOURS = {
     "red": (255, 0, 0),
     "green": (0, 255, 0),
@@ -28,8 +35,72 @@ COLOURS = {
 }
 
 
+def host_path(path: str) -> str | None:
+    """Where the container's `path` is: in a real container, itself; under the fake docker (no
+    mount namespace) only what a -v mount brings in is there, at the mount's host path."""
+    table = os.environ.get(MOUNTS_ENV)
+    if table is None:
+        return path
+    for source, target in sorted(json.loads(table), key=lambda m: -len(m[1])):
+        if path == target or path.startswith(target.rstrip("/") + "/"):
+            return source + path[len(target) :]
+    return None
+
+
+def yaml_scalar(text: str, where: str) -> str:
+    """A quoted YAML scalar. Plain scalars are refused (YAML would read `yes` or `0x10` as a bool
+    or a number). Never echoes the value: it may be a key."""
+    if text.startswith('"'):
+        try:
+            value = json.loads(text)  # JSON strings are YAML double-quoted scalars
+        except ValueError as err:
+            sys.exit(f"{where}: not a double-quoted YAML string ({err.msg}, column {err.colno})")
+        if isinstance(value, str):
+            return value
+    elif len(text) >= 2 and text[0] == text[-1] == "'" and "'" not in text[1:-1].replace("''", ""):
+        return text[1:-1].replace("''", "'")
+    sys.exit(f"{where}: the stand-in reads quoted string values only")
+
+
+def read_config(argv: list[str]) -> list[str]:
+    """`argv` with `--config FILE` replaced by the file's flags, after the command line's (the
+    first occurrence is the one `flag` reads: the command line wins over the file, as in SGLang's
+    ConfigArgumentMerger). Refuses what that merger refuses."""
+    if "--config" not in argv:
+        return argv
+    if argv.count("--config") > 1:
+        sys.exit("Multiple config files specified! Only one allowed.")
+    at = argv.index("--config")
+    if at == len(argv) - 1:
+        sys.exit("No config file specified after --config flag!")
+    path = argv[at + 1]
+    if os.path.splitext(path)[1].lower() not in (".yaml", ".yml"):
+        sys.exit(f"Config file must be YAML format, got: {path}")
+    found = host_path(path)
+    if found is None or not os.path.exists(found):
+        sys.exit(f"Config file not found: {path}")
+    with open(found) as f:  # a directory (docker -v of a missing file) raises, as in SGLang
+        lines = f.read().splitlines()
+    merged: list[str] = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        key, sep, value = line.partition(":")
+        if not sep or not key or key != key.strip() or not value.startswith(" "):
+            sys.exit(f"{path}:{n}: not a top-level `key: value` line")
+        merged += [f"--{key}", yaml_scalar(value.strip(), f"{path}:{n}")]
+    return argv[:at] + argv[at + 2 :] + merged
+
+
+ARGV = read_config(sys.argv[1:])
+
+
 def flag(name: str, default: str | None = None) -> str | None:
     return ARGV[ARGV.index(name) + 1] if name in ARGV else default
+
+
+API_KEY = flag("--api-key")
+OPEN_PATHS = ("/health", "/ready", "/metrics")  # SGLang lets these through without a key
 
 
 def knobs() -> dict:
@@ -129,7 +200,15 @@ class Handler(BaseHTTPRequestHandler):
         except OSError as err:
             self.reply(502, {"error": f"worker unreachable: {err}"})
 
+    def authorized(self) -> bool:
+        if not API_KEY or self.command == "OPTIONS" or self.path.startswith(OPEN_PATHS):
+            return True
+        scheme, _, token = (self.headers.get("Authorization") or "").partition(" ")
+        return scheme.lower() == "bearer" and hmac.compare_digest(token.encode(), API_KEY.encode())
+
     def do_GET(self) -> None:
+        if not self.authorized():  # SGLang's middleware answers before any route, loading or not
+            return self.reply(401, {"error": "Unauthorized"})
         if not loaded():
             return self.reply(503, {"error": "loading"})
         if "sglang_router.launch_router" in ARGV:
@@ -143,6 +222,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        if not self.authorized():
+            return self.reply(401, {"error": "Unauthorized"})
         if "sglang_router.launch_router" in ARGV:
             return self.proxy("POST", body)
         if self.path == "/v1/chat/completions" and loaded():

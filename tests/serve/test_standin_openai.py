@@ -1,0 +1,157 @@
+"""The OpenAI stand-in refuses what SGLang 0.5.23 refuses: its API-key decisions match the real
+`decide_request_auth` (run in the sglang oracle venv), and it reads `--config` the way the real
+ConfigArgumentMerger does, through the container's mounts under the fake docker. Runs the stand-in
+on the controller; no test host needed."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+ROOT = HERE.parents[1]
+ORACLE = Path(os.environ.get("FLASHFLEET_ORACLE_PYTHON", ROOT / ".venv-oracle" / "bin" / "python"))
+MOUNTS_ENV = "FLASHFLEET_TEST_MOUNTS"  # how tests/serve/fake_docker.py tells it the -v mounts
+CONFIG = "/etc/flashfleet/api-key.yaml"  # the path inside the container
+KEY = 'sk-standin-Qw3 "q" #: yes'
+PATHS = ["/health", "/health_generate", "/ready", "/metrics", "/v1/models", "/v1/chat/completions",
+         "/server_info", "/healthz/../v1/models"]  # fmt: skip
+HEADERS = [None, f"Bearer {KEY}", f"bearer {KEY}", "Bearer wrong", f"Basic {KEY}", "Bearer", f"Bearer{KEY}",
+           f"Bearer  {KEY}", f"Bearer {KEY} "]  # fmt: skip
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start(argv: list[str], mounts: list[list[str]] | None) -> tuple[subprocess.Popen[str], str]:
+    port = free_port()
+    env = {"PATH": os.environ["PATH"]}
+    if mounts is not None:
+        env[MOUNTS_ENV] = json.dumps(mounts)
+    proc = subprocess.Popen(
+        [sys.executable, str(HERE / "standin_openai.py"), "--model-path", "zai-org/GLM-5.3-Flash",
+         "--host", "127.0.0.1", "--port", str(port), *argv],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(100):
+        if proc.poll() is not None:
+            return proc, url
+        try:
+            urllib.request.urlopen(f"{url}/health", timeout=1).close()
+            return proc, url
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    raise AssertionError("the stand-in did not start")
+
+
+def status(url: str, path: str, header: str | None, method: str = "GET") -> int:
+    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode()
+    req = urllib.request.Request(url + path, method=method, data=body if method == "POST" else None)
+    if header is not None:
+        req.add_header("Authorization", header)
+    try:
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as err:
+        return int(err.code)
+
+
+@pytest.fixture
+def key_file(tmp_path: Path) -> Path:
+    path = tmp_path / "api-key.yaml"
+    path.write_text(f"api-key: {json.dumps(KEY)}\n")  # as roles/sglang_serve/tasks/secrets.yml writes it
+    return path
+
+
+@pytest.fixture
+def keyed(key_file: Path) -> Iterator[str]:
+    proc, url = start(["--config", CONFIG], [[str(key_file), CONFIG]])
+    assert proc.poll() is None, proc.communicate()
+    yield url
+    proc.kill()
+    proc.wait()
+
+
+def test_auth_decisions_match_sglangs(keyed: str) -> None:
+    if not ORACLE.exists():
+        pytest.fail(f"the sglang oracle venv is missing ({ORACLE}); run scripts/setup.d/10-sglang-oracle.sh")
+    cases = [(m, p, h) for m in ("GET", "POST") for p in PATHS for h in HEADERS]
+    probe = """
+import json, sys
+from sglang.srt.utils.auth import AuthLevel, decide_request_auth
+key, cases = json.loads(sys.argv[1])
+print(json.dumps([decide_request_auth(method=m, path=p, authorization_header=h, api_key=key,
+                  admin_api_key=None, auth_level=AuthLevel.NORMAL).allowed for m, p, h in cases]))
+"""
+    done = subprocess.run(
+        [str(ORACLE), "-c", probe, json.dumps([KEY, cases])], capture_output=True, text=True, timeout=300,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    allowed = json.loads(done.stdout.strip().splitlines()[-1])
+    got = {(m, p, h): status(keyed, p, h, m) != 401 for m, p, h in cases}
+    assert got == dict(zip(map(tuple, cases), allowed, strict=True))
+    assert status(keyed, "/v1/models", f"Bearer {KEY}") == 200
+
+
+def test_a_config_file_the_container_was_not_given_stops_the_server(key_file: Path) -> None:
+    proc, _ = start(["--config", CONFIG], [])  # the file exists on the host, but no -v mount
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode != 0
+    assert f"Config file not found: {CONFIG}" in err
+    # a directory in its place (what docker -v makes of a missing host path) stops it too
+    proc, _ = start(["--config", CONFIG], [[str(key_file.parent), CONFIG]])
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode != 0
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [("api-key: sk-plain\n", "quoted string values only"), ("api-key: \"open\n", "double-quoted"),
+     ("- api-key\n", "key: value"), ("api-key:\"x\"\n", "key: value")],
+)  # fmt: skip
+def test_what_the_stand_in_cannot_read_stops_it_without_echoing_the_key(
+    tmp_path: Path, text: str, why: str
+) -> None:
+    path = tmp_path / "api-key.yaml"
+    path.write_text(text)
+    proc, _ = start(["--config", CONFIG], [[str(path), CONFIG]])
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode != 0
+    assert why in err
+    assert "sk-plain" not in err
+    assert "open" not in err
+
+
+def test_the_command_line_wins_over_the_config_file(key_file: Path) -> None:
+    proc, url = start(["--api-key", "sk-argv", "--config", CONFIG], [[str(key_file), CONFIG]])
+    try:
+        assert status(url, "/v1/models", "Bearer sk-argv") == 200
+        assert status(url, "/v1/models", f"Bearer {KEY}") == 401
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_without_a_key_the_api_is_open() -> None:
+    proc, url = start([], None)
+    try:
+        assert status(url, "/v1/models", None) == 200
+    finally:
+        proc.kill()
+        proc.wait()
