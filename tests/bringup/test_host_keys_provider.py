@@ -8,7 +8,6 @@ from __future__ import annotations
 import base64
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,6 @@ import dill
 import pulumi
 import pytest
 from botocore.stub import Stubber
-from moto.server import ThreadedMotoServer
 from pulumi.output import Unknown
 
 from flashfleet.components import aws_host_keys
@@ -30,15 +28,6 @@ from .engine import ProviderHost, serialized_provider
 
 URN = "urn:pulumi:test::flashfleet::pulumi-python:dynamic/flashfleet:HostKeys::h200-lowlat-host-keys"
 REGION = "eu-west-1"
-
-
-@pytest.fixture(scope="module")
-def moto_url() -> Iterator[str]:
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
 
 
 @pytest.fixture

@@ -37,8 +37,6 @@ pytestmark = [
     pytest.mark.skipif(
         pulumi_cli() is None, reason="no Pulumi CLI: scripts/setup.d/40-pulumi.sh builds it into .tools/bin"
     ),
-    # Opt-in until it has been seen green under the engine built here (docs/bringup-in-pulumi.md).
-    pytest.mark.skipif(os.environ.get("FLASHFLEET_E2E") != "1", reason="set FLASHFLEET_E2E=1 to run"),
 ]
 HOSTS = ["e2ea", "e2eb"]
 NEW_NAME = "e2e-renamed-model"

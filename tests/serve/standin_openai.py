@@ -10,6 +10,7 @@ and exits when the file is missing, not YAML or unreadable; with an API key (`--
 carries `Authorization: Bearer <key>` (srt/utils/auth.py, decide_request_auth, NORMAL level)."""
 
 import base64
+import hashlib
 import hmac
 import json
 import os
@@ -188,6 +189,14 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
+    def text(self, status: int, body: str) -> None:
+        data = body.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
     def proxy(self, method: str, body: bytes | None = None) -> None:
         # The router stand-in forwards to its decode worker, as a PD router does.
         upstream = flag("--decode")
@@ -215,6 +224,10 @@ class Handler(BaseHTTPRequestHandler):
             return self.reply(200, {}) if self.path == "/health" else self.proxy("GET")
         if self.path == "/health":
             return self.reply(200, {})
+        if self.path == "/metrics" and "--enable-metrics" in ARGV:
+            return self.text(
+                200, METRICS.exposition(flag("--served-model-name") or flag("--model-path") or "")
+            )
         if self.path == "/v1/models" and "--encoder-only" not in ARGV:
             name = flag("--served-model-name") or flag("--model-path")
             return self.reply(200, {"object": "list", "data": [{"id": name, "object": "model"}]})
@@ -228,6 +241,13 @@ class Handler(BaseHTTPRequestHandler):
             return self.proxy("POST", body)
         if self.path == "/v1/chat/completions" and loaded():
             return self.reply(200, chat(json.loads(body)))
+        if self.path == "/generate" and loaded():
+            text = json.loads(body).get("text", "")
+            METRICS.serve_prefix(text)
+            return self.reply(200, {"text": "1", "meta_info": {"prompt_tokens": len(text.split())}})
+        if self.path == "/flush_cache":
+            METRICS.flush()
+            return self.reply(200, {})
         self.reply(404, {"error": "not found"})
 
 
@@ -255,7 +275,45 @@ def join_mooncake() -> object:
     return store
 
 
+class PrefixCache:
+    """HiCache's tiers as far as its counters show them: a prefix served once sits in the device
+    tier (GPU and host memory, emptied by /flush_cache) and is written back to the L3 store, the
+    real Mooncake store this process joined; a prefix missing from the device tier is read back
+    from the store when the store holds it. Without a storage backend nothing is written or read."""
+
+    def __init__(self, l3: object) -> None:
+        self.l3 = l3
+        self.device: set[str] = set()
+        self.hit_tokens = 0
+        self.backuped_tokens = 0
+
+    def serve_prefix(self, text: str) -> None:
+        key = "standin-prefix-" + hashlib.sha256(text.encode()).hexdigest()
+        tokens = len(text.split())
+        if key in self.device or self.l3 is None:
+            self.device.add(key)
+            return
+        if self.l3.is_exist(key) == 1 and self.l3.get(key) == text.encode():  # type: ignore[attr-defined]
+            self.hit_tokens += tokens  # read back through the store, bytes checked
+        elif self.l3.put(key, text.encode()) == 0:  # type: ignore[attr-defined]
+            self.backuped_tokens += tokens
+        self.device.add(key)
+
+    def flush(self) -> None:
+        self.device.clear()
+
+    def exposition(self, model: str) -> str:
+        label = f'{{model_name="{model}"}}'
+        return (
+            "# TYPE sglang:storage_prefetch_hit_tokens_total counter\n"
+            f"sglang:storage_prefetch_hit_tokens_total{label} {float(self.hit_tokens)}\n"
+            "# TYPE sglang:backuped_tokens_total counter\n"
+            f"sglang:backuped_tokens_total{label} {float(self.backuped_tokens)}\n"
+        )
+
+
 store = join_mooncake()
+METRICS = PrefixCache(store)
 if flag("--node-rank", "0") != "0":
     while True:  # ranks > 0 serve no HTTP
         time.sleep(3600)

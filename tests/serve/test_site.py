@@ -157,7 +157,8 @@ def test_teardown_leaves_nothing_running_and_skips_a_gone_host(site: dict[str, A
     started = time.monotonic()
     down = lab.run("teardown.yml", inventory)
     assert down.ok, lab.explain(down)
-    assert time.monotonic() - started < 120
+    # the gone host costs its connect timeout, not a hang (a generous bound: CI machines are busy)
+    assert time.monotonic() - started < 600
     events = down.events_log.read_text()
     assert "WARNING: unreachable, skipped (nothing to stop there): gone-node-0" in events
     for host in HOSTS:

@@ -14,14 +14,12 @@ from __future__ import annotations
 
 import json
 import urllib.request
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
-from moto.server import ThreadedMotoServer
 
 from flashfleet import sweep
 from flashfleet.cli import main
@@ -31,15 +29,6 @@ PAST = "2026-01-01T00:00:00Z"
 FUTURE = (datetime.now(UTC) + timedelta(hours=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
 AMI = "ami-12c6146b"  # one of moto's built-in images
 SKIP_PG = ["--skip", "placement-group"]
-
-
-@pytest.fixture(scope="module")
-def moto_url() -> Iterator[str]:
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
-    yield f"http://{host}:{port}"
-    server.stop()
 
 
 @pytest.fixture
