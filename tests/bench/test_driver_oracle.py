@@ -63,9 +63,11 @@ def test_real_bench_serving_native_backend(standin, oracle_runner, module):
         assert (s.completed, s.num_prompts, s.total_output_tokens) == (4, 4, 32)
         # the stand-in waits 20 ms before the first token and 2 ms between tokens
         assert 20 <= s.ttft_ms.median < 2000
-        assert 2 <= s.tpot_ms.median < 200
-        # chunks can arrive bunched, so single gaps can be short; their sum cannot (7 sleeps of 2 ms)
-        assert 1.5 <= s.itl_ms.mean < 200
+        # chunks can arrive bunched (a busy machine delays the first and hurries the rest), so the
+        # per-token figures have no floor of their own; the whole request cannot beat its sleeps
+        assert 0 < s.tpot_ms.median < 200
+        assert 0 < s.itl_ms.mean < 200
+        assert s.ttft_ms.mean + 7 * s.tpot_ms.mean >= 20 + 7 * 2 - 1  # means add up per request
         assert s.ttft_ms.p99 >= s.ttft_ms.median
         assert s.output_throughput == pytest.approx(32 / s.duration_s, rel=1e-6)
     if module == "sglang.bench_serving":

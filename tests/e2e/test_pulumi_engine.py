@@ -210,6 +210,7 @@ def test_down_with_one_host_gone_warns_and_clears_the_other(engine: Engine) -> N
         assert ssh(engine, host, f"systemctl is-active {name}.service").strip() != "active"
         if launch.get("env_file"):
             assert ssh(engine, host, f"test -e {launch['env_file']} && echo file").strip() == ""
-    assert ssh(engine, host, "pgrep -f standin_openai || true").strip() == ""
+    # the bracket keeps the ssh shell's own command line (which names the pattern) from matching
+    assert ssh(engine, host, "pgrep -f '[s]tandin_openai' || true").strip() == ""
     assert ssh(engine, host, f"{FAKE_DOCKER} ps -q").strip() == ""
     assert json.loads(engine.export())["deployment"].get("resources") in (None, [])
