@@ -22,7 +22,8 @@ wait_for_engine() {
   local rc=0
   wait "$engine_pid" || rc=$?
   cat "$engine_log"
-  echo "== setup: 40-pulumi.sh took $((SECONDS - engine_started)) s (rc $rc)"
+  # its own build time is in the log above; this is how long after its start it was waited for
+  echo "== setup: 40-pulumi.sh ready $((SECONDS - engine_started)) s after it started (rc $rc)"
   return "$rc"
 }
 
