@@ -31,14 +31,8 @@ REGION = "eu-west-1"
 
 
 @pytest.fixture
-def moto_instance(moto_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
-    for key in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_REGION"):
-        monkeypatch.delenv(key, raising=False)
-    # the provider process inherits these, as it inherits the caller's AWS settings under pulumi up
-    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_url)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+def moto_instance(moto_env: str) -> str:
+    # the provider process inherits moto_env's settings, as it inherits the caller's under pulumi up
     ec2 = boto3.client("ec2", region_name=REGION)
     run = ec2.run_instances(ImageId="ami-12c6146b", MinCount=1, MaxCount=1, InstanceType="t3.micro")
     return str(run["Instances"][0]["InstanceId"])

@@ -32,17 +32,11 @@ SKIP_PG = ["--skip", "placement-group"]
 
 
 @pytest.fixture
-def ec2(moto_url, monkeypatch, tmp_path):
-    for key in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_REGION"):
-        monkeypatch.delenv(key, raising=False)
-    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_url)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+def ec2(moto_env, monkeypatch, tmp_path):
     monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
     # a checkout whose stacks/ knows none of the stacks in the account: it must not matter
     monkeypatch.chdir(tmp_path)
-    urllib.request.urlopen(urllib.request.Request(f"{moto_url}/moto-api/reset", method="POST"), timeout=10)
+    urllib.request.urlopen(urllib.request.Request(f"{moto_env}/moto-api/reset", method="POST"), timeout=10)
     return boto3.client("ec2")
 
 
