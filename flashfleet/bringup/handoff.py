@@ -95,6 +95,7 @@ def run(
     emit: Callable[[str], None] | None = None,
     checked: bool = True,
     timeout_s: int | None = None,
+    reconverge: bool = False,
 ) -> RunResult:
     """Validates (unless `checked` is False), then runs `playbook` of `project` and waits.
 
@@ -132,6 +133,7 @@ def run(
             on_event=progress,
             project_root=project.root,
             timeout_s=timeout_s,
+            reconverge=reconverge,
         )
         progress.finish()
         try:

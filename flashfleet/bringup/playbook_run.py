@@ -24,6 +24,7 @@ from typing import Any
 
 import ansible_runner
 
+from flashfleet.bringup.converge import BRINGUP_PLAYBOOKS, Secrets, converge_vars
 from flashfleet.bringup.project import REPO
 from flashfleet.bringup.secret_env import API_KEY_ENV, TOKEN_ENV
 from flashfleet.stack.safe_values import host_key
@@ -241,6 +242,7 @@ def run_playbook(
     on_event: Callable[[dict[str, Any]], None] | None = None,
     project_root: Path = REPO,
     timeout_s: int | None = None,
+    reconverge: bool = False,
 ) -> RunResult:
     """Runs `<project_root>/playbooks/<playbook>` against `inventory` and waits for it.
 
@@ -250,6 +252,9 @@ def run_playbook(
     `on_event` sees every raw event first (phase starts, for live progress). A project without
     its own ansible.cfg runs with this repository's settings. `timeout_s` stops a run that
     takes longer (status `timeout`): a wedged host cannot hold the caller forever.
+    A bring-up playbook gets `flashfleet_converge` (flashfleet.bringup.converge): each node runs
+    only the roles whose inputs or managed state changed since its last converge, unless
+    `reconverge` asks for every role.
     """
     private_dir(run_dir)
     inventory = pin_host_keys(inventory, run_dir / "known_hosts")
@@ -276,6 +281,15 @@ def run_playbook(
             on_event(event)
         return sink(event)
 
+    extravars = dict(extravars or {})
+    if playbook in BRINGUP_PLAYBOOKS:
+        extravars["flashfleet_converge"] = converge_vars(
+            inventory,
+            extravars,
+            project_root=project_root,
+            secrets=Secrets(hf_token or os.environ.get(TOKEN_ENV), api_key or os.environ.get(API_KEY_ENV)),
+            reconverge=reconverge,
+        )
     private = Path(tempfile.mkdtemp(prefix="flashfleet-runner-"))  # holds the env dump; removed
     try:
         runner = ansible_runner.run(
@@ -284,7 +298,7 @@ def run_playbook(
             roles_path=[str(project_root / "roles")],
             playbook=playbook,
             inventory=dict(inventory),
-            extravars=dict(extravars or {}),
+            extravars=extravars,
             envvars=envvars,
             cmdline=cmdline or None,
             limit=limit,

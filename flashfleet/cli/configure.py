@@ -26,6 +26,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--limit", default=None, help="only these hosts or groups (Ansible pattern)")
     p.add_argument("--tags", default=None, help="only tasks with these tags (comma separated)")
     p.add_argument(
+        "--reconverge", action="store_true",
+        help="run every role, even where the node's converge record shows nothing changed",
+    )  # fmt: skip
+    p.add_argument(
         "-e", "--extra-var", dest="extra_vars", action="append", default=[], metavar="NAME=VALUE",
         help="role argument for this run (repeatable), checked against the role's argument_specs",
     )  # fmt: skip
@@ -73,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
         result = handoff.run(
             args.playbook, inventory, project=project, runs_root=args.runs_dir, extravars=extravars,
             hf_token=token, api_key=key, stack=args.stack, check=args.check, limit=args.limit, tags=args.tags,
-            emit=lambda line: print(line, file=sys.stderr, flush=True),
+            reconverge=args.reconverge, emit=lambda line: print(line, file=sys.stderr, flush=True),
         )  # fmt: skip
     except BringupInputError as err:
         raise UsageError(str(err)) from None

@@ -79,6 +79,7 @@ class Lab:
         facts_override: dict[str, dict[str, Any]] | None = None,
         extravars: dict[str, Any] | None = None,
         token: str | None = TOKEN,
+        reconverge: bool = True,
     ) -> Run:
         self._counter += 1
         hostvars = {}
@@ -96,6 +97,7 @@ class Lab:
             check=check,
             tags=tags,
             on_progress=progress.append,
+            reconverge=reconverge,
         )
         return Run(result, progress)
 

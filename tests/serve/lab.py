@@ -95,6 +95,7 @@ class ServeLab:
         tags: str | None = None,
         token: str | None = TOKEN,
         api_key: str | None = None,
+        reconverge: bool = True,
     ) -> RunResult:
         self._counter += 1
         self.progress = []
@@ -102,6 +103,7 @@ class ServeLab:
             playbook, inventory, run_dir=self.runs / f"{self._counter:03d}-{playbook}",
             extravars={"mooncake_wheels_dir": str(MOONCAKE_CACHE / "wheels"), **(extravars or {})},
             hf_token=token, api_key=api_key, tags=tags, on_progress=self.progress.append,
+            reconverge=reconverge,
         )  # fmt: skip
 
     def explain(self, result: RunResult) -> str:

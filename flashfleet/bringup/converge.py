@@ -1,0 +1,240 @@
+"""Converge records: skip on a node what is provably unchanged since its last converge.
+
+A re-run that changes nothing is what users do most, and Ansible's own idempotence still runs
+every task (about 0.2 s each, ~70 of them). So each role of the bring-up chain gets, per node, a
+digest of everything it is given: the role's files, the playbook that maps its arguments, the
+inventory facts that play reads, the run's extra variables, the controller's secrets (as a slow
+salted hash, so the key can be rotated) and ansible-core's version. The `converge` role records
+the digests on the node after a playbook completes there, with a snapshot of what the role
+manages (files, packages, units, images: `watch`). A later run skips a role when its digest and
+its snapshot are both unchanged, so a hand-edited unit or a stopped service is still caught
+(drift), and once one role of the chain runs on a node, every later one runs too.
+
+Pure apart from reading the project's files; `run_playbook` hands the result to the playbooks as
+the extra variable `flashfleet_converge`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+# The bring-up chain in site.yml's order: (role, playbook that runs it, site.yml's tag for it).
+CHAIN: tuple[tuple[str, str, str], ...] = (
+    ("preflight", "prepare.yml", "prepare"),
+    ("nvidia_driver", "prepare.yml", "prepare"),
+    ("rocm_driver", "prepare.yml", "prepare"),
+    ("container_runtime", "prepare.yml", "prepare"),
+    ("sglang_image", "prepare.yml", "prepare"),
+    ("model_weights", "prepare.yml", "prepare"),
+    ("mooncake", "mooncake.yml", "mooncake"),
+    ("sglang_serve", "serve.yml", "serve"),
+    ("verify", "verify.yml", "verify"),
+)
+ROLES = tuple(role for role, _, _ in CHAIN)
+# The playbooks that carry the converge check and record (site.yml imports them all).
+BRINGUP_PLAYBOOKS = frozenset({"site.yml", *(book for _, book, _ in CHAIN)})
+
+_FACT = re.compile(r"\bflashfleet_\w+")
+# A play that reads other hosts' facts (groups[...], hostvars[...]) depends on the inventory's shape.
+_TOPOLOGY = re.compile(r"\b(groups|hostvars)\s*\[")
+# Digest inputs that are not stack facts: the converge variable itself, connection details.
+_NOT_INPUTS = {"flashfleet_converge"}
+
+# What each role manages on a node, as the drift check reads it back: file contents (sha256,
+# directories recursively), trees (names, sizes and times only: virtualenvs), dpkg packages by
+# pattern, systemd units (active and enabled state), docker images. The paths are the roles'
+# own (tests/contracts/test_converge_watch.py keeps them in step).
+_WATCH: dict[str, dict[str, list[str]]] = {
+    "nvidia_driver": {
+        "files": [
+            "/etc/apt/sources.list.d/nvidia-cuda.sources",
+            "/etc/apt/preferences.d/nvidia-driver.pref",
+            "/etc/modprobe.d/nvidia-imex-channel.conf",
+            "/etc/nvidia-imex/nodes_config.cfg",
+        ],
+        "packages": ["nvidia-*", "libnvidia-*", "cuda-drivers*"],
+        "units": ["nvidia-persistenced.service", "nvidia-fabricmanager.service", "nvidia-imex.service"],
+    },
+    "rocm_driver": {
+        "files": ["/etc/apt/sources.list.d/rocm.sources", "/etc/apt/preferences.d/rocm-pin-600"],
+        "packages": ["amdgpu-*", "rocm*", "amd-smi*"],
+    },
+    "container_runtime": {
+        "files": [
+            "/etc/docker/daemon.json",
+            "/etc/apt/sources.list.d/docker.sources",
+            "/etc/apt/sources.list.d/nvidia-container-toolkit.sources",
+            "/etc/cdi/nvidia.yaml",
+        ],
+        "packages": ["docker-ce*", "containerd*", "nvidia-container-*", "libnvidia-container*"],
+        "units": ["docker.service", "containerd.service"],
+    },
+    "mooncake": {
+        "files": ["/etc/flashfleet/mooncake", "/etc/sysctl.d/60-flashfleet-mooncake.conf"],
+        "trees": ["/opt/flashfleet/mooncake"],
+        "units": ["mooncake-master.service"],
+    },
+}
+
+
+@dataclass(frozen=True)
+class Secrets:
+    """The controller's secrets as they enter the digests: never the values themselves."""
+
+    hf_token: str | None = None
+    api_key: str | None = None
+
+    def fingerprint(self) -> str:
+        # scrypt, not sha256: a weak API key must not be recoverable from a record or an event.
+        parts = [s or "" for s in (self.hf_token, self.api_key)]
+        if not any(parts):
+            return ""
+        raw = "\0".join(parts).encode()
+        return hashlib.scrypt(raw, salt=b"flashfleet-converge", n=2**14, r=8, p=1, dklen=32).hex()
+
+
+def _sha(data: Any) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+
+
+@lru_cache(maxsize=64)
+def _tree_digest(root: str, stamp: tuple[tuple[str, int, int], ...]) -> str:
+    """sha256 of every file under `root` (path and content); cached on the files' sizes and times."""
+    h = hashlib.sha256()
+    base = Path(root)
+    for rel, _, _ in stamp:
+        h.update(rel.encode() + b"\0")
+        h.update(hashlib.sha256((base / rel).read_bytes()).digest())
+    return h.hexdigest()
+
+
+def files_digest(root: Path) -> str:
+    files = sorted(p for p in root.rglob("*") if p.is_file())
+    stamp = tuple((str(p.relative_to(root)), p.stat().st_size, p.stat().st_mtime_ns) for p in files)
+    return _tree_digest(str(root), stamp)
+
+
+@dataclass(frozen=True)
+class PlayInputs:
+    """What the play that runs a role reads: its stack facts, and whether other hosts' too."""
+
+    facts: frozenset[str]
+    topology: bool
+    playbook_text: str
+
+
+def role_inputs(project_root: Path) -> dict[str, PlayInputs]:
+    """Per role, the flashfleet_* facts its play reads (play vars, pre_tasks, the role entry)."""
+    out: dict[str, PlayInputs] = {}
+    for playbook in dict.fromkeys(book for _, book, _ in CHAIN):
+        text = (project_root / "playbooks" / playbook).read_text(encoding="utf-8")
+        for play in yaml.safe_load(text) or []:
+            shared = {k: v for k, v in play.items() if k not in {"roles", "name", "post_tasks"}}
+            for entry in play.get("roles") or []:
+                role = entry if isinstance(entry, str) else entry.get("role")
+                if role not in ROLES:
+                    continue
+                read = json.dumps([shared, entry], default=str)
+                facts = frozenset(_FACT.findall(read)) - _NOT_INPUTS
+                out[role] = PlayInputs(facts, bool(_TOPOLOGY.search(read)), text)
+    missing = [r for r in ROLES if r not in out]
+    if missing:
+        raise ValueError(f"playbooks run no play for roles {missing}: the converge chain is out of date")
+    return out
+
+
+def _topology(inventory: Mapping[str, Any]) -> dict[str, Any]:
+    root = inventory.get("all", {})
+    return {
+        "hosts": {h: v.get("ansible_host") for h, v in (root.get("hosts") or {}).items()},
+        "groups": {g: sorted(m.get("hosts") or {}) for g, m in (root.get("children") or {}).items()},
+    }
+
+
+def _groups_of(inventory: Mapping[str, Any], host: str) -> list[str]:
+    children = inventory.get("all", {}).get("children") or {}
+    return sorted(g for g, m in children.items() if host in (m.get("hosts") or {}))
+
+
+def watch_for(hostvars: Mapping[str, Any]) -> dict[str, dict[str, list[str]]]:
+    """Per role, what its drift check reads back on this node."""
+    watch = {role: dict(_WATCH.get(role, {})) for role in ROLES}
+    images = [hostvars.get("flashfleet_image")]
+    derived = hostvars.get("flashfleet_image_derived")
+    if isinstance(derived, Mapping):
+        images.append(derived.get("ref"))
+    watch["sglang_image"] = {"images": [i for i in images if isinstance(i, str) and i]}
+    cache = hostvars.get("flashfleet_model_cache_dir")
+    if isinstance(cache, str) and cache:
+        watch["model_weights"] = {
+            "files": [f"{cache}/.flashfleet-complete"],
+            "trees": ["/opt/flashfleet/hf-cli"],
+        }
+    units = [
+        f"{p['container_name']}.service"
+        for p in hostvars.get("flashfleet_processes") or []
+        if isinstance(p, Mapping) and isinstance(p.get("container_name"), str)
+    ]
+    watch["sglang_serve"] = {
+        "files": [
+            "/etc/flashfleet/secrets.env",
+            "/etc/flashfleet/api-key.yaml",
+            "/usr/local/libexec/flashfleet/wait-ready",
+            *(f"/etc/systemd/system/{u}" for u in units),
+        ],
+        "units": units,
+    }
+    return {role: spec for role, spec in watch.items() if spec}
+
+
+def converge_vars(
+    inventory: Mapping[str, Any],
+    extravars: Mapping[str, Any],
+    *,
+    project_root: Path,
+    secrets: Secrets,
+    reconverge: bool = False,
+) -> dict[str, Any]:
+    """The `flashfleet_converge` extra variable: the chain, and per host its digests and watch."""
+    inputs = role_inputs(project_root)
+    ansible = metadata.version("ansible-core")
+    common = {
+        "ansible": ansible,
+        "extravars": {k: v for k, v in extravars.items() if k not in _NOT_INPUTS},
+        "secrets": secrets.fingerprint(),
+    }
+    role_files = {role: files_digest(project_root / "roles" / role) for role in ROLES}
+    converge_files = files_digest(project_root / "roles" / "converge")
+    topology = _topology(inventory)
+    hosts: dict[str, Any] = {}
+    for host, hostvars in (inventory.get("all", {}).get("hosts") or {}).items():
+        groups = _groups_of(inventory, host)
+        digests = {}
+        for role in ROLES:
+            play = inputs[role]
+            digests[role] = _sha(
+                {
+                    **common,
+                    "role": [role, role_files[role], converge_files],
+                    "playbook": hashlib.sha256(play.playbook_text.encode()).hexdigest(),
+                    "facts": {k: hostvars.get(k) for k in sorted(play.facts)},
+                    "groups": groups,
+                    "topology": topology if play.topology else None,
+                }
+            )
+        hosts[host] = {"digests": digests, "watch": watch_for(hostvars)}
+    return {
+        "chain": [{"role": role, "tags": [role, tag]} for role, _, tag in CHAIN],
+        "reconverge": reconverge,
+        "hosts": hosts,
+    }

@@ -1,0 +1,199 @@
+"""flashfleet's converge record on a node: what converged here, and whether it drifted since.
+
+Runs on the node as root, standard library only (Python 3.8+: no zip(strict=)). Reads one
+JSON request on stdin and prints one JSON answer:
+
+- check: walks the chain of roles the run reaches; the first role whose digest differs from the
+  record, whose snapshot (files, packages, units, images) no longer matches, or that was never
+  recorded, runs, and so does every role after it. Those roles are dropped from the record at
+  once, so a run that fails half-way never leaves a record that claims they converged.
+- record: stores the digest and a fresh snapshot of the roles that completed.
+
+The record is root-only (0600): it holds hashes of root-only files.
+"""
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+
+def _sha_file(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _files(path):
+    """sha256 of a file, or of every file under a directory (path and content)."""
+    if os.path.isfile(path):
+        return _sha_file(path)
+    if not os.path.isdir(path):
+        return "absent"
+    h = hashlib.sha256()
+    for root, dirs, names in os.walk(path):
+        dirs.sort()
+        for name in sorted(names):
+            full = os.path.join(root, name)
+            if os.path.isfile(full):
+                h.update(os.path.relpath(full, path).encode() + b"\0" + _sha_file(full).encode())
+    return h.hexdigest()
+
+
+def _tree(path):
+    """Names, sizes and modification times under a directory: a virtualenv changes them all."""
+    if not os.path.exists(path):
+        return "absent"
+    h = hashlib.sha256()
+    for root, dirs, names in os.walk(path):
+        dirs.sort()
+        for name in sorted(names):
+            full = os.path.join(root, name)
+            try:
+                st = os.lstat(full)
+            except OSError:
+                continue
+            h.update(f"{os.path.relpath(full, path)} {st.st_size} {st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+def _run(argv):
+    try:
+        done = subprocess.run(
+            argv, check=False, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, timeout=60
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.returncode, done.stdout.decode(errors="replace")
+
+
+def _packages(patterns):
+    done = _run(["dpkg-query", "-W", "-f", "${Package}=${Version} ${db:Status-Status}\n", *patterns])
+    if done is None:
+        return {"dpkg": "absent"}
+    return {"dpkg": sorted(line for line in done[1].splitlines() if line.strip())}
+
+
+def _units(units):
+    done = _run(["systemctl", "show", "--property=Id,ActiveState,UnitFileState", *units])
+    if done is None:
+        return {u: "absent" for u in units}
+    blocks = [b for b in done[1].strip().split("\n\n") if b.strip()]
+    return {u: sorted(b.splitlines()) for u, b in zip(units, blocks)}  # noqa: B905 (3.8)
+
+
+def _images(refs):
+    out = {}
+    for ref in refs:
+        done = _run(["docker", "image", "inspect", "--format", "{{.Id}}", ref])
+        out[ref] = done[1].strip() if done is not None and done[0] == 0 else "absent"
+    return out
+
+
+def snapshot(watch):
+    """What the role manages, as it is now on this node."""
+    out = {}
+    for path in watch.get("files", []):
+        out["file " + path] = _files(path)
+    for path in watch.get("trees", []):
+        out["tree " + path] = _tree(path)
+    if watch.get("packages"):
+        out["packages"] = _packages(watch["packages"])
+    if watch.get("units"):
+        out["units"] = _units(watch["units"])
+    if watch.get("images"):
+        out["images"] = _images(watch["images"])
+    return out
+
+
+def _load(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _fingerprint(state):
+    return hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()
+
+
+def _save(path, state):
+    os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".converge-")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(state, f, sort_keys=True, indent=1)
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)
+
+
+def _drift(recorded, now):
+    changed = sorted(k for k in set(recorded) | set(now) if recorded.get(k) != now.get(k))
+    return ", ".join(changed)
+
+
+def selected(chain, run_tags, skip_tags):
+    """The roles a run with these tags reaches."""
+    out = []
+    for link in chain:
+        tags = set(link["tags"])
+        if ("all" in run_tags or tags & set(run_tags)) and not tags & set(skip_tags):
+            out.append(link["role"])
+    return out
+
+
+def check(req):
+    state = _load(req["state_file"])
+    before = {role: _fingerprint(entry) for role, entry in state.items()}
+    roles = selected(req["chain"], req.get("run_tags") or ["all"], req.get("skip_tags") or [])
+    run, reasons = [], {}
+    for role in roles:
+        if run:
+            run.append(role)
+            continue
+        record = state.get(role)
+        if req.get("reconverge"):
+            reason = "a full converge was asked for"
+        elif not isinstance(record, dict):
+            reason = "never converged here"
+        elif record.get("digest") != req["digests"].get(role):
+            reason = "its inputs changed"
+        else:
+            drift = _drift(record.get("snapshot") or {}, snapshot(record.get("watch") or {}))
+            reason = "drift: " + drift if drift else ""
+        if reason:
+            run.append(role)
+            reasons[role] = reason
+    if run and not req.get("check_mode"):
+        kept = {k: v for k, v in state.items() if k not in run}
+        if kept != state:
+            _save(req["state_file"], kept)
+    return {"run": run, "skip": [r for r in roles if r not in run], "reasons": reasons, "before": before}
+
+
+def record(req):
+    state = _load(req["state_file"])
+    for role in req["done"]:
+        watch = req["watch"].get(role) or {}
+        state[role] = {"digest": req["digests"][role], "watch": watch, "snapshot": snapshot(watch)}
+    _save(req["state_file"], state)
+    before = req.get("before") or {}
+    # changed only when a role's record differs from what the run found: a run that converged
+    # nothing new leaves the node as it was, even if it dropped and re-wrote records on the way
+    return {"changed": any(_fingerprint(state[role]) != before.get(role) for role in req["done"])}
+
+
+def main():
+    req = json.load(sys.stdin)
+    answer = {"check": check, "record": record}[req["mode"]](req)
+    json.dump(answer, sys.stdout, sort_keys=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
