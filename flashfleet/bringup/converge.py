@@ -87,6 +87,17 @@ _WATCH: dict[str, dict[str, list[str]]] = {
 }
 
 
+def carries_records(project_root: Path, playbook: str) -> bool:
+    """Whether `playbook` of this project is a bring-up playbook with the converge check (a
+    project of one's own without the chain's playbooks runs every role, as plain Ansible does)."""
+    books = {book for _, book, _ in CHAIN}
+    return (
+        playbook in BRINGUP_PLAYBOOKS
+        and all((project_root / "playbooks" / b).is_file() for b in books)
+        and (project_root / "roles/converge").is_dir()
+    )
+
+
 @dataclass(frozen=True)
 class Secrets:
     """The controller's secrets as they enter the digests: never the values themselves."""

@@ -24,7 +24,7 @@ from typing import Any
 
 import ansible_runner
 
-from flashfleet.bringup.converge import BRINGUP_PLAYBOOKS, Secrets, converge_vars
+from flashfleet.bringup.converge import Secrets, carries_records, converge_vars
 from flashfleet.bringup.project import REPO
 from flashfleet.bringup.secret_env import API_KEY_ENV, TOKEN_ENV
 from flashfleet.stack.safe_values import host_key
@@ -282,7 +282,7 @@ def run_playbook(
         return sink(event)
 
     extravars = dict(extravars or {})
-    if playbook in BRINGUP_PLAYBOOKS:
+    if carries_records(project_root, playbook):
         extravars["flashfleet_converge"] = converge_vars(
             inventory,
             extravars,
