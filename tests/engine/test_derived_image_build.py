@@ -101,3 +101,5 @@ def test_the_role_builds_the_derived_image_up_to_the_vendor_torch(engine: Engine
     ffmpeg = engine.sh("h200", f"docker run --rm --entrypoint ffmpeg {layer} -hide_banner -version")
     assert ffmpeg.returncode == 0, ffmpeg.stderr
     assert ffmpeg.stdout.startswith("ffmpeg version 5.1."), ffmpeg.stdout
+    # the failed step's container stays behind (the legacy builder keeps it without --force-rm)
+    engine.sh("h200", "docker container prune -f")
