@@ -8,8 +8,8 @@ pinned name is a tag of it.
 
 Like the upstream images, the system Python takes `python3 -m pip install`: pip is the
 rootfs's own wheel (Debian's python3-pip-whl) unpacked into site-packages, and Debian's
-EXTERNALLY-MANAGED marker is left out. Given `apt_repo`, the image's Debian archive is that
-URL (the controller's local archive, tests/hosts/aptrepo.py), signed by `apt_key`: a real
+EXTERNALLY-MANAGED marker is left out. The image's Debian archive is `apt_repo` (the
+controller's local archive, tests/hosts/aptrepo.py), signed by `apt_key`: a real
 `docker build` on it runs `apt-get install` as on a node.
 """
 
@@ -44,7 +44,7 @@ def _pip(root: Path) -> list[str]:
         return sorted({f"./{SITE}/{name.split('/')[0]}" for name in whl.namelist()})
 
 
-def _overlay(root: Path, apt_repo: str | None, apt_key: str | None) -> list[str]:
+def _overlay(root: Path, apt_repo: str, apt_key: str) -> list[str]:
     """The files the stand-in image adds to the rootfs, laid out under `root`; returns their
     top-level paths for tar."""
     standin = root / "opt/flashfleet-standin"
@@ -61,21 +61,14 @@ def _overlay(root: Path, apt_repo: str | None, apt_key: str | None) -> list[str]
     shutil.copy(HERE / "image/launch_router.py", router / "launch_router.py")
     sources = root / "etc/apt/sources.list.d/debian.sources"
     sources.parent.mkdir(parents=True)
-    # Without a local archive, the rootfs's own (unreachable from a test host) stays named.
-    uri = apt_repo or "http://deb.debian.org/debian"
-    sources.write_text(f"Types: deb\nURIs: {uri}\nSuites: bookworm\nComponents: main\n")
-    added = [*ADDED, *_pip(root)]
-    if apt_key:
-        key = root / APT_KEY
-        key.parent.mkdir(parents=True)
-        key.write_text(apt_key)
-        added.append(APT_KEY)
-    return added
+    sources.write_text(f"Types: deb\nURIs: {apt_repo}\nSuites: bookworm\nComponents: main\n")
+    key = root / APT_KEY
+    key.parent.mkdir(parents=True)
+    key.write_text(apt_key)
+    return [*ADDED, APT_KEY, *_pip(root)]
 
 
-def import_image(
-    pool: HostPool, host: str, ref: str, apt_repo: str | None = None, apt_key: str | None = None
-) -> str:
+def import_image(pool: HostPool, host: str, ref: str, apt_repo: str, apt_key: str) -> str:
     """Streams the rootfs + overlay over SSH into `docker import` on the host; returns the id."""
     with tempfile.TemporaryDirectory() as tmp:
         overlay = Path(tmp)
