@@ -1,7 +1,9 @@
 """Two test hosts (an H200 and an MI355X) running a real Docker engine: Debian's docker.io 20.10,
 installed by the container_runtime role from Docker's package names in the local apt
 repository, reached as the non-root login user; then the stand-in SGLang images imported under
-the names the launch pins. Each set-up step prints its time."""
+the names the launch pins, their Debian archive the controller's (which also serves, when
+scripts/setup.d/27-sglang-image-build.sh has fetched them, Debian's ffmpeg and the wheels of the
+sglang_image role's pins at `wheels_url`). Each set-up step prints its time."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hosts.aptrepo import ENGINE_DEBS, AptRepository, real_engine_version
+from hosts.aptrepo import ENGINE_DEBS, IMAGE_BUILD, AptRepository, real_engine_version
 from hosts.engine_images import import_image
 from hosts.harness import HostPool, HostSpec
 from roles.hardware import AMD_DEVICES, H200, IMAGES, MI355X, NVIDIA_DEVICES, facts
@@ -52,7 +54,18 @@ class Engine:
     installs: list[RunResult] = field(default_factory=list)
     _counter: int = 0
 
-    def play(self, hosts: list[str], tags: str = "container_runtime", check: bool = False) -> RunResult:
+    @property
+    def wheels_url(self) -> str:
+        """pip's find-links for the derived image's build (tests/hosts/aptrepo.IMAGE_BUILD)."""
+        return f"{self.base_url}/sglang-image-wheels/"
+
+    def play(
+        self,
+        hosts: list[str],
+        tags: str = "container_runtime",
+        check: bool = False,
+        extravars: dict[str, Any] | None = None,
+    ) -> RunResult:
         self._counter += 1
         inventory_hosts = {h: {**self.pool.inventory_host(h), **facts(h)} for h in hosts}
         children: dict[str, Any] = {"flashfleet": {"hosts": {h: {} for h in hosts}}}
@@ -67,6 +80,7 @@ class Engine:
                 "container_runtime_docker_repo_url": f"{self.base_url}/docker/linux",
                 "container_runtime_nvidia_repo_url": f"{self.base_url}/libnvidia-container",
                 "container_runtime_docker_version": self.version,
+                **(extravars or {}),
             },
             tags=tags,
             check=check,
@@ -92,7 +106,11 @@ def engine() -> Iterator[Engine]:
     timings: dict[str, float] = {}
     try:
         start = time.monotonic()
-        AptRepository(workdir / "www", workdir / "gnupg", engine_debs=ENGINE_DEBS).build()
+        image_build = (IMAGE_BUILD / ".ok").exists()  # else the derived-image build test says so
+        AptRepository(workdir / "www", workdir / "gnupg", engine_debs=ENGINE_DEBS,
+                      debian_debs=IMAGE_BUILD / "debs" if image_build else None).build()  # fmt: skip
+        if image_build:
+            shutil.copytree(IMAGE_BUILD / "wheels", workdir / "www/sglang-image-wheels")
         _timed(timings, "apt repository", start)
         handler = functools.partial(_QuietHandler, directory=str(workdir / "www"))
         server = ThreadingHTTPServer((pool.gateway, 0), handler)
@@ -109,7 +127,8 @@ def engine() -> Iterator[Engine]:
         if lab.installs[0].ok:
             for host, refs in BASES.items():
                 start = time.monotonic()
-                import_image(pool, host, refs[0])
+                import_image(pool, host, refs[0], apt_repo=f"{lab.base_url}/debian",
+                             apt_key=(workdir / "www/repo-key.asc").read_text())  # fmt: skip
                 for ref in refs[1:]:
                     pool.ssh(host, f"docker tag {refs[0]} {ref}")
                 _timed(timings, f"docker import of the stand-in image on {host}", start)

@@ -9,6 +9,11 @@ radeon dists/ repos) under one HTTP root that tests pass to the roles as base UR
 With `engine_debs` (the real Debian engine fetched by scripts/setup.d/25-docker-engine.sh),
 Docker's repository serves the real docker.io under Docker's package names instead of the
 stand-in engine: `docker-ce` is docker.io renamed, `containerd.io` depends on containerd.
+
+With `debian_debs` (Debian's ffmpeg and what it needs beyond the rootfs, fetched by
+scripts/setup.d/27-sglang-image-build.sh), `debian/` is a Debian archive for bookworm holding
+those real packages: the stand-in SGLang base images' apt sources point at it, so a real
+`docker build` runs `apt-get install ffmpeg` against it.
 """
 
 from __future__ import annotations
@@ -27,10 +32,10 @@ DRIVER_NEWER = "595.99.01"  # also in the repo: pinning must keep it out
 TOOLKIT = "1.20.1"
 DOCKER = "29.1.3"
 ROCM = "7.0.2"
-ENGINE_DEBS = (
-    Path(os.environ.get("FLASHFLEET_TEST_HOSTS_CACHE", "/var/cache/flashfleet/test-hosts"))
-    / "docker-engine-debs"
-)
+CACHE = Path(os.environ.get("FLASHFLEET_TEST_HOSTS_CACHE", "/var/cache/flashfleet/test-hosts"))
+ENGINE_DEBS = CACHE / "docker-engine-debs"
+# The real derived-image build's inputs: debs/ (ffmpeg) and wheels/ (the role's pins)
+IMAGE_BUILD = CACHE / "sglang-image-build"
 
 
 def deb_field(deb: Path, name: str) -> str:
@@ -114,11 +119,15 @@ def standin_engine_debs() -> list[Deb]:
     ]  # fmt: skip
 
 
-def repositories(engine_debs: Path | None = None) -> dict[str, tuple[str, str | None, list[Deb]]]:
+def repositories(
+    engine_debs: Path | None = None, debian_debs: Path | None = None
+) -> dict[str, tuple[str, str | None, list[Deb]]]:
     """repo dir -> (suite/component or flat marker, key path, packages)."""
     rocm_rev = f"{ROCM}.70002-56~22.04"
     docker = real_engine_debs(engine_debs) if engine_debs else standin_engine_debs()
+    debian = {"debian": ("bookworm/main", None, [])} if debian_debs else {}
     return {
+        **debian,
         "cuda/repos/debian12/x86_64": ("flat", "3bf863cc.pub",
                                        nvidia_debs(DRIVER) + nvidia_debs(DRIVER_NEWER)),
         "libnvidia-container/stable/deb/amd64": ("flat", None, [
@@ -179,10 +188,13 @@ def build_deb(deb: Deb, out: Path) -> Path:
 class AptRepository:
     """Builds every repository under `root`, signed with a throwaway key in `gnupg_home`."""
 
-    def __init__(self, root: Path, gnupg_home: Path, engine_debs: Path | None = None) -> None:
+    def __init__(
+        self, root: Path, gnupg_home: Path, engine_debs: Path | None = None, debian_debs: Path | None = None
+    ) -> None:
         self.root = root
         self.gnupg = gnupg_home
         self.engine_debs = engine_debs
+        self.debian_debs = debian_debs
         self.debs: dict[str, Path] = {}
 
     def _gpg(self, *args: str) -> None:
@@ -197,13 +209,16 @@ class AptRepository:
         self.root.mkdir(parents=True, exist_ok=True)
         self._gpg("--armor", "--output", str(key), "--export")
         work = self.root.parent / "debs"
-        for rel, (layout, key_name, debs) in repositories(self.engine_debs).items():
+        for rel, (layout, key_name, debs) in repositories(self.engine_debs, self.debian_debs).items():
             repo = self.root / rel
             pool = repo if layout == "flat" else repo / "pool"
             pool.mkdir(parents=True, exist_ok=True)
             if self.engine_debs and rel.startswith("docker/"):
                 # docker.io and what it needs: on a node the distro's archive has those
                 for real in self.engine_debs.glob("*.deb"):
+                    shutil.copy(real, pool / real.name)
+            if self.debian_debs and rel == "debian":
+                for real in self.debian_debs.glob("*.deb"):
                     shutil.copy(real, pool / real.name)
             for deb in debs:
                 built = build_deb(deb, work)

@@ -5,6 +5,12 @@ plus the files in `image/`: a `sglang` entry point and `python -m sglang_router.
 that print what the container sees (`flashfleet-probe {json}`) and then run the
 OpenAI-compatible stand-in server (tests/serve/standin_openai.py). One import per host; every
 pinned name is a tag of it.
+
+Like the upstream images, the system Python takes `python3 -m pip install`: pip is the
+rootfs's own wheel (Debian's python3-pip-whl) unpacked into site-packages, and Debian's
+EXTERNALLY-MANAGED marker is left out. The image's Debian archive is `apt_repo` (the
+controller's local archive, tests/hosts/aptrepo.py), signed by `apt_key`: a real
+`docker build` on it runs `apt-get install` as on a node.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tempfile
+import zipfile
 from pathlib import Path
 
 from .harness import BASE_ROOTFS, HostPool
@@ -20,15 +27,26 @@ HERE = Path(__file__).parent
 STANDIN_SERVER = HERE.parent / "serve/standin_openai.py"
 # Left out of the image: what no stand-in server reads (about 120 MB of the rootfs).
 EXCLUDE = ("./usr/share/doc", "./usr/share/man", "./usr/share/locale", "./var/lib/apt/lists",
-           "./var/cache/apt", "./etc/ssh/ssh_host_*")  # fmt: skip
+           "./var/cache/apt", "./etc/ssh/ssh_host_*", "./etc/apt/sources.list",
+           "./usr/lib/python3.11/EXTERNALLY-MANAGED")  # fmt: skip
 SITE = "usr/local/lib/python3.11/dist-packages"
 # What the overlay adds, named one by one: docker import refuses a path twice in its tarball.
 ADDED = ("./opt/flashfleet-standin", "./usr/local/bin/sglang", "./usr/local/bin/python",
-         f"./{SITE}/sglang_router")  # fmt: skip
+         f"./{SITE}/sglang_router", "./etc/apt/sources.list.d/debian.sources")  # fmt: skip
+APT_KEY = "./etc/apt/trusted.gpg.d/flashfleet-test.asc"
 
 
-def _overlay(root: Path) -> None:
-    """The files the stand-in image adds to the rootfs, laid out under `root`."""
+def _pip(root: Path) -> list[str]:
+    """Unpacks the rootfs's pip wheel into the image's site-packages; returns what it added."""
+    wheel = next((BASE_ROOTFS / "usr/share/python-wheels").glob("pip-*.whl"))
+    with zipfile.ZipFile(wheel) as whl:
+        whl.extractall(root / SITE)
+        return sorted({f"./{SITE}/{name.split('/')[0]}" for name in whl.namelist()})
+
+
+def _overlay(root: Path, apt_repo: str, apt_key: str) -> list[str]:
+    """The files the stand-in image adds to the rootfs, laid out under `root`; returns their
+    top-level paths for tar."""
     standin = root / "opt/flashfleet-standin"
     standin.mkdir(parents=True)
     shutil.copy(STANDIN_SERVER, standin / "standin_openai.py")
@@ -41,17 +59,24 @@ def _overlay(root: Path) -> None:
     router.mkdir(parents=True)
     (router / "__init__.py").write_text("")
     shutil.copy(HERE / "image/launch_router.py", router / "launch_router.py")
+    sources = root / "etc/apt/sources.list.d/debian.sources"
+    sources.parent.mkdir(parents=True)
+    sources.write_text(f"Types: deb\nURIs: {apt_repo}\nSuites: bookworm\nComponents: main\n")
+    key = root / APT_KEY
+    key.parent.mkdir(parents=True)
+    key.write_text(apt_key)
+    return [*ADDED, APT_KEY, *_pip(root)]
 
 
-def import_image(pool: HostPool, host: str, ref: str) -> str:
+def import_image(pool: HostPool, host: str, ref: str, apt_repo: str, apt_key: str) -> str:
     """Streams the rootfs + overlay over SSH into `docker import` on the host; returns the id."""
     with tempfile.TemporaryDirectory() as tmp:
         overlay = Path(tmp)
-        _overlay(overlay)
+        added = _overlay(overlay, apt_repo, apt_key)
         excludes = [f"--exclude={pattern}" for pattern in EXCLUDE]
         tar = subprocess.Popen(
             ["tar", "--numeric-owner", *excludes, "-C", str(BASE_ROOTFS), "-cf", "-", ".",
-             "-C", str(overlay), *ADDED],
+             "-C", str(overlay), *added],
             stdout=subprocess.PIPE,
         )  # fmt: skip
         assert tar.stdout is not None

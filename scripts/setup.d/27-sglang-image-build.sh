@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# What the sglang_image role's real `docker build` installs on a test host, which reaches nothing
+# but the controller: the wheels of the role's pins (transformers, tokenizers, torchcodec) and
+# their dependencies for the stand-in base's Python (Debian 12, 3.11, x86_64), and Debian's
+# ffmpeg with every package it needs beyond the test-host rootfs the stand-in base is made of.
+# The tests serve the wheels as pip's find-links and the debs as the base image's Debian
+# archive (tests/hosts/aptrepo.py). torch is not fetched: PyPI's x86_64 build needs the
+# nvidia-* runtime wheels to import (about 4 GB); see tests/engine/test_derived_image_build.py.
+# Fetched once, cached; prints its size.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+cache="${FLASHFLEET_TEST_HOSTS_CACHE:-/var/cache/flashfleet/test-hosts}"
+base="$cache/base-bookworm"
+out="$cache/sglang-image-build"
+pin() { sed -n "s/^sglang_image_$1: \"\(.*\)\"$/\1/p" roles/sglang_image/defaults/main.yml; }
+requirements="transformers==$(pin transformers_version) tokenizers>=$(pin tokenizers_min) torchcodec==$(pin torchcodec_version)"
+stamp="$requirements ffmpeg"
+if [ "$(cat "$out/.ok" 2>/dev/null)" = "$stamp" ]; then
+  echo "derived-image build inputs ready: $out ($(du -sh "$out" | cut -f1))"
+  exit 0
+fi
+[ -f "$base/var/lib/dpkg/status" ] || { echo "missing $base: run 20-test-hosts.sh first" >&2; exit 1; }
+rm -rf "$out.tmp" && mkdir -p "$out.tmp/wheels" "$out.tmp/debs/partial"
+
+if python3 -m pip --version >/dev/null 2>&1; then pip=(python3 -m pip); else pip=(uv tool run pip); fi
+# shellcheck disable=SC2086
+"${pip[@]}" download --quiet --disable-pip-version-check --only-binary=:all: \
+  --python-version 3.11 --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
+  --platform manylinux_2_28_x86_64 -d "$out.tmp/wheels" $requirements
+
+export DEBIAN_FRONTEND=noninteractive
+apt-cache show ffmpeg >/dev/null 2>&1 || apt-get update -qq
+# Resolved against the rootfs's own package list, as the Dockerfile's
+# `apt-get install --no-install-recommends ffmpeg` resolves it inside the base.
+apt-get install -y -qq --download-only --no-install-recommends \
+  -o Dir::State::status="$base/var/lib/dpkg/status" \
+  -o Dir::Cache::archives="$out.tmp/debs" \
+  -o Debug::NoLocking=true ffmpeg >/dev/null
+rm -rf "$out.tmp/debs/partial" "$out.tmp/debs/lock"
+echo "$stamp" >"$out.tmp/.ok"
+rm -rf "$out" && mv "$out.tmp" "$out"
+echo "derived-image build inputs ready: $out: wheels $(du -sh "$out/wheels" | cut -f1)" \
+  "($(ls "$out/wheels" | wc -l)), debs $(du -sh "$out/debs" | cut -f1) ($(ls "$out/debs" | wc -l))"
