@@ -243,6 +243,7 @@ def run_playbook(
     project_root: Path = REPO,
     timeout_s: int | None = None,
     reconverge: bool = False,
+    records: bool = True,
 ) -> RunResult:
     """Runs `<project_root>/playbooks/<playbook>` against `inventory` and waits for it.
 
@@ -254,7 +255,7 @@ def run_playbook(
     takes longer (status `timeout`): a wedged host cannot hold the caller forever.
     A bring-up playbook gets `flashfleet_converge` (flashfleet.bringup.converge): each node runs
     only the roles whose inputs or managed state changed since its last converge, unless
-    `reconverge` asks for every role.
+    `reconverge` asks for every role; `records=False` keeps no record at all (every role runs).
     """
     private_dir(run_dir)
     inventory = pin_host_keys(inventory, run_dir / "known_hosts")
@@ -282,7 +283,7 @@ def run_playbook(
         return sink(event)
 
     extravars = dict(extravars or {})
-    if carries_records(project_root, playbook):
+    if records and carries_records(project_root, playbook):
         extravars["flashfleet_converge"] = converge_vars(
             inventory,
             extravars,

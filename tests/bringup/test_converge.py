@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from flashfleet.bringup.converge import CHAIN, ROLES, Secrets, converge_vars, role_inputs, watch_for
 from flashfleet.bringup.project import REPO
@@ -187,3 +188,22 @@ def test_tags_limit_the_chain_and_reconverge_runs_everything(node: dict[str, Any
     assert check(node, run_tags=["serve"])["run"] == []
     assert check(node, run_tags=["all"], skip_tags=["serve"])["run"] == ["a"]
     assert check(node, run_tags=["serve"], reconverge=True)["run"] == ["b"]
+
+
+def test_facts_are_gathered_for_every_role_that_reads_them() -> None:
+    """converge_check.yml gathers facts only where a role that reads them will run."""
+    check = yaml.safe_load((REPO / "playbooks/converge_check.yml").read_text())
+    [gather] = [t for t in check[0]["tasks"] if "ansible.builtin.setup" in t]
+    readers = set(gather["vars"]["_readers"])
+    reading = {
+        role
+        for role in ROLES
+        if any("ansible_facts" in p.read_text() for p in (REPO / "roles" / role).rglob("*.yml"))
+    }
+    assert reading <= readers, reading - readers
+
+
+def test_the_role_default_chain_is_pythons() -> None:
+    """A plain ansible-playbook run (no digests) walks the role's default chain: the same one."""
+    defaults = yaml.safe_load((REPO / "roles/converge/defaults/main.yml").read_text())
+    assert defaults["converge_chain"] == [{"role": role, "tags": [role, tag]} for role, _, tag in CHAIN]

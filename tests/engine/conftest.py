@@ -84,6 +84,7 @@ class Engine:
             },
             tags=tags,
             check=check,
+            reconverge=True,  # a second run must run the roles again: it tests their idempotence
         )
 
     def sh(self, host: str, command: str) -> subprocess.CompletedProcess[str]:
