@@ -144,6 +144,20 @@ class PlayInputs:
     playbook_text: str
 
 
+def _role_entries(play: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """(role, entry) for each role a play runs: its `roles:`, and import_role/include_role tasks
+    (a role split over plays, like the weights download started early and waited for later)."""
+    out = []
+    for entry in play.get("roles") or []:
+        out.append((entry if isinstance(entry, str) else str(entry.get("role")), entry))
+    for section in ("pre_tasks", "tasks"):
+        for task in play.get(section) or []:
+            for action in ("ansible.builtin.import_role", "ansible.builtin.include_role"):
+                if isinstance(task, Mapping) and action in task:
+                    out.append((str(task[action].get("name")), task))
+    return out
+
+
 def role_inputs(project_root: Path) -> dict[str, PlayInputs]:
     """Per role, the flashfleet_* facts its play reads (play vars, pre_tasks, the role entry)."""
     out: dict[str, PlayInputs] = {}
@@ -151,13 +165,14 @@ def role_inputs(project_root: Path) -> dict[str, PlayInputs]:
         text = (project_root / "playbooks" / playbook).read_text(encoding="utf-8")
         for play in yaml.safe_load(text) or []:
             shared = {k: v for k, v in play.items() if k not in {"roles", "name", "post_tasks"}}
-            for entry in play.get("roles") or []:
-                role = entry if isinstance(entry, str) else entry.get("role")
+            for role, entry in _role_entries(play):
                 if role not in ROLES:
                     continue
                 read = json.dumps([shared, entry], default=str)
-                facts = frozenset(_FACT.findall(read)) - _NOT_INPUTS
-                out[role] = PlayInputs(facts, bool(_TOPOLOGY.search(read)), text)
+                seen = out.get(role)
+                facts = frozenset(_FACT.findall(read)) - _NOT_INPUTS | (seen.facts if seen else frozenset())
+                topology = bool(_TOPOLOGY.search(read)) or (seen.topology if seen else False)
+                out[role] = PlayInputs(facts, topology, text)
     missing = [r for r in ROLES if r not in out]
     if missing:
         raise ValueError(f"playbooks run no play for roles {missing}: the converge chain is out of date")

@@ -111,10 +111,11 @@ def _critical_path_lines(cp: dict[str, Any]) -> list[str]:
     out = [
         f"  bring-up modeled ({cp['node_source']}, every node at once): total {_seconds(cp['total_s'])}, "
         f"ratio to the largest transfer ({cp['largest_transfer'] or 'none known'}) "
-        f"{'unknown' if ratio is None else ratio}"
+        f"{'unknown' if ratio is None else ratio}; lanes side by side: "
+        + ", ".join(" -> ".join(lane) for lane in cp["lanes"])
     ]
     for p in cp["phases"]:
-        size = "" if p["size_gb"] is None else f"{p['size_gb']:g} GB at {p['gbps']:g} Gbit/s, "
+        size = "" if p["size_gb"] is None else f"{p['size_gb']:g} GB ({p['basis']}) at {p['gbps']:g} Gbit/s, "
         start = "?" if p["start_s"] is None else f"{p['start_s'] / 60:.1f}"
         overlaps = f", overlaps {', '.join(p['overlaps'])}" if p["overlaps"] else ""
         took = _seconds(p["seconds"])

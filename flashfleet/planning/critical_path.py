@@ -2,9 +2,10 @@
 
 Per phase (driver install, image pull, weights download) a duration from the catalog's sizes and
 the stated bandwidths (flashfleet/catalog/bringup.toml, overridden under the stack's `bringup:`),
-placed on the schedule the playbooks (or manifests) really follow: stages one after another, the
-phases of one stage at the same time, every node at once. A size no source gives stays unknown,
-and so does every figure that needs it.
+placed on the schedule the playbooks (or manifests) really follow: lanes side by side, the
+phases of one lane one after another, every node at once; the total is where the longest lane
+ends. Each size carries its basis (published, or an estimate from comparable artifacts). A size
+no source gives stays unknown, and so does every figure that needs it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from flashfleet.stack.kubernetes_source import KubernetesSource
 from flashfleet.stack.spec import AwsSource
 
 GBIT_PER_GB = 8.0
+BASES = ("published", "estimate")
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,7 @@ class Phase:
     gbps: float | None
     source: str
     start_s: float | None = None
+    basis: str | None = None  # of the size: "published" or "estimate"; None without a size
 
     @property
     def end_s(self) -> float | None:
@@ -43,13 +46,23 @@ def _source_kind(b: StackPlan) -> str:
     return "aws" if isinstance(src, AwsSource) else "existing"
 
 
-def _transfer(name: str, sizes: list[tuple[str, float | None, str]], gbps: float) -> Phase:
-    known = [s for _, s, _ in sizes]
-    source = "; ".join(f"{what}: {src}" for what, _, src in sizes)
+def _size(what: str, entry: dict[str, Any]) -> tuple[str, float | None, str, str | None]:
+    """(what, size or None, source, basis) of one catalog entry; a size states its basis."""
+    size = entry.get("size_gb")
+    basis = entry.get("basis")
+    if size is not None and basis not in BASES:
+        raise ValueError(f"bringup.toml: {what}.basis must be one of {', '.join(BASES)}, not {basis!r}")
+    return what, size, entry["source"], basis if size is not None else None
+
+
+def _transfer(name: str, sizes: list[tuple[str, float | None, str, str | None]], gbps: float) -> Phase:
+    known = [s for _, s, _, _ in sizes]
+    source = "; ".join(f"{what}: {src}" for what, _, src, _ in sizes)
     if any(s is None for s in known):
         return Phase(name, None, None, gbps, source)
     size = float(sum(s for s in known if s is not None))
-    return Phase(name, round(size * GBIT_PER_GB / gbps, 1), size, gbps, source)
+    basis = "estimate" if any(b == "estimate" for _, _, _, b in sizes) else "published"
+    return Phase(name, round(size * GBIT_PER_GB / gbps, 1), size, gbps, source, basis=basis)
 
 
 def _phases(b: StackPlan) -> dict[str, Phase]:
@@ -68,7 +81,7 @@ def _phases(b: StackPlan) -> dict[str, Phase]:
     image_gbps = over.bandwidth.image_gbps or defaults["image_gbps"]
     out = {
         "driver": Phase("driver", float(driver_s), None, None, driver_src),
-        "image": _transfer("image", [("image", image.get("size_gb"), image["source"])], image_gbps),
+        "image": _transfer("image", [_size(f"image.{b.vendor}", image)], image_gbps),
     }
     if b.spec.weights.prestaged:
         out["weights"] = Phase("weights", 0.0, 0.0, None, f"prestaged in {b.spec.model_cache_dir}")
@@ -76,29 +89,33 @@ def _phases(b: StackPlan) -> dict[str, Phase]:
     repos = [b.recipe_for().model]
     if b.recipe_for().options.speculative == "dflash2":
         repos.append(DFLASH2_DRAFT)
-    sizes = [(r, cat["checkpoint"][r].get("size_gb"), cat["checkpoint"][r]["source"]) for r in repos]
+    sizes = [_size(r, cat["checkpoint"][r]) for r in repos]
     out["weights"] = _transfer("weights", sizes, over.bandwidth.weights_gbps or defaults["weights_gbps"])
     return out
 
 
 def critical_path(b: StackPlan) -> dict[str, Any]:
-    """Phases with start and duration, which overlap, the total and its ratio to the largest transfer."""
+    """Phases with start and duration, which overlap, the total (the longest lane) and its ratio
+    to the largest transfer."""
     kind = _source_kind(b)
     phases = _phases(b)
-    schedule = bringup_catalog()["schedule"]["kubernetes" if kind == "kubernetes" else "host"]
+    lanes = bringup_catalog()["schedule"]["kubernetes" if kind == "kubernetes" else "host"]["lanes"]
     placed: list[Phase] = []
-    clock: float | None = 0.0
-    for stage in schedule:
-        members = [phases[name] for name in stage]
-        placed += [Phase(**{**p.__dict__, "start_s": clock}) for p in members]
-        longest = [p.seconds for p in members]
-        clock = None if clock is None or None in longest else clock + max(s for s in longest if s is not None)
+    ends: list[float | None] = []
+    for lane in lanes:  # side by side; within a lane one phase after another
+        clock: float | None = 0.0
+        for name in lane:
+            p = phases[name]
+            placed.append(Phase(**{**p.__dict__, "start_s": clock}))
+            clock = None if clock is None or p.seconds is None else clock + p.seconds
+        ends.append(clock)
+    total = None if None in ends else max((e for e in ends if e is not None), default=0.0)
     transfers = [p for p in placed if p.size_gb is not None and p.seconds]
     unknown = [p.name for p in placed if p.seconds is None]
     largest = max(transfers, key=lambda p: p.seconds or 0.0, default=None)
     ratio = None
-    if clock is not None and largest is not None and largest.seconds:
-        ratio = round(clock / largest.seconds, 2)
+    if total is not None and largest is not None and largest.seconds:
+        ratio = round(total / largest.seconds, 2)
     defaults = bringup_catalog()["source"][kind]
     return {
         "node_source": kind,
@@ -107,6 +124,7 @@ def critical_path(b: StackPlan) -> dict[str, Any]:
             {
                 "name": p.name,
                 "size_gb": p.size_gb,
+                "basis": p.basis,
                 "gbps": p.gbps,
                 "seconds": p.seconds,
                 "start_s": p.start_s,
@@ -116,7 +134,8 @@ def critical_path(b: StackPlan) -> dict[str, Any]:
             }
             for p in placed
         ],
-        "total_s": clock,
+        "total_s": total,
+        "lanes": [list(lane) for lane in lanes],
         "largest_transfer": largest.name if largest else None,
         "ratio_to_largest_transfer": ratio,
         "unknown": unknown,

@@ -35,6 +35,8 @@ def test_interrupted_download_resumes_without_refetching(lab: Lab) -> None:
     [failure] = failed.result.failures
     assert failure.message.startswith(f"hf download {MODEL} failed (rc 1)")
     assert len(file_gets(lab, MODEL, "model-00001-of-00002.safetensors")) == 1
+    # the failed background download left no token file behind
+    assert lab.pool.ssh("h200", "test -e /run/flashfleet/hf-token || echo gone").stdout.strip() == "gone"
 
     lab.hub.unavailable.clear()
     lab.hub.interrupt_once.add(f"{MODEL}/{SHARD}")  # and the connection drops mid-file

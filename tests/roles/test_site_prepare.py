@@ -17,6 +17,17 @@ def test_prepare_converges_h200_and_mi355x_together(lab: Lab) -> None:
     assert ("mi355x", "rocm_driver") in roles
     assert ("mi355x", "nvidia_driver") not in roles
     assert ("h200", "rocm_driver") not in roles
+    # the download runs in the background from before the driver to after the image (what
+    # bringup.toml's host lanes model): started first, waited for last
+    steps = [(p.role, p.phase, p.task, p.status) for p in first.progress if p.host == "mi355x" and p.role]
+    started = steps.index(
+        ("model_weights", "start", "hf download, one background job per repository", "changed")
+    )
+    driver = [i for i, step in enumerate(steps) if step[0] == "rocm_driver"]
+    image = [i for i, step in enumerate(steps) if step[0] == "sglang_image"]
+    waited = [i for i, step in enumerate(steps) if step[:2] == ("model_weights", "wait")]
+    assert started < driver[0]
+    assert image[-1] < waited[0]
     rocm_image = derived_image("mi355x")
     assert (
         lab.pool.ssh("mi355x", f"docker image inspect {rocm_image} >/dev/null && echo ok").stdout.strip()

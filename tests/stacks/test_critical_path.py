@@ -1,22 +1,30 @@
 """`flashfleet plan`'s modeled bring-up: phases from catalog sizes and stated bandwidths, on the
-schedule the playbooks follow; unknown sizes stay unknown; overrides and pre-staged weights."""
+schedule the playbooks follow (read from prepare.yml here, so the model cannot drift from it);
+unknown sizes stay unknown; overrides and pre-staged weights."""
 
 from __future__ import annotations
 
+import copy
+import itertools
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from flashfleet.bringup.contract import check_inventory
 from flashfleet.catalog import CHECKPOINTS, DFLASH2_DRAFT, bringup_catalog
 from flashfleet.cli import main
 from flashfleet.inventory import build_inventory
+from flashfleet.k8s import weights as k8s_weights
+from flashfleet.planning import critical_path as critical_path_module
 from flashfleet.planning import load_stack
 from flashfleet.planning.critical_path import critical_path
 from flashfleet.stack import StackError, list_stacks
 
 Doc = dict[str, Any]
+PREPARE = Path(__file__).resolve().parents[2] / "playbooks/prepare.yml"
 
 
 def spec_of(doc: Doc) -> dict[str, Any]:
@@ -27,12 +35,67 @@ def phases(cp: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {p["name"]: p for p in cp["phases"]}
 
 
-def test_every_checkpoint_of_the_catalog_has_a_size_or_says_unknown_with_a_source() -> None:
-    sizes = bringup_catalog()["checkpoint"]
-    for repo in [r for repos in CHECKPOINTS.values() for r in repos] + [DFLASH2_DRAFT]:
-        assert sizes[repo]["source"], repo
-        assert "size_gb" in sizes[repo] or sizes[repo]["source"].startswith("unknown"), repo
-    assert sizes["zai-org/GLM-5.3-Flash"]["size_gb"] == 328
+def test_every_checkpoint_of_the_catalog_has_a_size_with_its_basis_or_says_unknown() -> None:
+    cat = bringup_catalog()
+    entries = [cat["checkpoint"][r] for repos in CHECKPOINTS.values() for r in repos]
+    entries += [cat["checkpoint"][DFLASH2_DRAFT], *cat["image"].values()]
+    for entry in entries:
+        assert entry["source"], entry
+        if "size_gb" in entry:
+            assert entry["basis"] in {"published", "estimate"}, entry
+            # an estimate says it is one, and from what
+            assert (entry["basis"] == "estimate") == entry["source"].startswith("estimate:"), entry
+        else:
+            assert entry["source"].startswith("unknown"), entry
+    fp8 = cat["checkpoint"]["zai-org/GLM-5.3-Flash"]
+    assert (fp8["size_gb"], fp8["basis"]) == (328, "published")
+
+
+def _plays_with(role: str, entry: str = "main") -> list[int]:
+    """Indexes of the prepare.yml plays that run `role` (its `entry` point)."""
+    found = []
+    for i, play in enumerate(yaml.safe_load(PREPARE.read_text())):
+        roles = [r["role"] if isinstance(r, dict) else r for r in play.get("roles", [])]
+        imports = [
+            (
+                t["ansible.builtin.import_role"]["name"],
+                t["ansible.builtin.import_role"].get("tasks_from", "main"),
+            )
+            for t in play.get("tasks", [])
+            if "ansible.builtin.import_role" in t
+        ]
+        if (entry == "main" and role in roles) or (role, entry) in imports:
+            found.append(i)
+    return found
+
+
+def test_prepare_starts_the_download_before_the_driver_and_waits_after_the_image() -> None:
+    # bringup.toml's host lanes mirror this: if the playbook stops starting the download before
+    # the driver play, or waits for it earlier, the model is wrong and this fails.
+    [start] = _plays_with("model_weights", "start")
+    [wait] = _plays_with("model_weights", "wait")
+    drivers = _plays_with("nvidia_driver") + _plays_with("rocm_driver")
+    [image] = _plays_with("sglang_image")
+    assert drivers
+    assert start < min(drivers)
+    [preflight] = _plays_with("preflight")
+    assert start > preflight
+    assert wait >= max([*drivers, image])
+    assert _plays_with("model_weights") == []
+    assert _plays_with("container_runtime") == [image]
+    lanes = bringup_catalog()["schedule"]["host"]["lanes"]
+    assert sorted(lanes) == [["driver", "image"], ["weights"]]
+
+
+def test_the_kubernetes_download_runs_the_serving_image_so_it_follows_the_pull() -> None:
+    # Why the Kubernetes lane is serial: the init containers that fill the cache run the
+    # serving image, which the kubelet must pull first. A download on an image of its own
+    # would allow a parallel pull, and the model would have to change with it.
+    b = load_stack("mi355x-k8s")
+    image = "lmsysorg/sglang:serving"
+    [download] = k8s_weights.download_containers(b.recipe_for(), image, "secret")
+    assert download["image"] == image
+    assert bringup_catalog()["schedule"]["kubernetes"]["lanes"] == [["image", "weights"]]
 
 
 @pytest.mark.parametrize("stack", list_stacks())
@@ -43,16 +106,20 @@ def test_plan_json_carries_the_critical_path_of_every_catalog_stack(
     cp = json.loads(capsys.readouterr().out)["critical_path"]
     names = [p["name"] for p in cp["phases"]]
     kube = cp["node_source"] == "kubernetes"
-    assert names == (["weights", "image"] if kube else ["driver", "image", "weights"])
+    assert names == (["image", "weights"] if kube else ["weights", "driver", "image"])
     for p in cp["phases"]:
         assert p["source"], p
-    if cp["unknown"]:
-        assert cp["total_s"] is None
-        assert cp["ratio_to_largest_transfer"] is None
-        assert all(phases(cp)[n]["seconds"] is None for n in cp["unknown"])
-        return
-    # Stages one after another: the total is where the last phase ends; the ratio divides by
-    # the longest single transfer.
+        assert (p["basis"] is None) == (p["size_gb"] is None), p
+        assert p["basis"] in {None, "published", "estimate"}, p
+    # every catalog stack has a figure now: no size of its artifacts is unknown
+    assert cp["unknown"] == []
+    # Lanes side by side, phases of a lane one after another: the total is where the last
+    # phase ends; the ratio divides by the longest single transfer.
+    by_name = phases(cp)
+    for lane in cp["lanes"]:
+        assert by_name[lane[0]]["start_s"] == 0
+        for before, after in itertools.pairwise(lane):
+            assert by_name[after]["start_s"] == pytest.approx(by_name[before]["end_s"])
     assert cp["total_s"] == pytest.approx(max(p["end_s"] for p in cp["phases"]))
     transfers = [p for p in cp["phases"] if p["size_gb"]]
     largest = max(transfers, key=lambda p: p["seconds"])
@@ -60,23 +127,72 @@ def test_plan_json_carries_the_critical_path_of_every_catalog_stack(
     assert cp["ratio_to_largest_transfer"] == pytest.approx(cp["total_s"] / largest["seconds"], abs=0.01)
     for p in transfers:
         assert p["seconds"] == pytest.approx(p["size_gb"] * 8 / p["gbps"], abs=0.1)
+    if kube:
+        # one lane: the pull, then the download (see the test of the download container)
+        assert cp["total_s"] == pytest.approx(by_name["image"]["seconds"] + by_name["weights"]["seconds"])
+    else:
+        # issue 17: on hosts the download overlaps the driver -> image chain
+        assert cp["ratio_to_largest_transfer"] <= 1.1
+        assert "image" in by_name["weights"]["overlaps"]
 
 
 def test_the_h200_fp8_stack_models_the_checkpoint_from_its_recorded_size() -> None:
     cp = critical_path(load_stack("h200-lowlat"))
     w = phases(cp)["weights"]
-    assert (w["size_gb"], w["gbps"], w["seconds"]) == (328, 10.0, 262.4)
-    assert "328 GB" in w["source"]
-    # prepare.yml runs one role after another: nothing overlaps today, and the weights wait
-    # for the image pull
-    assert phases(cp)["weights"]["start_s"] == phases(cp)["image"]["end_s"]
-    assert all(not p["overlaps"] for p in cp["phases"])
+    assert (w["size_gb"], w["gbps"], w["seconds"], w["basis"]) == (328, 10.0, 262.4, "published")
+    assert "306 GiB (328.6 GB)" in w["source"]
+    # prepare.yml starts the download before the driver play: weights and the image pull
+    # run at the same time, the image after the driver
+    assert phases(cp)["weights"]["start_s"] == 0
+    assert phases(cp)["image"]["start_s"] == phases(cp)["driver"]["end_s"]
+    assert phases(cp)["weights"]["overlaps"] == ["image"]
+    assert cp["total_s"] == 262.4
+    assert cp["ratio_to_largest_transfer"] == 1.0
 
 
-def test_unknown_checkpoint_sizes_stay_unknown() -> None:
+def test_a_site_whose_image_chain_is_the_longer_lane_ends_with_it(write_stack) -> None:
+    # a fast Hub, a slow registry and a driver install: the driver -> image lane is the longer
+    def change(doc: Doc) -> None:
+        spec_of(doc)["bringup"] = {"bandwidth": {"weightsGbps": 100, "imageGbps": 1}, "driverInstallS": 600}
+
+    cp = critical_path(load_stack("broken", write_stack("h200-lowlat", change)))
+    assert phases(cp)["image"]["start_s"] == 600
+    assert cp["total_s"] == pytest.approx(600 + 240)
+    assert cp["largest_transfer"] == "image"
+    assert cp["ratio_to_largest_transfer"] == pytest.approx(840 / 240, abs=0.01)
+
+
+def test_estimated_sizes_say_so(capsys: pytest.CaptureFixture[str]) -> None:
     cp = critical_path(load_stack("mi355x-agentx"))  # MXFP4 checkpoint, ROCm image
+    assert (phases(cp)["weights"]["size_gb"], phases(cp)["weights"]["basis"]) == (190, "estimate")
+    assert (phases(cp)["image"]["size_gb"], phases(cp)["image"]["basis"]) == (75, "estimate")
+    assert main(["plan", "mi355x-agentx"]) == 0
+    out = capsys.readouterr().out
+    assert "weights  190 GB (estimate) at 1 Gbit/s" in out
+    assert "image    75 GB (estimate) at 1 Gbit/s" in out
+
+
+def test_unknown_sizes_stay_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
+    cat = copy.deepcopy(bringup_catalog())
+    for key in ("size_gb", "basis"):
+        del cat["checkpoint"]["OneNexus/GLM-5.3-Flash-MXFP4"][key]
+        del cat["image"]["amd"][key]
+    monkeypatch.setattr(critical_path_module, "bringup_catalog", lambda: cat)
+    cp = critical_path(load_stack("mi355x-agentx"))
     assert set(cp["unknown"]) == {"image", "weights"}
+    assert cp["total_s"] is None
     assert cp["ratio_to_largest_transfer"] is None
+    assert all(
+        p["seconds"] is None and p["basis"] is None for p in cp["phases"] if p["name"] in cp["unknown"]
+    )
+
+
+def test_a_size_without_a_known_basis_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    cat = copy.deepcopy(bringup_catalog())
+    cat["image"]["amd"]["basis"] = "guess"
+    monkeypatch.setattr(critical_path_module, "bringup_catalog", lambda: cat)
+    with pytest.raises(ValueError, match=r"image\.amd\.basis"):
+        critical_path(load_stack("mi355x-agentx"))
 
 
 def test_bandwidths_and_driver_time_come_from_the_stack_when_it_states_them(write_stack) -> None:
@@ -86,7 +202,7 @@ def test_bandwidths_and_driver_time_come_from_the_stack_when_it_states_them(writ
     cp = critical_path(load_stack("broken", write_stack("h200-lowlat", change)))
     p = phases(cp)
     assert (p["weights"]["seconds"], p["image"]["seconds"], p["driver"]["seconds"]) == (26.2, 24.0, 90.0)
-    assert cp["total_s"] == pytest.approx(140.2)
+    assert cp["total_s"] == pytest.approx(90 + 24)  # the driver -> image lane is the longer here
     assert cp["largest_transfer"] == "weights"
 
 
@@ -124,9 +240,15 @@ def test_without_prestaged_weights_the_fact_is_false() -> None:
     assert {h["flashfleet_weights_prestaged"] for h in inventory["all"]["hosts"].values()} == {False}
 
 
-def test_plan_text_shows_one_line_per_phase(capsys: pytest.CaptureFixture[str]) -> None:
+def test_plan_text_shows_one_line_per_phase_and_the_overlap(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plan", "h200-lowlat"]) == 0
     out = capsys.readouterr().out
-    assert "bring-up modeled (aws, every node at once): total 5.2 min" in out
-    lines = [line.split()[0] for line in out.splitlines() if line.startswith("    ") and " min" in line]
-    assert lines[:3] == ["driver", "image", "weights"]
+    assert (
+        "bring-up modeled (aws, every node at once): total 4.4 min, ratio to the largest transfer "
+        "(weights) 1.0; lanes side by side: weights, driver -> image"
+    ) in out
+    lines = [line.split() for line in out.splitlines() if line.startswith("    ") and " min" in line]
+    assert [line[0] for line in lines[:3]] == ["weights", "driver", "image"]
+    weights, _, image = (" ".join(line) for line in lines[:3])
+    assert weights.startswith("weights 328 GB (published) at 10 Gbit/s, 4.4 min from min 0.0, overlaps image")
+    assert image.startswith("image 30 GB (estimate) at 5 Gbit/s, 0.8 min from min 0.0, overlaps weights")
