@@ -43,6 +43,9 @@ class Span:
     tasks: int
     changed: int
     failed: bool
+    # a job a task started with `async` and `poll: 0` (the weights download), from its start to
+    # the end of the last task of its phase (the wait): drawn as a thin bar under the host's row
+    background: bool = False
 
     @property
     def duration(self) -> float:
@@ -91,8 +94,11 @@ def build_timeline(events: Iterable[Mapping[str, Any]]) -> Timeline:
     origin = min(r[1] for r in results)
     open_span: dict[str, dict[str, Any]] = {}
     spans: list[Span] = []
+    launched: dict[tuple[str, str], float] = {}  # (host, phase) -> start of its first async job
     for host, start, end, event, data in sorted(results, key=lambda r: r[1]):
         phase = phase_of(data)
+        if _starts_async_job(data.get("res") or {}):
+            launched.setdefault((host, phase), start - origin)
         current = open_span.get(host)
         if current is None or current["phase"] != phase:
             if current is not None:
@@ -106,7 +112,16 @@ def build_timeline(events: Iterable[Mapping[str, Any]]) -> Timeline:
         current["changed"] += int(bool((data.get("res") or {}).get("changed")))
         current["failed"] = current["failed"] or (event["event"] in _BAD and not data.get("ignore_errors"))
     spans += [Span(**s) for s in open_span.values()]
+    for (host, phase), start in launched.items():
+        end = max(s.end for s in spans if s.host == host and s.phase == phase)
+        spans.append(Span(host, phase, start, end, 0, 0, False, background=True))
     return Timeline(playbook, sorted(spans, key=lambda s: (s.host, s.start)))
+
+
+def _starts_async_job(res: Mapping[str, Any]) -> bool:
+    """A result (or a looped result's item) that started a background job and did not wait."""
+    items = [res, *(r for r in res.get("results") or [] if isinstance(r, Mapping))]
+    return any(i.get("ansible_job_id") and i.get("started") and not i.get("finished") for i in items)
 
 
 def timeline_figure(timeline: Timeline) -> Figure:
@@ -119,6 +134,14 @@ def timeline_figure(timeline: Timeline) -> Figure:
     row = {h: len(hosts) - 1 - i for i, h in enumerate(hosts)}
     total = timeline.total or 1.0
     for span in timeline.spans:
+        if span.background:
+            ax.barh(
+                row[span.host] - 0.42, span.duration, left=span.start, height=0.18,
+                color=colors[span.phase], edgecolor="black", linewidth=0.4, alpha=0.7,
+            )  # fmt: skip
+            ax.text(span.start, row[span.host] - 0.42, f" {span.phase} (background)",
+                    ha="left", va="center", fontsize=6, clip_on=True)  # fmt: skip
+            continue
         ax.barh(
             row[span.host], span.duration, left=span.start, height=0.6, color=colors[span.phase],
             edgecolor="black", linewidth=0.5, hatch="//" if span.failed else None,

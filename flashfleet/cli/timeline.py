@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     png = writable_file(args.output, "--output") if args.output else events.with_name("timeline.png")
     timeline_figure(timeline).savefig(png, dpi=110)
     for host in timeline.hosts:
-        spans = [s for s in timeline.spans if s.host == host]
+        spans = [s for s in timeline.spans if s.host == host and not s.background]
         slowest = max(spans, key=lambda s: s.duration)
         took = max(s.end for s in spans) - min(s.start for s in spans)
         print(f"{host}: {took:.1f}s, slowest phase {slowest.phase} {slowest.duration:.1f}s")

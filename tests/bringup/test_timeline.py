@@ -111,3 +111,22 @@ def test_timeline_cli_refuses_a_directory_without_events(tmp_path: Path, capsys:
     )
     assert main(["timeline", str(tmp_path)]) == 2
     assert "no task ran" in capsys.readouterr().err
+
+
+def test_a_background_job_spans_from_its_start_to_its_wait() -> None:
+    """The weights download started with async/poll 0 runs under the driver and image phases."""
+    start = _result("n0", "model_weights", 1, 2, changed=True)
+    start["event_data"]["res"]["results"] = [{"ansible_job_id": "j1", "started": 1, "finished": 0}]
+    events = [
+        start,
+        _result("n0", "nvidia_driver", 2, 30),
+        _result("n0", "sglang_image", 30, 50),
+        _result("n0", "model_weights", 50, 70),  # the wait
+    ]
+    timeline = build_timeline(events)
+    [bg] = [s for s in timeline.spans if s.background]
+    assert (bg.phase, bg.start, bg.end) == ("model_weights", 0.0, 69.0)
+    # a task that waited for its own job (poll > 0) starts no background span
+    start["event_data"]["res"]["results"][0]["finished"] = 1
+    assert not [s for s in build_timeline(events).spans if s.background]
+    timeline_figure(timeline)  # draws
