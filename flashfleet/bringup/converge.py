@@ -223,12 +223,18 @@ def watch_for(hostvars: Mapping[str, Any]) -> dict[str, dict[str, list[str]]]:
     return {role: spec for role, spec in watch.items() if spec}
 
 
+def reach(playbook: str) -> list[str]:
+    """The chain's roles a run of `playbook` reaches (site.yml: all of them)."""
+    return [role for role, book, _ in CHAIN if playbook in {"site.yml", book}]
+
+
 def converge_vars(
     inventory: Mapping[str, Any],
     extravars: Mapping[str, Any],
     *,
     project_root: Path,
     secrets: Secrets,
+    playbook: str = "site.yml",
     reconverge: bool = False,
 ) -> dict[str, Any]:
     """The `flashfleet_converge` extra variable: per host its digests and watch (the chain itself
@@ -261,6 +267,7 @@ def converge_vars(
             )
         hosts[host] = {"digests": digests, "watch": watch_for(hostvars)}
     return {
+        "reach": reach(playbook),
         "reconverge": reconverge,
         "hosts": hosts,
     }

@@ -289,6 +289,7 @@ def run_playbook(
             extravars,
             project_root=project_root,
             secrets=Secrets(hf_token or os.environ.get(TOKEN_ENV), api_key or os.environ.get(API_KEY_ENV)),
+            playbook=playbook,
             reconverge=reconverge,
         )
     private = Path(tempfile.mkdtemp(prefix="flashfleet-runner-"))  # holds the env dump; removed

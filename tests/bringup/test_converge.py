@@ -207,3 +207,13 @@ def test_the_role_default_chain_is_pythons() -> None:
     """A plain ansible-playbook run (no digests) walks the role's default chain: the same one."""
     defaults = yaml.safe_load((REPO / "roles/converge/defaults/main.yml").read_text())
     assert defaults["converge_chain"] == [{"role": role, "tags": [role, tag]} for role, _, tag in CHAIN]
+
+
+def test_a_playbook_run_alone_reaches_only_its_own_roles(node: dict[str, Any]) -> None:
+    """prepare.yml alone must not wait on serve's roles: they are not in its reach."""
+    record(node, ["a"], check(node, reach=["a"])["before"])
+    assert check(node, reach=["a"])["run"] == []
+    assert check(node)["run"] == ["b"]  # site.yml reaches b, never converged here
+    assert converge_vars(inventory(), {}, project_root=REPO, secrets=Secrets(), playbook="serve.yml")[
+        "reach"
+    ] == ["sglang_serve"]

@@ -137,10 +137,12 @@ def _drift(recorded, now):
     return ", ".join(changed)
 
 
-def selected(chain, run_tags, skip_tags):
-    """The roles a run with these tags reaches."""
+def selected(chain, reach, run_tags, skip_tags):
+    """The roles a run of these playbooks (reach; empty: all) with these tags reaches."""
     out = []
     for link in chain:
+        if reach and link["role"] not in reach:
+            continue
         tags = set(link["tags"])
         if ("all" in run_tags or tags & set(run_tags)) and not tags & set(skip_tags):
             out.append(link["role"])
@@ -150,7 +152,9 @@ def selected(chain, run_tags, skip_tags):
 def check(req):
     state = _load(req["state_file"])
     before = {role: _fingerprint(entry) for role, entry in state.items()}
-    roles = selected(req["chain"], req.get("run_tags") or ["all"], req.get("skip_tags") or [])
+    roles = selected(
+        req["chain"], req.get("reach") or [], req.get("run_tags") or ["all"], req.get("skip_tags") or []
+    )
     run, reasons = [], {}
     for role in roles:
         if run:
