@@ -217,3 +217,19 @@ def test_a_playbook_run_alone_reaches_only_its_own_roles(node: dict[str, Any]) -
     assert converge_vars(inventory(), {}, project_root=REPO, secrets=Secrets(), playbook="serve.yml")[
         "reach"
     ] == ["sglang_serve"]
+
+
+def test_a_virtualenv_drifts_when_its_distributions_change(node: dict[str, Any], tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    (venv / "lib/python3.11/site-packages/mooncake-0.3.7.dist-info").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (venv / "lib/python3.11/site-packages/big.py").write_text("x = 1\n")
+    record(node, ["a", "b"], check(node)["before"])
+    (venv / "lib/python3.11/site-packages/big.py").write_text("x = 2\n")  # not a distribution change
+    assert check(node)["run"] == []
+    (venv / "lib/python3.11/site-packages/mooncake-0.3.7.dist-info").rename(
+        venv / "lib/python3.11/site-packages/mooncake-0.3.8.dist-info"
+    )
+    out = check(node)
+    assert out["run"] == ["b"]
+    assert out["reasons"]["b"] == f"drift: tree {venv}"

@@ -44,10 +44,24 @@ def _files(path):
     return h.hexdigest()
 
 
+def _venv(path):
+    """A virtualenv by what defines it: its pyvenv.cfg, the distributions installed (dist-info
+    names carry versions) and its bin/ entries; thousands of files need not be walked."""
+    import glob
+
+    h = hashlib.sha256(_sha_file(os.path.join(path, "pyvenv.cfg")).encode())
+    for pattern in ("lib/python*/site-packages/*.dist-info", "bin/*"):
+        for entry in sorted(glob.glob(os.path.join(path, pattern))):
+            h.update(os.path.relpath(entry, path).encode() + b"\n")
+    return h.hexdigest()
+
+
 def _tree(path):
-    """Names, sizes and modification times under a directory: a virtualenv changes them all."""
+    """Names, sizes and modification times under a directory (a virtualenv: see _venv)."""
     if not os.path.exists(path):
         return "absent"
+    if os.path.isfile(os.path.join(path, "pyvenv.cfg")):
+        return _venv(path)
     h = hashlib.sha256()
     for root, dirs, names in os.walk(path):
         dirs.sort()
