@@ -139,21 +139,20 @@ def check(node: dict[str, Any], **more: Any) -> dict[str, Any]:
     return script({"mode": "check", **req, **more})
 
 
-def record(node: dict[str, Any], done: list[str], before: dict[str, str]) -> dict[str, Any]:
+def record(node: dict[str, Any], done: list[str]) -> dict[str, Any]:
     req = {k: node[k] for k in ("state_file", "digests", "watch")}
-    return script({"mode": "record", **req, "done": done, "before": before})
+    return script({"mode": "record", **req, "done": done})
 
 
 def test_record_then_skip_then_drift(node: dict[str, Any]) -> None:
     first = check(node)
     assert first["run"] == ["a", "b"]
     assert first["reasons"]["a"] == "never converged here"
-    assert record(node, ["a", "b"], first["before"]) == {"changed": True}
+    assert record(node, ["a", "b"]) == {"recorded": ["a", "b"]}
     assert oct(Path(node["state_file"]).stat().st_mode & 0o777) == "0o600"
     again = check(node)
     assert again["run"] == []
     assert again["skip"] == ["a", "b"]
-    assert record(node, ["a", "b"], again["before"]) == {"changed": False}
     node["path"].write_text("Restart=no\n")  # a hand edit
     drift = check(node)
     assert drift["run"] == ["a", "b"]
@@ -162,7 +161,7 @@ def test_record_then_skip_then_drift(node: dict[str, Any]) -> None:
 
 
 def test_changed_digest_runs_that_role_and_those_after(node: dict[str, Any]) -> None:
-    record(node, ["a", "b"], check(node)["before"])
+    record(node, ["a", "b"])
     node["digests"] = {"a": "da", "b": "db2"}
     out = check(node)
     assert out["run"] == ["b"]
@@ -173,7 +172,7 @@ def test_changed_digest_runs_that_role_and_those_after(node: dict[str, Any]) -> 
 
 def test_roles_about_to_run_lose_their_record_at_once(node: dict[str, Any]) -> None:
     """A run that fails half-way must not leave a record claiming those roles converged."""
-    record(node, ["a", "b"], check(node)["before"])
+    record(node, ["a", "b"])
     node["digests"] = {"a": "da", "b": "db2"}
     check(node)
     assert set(json.loads(Path(node["state_file"]).read_text())) == {"a"}
@@ -184,7 +183,7 @@ def test_roles_about_to_run_lose_their_record_at_once(node: dict[str, Any]) -> N
 
 
 def test_tags_limit_the_chain_and_reconverge_runs_everything(node: dict[str, Any]) -> None:
-    record(node, ["b"], check(node, run_tags=["serve"])["before"])
+    record(node, ["b"])
     assert check(node, run_tags=["serve"])["run"] == []
     assert check(node, run_tags=["all"], skip_tags=["serve"])["run"] == ["a"]
     assert check(node, run_tags=["serve"], reconverge=True)["run"] == ["b"]
@@ -211,7 +210,7 @@ def test_the_role_default_chain_is_pythons() -> None:
 
 def test_a_playbook_run_alone_reaches_only_its_own_roles(node: dict[str, Any]) -> None:
     """prepare.yml alone must not wait on serve's roles: they are not in its reach."""
-    record(node, ["a"], check(node, reach=["a"])["before"])
+    record(node, ["a"])
     assert check(node, reach=["a"])["run"] == []
     assert check(node)["run"] == ["b"]  # site.yml reaches b, never converged here
     assert converge_vars(inventory(), {}, project_root=REPO, secrets=Secrets(), playbook="serve.yml")[
@@ -224,7 +223,7 @@ def test_a_virtualenv_drifts_when_its_distributions_change(node: dict[str, Any],
     (venv / "lib/python3.11/site-packages/mooncake-0.3.7.dist-info").mkdir(parents=True)
     (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
     (venv / "lib/python3.11/site-packages/big.py").write_text("x = 1\n")
-    record(node, ["a", "b"], check(node)["before"])
+    record(node, ["a", "b"])
     (venv / "lib/python3.11/site-packages/big.py").write_text("x = 2\n")  # not a distribution change
     assert check(node)["run"] == []
     (venv / "lib/python3.11/site-packages/mooncake-0.3.7.dist-info").rename(

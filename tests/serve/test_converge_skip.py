@@ -123,9 +123,7 @@ def test_reconverge_runs_every_role(lab: dict[str, Any]) -> None:
     result = state_lab.run("site.yml", lab["inventory"], tags=TAGS, extravars=FAST, reconverge=True)
     assert result.ok, state_lab.explain(result)
     assert {"mooncake", "sglang_serve", "verify"} <= roles_ran(state_lab)
-    # the roles change nothing on the node; only verify's record does (its input went back)
-    changed = [(p.role, p.task) for p in state_lab.progress if p.status == "changed"]
-    assert changed == [("converge", "record what converged on this node")], changed
+    assert result.count("changed") == 0  # the roles change nothing; the record is bookkeeping
 
 
 def test_teardown_removes_the_record(lab: dict[str, Any]) -> None:

@@ -133,10 +133,6 @@ def _load(path):
         return {}
 
 
-def _fingerprint(state):
-    return hashlib.sha256(json.dumps(state, sort_keys=True).encode()).hexdigest()
-
-
 def _save(path, state):
     os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".converge-")
@@ -165,7 +161,6 @@ def selected(chain, reach, run_tags, skip_tags):
 
 def check(req):
     state = _load(req["state_file"])
-    before = {role: _fingerprint(entry) for role, entry in state.items()}
     roles = selected(
         req["chain"], req.get("reach") or [], req.get("run_tags") or ["all"], req.get("skip_tags") or []
     )
@@ -191,7 +186,7 @@ def check(req):
         kept = {k: v for k, v in state.items() if k not in run}
         if kept != state:
             _save(req["state_file"], kept)
-    return {"run": run, "skip": [r for r in roles if r not in run], "reasons": reasons, "before": before}
+    return {"run": run, "skip": [r for r in roles if r not in run], "reasons": reasons}
 
 
 def record(req):
@@ -200,10 +195,7 @@ def record(req):
         watch = req["watch"].get(role) or {}
         state[role] = {"digest": req["digests"][role], "watch": watch, "snapshot": snapshot(watch)}
     _save(req["state_file"], state)
-    before = req.get("before") or {}
-    # changed only when a role's record differs from what the run found: a run that converged
-    # nothing new leaves the node as it was, even if it dropped and re-wrote records on the way
-    return {"changed": any(_fingerprint(state[role]) != before.get(role) for role in req["done"])}
+    return {"recorded": sorted(req["done"])}
 
 
 def main():
