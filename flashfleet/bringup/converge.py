@@ -21,12 +21,14 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from flashfleet.bringup.hashes import content_hash
+from flashfleet.bringup.project import files_hash
 
 # The bring-up chain in site.yml's order: (role, playbook that runs it, site.yml's tag for it).
 CHAIN: tuple[tuple[str, str, str], ...] = (
@@ -112,27 +114,6 @@ class Secrets:
             return ""
         raw = "\0".join(parts).encode()
         return hashlib.scrypt(raw, salt=b"flashfleet-converge", n=2**14, r=8, p=1, dklen=32).hex()
-
-
-def _sha(data: Any) -> str:
-    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
-
-
-@lru_cache(maxsize=64)
-def _tree_digest(root: str, stamp: tuple[tuple[str, int, int], ...]) -> str:
-    """sha256 of every file under `root` (path and content); cached on the files' sizes and times."""
-    h = hashlib.sha256()
-    base = Path(root)
-    for rel, _, _ in stamp:
-        h.update(rel.encode() + b"\0")
-        h.update(hashlib.sha256((base / rel).read_bytes()).digest())
-    return h.hexdigest()
-
-
-def files_digest(root: Path) -> str:
-    files = sorted(p for p in root.rglob("*") if p.is_file())
-    stamp = tuple((str(p.relative_to(root)), p.stat().st_size, p.stat().st_mtime_ns) for p in files)
-    return _tree_digest(str(root), stamp)
 
 
 @dataclass(frozen=True)
@@ -246,8 +227,9 @@ def converge_vars(
         "extravars": {k: v for k, v in extravars.items() if k not in _NOT_INPUTS},
         "secrets": secrets.fingerprint(),
     }
-    role_files = {role: files_digest(project_root / "roles" / role) for role in ROLES}
-    converge_files = files_digest(project_root / "roles" / "converge")
+    roles = project_root / "roles"
+    role_files = {role: files_hash(roles, roles / role) for role in ROLES}
+    converge_files = files_hash(roles, roles / "converge")
     topology = _topology(inventory)
     hosts: dict[str, Any] = {}
     for host, hostvars in (inventory.get("all", {}).get("hosts") or {}).items():
@@ -255,7 +237,7 @@ def converge_vars(
         digests = {}
         for role in ROLES:
             play = inputs[role]
-            digests[role] = _sha(
+            digests[role] = content_hash(
                 {
                     **common,
                     "role": [role, role_files[role], converge_files],

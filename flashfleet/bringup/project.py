@@ -41,16 +41,21 @@ class Project:
 
     def tree_hash(self) -> str:
         """sha256 over the relative path and content of every file under playbooks/ and roles/."""
-        digest = hashlib.sha256()
-        for top in (self.playbooks, self.roles):
-            files = sorted(p for p in top.rglob("*") if p.is_file()) if top.is_dir() else []
-            for path in files:
-                rel = path.relative_to(self.root)
-                if _IGNORED_PARTS.intersection(rel.parts) or path.suffix in _IGNORED_SUFFIXES:
-                    continue
-                digest.update(rel.as_posix().encode() + b"\0")
-                digest.update(hashlib.sha256(path.read_bytes()).digest())
-        return digest.hexdigest()
+        return files_hash(self.root, self.playbooks, self.roles)
+
+
+def files_hash(root: Path, *tops: Path) -> str:
+    """sha256 over the path (relative to `root`) and content of every file under `tops`."""
+    digest = hashlib.sha256()
+    for top in tops:
+        files = sorted(p for p in top.rglob("*") if p.is_file()) if top.is_dir() else []
+        for path in files:
+            rel = path.relative_to(root)
+            if _IGNORED_PARTS.intersection(rel.parts) or path.suffix in _IGNORED_SUFFIXES:
+                continue
+            digest.update(rel.as_posix().encode() + b"\0")
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
 
 
 DEFAULT_PROJECT = Project(REPO)
