@@ -98,6 +98,26 @@ def test_imex_reconfigure_stops_rewrites_and_starts(lab: Lab) -> None:
     assert lab.pool.ssh("gb300a", "nvidia-imex-ctl -N").stdout.count(" - READY ") == 2
 
 
+def test_an_imex_daemon_that_dies_is_reported_with_its_log(lab: Lab) -> None:
+    pair = ["gb300a", "gb300b"]
+    reconfigure = {"nvidia_driver_imex_reconfigure": True}
+    # the unit starts; its daemon says why it cannot run and exits
+    dying = "#!/bin/sh\necho 'IMEX: cannot bind port 50000' >&2\nexit 1\n"
+    lab.pool.ssh("gb300a", f"cp -p /usr/bin/nvidia-imex /root/imex.keep && printf '%s' \"{dying}\" > /usr/bin/nvidia-imex")
+    try:
+        run = lab.play(pair, "nvidia_driver", extravars={**reconfigure, "nvidia_driver_imex_ready_timeout": 4})
+    finally:
+        lab.pool.ssh("gb300a", "mv /root/imex.keep /usr/bin/nvidia-imex")
+    assert not run.ok
+    assert {f.host for f in run.result.failures} == {"gb300a"}, run.explain()
+    [failure] = [f for f in run.result.failures if f.task == "IMEX domain is up with every node ready"]
+    assert "the IMEX domain is not UP with 2 nodes READY after 4 s" in failure.message
+    assert "Connection to IMEX daemon failed" in failure.message  # what nvidia-imex-ctl said
+    assert "IMEX: cannot bind port 50000" in failure.message  # what the daemon said, from its log
+    again = lab.play(pair, "nvidia_driver", extravars=reconfigure)
+    assert again.ok, again.explain()
+
+
 @pytest.mark.parametrize(
     ("extravars", "message"),
     [
