@@ -13,11 +13,18 @@ from collections.abc import Sequence
 from typing import Any
 
 from flashfleet.bringup.host_vars import HostVars
-from flashfleet.catalog import DFLASH2_DRAFT, hardware_catalog
+from flashfleet.catalog import DFLASH2_DRAFT, download_client, hardware_catalog
 from flashfleet.planning import StackPlan
 from flashfleet.stack.image import TRANSFORMERS_PIN
 
 HUGEPAGE_ENV = "MC_STORE_USE_HUGEPAGE"  # Mooncake's switch in a serving container's environment
+
+
+def weights_client_facts() -> dict[str, Any]:
+    """``flashfleet_weights_client``: the catalog's download client, as the host is told it."""
+    client = download_client()
+    return {"hub_version": client.hub_version, "revision": client.revision, "max_workers": client.max_workers}
+
 
 GPU_MODEL = {"gb300": "GB300", "h200": "H200", "mi355x": "MI355X"}
 
@@ -84,6 +91,7 @@ def host_vars(
             # showed them, existing hosts' as the stack lists them.
             flashfleet_host_keys=keys or None,
             flashfleet_weights_prestaged=spec.weights.prestaged,
+            flashfleet_weights_client=weights_client_facts(),
         )
     )
     return hvars.inventory_vars()

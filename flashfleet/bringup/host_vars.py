@@ -92,6 +92,16 @@ class DerivedImage(BaseModel):
     release: str  # the SGLang release of its base (image.version, e.g. v0.5.23; the spec checks it)
 
 
+class WeightsClient(BaseModel):
+    """The weights download client: what model_weights installs and how it runs `hf download`."""
+
+    model_config = _STRICT
+
+    hub_version: str  # huggingface_hub release (flashfleet/catalog/downloads.toml, shared with Kubernetes)
+    revision: str
+    max_workers: int
+
+
 def _driver_profile(value: Any) -> Any:
     # The catalog's own dataclass, read back from the inventory's mapping.
     if isinstance(value, dict):
@@ -140,6 +150,10 @@ class HostVars(BaseModel):
         "`fabricmanager`, `imex`); null on AMD",
     )
     flashfleet_model_cache_dir: str = Field(description="host directory of the shared Hugging Face cache")
+    flashfleet_weights_client: WeightsClient = Field(
+        description="the weights download client (`hub_version`, `revision`, `max_workers`): the "
+        "catalog's one pin, which Kubernetes download containers install too"
+    )
     flashfleet_mooncake: bool = Field(description="the stack uses the Mooncake L3 tier")
     flashfleet_processes: list[Launch] = Field(
         description="container launches of this node (`flashfleet.launch`), in start order, each with "

@@ -52,6 +52,17 @@ class Hardware:
 
 
 @dataclass(frozen=True)
+class DownloadClient:
+    """The weights download client (huggingface_hub's ``hf download``) and the Kubernetes images."""
+
+    hub_version: str
+    revision: str
+    max_workers: int
+    download_image: str
+    pause_image: str
+
+
+@dataclass(frozen=True)
 class BadgeEntry:
     hardware: str
     strategy: str
@@ -125,3 +136,17 @@ def badge_catalog() -> tuple[tuple[BadgeEntry, ...], tuple[BadgeEntry, ...]]:
 def bringup_catalog() -> dict[str, Any]:
     """Transfer sizes (with sources), per-source defaults and the phase schedule of a bring-up."""
     return _load("bringup.toml")
+
+
+@cache
+def download_client() -> DownloadClient:
+    """The client release and arguments every weights download uses, hosts and clusters alike."""
+    raw = _load("downloads.toml")
+    client, kube = raw["client"], raw["kubernetes"]
+    return DownloadClient(
+        hub_version=client["huggingface_hub"],
+        revision=client["revision"],
+        max_workers=int(client["max_workers"]),
+        download_image=kube["download_image"],
+        pause_image=kube["pause_image"],
+    )

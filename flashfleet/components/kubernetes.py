@@ -53,11 +53,16 @@ _FACTORIES: dict[str, _Factory] = {
     "Service": _typed(k8s.core.v1.Service),
     "Deployment": _typed(k8s.apps.v1.Deployment),
     "StatefulSet": _typed(k8s.apps.v1.StatefulSet),
+    "DaemonSet": _typed(k8s.apps.v1.DaemonSet),
     "Job": _typed(k8s.batch.v1.Job),
     "ResourceClaimTemplate": _typed(k8s.resource.v1.ResourceClaimTemplate),
     "LeaderWorkerSet": _custom,
 }
 _AWAITED = {"Deployment", "StatefulSet", "Job"}
+# The pre-pull DaemonSet only saves time: `up` never waits for it (nor for a pool node that cannot
+# take its pod), and nothing depends on it. A server pulls its image itself if it must.
+_NOT_AWAITED = {"DaemonSet"}
+SKIP_AWAIT = "pulumi.com/skipAwait"
 
 
 @dataclass(frozen=True)
@@ -130,6 +135,9 @@ class KubernetesCluster(pulumi.ComponentResource):
 
     def _create(self, name: str, obj: dict[str, Any], opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
         kind, object_name = obj["kind"], obj["metadata"]["name"]
+        if kind in _NOT_AWAITED:
+            annotations = {**obj["metadata"].get("annotations", {}), SKIP_AWAIT: "true"}
+            obj = {**obj, "metadata": {**obj["metadata"], "annotations": annotations}}
         resource = _FACTORIES[kind](f"{name}-{kind.lower()}-{object_name}", obj, opts)
         self.resources[f"{kind}/{object_name}"] = resource
         return resource

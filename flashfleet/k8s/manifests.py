@@ -13,7 +13,7 @@ from typing import Any
 
 from flashfleet.catalog import hardware_catalog
 from flashfleet.k8s import mooncake as mc
-from flashfleet.k8s import names, weights
+from flashfleet.k8s import names, prepull, weights
 from flashfleet.k8s.containers import CACHE_VOLUME, MOONCAKE_VOLUME, PodResources
 from flashfleet.k8s.errors import KubernetesRenderError
 from flashfleet.k8s.workloads import (
@@ -104,7 +104,10 @@ def plan_kubernetes(
         )
     if isinstance(source.model_cache, PvcCache):
         objects.append(_claim(stack, ns, source.model_cache))
-    downloads = weights.download_containers(recipe, image, secret)
+    # Created beside the download, never after it: see flashfleet/k8s/prepull.py.
+    serving_images = sorted({launch.image for launch in launches})
+    objects.append(prepull.pre_pull(stack, ns, serving_images, source.pause_image, placement))
+    downloads = weights.downloads(recipe, source.download_image, secret)
     job_name = None
     if l3:
         assert mooncake is not None
@@ -116,13 +119,15 @@ def plan_kubernetes(
                 job_name,
                 ns,
                 names.labels(stack, "weights"),
-                containers=downloads,
+                downloads=downloads,
                 cache_volume=cache_volume,
                 placement=placement,
             )
         )
 
     volumes = [cache_volume]
+    if not shared_cache:
+        volumes.append(downloads.client_volume)
     if l3:
         volumes.append(
             {
@@ -141,7 +146,7 @@ def plan_kubernetes(
     shape = PodShape(
         placement=placement,
         volumes=volumes,
-        init_downloads=[] if shared_cache else downloads,
+        init_downloads=[] if shared_cache else [downloads.install, *downloads.containers],
         gpu_claim_template=claim_template,
     )
     res = PodResources(

@@ -69,6 +69,11 @@ def weights_job(stack: str) -> str:
     return f"{stack}-weights"
 
 
+def pre_pull(stack: str) -> str:
+    """The DaemonSet that pulls the serving image on the serving nodes during the download."""
+    return f"{stack}-prepull"
+
+
 def model_cache_claim(stack: str) -> str:
     return f"{stack}-model-cache"
 

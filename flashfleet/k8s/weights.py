@@ -4,19 +4,42 @@ With a ReadWriteMany claim one Job fills the shared cache and the servers are cr
 completes, so no server pulls several hundred GB itself. A host path or a ReadWriteOnce claim is
 local to a node: there each server pod downloads into it in an init container, before its model
 processes start (``hf download`` skips files the cache already has).
+
+The downloads run on the source's small ``downloadImage``, never on the serving image: an init
+container's image is pulled when the container starts, so a download on the serving image would
+wait for the whole serving-image pull (75 GB for ROCm). A first init container installs the
+pinned huggingface_hub release (the catalog's, which hosts install too) into a pod-local
+directory with pip; each download then runs its ``hf`` with the host role's arguments. Both are
+argv lists: no shell, and a repository name is one argv word.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from flashfleet.catalog import DFLASH2_DRAFT
+from flashfleet.catalog import DFLASH2_DRAFT, download_client
 from flashfleet.k8s.containers import CACHE_VOLUME
 from flashfleet.launch import CONTAINER_HF_CACHE, SECRET_ENV_NAMES
 from flashfleet.recipes import Recipe
 
-# huggingface_hub's CLI, in the SGLang images (huggingface_hub 1.x comes with Transformers 5).
-HF_DOWNLOAD = ("hf", "download")
+CLIENT_VOLUME = "hf-client"
+CLIENT_DIR = "/opt/flashfleet/hf-client"  # pip --target: packages here, console scripts in bin/
+CLIENT_CONTAINER = "weights-client"
+# The servers read HF_HOME's hub/ (the default cache): the downloads write exactly there.
+HUB_DIR = f"{CONTAINER_HF_CACHE}/hub"
+# As the host role runs it: no telemetry, no progress bars in the logs.
+_QUIET = {"HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+
+
+@dataclass(frozen=True)
+class Downloads:
+    """What a pod that downloads needs: the client install, one download per repository, and
+    the pod-local volume between them."""
+
+    install: dict[str, Any]  # an init container: before every download
+    containers: list[dict[str, Any]]
+    client_volume: dict[str, Any]
 
 
 def repositories(recipe: Recipe) -> list[str]:
@@ -31,22 +54,72 @@ def _slug(repo: str) -> str:
     return repo.lower().replace("/", "-").replace(".", "-").replace("_", "-")[:50].strip("-")
 
 
-def download_containers(recipe: Recipe, image: str, secret_name: str) -> list[dict[str, Any]]:
-    env = [
-        {"name": name, "valueFrom": {"secretKeyRef": {"name": secret_name, "key": name, "optional": True}}}
-        for name in SECRET_ENV_NAMES
-    ]
+def download_argv(repo: str) -> list[str]:
+    """``hf download`` as roles/model_weights/tasks/start.yml runs it, from the same catalog facts."""
+    client = download_client()
     return [
+        "python",  # the console script's own shebang is the image's Python anyway
+        f"{CLIENT_DIR}/bin/hf",
+        "download",
+        repo,
+        "--revision",
+        client.revision,
+        "--cache-dir",
+        HUB_DIR,
+        "--max-workers",
+        str(client.max_workers),
+    ]
+
+
+def install_argv() -> list[str]:
+    return [
+        "python",
+        "-m",
+        "pip",
+        "install",
+        "--no-cache-dir",
+        "--disable-pip-version-check",
+        "--target",
+        CLIENT_DIR,
+        f"huggingface_hub=={download_client().hub_version}",
+    ]
+
+
+def downloads(recipe: Recipe, image: str, secret_name: str) -> Downloads:
+    """The download containers on ``image`` (the source's downloadImage)."""
+    client_mount = {"name": CLIENT_VOLUME, "mountPath": CLIENT_DIR}
+    env: list[dict[str, Any]] = [
+        {"name": "PYTHONPATH", "value": CLIENT_DIR},
+        *({"name": k, "value": v} for k, v in _QUIET.items()),
+        # The token only as a reference to the stack's Secret (optional: ungated repositories
+        # download anonymously).
+        *(
+            {
+                "name": name,
+                "valueFrom": {"secretKeyRef": {"name": secret_name, "key": name, "optional": True}},
+            }
+            for name in SECRET_ENV_NAMES
+        ),
+    ]
+    install = {
+        "name": CLIENT_CONTAINER,
+        "image": image,
+        "imagePullPolicy": "IfNotPresent",
+        "command": install_argv(),
+        "volumeMounts": [client_mount],
+    }
+    containers = [
         {
             "name": f"weights-{_slug(repo)}"[:63].rstrip("-"),
             "image": image,
             "imagePullPolicy": "IfNotPresent",
-            "command": [*HF_DOWNLOAD, repo],
+            "command": download_argv(repo),
             "env": env,
-            "volumeMounts": [{"name": CACHE_VOLUME, "mountPath": CONTAINER_HF_CACHE}],
+            "volumeMounts": [{"name": CACHE_VOLUME, "mountPath": CONTAINER_HF_CACHE}, client_mount],
         }
         for repo in repositories(recipe)
     ]
+    return Downloads(install, containers, {"name": CLIENT_VOLUME, "emptyDir": {}})
 
 
 def download_job(
@@ -54,11 +127,11 @@ def download_job(
     namespace: str,
     job_labels: dict[str, str],
     *,
-    containers: list[dict[str, Any]],
+    downloads: Downloads,
     cache_volume: dict[str, Any],
     placement: dict[str, Any],
 ) -> dict[str, Any]:
-    """A Job whose containers download one repository each, side by side."""
+    """A Job whose containers download one repository each, side by side, after the client install."""
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -69,8 +142,9 @@ def download_job(
                 "metadata": {"labels": job_labels},
                 "spec": {
                     "restartPolicy": "OnFailure",
-                    "containers": containers,
-                    "volumes": [cache_volume],
+                    "initContainers": [downloads.install],
+                    "containers": downloads.containers,
+                    "volumes": [cache_volume, downloads.client_volume],
                     **placement,
                 },
             },

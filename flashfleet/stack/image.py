@@ -12,7 +12,6 @@ from flashfleet.stack import safe_values
 
 DERIVED_REPOSITORY = "flashfleet/sglang"
 TRANSFORMERS_PIN = "5.17.0"  # installed in the derived image: GLM-5.3-Flash's multimodal processor
-_FLOATING = re.compile(r"(^|[-_.])(latest|dev|nightly|main)($|[-_.])")
 
 
 class ImageSpec(BaseModel):
@@ -55,7 +54,7 @@ class ImageSpec(BaseModel):
     @model_validator(mode="after")
     def _pinned(self) -> ImageSpec:
         if self.tag is not None:
-            if _FLOATING.search(self.tag):
+            if safe_values.FLOATING_TAG.search(self.tag):
                 raise ValueError(f"tag {self.tag!r} floats; pin a release tag")
             if not self.tag.startswith(self.version):
                 raise ValueError(f"tag {self.tag!r} must start with the version {self.version}")

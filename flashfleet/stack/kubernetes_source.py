@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StrictInt, field_validator, model_validator
 
-from flashfleet.catalog import hardware_catalog
+from flashfleet.catalog import download_client, hardware_catalog
 from flashfleet.stack import safe_values
 from flashfleet.stack.strict import Strict
 
@@ -157,6 +157,11 @@ class KubernetesSource(Strict):
     # one LeaderWorkerSet; without it, as one StatefulSet per rank behind a headless Service.
     leader_worker_set: bool = False
     service_type: Literal["ClusterIP", "LoadBalancer"] = "ClusterIP"
+    # The weights download runs on an image of its own, not the serving image, so it starts
+    # while the nodes still pull the serving image (flashfleet/catalog/downloads.toml pins both
+    # defaults; a cluster behind a mirror names its copies here).
+    download_image: str = Field(default_factory=lambda: download_client().download_image)
+    pause_image: str = Field(default_factory=lambda: download_client().pause_image)
 
     @field_validator("namespace")
     @classmethod
@@ -164,6 +169,11 @@ class KubernetesSource(Strict):
         if not _DNS_LABEL.fullmatch(value):
             raise ValueError("must be a DNS label: lowercase letters, digits and '-'")
         return value
+
+    @field_validator("download_image", "pause_image")
+    @classmethod
+    def _pinned(cls, value: str) -> str:
+        return safe_values.pinned_image(value)
 
     @field_validator("node_pools")
     @classmethod

@@ -136,6 +136,10 @@ _HOST_LABEL = r"[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?"
 _REGISTRY = re.compile(rf"^{_HOST_LABEL}(?:\.{_HOST_LABEL})*(?::[0-9]+)?$")
 _COMPONENT = re.compile(r"^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$")
 _TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$")
+# A tag that names whatever was pushed last, not one build.
+FLOATING_TAG = re.compile(r"(^|[-_.])(latest|dev|nightly|main)($|[-_.])")
+_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
+PINNED_IMAGE_RULE = "a pinned image: repository:tag (a release, not latest), @sha256:<64 hex>, or both"
 
 
 def image_repository(value: str) -> str:
@@ -152,6 +156,26 @@ def image_tag(value: str) -> str:
     if not _TAG.fullmatch(value):
         # at most 100: the derived image's tag adds a suffix within Docker's 128
         raise ValueError(f"{value!r} is not an image tag (letters, digits, _ . -; at most 100)")
+    return value
+
+
+def pinned_image(value: str) -> str:
+    """A whole image reference a node pulls as it is (``repo:tag``, ``repo@sha256:...``, or both)."""
+    name, _, digest = value.partition("@")
+    # the tag follows the last ':' after the last '/' (a registry port is before a '/')
+    slash = name.rfind("/")
+    colon = name.rfind(":")
+    repo, tag = (name[:colon], name[colon + 1 :]) if colon > slash else (name, "")
+    try:
+        image_repository(repo)
+        if tag:
+            image_tag(tag)
+    except ValueError:
+        raise ValueError(f"{value!r} is not {PINNED_IMAGE_RULE}") from None
+    if digest and not _DIGEST.fullmatch(digest):
+        raise ValueError(f"{value!r}: the digest must be sha256:<64 lowercase hex>")
+    if not digest and (not tag or FLOATING_TAG.search(tag)):
+        raise ValueError(f"{value!r} floats: use {PINNED_IMAGE_RULE}")
     return value
 
 

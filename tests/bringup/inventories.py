@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from flashfleet.inventory import weights_client_facts
+
 TOKEN = "hf_bringupTESTtoken0123456789abcdefXYZ"
 PROJECT = Path(__file__).parent / "project"
 
@@ -27,6 +29,7 @@ def facts(stack: str, index: int, cache_dir: Path, argv: list[str] | None = None
         "flashfleet_draft_model": None,
         "flashfleet_image": "lmsysorg/sglang:v0.5.23",
         "flashfleet_model_cache_dir": str(cache_dir),
+        "flashfleet_weights_client": weights_client_facts(),
         "flashfleet_mooncake": False,
         "flashfleet_processes": [
             launch(argv or ["sglang", "serve", "--model-path", "zai-org/GLM-5.3-Flash"])

@@ -108,3 +108,38 @@ def test_the_driver_profile_comes_from_the_catalog() -> None:
     mapped = _role_vars("prepare.yml", "nvidia_driver")
     for arg in ("branch", "version", "open_kernel_modules", "fabricmanager", "imex"):
         assert mapped[f"nvidia_driver_{arg}"] == f"{{{{ _driver.{arg} }}}}"
+
+
+def test_the_download_client_is_the_catalogs_on_hosts_and_on_clusters() -> None:
+    # One pin (flashfleet/catalog/downloads.toml): prepare.yml maps it onto model_weights from the
+    # inventory, the role's own defaults agree with it, and the Kubernetes downloads run it.
+    from flashfleet.catalog import download_client
+    from flashfleet.k8s.weights import download_argv, install_argv
+
+    client = download_client()
+    defaults = yaml.safe_load((ROOT / "roles/model_weights/defaults/main.yml").read_text())
+    assert (
+        defaults["model_weights_hub_version"],
+        defaults["model_weights_revision"],
+        defaults["model_weights_max_workers"],
+    ) == (client.hub_version, client.revision, client.max_workers)
+    plays = yaml.safe_load((ROOT / "playbooks/prepare.yml").read_text())
+    mapped = {}
+    for play in plays:
+        for task in play.get("tasks", []):
+            if task.get("ansible.builtin.import_role", {}).get("name") == "model_weights":
+                mapped.update(task.get("vars", {}))
+    assert mapped["model_weights_hub_version"] == "{{ flashfleet_weights_client.hub_version }}"
+    assert mapped["model_weights_revision"] == "{{ flashfleet_weights_client.revision }}"
+    assert mapped["model_weights_max_workers"] == "{{ flashfleet_weights_client.max_workers }}"
+    hosts = build_inventory(load_stack(HOST_STACKS[0]), ["198.51.100.1"], ["10.0.0.1"])
+    (facts,) = [h["flashfleet_weights_client"] for h in hosts["all"]["hosts"].values()][:1]
+    assert facts == {
+        "hub_version": client.hub_version,
+        "revision": client.revision,
+        "max_workers": client.max_workers,
+    }
+    assert install_argv()[-1] == f"huggingface_hub=={client.hub_version}"
+    argv = download_argv("org/repo")
+    assert argv[argv.index("--revision") + 1] == client.revision
+    assert argv[argv.index("--max-workers") + 1] == str(client.max_workers)

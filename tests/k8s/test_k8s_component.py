@@ -115,6 +115,7 @@ def _serve(d: Deployed) -> Registered:
     return serve
 
 
+MI355X_REPO = "OneNexus/GLM-5.3-Flash-MXFP4"
 CASES = [GB300_LOWLAT, MI355X_AGENTX, GB300_PD, H200_L3]
 
 
@@ -158,6 +159,7 @@ def test_gb300_low_latency_resources() -> None:
             "kubernetes:core/v1:Namespace": 1,
             "kubernetes:core/v1:PersistentVolumeClaim": 1,
             "kubernetes:batch/v1:Job": 1,
+            "kubernetes:apps/v1:DaemonSet": 1,
             DEPLOYMENT: 1,
             "kubernetes:core/v1:Service": 1,
             SECRET: 1,
@@ -190,7 +192,10 @@ def test_mi355x_agentx_resources() -> None:
     assert pod["nodeSelector"] == {"amd.com/gpu.product-name": "AMD_Instinct_MI355X"}
     assert pod["tolerations"] == [{"key": "amd.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
     assert next(v for v in pod["volumes"] if v["name"] == "dshm")["emptyDir"]["sizeLimit"] == "16Gi"
-    assert [c["command"][:2] for c in pod["initContainers"]] == [["hf", "download"]]
+    assert [c["command"][2:4] for c in pod["initContainers"]] == [
+        ["pip", "install"],
+        ["download", MI355X_REPO],
+    ]
     assert d.mocks.of_type("kubernetes:batch/v1:Job") == []
 
 
@@ -216,6 +221,39 @@ def test_l3_mooncake_objects() -> None:
         '"master_server_address": "h200-l3-mooncake.glm.svc:50051"'
         in config_map.inputs["data"]["mooncake.json"]
     )
+
+
+@pytest.mark.parametrize("case", [GB300_LOWLAT, MI355X_AGENTX], ids=["ReadWriteMany Job", "hostPath init"])
+def test_the_pre_pull_starts_with_the_download_and_nothing_waits_for_it(
+    case: Case, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    depends: dict[str, list[str]] = {}
+    create = KubernetesCluster._create
+
+    def recording(
+        self: KubernetesCluster, name: str, obj: dict[str, Any], opts: pulumi.ResourceOptions
+    ) -> Any:
+        made = {id(r): key for key, r in self.resources.items()}
+        depends[f"{obj['kind']}/{obj['metadata']['name']}"] = [
+            made[id(d)] for d in (opts.depends_on or []) if id(d) in made
+        ]
+        return create(self, name, obj, opts)
+
+    monkeypatch.setattr(KubernetesCluster, "_create", recording)
+    d = deploy(case)
+    (ds,) = d.mocks.of_type("kubernetes:apps/v1:DaemonSet")
+    # `up` does not wait for every pool node to pull: the servers wait for what they need
+    assert ds.inputs["metadata"]["annotations"] == {"pulumi.com/skipAwait": "true"}
+    prepull = f"DaemonSet/{ds.inputs['metadata']['name']}"
+    assert all(dep.startswith("Namespace/") for dep in depends[prepull])  # not after the Job
+    assert all(prepull not in deps for deps in depends.values())
+    serve = f"Deployment/{case.stack}-serve"
+    jobs = [key for key in depends if key.startswith("Job/")]
+    assert [dep for dep in depends[serve] if dep.startswith("Job/")] == jobs  # the Job still first
+    # torn down with the stack: a child of the component, labelled as flashfleet's
+    assert ds.inputs["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "flashfleet"
+    assert ds.inputs["metadata"]["labels"]["app.kubernetes.io/instance"] == case.stack
+    assert d.cluster.resources[prepull] is not None
 
 
 def test_no_token_no_secret() -> None:

@@ -22,7 +22,7 @@ from k8s_cases import (
     source,
 )
 
-from flashfleet.catalog import DFLASH2_DRAFT
+from flashfleet.catalog import DFLASH2_DRAFT, download_client
 from flashfleet.k8s import KubernetesRenderError, plan_kubernetes
 from flashfleet.k8s.containers import MOONCAKE_HOSTNAME_ENV
 from flashfleet.launch import LaunchSettings
@@ -38,6 +38,24 @@ SERVE_CASES = [
     GB300_ENCODER,
     H200_DFLASH2,
 ]
+
+
+def download_argv(repo: str) -> list[str]:
+    """`hf download` with the host role's arguments, from the catalog's client (written out here,
+    so a change of the renderer's argv shows)."""
+    client = download_client()
+    return [
+        "python",
+        "/opt/flashfleet/hf-client/bin/hf",
+        "download",
+        repo,
+        "--revision",
+        client.revision,
+        "--cache-dir",
+        "/root/.cache/huggingface/hub",
+        "--max-workers",
+        str(client.max_workers),
+    ]
 
 
 def _workload_containers(case: Case) -> dict[str, dict[str, Any]]:
@@ -86,7 +104,10 @@ def test_token_only_by_secret_reference(case: Case) -> None:
         for pod in pod_specs(obj):
             for c in containers(pod).values():
                 refs = [e for e in c.get("env", []) if e["name"] == "HF_TOKEN"]
-                if c["name"] in ("router", "mooncake-master"):  # no model, no token
+                # no model, no token: the router, the master, the client install, the pre-pull
+                if c["name"] in ("router", "mooncake-master", "weights-client", "pause") or c[
+                    "name"
+                ].startswith("pull-"):
                     assert refs == []
                     continue
                 assert refs == [
@@ -104,6 +125,7 @@ def test_gb300_low_latency() -> None:
     assert [o["kind"] for o in plan.objects] == [
         "Namespace",
         "PersistentVolumeClaim",
+        "DaemonSet",
         "Job",
         "Deployment",
         "Service",
@@ -129,7 +151,7 @@ def test_gb300_low_latency() -> None:
     assert "initContainers" not in pod
     (job,) = objects_of(plan, "Job")
     jobs = job["spec"]["template"]["spec"]["containers"]
-    assert [c["command"] for c in jobs] == [["hf", "download", "zai-org/GLM-5.3-Flash"]]
+    assert [c["command"] for c in jobs] == [download_argv("zai-org/GLM-5.3-Flash")]
     (claim,) = objects_of(plan, "PersistentVolumeClaim")
     assert claim["spec"] == {
         "accessModes": ["ReadWriteMany"],
@@ -166,9 +188,11 @@ def test_mi355x_agentx() -> None:
     assert volumes["dshm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "16Gi"}
     assert volumes["model-cache"]["hostPath"] == {"path": "/mnt/nvme/hf-cache", "type": "DirectoryOrCreate"}
     # A host path is per node: the pod fills it before the server starts, and there is no Job.
-    (download,) = pod["initContainers"]
-    assert download["command"] == ["hf", "download", "OneNexus/GLM-5.3-Flash-MXFP4"]
+    install, download = pod["initContainers"]
+    assert install["name"] == "weights-client"
+    assert download["command"] == download_argv("OneNexus/GLM-5.3-Flash-MXFP4")
     assert "restartPolicy" not in download
+    assert volumes["hf-client"] == {"name": "hf-client", "emptyDir": {}}
     assert objects_of(plan, "Job") == []
     assert objects_of(plan, "PersistentVolumeClaim") == []
     assert plan.weights_job is None
@@ -231,6 +255,7 @@ def test_l3_mooncake_objects_and_leader_worker_set() -> None:
     assert kinds == [
         "Namespace",
         "PersistentVolumeClaim",
+        "DaemonSet",
         "ConfigMap",
         "Deployment",
         "Service",
@@ -328,7 +353,7 @@ def test_dflash2_draft_downloaded_beside_the_target() -> None:
     plan = H200_DFLASH2.plan()
     (job,) = objects_of(plan, "Job")
     commands = [c["command"] for c in job["spec"]["template"]["spec"]["containers"]]
-    assert commands == [["hf", "download", "zai-org/GLM-5.3-Flash"], ["hf", "download", DFLASH2_DRAFT]]
+    assert commands == [download_argv("zai-org/GLM-5.3-Flash"), download_argv(DFLASH2_DRAFT)]
 
 
 def test_read_write_once_cache_downloads_in_the_pod() -> None:
@@ -337,7 +362,7 @@ def test_read_write_once_cache_downloads_in_the_pod() -> None:
     plan = case.plan()
     assert objects_of(plan, "Job") == []
     pod = objects_of(plan, "Deployment")[0]["spec"]["template"]["spec"]
-    assert [c["name"] for c in pod["initContainers"]] == ["weights-zai-org-glm-5-3-flash"]
+    assert [c["name"] for c in pod["initContainers"]] == ["weights-client", "weights-zai-org-glm-5-3-flash"]
 
 
 def test_read_write_once_cache_refused_for_several_nodes() -> None:

@@ -10,11 +10,11 @@ from k8s_cases import POOLS, containers, pod_specs, source
 from k8s_schema import validate
 from pydantic import ValidationError
 
-from flashfleet.catalog import hardware_catalog
+from flashfleet.catalog import download_client, hardware_catalog
 from flashfleet.k8s import plan_kubernetes
 from flashfleet.k8s.containers import MOONCAKE_HOSTNAME_ENV
 from flashfleet.planning import load_stack
-from flashfleet.stack import list_stacks
+from flashfleet.stack import list_stacks, safe_values
 from flashfleet.stack.kubernetes_source import HostPathCache, KubernetesSource, PvcCache
 
 
@@ -100,3 +100,45 @@ def test_every_catalog_stack_on_kubernetes(stack: str) -> None:
         names = [e["name"] for e in c["env"]]
         extra = [MOONCAKE_HOSTNAME_ENV] if b.spec.mooncake else []
         assert names == [*launch.env, *launch.secret_env_names, *extra]
+
+
+def test_download_and_pause_images_default_to_the_catalogs_pins() -> None:
+    src = source()
+    client = download_client()
+    assert (src.download_image, src.pause_image) == (client.download_image, client.pause_image)
+    # the catalog's own values pass the rule a stack's would
+    for image in (client.download_image, client.pause_image):
+        assert safe_values.pinned_image(image) == image
+
+
+@pytest.mark.parametrize(
+    "image",
+    [
+        "python:3.12.12-slim-bookworm",
+        "mirror.example.com:5000/library/python:3.12.12-slim",
+        "python@sha256:" + "a" * 64,
+        "python:3.12-slim@sha256:" + "0" * 64,
+    ],
+)
+def test_pinned_download_images_are_accepted(image: str) -> None:
+    assert source(downloadImage=image).download_image == image
+
+
+@pytest.mark.parametrize(
+    ("field", "image", "rule"),
+    [
+        ("downloadImage", "python", "floats"),
+        ("downloadImage", "python:latest", "floats"),
+        ("downloadImage", "mirror.example.com:5000/python", "floats"),
+        ("downloadImage", "python:3.12@sha256:abc", "digest"),
+        ("downloadImage", "Python:3.12", "not a pinned image"),
+        ("downloadImage", "python:3.12; rm -rf /", "not a pinned image"),
+        ("pauseImage", "registry.k8s.io/pause", "floats"),
+    ],
+)
+def test_floating_or_malformed_images_are_refused(field: str, image: str, rule: str) -> None:
+    with pytest.raises(ValidationError) as err:
+        source(**{field: image})
+    (error,) = err.value.errors()
+    assert error["loc"] == (field,)
+    assert rule in error["msg"]

@@ -8,6 +8,7 @@ from typing import Any
 from hosts.harness import HostSpec
 
 from flashfleet.catalog import hardware_catalog
+from flashfleet.inventory import weights_client_facts
 from flashfleet.stack.image import TRANSFORMERS_PIN, ImageSpec
 
 H200 = {"vendor": "nvidia", "gpus": [{"name": "NVIDIA H200", "memory_mib": 143771}] * 8}
@@ -70,6 +71,7 @@ def facts(hardware: str, index: int = 0, **overrides: Any) -> dict[str, Any]:
         "flashfleet_image_derived": derived_facts(hardware),
         "flashfleet_driver": asdict(driver) if (driver := hardware_catalog()[hardware].driver) else None,
         "flashfleet_model_cache_dir": "/var/lib/flashfleet/hf",
+        "flashfleet_weights_client": weights_client_facts(),
         "flashfleet_mooncake": False,
         "flashfleet_processes": [],
         **overrides,

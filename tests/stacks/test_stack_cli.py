@@ -63,10 +63,18 @@ def test_plan_text_of_a_kubernetes_stack_shows_workloads(capsys: pytest.CaptureF
     assert "docker run" not in out
     assert "endpoint http://mi355x-k8s.glm.svc:30000/v1" in out
     assert "k8s      context mi355x-cluster, namespace glm (created), Service ClusterIP" in out
-    assert "objects Namespace/glm, Deployment/mi355x-k8s-serve, Service/mi355x-k8s" in out
+    assert (
+        "objects Namespace/glm, DaemonSet/mi355x-k8s-prepull, Deployment/mi355x-k8s-serve, Service/mi355x-k8s"
+        in out
+    )
     assert "Deployment mi355x-k8s-serve (serves the model):" in out
-    assert "# init weights-zai-org-glm-5-3-flash: image lmsysorg/sglang:v0.5.23-rocm720-mi35x" in out
-    assert "  hf download zai-org/GLM-5.3-Flash\n" in out
+    # the download runs on the small download image, not the serving image
+    assert "# init weights-zai-org-glm-5-3-flash: image python:3.12.12-slim-bookworm" in out
+    assert "  python -m pip install \\\n" in out
+    assert (
+        "python /opt/flashfleet/hf-client/bin/hf download zai-org/GLM-5.3-Flash \\\n    --revision main"
+        in out
+    )
     assert "# main server: image lmsysorg/sglang:v0.5.23-rocm720-mi35x, limits amd.com/gpu=4" in out
     assert "    sglang serve \\\n    --model-path zai-org/GLM-5.3-Flash" in out
     assert "\nnode 0 " not in out, "no host sections"

@@ -114,8 +114,22 @@ def test_derived_image_on_hosts_is_still_fine() -> None:
             f"{S}.nodes.source.nodePools.rdmaResources",
             "RDMA device-plugin resource",
         ),
+        (
+            "mi355x-k8s",
+            lambda d: src(d).update(downloadImage="python:latest"),
+            f"{S}.nodes.source.downloadImage",
+            "floats",
+        ),
     ],
-    ids=["no pool for the hardware", "unknown key", "namespace", "cache path", "RWO claim", "no RDMA"],
+    ids=[
+        "no pool for the hardware",
+        "unknown key",
+        "namespace",
+        "cache path",
+        "RWO claim",
+        "no RDMA",
+        "floating download image",
+    ],
 )
 def test_kubernetes_problems_name_the_yaml_path(
     write_stack: WriteStack, base: str, change: Callable[[Doc], None], path: str, fragment: str
@@ -157,3 +171,13 @@ def test_validate_reports_kubernetes_errors_with_their_path(
     err = capsys.readouterr().err
     assert f"FAIL stack broken: {S}.nodes.source.nodePools: no node pool for mi355x" in err
     assert "[rule: kubernetes]" in err
+
+
+def test_validate_names_the_download_image_field_and_its_rule(
+    write_stack: WriteStack, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stacks_dir = write_stack("mi355x-k8s", lambda d: src(d).update(downloadImage="python"))
+    assert main(["validate", "--stacks-dir", str(stacks_dir)]) == 2
+    lines = [line for line in capsys.readouterr().err.splitlines() if "downloadImage" in line]
+    assert len(lines) == 1
+    assert f"FAIL stack broken: {S}.nodes.source.downloadImage: 'python' floats" in lines[0]
