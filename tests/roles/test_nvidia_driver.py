@@ -103,9 +103,14 @@ def test_an_imex_daemon_that_dies_is_reported_with_its_log(lab: Lab) -> None:
     reconfigure = {"nvidia_driver_imex_reconfigure": True}
     # the unit starts; its daemon says why it cannot run and exits
     dying = "#!/bin/sh\necho 'IMEX: cannot bind port 50000' >&2\nexit 1\n"
-    lab.pool.ssh("gb300a", f"cp -p /usr/bin/nvidia-imex /root/imex.keep && printf '%s' \"{dying}\" > /usr/bin/nvidia-imex")
+    lab.pool.ssh(
+        "gb300a",
+        f"cp -p /usr/bin/nvidia-imex /root/imex.keep && printf '%s' \"{dying}\" > /usr/bin/nvidia-imex",
+    )
     try:
-        run = lab.play(pair, "nvidia_driver", extravars={**reconfigure, "nvidia_driver_imex_ready_timeout": 4})
+        run = lab.play(
+            pair, "nvidia_driver", extravars={**reconfigure, "nvidia_driver_imex_ready_timeout": 4}
+        )
     finally:
         lab.pool.ssh("gb300a", "mv /root/imex.keep /usr/bin/nvidia-imex")
     assert not run.ok
