@@ -183,10 +183,9 @@ def watch_for(hostvars: Mapping[str, Any]) -> dict[str, dict[str, list[str]]]:
     watch["sglang_image"] = {"images": [i for i in images if isinstance(i, str) and i]}
     cache = hostvars.get("flashfleet_model_cache_dir")
     if isinstance(cache, str) and cache:
-        watch["model_weights"] = {
-            "files": [f"{cache}/.flashfleet-complete"],
-            "trees": ["/opt/flashfleet/hf-cli"],
-        }
+        # The markers only: the download job installs its client when it has something to
+        # download, so a changed client venv is nothing a re-run would repair.
+        watch["model_weights"] = {"files": [f"{cache}/.flashfleet-complete"]}
     units = [
         f"{p['container_name']}.service"
         for p in hostvars.get("flashfleet_processes") or []

@@ -130,3 +130,12 @@ def test_a_background_job_spans_from_its_start_to_its_wait() -> None:
     start["event_data"]["res"]["results"][0]["finished"] = 1
     assert not [s for s in build_timeline(events).spans if s.background]
     timeline_figure(timeline)  # draws
+
+
+def test_one_background_job_per_node_is_drawn_too() -> None:
+    """model_weights starts one job per node (not a loop): the unlooped result has the same shape."""
+    start = _result("n0", "model_weights", 1, 2)
+    start["event_data"]["res"].update({"ansible_job_id": "j1", "started": True, "finished": False})
+    events = [start, _result("n0", "nvidia_driver", 2, 30), _result("n0", "model_weights", 30, 40)]
+    [bg] = [s for s in build_timeline(events).spans if s.background]
+    assert (bg.phase, bg.start, bg.end) == ("model_weights", 0.0, 39.0)

@@ -44,6 +44,9 @@ class Hub:
     interrupt_once: set[str] = field(default_factory=set)
     # files the Hub lists but cannot serve right now (404), until removed from the set
     unavailable: set[str] = field(default_factory=set)
+    # a misbehaving Hub (or proxy) that quotes the credentials it got in the URL of its error,
+    # which the client then prints: what a redaction must catch
+    quote_token_in_errors: bool = False
     server: ThreadingHTTPServer | None = None
 
     def start(self, address: str) -> str:
@@ -98,6 +101,9 @@ class Hub:
             return self._json(h, 200, tree, {}, body)
         content = repo.files.get(r.group(3)) if r else None
         if content is None or f"{repo_id}/{r.group(3) if r else ''}" in self.unavailable:
+            if self.quote_token_in_errors and "credential=" not in h.path:
+                credential = auth.removeprefix("Bearer ")
+                return self._json(h, 302, {}, {"Location": f"{h.path}?credential={credential}"}, body)
             return self._json(h, 404, {"error": "Entry not found"}, {"X-Error-Code": "EntryNotFound"}, body)
         start = 0
         rng = re.fullmatch(r"bytes=(\d+)-", h.headers.get("Range", ""))

@@ -1,10 +1,15 @@
 """model_weights on a real host against a stand-in Hub, with the real `hf download` client:
 downloaded once into the shared cache, a failed run resumes without refetching complete
-files, a dropped connection is survived, the gated draft needs the token."""
+files, a dropped connection is survived, the gated draft needs the token; the background job
+installs the client after the start play and removes the token file itself."""
 
 from __future__ import annotations
 
 import hashlib
+import json
+import time
+from datetime import datetime
+from typing import Any
 
 import pytest
 from hosts.hub import Request
@@ -16,6 +21,9 @@ from .hardware import DRAFT, MODEL
 
 SHARD = "model-00002-of-00002.safetensors"
 CACHE = "/var/lib/flashfleet/hf/hub"
+VENV = "/opt/flashfleet/hf-cli"
+TOKEN_FILE = "/run/flashfleet/hf-token"
+JOB_TASK = "Start | client and downloads, one background job"
 
 
 def file_gets(lab: Lab, repo: str, name: str) -> list[Request]:
@@ -30,13 +38,24 @@ def test_interrupted_download_resumes_without_refetching(lab: Lab) -> None:
     assert lab.hub.requests == []  # check mode does not download
 
     lab.hub.unavailable.add(f"{MODEL}/{SHARD}")
+    # and the Hub quotes the token in the URL of its error, which the client prints
+    lab.hub.quote_token_in_errors = True
     failed = lab.play(["h200"], "model_weights")
+    lab.hub.quote_token_in_errors = False
     assert not failed.ok
     [failure] = failed.result.failures
-    assert failure.message.startswith(f"hf download {MODEL} failed (rc 1)")
+    assert (failure.role, failure.task) == ("model_weights", "explain a failed download")
+    # one line for the host, naming the repository and the client's reason, the token redacted
+    assert failure.message.startswith(
+        f"hf download {MODEL} failed (rc 1): Error: File not found in model '{MODEL}'. / URL: "
+    ), failure.message
+    assert failure.message.endswith(f"/{SHARD}?credential=hf_***"), failure.message
+    assert "\n" not in failure.message.strip()
+    assert TOKEN not in failed.result.events_log.read_text()
+    assert REDACTED not in failed.result.events_log.read_text()  # never reached Ansible at all
     assert len(file_gets(lab, MODEL, "model-00001-of-00002.safetensors")) == 1
     # the failed background download left no token file behind
-    assert lab.pool.ssh("h200", "test -e /run/flashfleet/hf-token || echo gone").stdout.strip() == "gone"
+    assert lab.pool.ssh("h200", f"test -e {TOKEN_FILE} || echo gone").stdout.strip() == "gone"
 
     lab.hub.unavailable.clear()
     lab.hub.interrupt_once.add(f"{MODEL}/{SHARD}")  # and the connection drops mid-file
@@ -118,3 +137,68 @@ def test_token_stays_out_of_events_at_any_verbosity(
     assert {oct(p.stat().st_mode & 0o777) for p in run_dir.iterdir()} == {"0o600"}
     gone = lab.pool.ssh("h200", "test -e /run/flashfleet/hf-token || echo gone").stdout.strip()
     assert gone == "gone"
+
+
+def _job_started(run: Any) -> tuple[str, float]:
+    """The background job's id and when its start task returned (the start play's last task)."""
+    for line in run.result.events_log.read_text().splitlines():
+        event = json.loads(line)
+        data = event.get("event_data") or {}
+        if event["event"] == "runner_on_ok" and data.get("task") == JOB_TASK:
+            return data["res"]["ansible_job_id"], datetime.fromisoformat(data["end"]).timestamp()
+    raise AssertionError("no background job was started")
+
+
+def _job_result(lab: Lab, jid: str, timeout_s: float = 120) -> dict[str, Any]:
+    """The job's result, as async_wrapper writes it for async_status (polled, as the wait does)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        text = lab.pool.ssh("h200", f"cat /root/.ansible_async/{jid}").stdout
+        result = json.loads(text)
+        if not result.get("started"):  # the module's own result replaced the "started" note
+            return dict(result)
+        time.sleep(1)
+    raise AssertionError(f"job {jid} still running after {timeout_s} s")
+
+
+def test_the_job_installs_the_client_and_removes_the_token_without_the_wait(lab: Lab) -> None:
+    # Issue 17: the client's venv and pip install ran in the start play, so the driver play started
+    # that much later; and a node that failed in a later play never reached the wait, so its token
+    # file stayed in /run until the next prepare. Here the node fails in the driver play (a broken
+    # driver profile), with no client on it and an empty cache.
+    lab.pool.ssh("h200", f"rm -rf {VENV}")
+    cache = "/var/lib/flashfleet/hf-later"
+    broken = {"h200": {"flashfleet_model_cache_dir": cache, "flashfleet_driver": {}}}
+    run = lab.play(["h200"], "model_weights,nvidia_driver", facts_override=broken)
+    assert not run.ok
+    [failure] = run.result.failures
+    assert failure.role == "nvidia_driver", failure
+    phases = {(p.role, p.phase) for p in run.progress if p.host == "h200"}
+    assert ("model_weights", "start") in phases
+    assert ("model_weights", "wait") not in phases  # the wait never ran on this node
+    jid, start_returned = _job_started(run)
+
+    result = _job_result(lab, jid)
+    assert result["rc"] == 0, result
+    report = json.loads(result["stdout"])
+    assert report == {
+        "changed": True,
+        "installed": "huggingface_hub 2.4.0",
+        "downloaded": [MODEL],
+        "failed": [],
+    }
+    # the client was installed by the job, after the start play had returned
+    installed = lab.pool.ssh("h200", f"python3 -c 'import os; print(os.stat(\"{VENV}/bin/hf\").st_mtime)'")
+    assert float(installed.stdout) > start_returned
+    # the job removed the token file when it ended, and marked the download complete itself
+    assert lab.pool.ssh("h200", f"test -e {TOKEN_FILE} || echo gone").stdout.strip() == "gone"
+    marker = lab.pool.ssh("h200", f"cat {cache}/.flashfleet-complete/{MODEL.replace('/', '--')}@main")
+    assert marker.stdout.startswith(f"{cache}/hub/models--zai-org--GLM-5.3-Flash/snapshots/")
+    lab.pool.ssh("h200", f"rm -f /root/.ansible_async/{jid}")  # what the wait would have cleaned
+
+    # the next prepare finds the download complete: changed=0, not a request to the Hub
+    requests = len(lab.hub.requests)
+    assert_no_change(
+        lab.play(["h200"], "model_weights", facts_override={"h200": {"flashfleet_model_cache_dir": cache}})
+    )
+    assert len(lab.hub.requests) == requests

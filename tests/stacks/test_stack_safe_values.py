@@ -137,9 +137,9 @@ def test_system_directories_are_never_a_host_path(value: str) -> None:
         safe_values.host_path(value)
 
 
-@pytest.mark.parametrize("entry", ["install.yml", "remove.yml"])
+@pytest.mark.parametrize("entry", ["start.yml", "remove.yml"])
 def test_the_roles_defence_in_depth_uses_the_same_rule(entry: str) -> None:
-    # model_weights creates and chmods the cache (install) and deletes it (remove, the teardown):
+    # model_weights creates and chmods the cache (start: its job) and deletes it (remove, the teardown):
     # both check the rule, repeated for hand-written inventories, through one task file: never drift
     import yaml
 

@@ -1,0 +1,201 @@
+"""The model_weights background job on a node: the download client, then the downloads.
+
+Runs on the node as root, started by the start entry point with async and poll 0, standard
+library only (Python 3.8+). Reads one JSON request on stdin, and:
+
+1. makes the cache directories and ensures the client (a venv with huggingface_hub at the pinned
+   version, pip's index arguments as given), so the start play does not wait for pip;
+2. runs one `hf download` per repository, side by side; each that succeeds gets its marker of a
+   complete download (the snapshot path), so a node that fails in a later play keeps what it
+   finished and the next prepare does not ask the Hub again;
+3. removes the token file when it ends, whatever the outcome, SIGTERM included: a node that
+   never reaches the wait play keeps the token no longer than its download needs it.
+
+Prints one JSON report on stdout (the wait entry point reads it): `changed` (a client installed
+or a marker written), `installed` (what, or ""), `downloaded`, and `failed`, one line per
+repository naming it and the reason, the token redacted. Exit status 0 when every repository
+downloaded, else 1. The token reaches `hf` only as the file named by HF_TOKEN_PATH: never an
+argument or an environment value of any process here.
+"""
+
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+# A Hugging Face token as it may appear in a client's error output.
+_TOKEN_RE = re.compile(r"hf_[A-Za-z0-9]{8,}")
+# Colours a client may print even into a file, and its hints: neither says why it failed.
+_COLOUR_RE = re.compile(r"\x1b\[[0-9;]*m")
+_HINT_RE = re.compile(r"^Hint: .*$", re.MULTILINE)
+# `hf download` prints the snapshot path last; the marker keeps it.
+_SNAPSHOT_RE = re.compile(r"/\S+/snapshots/[0-9a-f]+")
+_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+
+
+class Stopped(Exception):
+    """A signal asked the job to stop: the downloads stop and the token file goes."""
+
+
+def _stop(signum, _frame):
+    raise Stopped(f"stopped by {signal.Signals(signum).name}")
+
+
+class Job:
+    def __init__(self, req):
+        self.req = req
+        self.deadline = time.monotonic() + req["timeout_s"]
+        self.children = []  # (repo, process, output file)
+        self.installed = ""  # what was installed, for the report
+        self.downloaded = []
+        self.failed = {}  # repository -> its one line
+        # Read only to redact it from the report; never passed on.
+        self.token = ""
+        with contextlib.suppress(OSError), open(req["token_file"], encoding="utf-8") as f:
+            self.token = f.read().strip()
+
+    def tail(self, text, lines=3):
+        """The last lines of a command's output on one line, without the token."""
+        if self.token:
+            text = text.replace(self.token, "hf_***")
+        text = _HINT_RE.sub("", _COLOUR_RE.sub("", _TOKEN_RE.sub("hf_***", text)))
+        kept = [line.strip() for line in text.splitlines() if line.strip()]
+        return " / ".join(kept[-lines:]) or "no output"
+
+    def fail_rest(self, reason):
+        """Every repository not downloaded (nor failed) yet fails for `reason`."""
+        for repo in self.req["repos"]:
+            if repo not in self.downloaded and repo not in self.failed:
+                self.failed[repo] = f"hf download {repo} failed ({reason})"
+
+    def run(self, argv):
+        timeout = max(self.deadline - time.monotonic(), 1)
+        done = subprocess.run(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True, timeout=timeout, check=False,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise RuntimeError(f"{os.path.basename(argv[0])} rc {done.returncode}: {self.tail(done.stdout)}")
+        return done.stdout
+
+    def directories(self):
+        os.umask(0o022)  # one cache for every process of the node: world-readable
+        for path in (self.req["cache_dir"], self.req["hub_dir"], self.req["marker_dir"]):
+            os.makedirs(path, exist_ok=True)
+            os.chmod(path, 0o755)
+
+    def client(self):
+        """The venv and the pinned client, installed only when missing or another version."""
+        venv, version = self.req["venv"], self.req["hub_version"]
+        python = os.path.join(venv, "bin", "python")
+        if not os.path.exists(python):
+            self.run(["/usr/bin/python3", "-m", "venv", venv])
+            self.installed = f"{venv} (venv)"
+        probe = "import importlib.metadata as m; print(m.version('huggingface_hub'))"
+        with contextlib.suppress(RuntimeError):
+            if self.run([python, "-c", probe]).strip() == version:
+                return
+        pip = [os.path.join(venv, "bin", "pip"), "install", "--disable-pip-version-check", "--quiet"]
+        self.run([*pip, *self.req["pip_args"], f"huggingface_hub=={version}"])
+        self.installed = f"huggingface_hub {version}"
+
+    def download(self):
+        """Every repository side by side; each one's output goes to a file, so none blocks on a pipe."""
+        req = self.req
+        env = dict(
+            os.environ,
+            HF_TOKEN_PATH=req["token_file"],
+            HF_ENDPOINT=req["endpoint"],
+            HF_HUB_DISABLE_TELEMETRY="1",
+            HF_HUB_DISABLE_PROGRESS_BARS="1",
+            NO_COLOR="1",
+        )
+        hf = os.path.join(req["venv"], "bin", "hf")
+        for repo in req["repos"]:
+            out = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed in stop()
+            argv = [hf, "download", repo, "--revision", req["revision"], "--cache-dir", req["hub_dir"],
+                    "--max-workers", str(req["max_workers"])]  # fmt: skip
+            proc = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env
+            )
+            self.children.append((repo, proc, out))
+        for repo, proc, out in self.children:
+            try:
+                rc = proc.wait(timeout=max(self.deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                self.failed[repo] = f"hf download {repo} failed (not finished within {req['timeout_s']} s)"
+                continue
+            out.seek(0)
+            text = out.read()
+            if rc != 0:
+                self.failed[repo] = f"hf download {repo} failed (rc {rc}): {self.tail(text)}"
+                continue
+            snapshot = _SNAPSHOT_RE.findall(text)
+            self.mark(repo, snapshot[-1] if snapshot else "")
+            self.downloaded.append(repo)
+
+    def mark(self, repo, snapshot):
+        req = self.req
+        name = f"{repo.replace('/', '--')}@{req['revision']}"
+        fd, tmp = tempfile.mkstemp(dir=req["marker_dir"], prefix=".tmp-")
+        with os.fdopen(fd, "w") as f:
+            f.write(snapshot + "\n")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, os.path.join(req["marker_dir"], name))
+
+    def stop(self):
+        """Stops what still runs, then removes the token file: the job's last act, always."""
+        for _, proc, _ in self.children:
+            if proc.poll() is None:
+                proc.terminate()
+        for _, proc, out in self.children:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            out.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(self.req["token_file"])
+
+    def report(self):
+        return {
+            "changed": bool(self.installed or self.downloaded),
+            "installed": self.installed,
+            "downloaded": self.downloaded,
+            "failed": list(self.failed.values()),
+        }
+
+
+def main():
+    job = Job(json.load(sys.stdin))
+    for sig in _SIGNALS:
+        signal.signal(sig, _stop)
+    try:
+        job.directories()
+        try:
+            job.client()
+        except (RuntimeError, subprocess.TimeoutExpired) as e:
+            job.fail_rest(f"no client: {job.tail(str(e))}")
+        else:
+            job.download()
+    except Stopped as e:
+        job.fail_rest(str(e))
+    except Exception as e:  # the report is the only way back to the wait play
+        job.fail_rest(job.tail(f"{type(e).__name__}: {e}"))
+    finally:
+        # A second signal must not cut the clean-up short: the token file goes whatever happens.
+        for sig in _SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
+        job.stop()
+    print(json.dumps(job.report()))
+    return 1 if job.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,148 @@
+"""model_weights' background job (roles/model_weights/files/weights_fetch.py) on this machine,
+with a stand-in client in its venv: what it reports, that it marks complete downloads, and that
+the token file goes when it ends, SIGTERM included. The real client, Hub and host:
+test_model_weights.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SCRIPT = Path(__file__).parents[2] / "roles/model_weights/files/weights_fetch.py"
+# Not in the usual hf_ form: the job redacts the token it read, whatever its shape.
+TOKEN = "secretTOKENwithoutprefix0123"
+
+
+def stand_in_venv(venv: Path, hf: str) -> None:
+    """A venv whose python reports the pinned client and whose `hf` is the given shell body."""
+    (venv / "bin").mkdir(parents=True)
+    for name, body in {"python": "echo 2.4.0", "hf": hf}.items():
+        path = venv / "bin" / name
+        path.write_text(f"#!/bin/sh\n{body}\n")
+        path.chmod(0o755)
+
+
+def request(tmp: Path, repos: list[str], timeout_s: int = 60) -> dict[str, Any]:
+    cache = tmp / "cache"
+    token = tmp / "run/hf-token"
+    token.parent.mkdir()
+    token.write_text(TOKEN)
+    token.chmod(0o600)
+    return {
+        "repos": repos, "revision": "main", "cache_dir": str(cache), "hub_dir": str(cache / "hub"),
+        "marker_dir": str(cache / ".flashfleet-complete"), "venv": str(tmp / "venv"),
+        "hub_version": "2.4.0", "pip_args": [], "endpoint": "http://127.0.0.1:9",
+        "max_workers": 8, "token_file": str(token), "timeout_s": timeout_s,
+    }  # fmt: skip
+
+
+def start(req: dict[str, Any], tmp: Path) -> subprocess.Popen[str]:
+    (tmp / "request.json").write_text(json.dumps(req))
+    with (tmp / "request.json").open() as stdin:
+        return subprocess.Popen(
+            [sys.executable, "-c", SCRIPT.read_text()],
+            stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+
+
+def finish(proc: subprocess.Popen[str]) -> tuple[int, dict[str, Any]]:
+    out, err = proc.communicate(timeout=60)
+    assert err == "", err
+    return proc.returncode, dict(json.loads(out))
+
+
+def test_downloads_side_by_side_mark_each_complete_and_remove_the_token(tmp_path: Path) -> None:
+    # each stand-in download waits until the other one has started: one after the other fails;
+    # it sees the token only as the file HF_TOKEN_PATH names, never in its environment
+    hf = (
+        f'test "$(cat "$HF_TOKEN_PATH")" = {TOKEN} || exit 3\n'
+        f"env | grep -q {TOKEN} && exit 4\n"
+        f"touch {tmp_path}/started-${{2#org/}}\n"
+        f"for i in $(seq 100); do [ -e {tmp_path}/started-a ] && [ -e {tmp_path}/started-b ] && break; sleep 0.1; done\n"
+        f"[ -e {tmp_path}/started-a ] && [ -e {tmp_path}/started-b ] || exit 5\n"
+        'echo "$6/models--$(echo $2 | sed s,/,--,)/snapshots/0123abcd"'
+    )
+    stand_in_venv(tmp_path / "venv", hf)
+    req = request(tmp_path, ["org/a", "org/b"])
+    rc, report = finish(start(req, tmp_path))
+    assert (rc, report) == (
+        0,
+        {"changed": True, "installed": "", "downloaded": ["org/a", "org/b"], "failed": []},
+    )
+    markers = Path(req["marker_dir"])
+    assert (markers / "org--b@main").read_text() == f"{req['hub_dir']}/models--org--b/snapshots/0123abcd\n"
+    assert oct(Path(req["hub_dir"]).stat().st_mode & 0o777) == "0o755"
+    assert not Path(req["token_file"]).exists()
+
+
+def test_a_failure_is_one_line_per_repository_without_the_token(tmp_path: Path) -> None:
+    hf = (
+        'if [ "$2" = org/bad ]; then\n'
+        '  printf "\\033[31mError: denied for %s\\033[0m\\nURL: http://hub/x?t=%s\\nHint: set HF_DEBUG=1\\n" '
+        '"$2" "$(cat "$HF_TOKEN_PATH")" >&2; exit 1\n'
+        "fi\n"
+        'echo "$6/models--org--good/snapshots/0123abcd"'
+    )
+    stand_in_venv(tmp_path / "venv", hf)
+    req = request(tmp_path, ["org/good", "org/bad"])
+    rc, report = finish(start(req, tmp_path))
+    assert rc == 1
+    assert report["downloaded"] == ["org/good"]
+    assert report["failed"] == [
+        "hf download org/bad failed (rc 1): Error: denied for org/bad / URL: http://hub/x?t=hf_***"
+    ]
+    assert TOKEN not in json.dumps(report)
+    assert (Path(req["marker_dir"]) / "org--good@main").exists()
+    assert not (Path(req["marker_dir"]) / "org--bad@main").exists()
+    assert not Path(req["token_file"]).exists()
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])
+def test_a_stopped_job_stops_its_downloads_and_removes_the_token(tmp_path: Path, sig: signal.Signals) -> None:
+    started = tmp_path / "hf-started"
+    stand_in_venv(tmp_path / "venv", f"echo $$ > {started}; exec sleep 300")
+    req = request(tmp_path, ["org/slow"])
+    proc = start(req, tmp_path)
+    deadline = time.monotonic() + 30
+    while not (started.exists() and started.read_text().strip()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child = int(started.read_text())
+    proc.send_signal(sig)
+    rc, report = finish(proc)
+    assert rc == 1
+    assert report["failed"] == [f"hf download org/slow failed (stopped by {sig.name})"]
+    assert not Path(req["token_file"]).exists()
+    with pytest.raises(ProcessLookupError):
+        os.kill(child, 0)  # the download stopped with the job
+
+
+def test_a_download_past_the_time_limit_is_stopped_and_reported(tmp_path: Path) -> None:
+    stand_in_venv(tmp_path / "venv", "exec sleep 300")
+    req = request(tmp_path, ["org/slow"], timeout_s=1)
+    rc, report = finish(start(req, tmp_path))
+    assert (rc, report["failed"]) == (1, ["hf download org/slow failed (not finished within 1 s)"])
+    assert not Path(req["token_file"]).exists()
+
+
+def test_a_client_that_cannot_be_installed_fails_every_repository(tmp_path: Path) -> None:
+    # an existing venv with another client version, and a pip that fails
+    stand_in_venv(tmp_path / "venv", "exit 0")
+    (tmp_path / "venv/bin/python").write_text("#!/bin/sh\necho 1.0.0\n")
+    (tmp_path / "venv/bin/pip").write_text("#!/bin/sh\necho 'ERROR: No matching distribution' >&2\nexit 1\n")
+    (tmp_path / "venv/bin/pip").chmod(0o755)
+    req = request(tmp_path, ["org/a", "org/b"])
+    rc, report = finish(start(req, tmp_path))
+    assert rc == 1
+    assert report["failed"] == [
+        f"hf download org/{r} failed (no client: pip rc 1: ERROR: No matching distribution)" for r in "ab"
+    ]
+    assert not report["changed"]
+    assert not Path(req["token_file"]).exists()
