@@ -214,6 +214,15 @@ class HostPool:
             "ansible_python_interpreter": "/usr/bin/python3",
         }
 
+    def cpu_seconds(self, host: str) -> float:
+        """CPU seconds `host` has used so far: its nspawn process and every process under it.
+
+        The hosts share one cgroup (nspawn runs with --keep-unit and --register=no, so every
+        test host of this machine lands in the same `payload` cgroup), so this sums the process
+        tree instead: each live process's own time plus that of the children it has reaped
+        (the host's init reaps its orphans, so exited processes stay counted)."""
+        return tree_cpu_seconds(self.hosts[host].process.pid)
+
     def close(self) -> None:
         for host in self.hosts.values():
             if host.process.poll() is None:
@@ -229,6 +238,37 @@ class HostPool:
         self.bridge.destroy()
         for host in self.hosts.values():
             shutil.rmtree(host.root, ignore_errors=True)
+
+
+def process_cpu() -> dict[int, tuple[int, float]]:
+    """Every live process: pid -> (parent pid, CPU seconds of its own and of its reaped children)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    table: dict[int, tuple[int, float]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # gone since the listing
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        # after the command: state, ppid, ..., utime (11), stime, cutime, cstime (14)
+        table[int(entry.name)] = (int(fields[1]), sum(int(f) for f in fields[11:15]) / tick)
+    return table
+
+
+def tree_cpu_seconds(root: int) -> float:
+    """CPU seconds of `root` and all its descendants (live, or reaped by one of them)."""
+    table = process_cpu()
+    children: dict[int, list[int]] = {}
+    for pid, (parent, _) in table.items():
+        children.setdefault(parent, []).append(pid)
+    total, todo = 0.0, [root]
+    while todo:
+        pid = todo.pop()
+        total += table[pid][1] if pid in table else 0.0
+        todo += children.get(pid, [])
+    return total
 
 
 @contextmanager

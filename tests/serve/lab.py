@@ -106,6 +106,15 @@ class ServeLab:
             reconverge=reconverge,
         )  # fmt: skip
 
+    def use_archive(self, host: str) -> None:
+        """`apt_url` (the packages of 30-mooncake.sh) becomes `host`'s package source: it stands
+        for the distribution archive a real node has."""
+        self.ssh(
+            host,
+            f"echo 'deb [trusted=yes] {self.apt_url}/ ./' >/etc/apt/sources.list.d/local.list"
+            " && apt-get update -qq",
+        )
+
     def explain(self, result: RunResult) -> str:
         return "\n".join([result.summary(), *(str(p) for p in self.progress)])
 
@@ -132,12 +141,7 @@ def serve_lab(names: Sequence[str]) -> Iterator[ServeLab]:
         pool.start([HostSpec(n) for n in names])
         lab = ServeLab(pool, apt_url, workdir / "runs")
         for name in names:
-            # Stands for the distribution archive a real node has.
-            lab.ssh(
-                name,
-                f"echo 'deb [trusted=yes] {apt_url}/ ./' >/etc/apt/sources.list.d/local.list"
-                " && apt-get update -qq",
-            )
+            lab.use_archive(name)
         yield lab
     finally:
         if server is not None:
