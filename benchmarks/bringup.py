@@ -7,9 +7,10 @@ tests/serve/fake_docker.py named to the roles as their docker (it starts an Open
 stand-in), and the flat repository of 30-mooncake.sh as the hosts' distribution archive. The
 inventory is flashfleet.inventory's, from a unified H200 stack with a Mooncake L3 tier.
 
-Per host count (1, then 4, the no-op on the same hosts first): Ansible's floor (a no-op
-playbook: facts and one task), the first converge, the second (converge records: unchanged
-roles are skipped, changed=0) and a full one (`reconverge`, as `configure --reconverge`: every
+Per host count (1, then 4): the first converge; then Ansible's floor (a no-op playbook on the
+same hosts: facts and one task) and the second converge (converge records: unchanged roles are
+skipped, changed=0), alternating, three of each, medians compared (one sample of a few seconds is
+noise on a shared machine); then a full one (`reconverge`, as `configure --reconverge`: every
 role again, Ansible's idempotence alone). Per-phase seconds come from the run's events. Each
 run also records the CPU seconds of the controller (this process, ansible-playbook and its
 SSH connections), of each host (its nspawn process tree) and of the whole machine, so the note
@@ -29,6 +30,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -52,6 +54,7 @@ from flashfleet.bringup.timeline import read_events, write_timeline  # noqa: E40
 from flashfleet.planning import StackPlan  # noqa: E402
 
 ONE, FOUR = ["b1"], ["q0", "q1", "q2", "q3"]
+REPEATS = 3  # no-op and re-run samples per host count (medians compared)
 # site.yml's imported playbooks, by the prefix of their plays' names; the converge check that
 # opens each ("Converge | ...") counts to the phase it opens
 PHASES = {"Prepare": "prepare", "Mooncake": "mooncake", "Serve": "serve", "Verify": "verify"}
@@ -178,13 +181,14 @@ def phase_seconds(events: Iterable[Mapping[str, Any]]) -> dict[str, float]:
     return {k: round(v, 2) for k, v in out.items()}
 
 
-def noop(lab: Lab, slab: ServeLab, stack: StackPlan, hosts: Sequence[str], keep: Path | None) -> float:
+def noop(
+    lab: Lab, slab: ServeLab, stack: StackPlan, hosts: Sequence[str], keep: Path | None, *, label: str
+) -> float:
     project = Path(tempfile.mkdtemp(prefix="flashfleet-noop-"))
     try:
         (project / "playbooks").mkdir()
         (project / "playbooks/noop.yml").write_text(NOOP)
         inventory = slab.inventory((stack, hosts))
-        label = f"noop-{len(hosts)}"
         run_dir = lab.runs / label
         return measured(
             label, lab, hosts, keep,
@@ -195,7 +199,14 @@ def noop(lab: Lab, slab: ServeLab, stack: StackPlan, hosts: Sequence[str], keep:
 
 
 def site(
-    lab: Lab, slab: ServeLab, stack: StackPlan, hosts: Sequence[str], keep: Path | None, *, which: str
+    lab: Lab,
+    slab: ServeLab,
+    stack: StackPlan,
+    hosts: Sequence[str],
+    keep: Path | None,
+    *,
+    which: str,
+    run: int | None = None,
 ) -> dict[str, Any]:
     """One `site.yml` run, as the product's bring-up runs it."""
     inventory = slab.inventory((stack, hosts))
@@ -204,7 +215,7 @@ def site(
         "sglang_serve_docker": FAKE_DOCKER, "teardown_docker": FAKE_DOCKER,
     }  # fmt: skip
     took, result, cpu = measured(
-        f"site-{which}-{len(hosts)}", lab, hosts, keep,
+        f"site-{which}-{len(hosts)}" + ("" if run is None else f"-{run}"), lab, hosts, keep,
         lambda: slab.run("site.yml", inventory, extravars=extravars, token=lab.hub.token,
                          reconverge=which == "full"),
     )  # fmt: skip
@@ -241,11 +252,24 @@ def measure(keep: Path | None) -> dict[str, Any]:
                 options={"hicache": "l1l2l3", "hicache_size": 10},
                 mooncake={"masterNode": 0, "protocol": "tcp", "globalSegmentGib": 1},
             )  # fmt: skip
-            noops[n] = noop(lab, slab, stack, hosts, keep)
-            for which in ("first", "second", "full"):
-                runs[f"{which}{n}"] = site(lab, slab, stack, hosts, keep, which=which)
+            runs[f"first{n}"] = site(lab, slab, stack, hosts, keep, which="first")
+            # A no-op and a re-run take seconds on a shared machine, where one sample is noise:
+            # they alternate, REPEATS times, and the medians are compared.
+            samples: dict[str, list[Any]] = {"noop": [], "second": []}
+            for i in range(REPEATS):
+                samples["noop"].append(noop(lab, slab, stack, hosts, keep, label=f"noop-{n}-{i}"))
+                samples["second"].append(site(lab, slab, stack, hosts, keep, which="second", run=i))
+            noops[n] = statistics.median(samples["noop"])
+            runs[f"second{n}"] = sorted(samples["second"], key=lambda r: r["total"])[REPEATS // 2]
+            runs[f"second{n}"]["samples_s"] = [r["total"] for r in samples["second"]]
+            runs[f"noop{n}"] = {"samples_s": [round(t, 2) for t in samples["noop"]]}
+            runs[f"full{n}"] = site(lab, slab, stack, hosts, keep, which="full")
     out["noop_s"] = round(noops[1], 2)
     out["noop4_s"] = round(noops[4], 2)
+    out["noop_samples_s"] = runs["noop1"]["samples_s"]
+    out["noop4_samples_s"] = runs["noop4"]["samples_s"]
+    out["second_samples_s"] = runs["second1"]["samples_s"]
+    out["second4_samples_s"] = runs["second4"]["samples_s"]
     out["first_s"] = runs["first1"]
     out["second_s"] = runs["second1"]["total"]
     out["second_changed"] = runs["second1"]["changed"]

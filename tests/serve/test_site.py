@@ -7,16 +7,18 @@ and apt fixtures; it runs in tests/roles. Here site.yml runs with its other tags
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from flashfleet.bringup.playbook_run import RunResult
 
-from .lab import TOKEN, ServeLab, install_fake_docker, make_stack, serve_lab
+from .lab import MOONCAKE_CACHE, TOKEN, ServeLab, install_fake_docker, make_stack, serve_lab
 
 HOSTS = ["l3a", "l3b", "epd", "pd"]
 LOAD_SECONDS = 3
@@ -118,6 +120,30 @@ def test_second_run_changes_nothing(site: dict[str, Any]) -> None:
     site["runs"].append(again)
     assert again.ok, lab.explain(again)
     assert again.count("changed") == 0, [str(p) for p in lab.progress if p.status == "changed"]
+
+
+def test_a_wheel_changed_on_a_node_is_copied_again_and_only_it(site: dict[str, Any]) -> None:
+    lab = site["lab"]
+    wheels = sorted(p.name for p in (MOONCAKE_CACHE / "wheels").glob("*.whl"))
+    assert len(wheels) > 1
+    node_dir = "/opt/flashfleet/mooncake/wheels"
+    lab.ssh("l3b", f"truncate -s 10 {node_dir}/{wheels[0]}")
+    before = lab.ssh("l3b", f"stat -c %Y {node_dir}/{wheels[-1]}")
+    run = lab.run("site.yml", site["inventory"], tags="mooncake", extravars=FAST)
+    assert run.ok, lab.explain(run)
+    changed = {(p.host, p.task) for p in lab.progress if p.status == "changed"}
+    l3b = next(
+        n for n, v in site["inventory"]["all"]["hosts"].items() if v["ansible_host"] == lab.address("l3b")
+    )
+    assert changed == {(l3b, "wheels from the controller (no index needed on the node)")}
+    assert lab.ssh("l3b", f"sha1sum < {node_dir}/{wheels[0]}").split()[0] == _sha1(
+        MOONCAKE_CACHE / "wheels" / wheels[0]
+    )
+    assert lab.ssh("l3b", f"stat -c %Y {node_dir}/{wheels[-1]}") == before  # the others stay as they were
+
+
+def _sha1(path: Path) -> str:
+    return hashlib.sha1(path.read_bytes()).hexdigest()
 
 
 def test_verify_catches_a_server_that_ignores_images(site: dict[str, Any]) -> None:
