@@ -135,7 +135,7 @@ def test_a_wheel_changed_on_a_node_is_copied_again_and_only_it(site: dict[str, A
     l3b = next(
         n for n, v in site["inventory"]["all"]["hosts"].items() if v["ansible_host"] == lab.address("l3b")
     )
-    assert changed == {(l3b, "wheels from the controller (no index needed on the node)")}
+    assert changed == {(l3b, "wheels onto the node")}
     assert lab.ssh("l3b", f"sha1sum < {node_dir}/{wheels[0]}").split()[0] == _sha1(
         MOONCAKE_CACHE / "wheels" / wheels[0]
     )
