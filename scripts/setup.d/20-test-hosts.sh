@@ -5,6 +5,7 @@
 # The hosts themselves are started and stopped by the pytest session (tests/hosts/harness.py).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. scripts/lib/retry.sh
 
 need_apt=()
 for tool in debootstrap:debootstrap systemd-nspawn:systemd-container iptables:iptables \
@@ -14,8 +15,8 @@ for tool in debootstrap:debootstrap systemd-nspawn:systemd-container iptables:ip
 done
 if ((${#need_apt[@]})); then
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+  retry apt-get update -qq
+  retry apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
 fi
 
 # The base rootfs: what every test host boots (real systemd + sshd + python3 for Ansible).
@@ -27,8 +28,12 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$packages" ]; then
   rm -rf "$base" "$stamp"
   mkdir -p "$cache"
   echo "building test-host rootfs (debootstrap, about a minute)"
-  debootstrap --variant=minbase --include="$packages" bookworm "$base.tmp" >"$cache/debootstrap.log" 2>&1 \
-    || { tail -20 "$cache/debootstrap.log"; exit 1; }
+  bootstrap() {
+    rm -rf "$base.tmp"
+    debootstrap --variant=minbase --include="$packages" bookworm "$base.tmp" >"$cache/debootstrap.log" 2>&1 \
+      || { tail -20 "$cache/debootstrap.log"; return 1; }
+  }
+  retry bootstrap
   # sshd needs host keys; systemd must not wait for hardware it will never see.
   chroot "$base.tmp" ssh-keygen -A >/dev/null
   rm -f "$base.tmp/etc/machine-id" && : >"$base.tmp/etc/machine-id"
@@ -44,7 +49,7 @@ wheels="$cache/wheels-huggingface_hub-$hub_version"
 if [ ! -f "$wheels/.ok" ]; then
   if python3 -m pip --version >/dev/null 2>&1; then pip=(python3 -m pip); else pip=(uv tool run pip); fi
   mkdir -p "$wheels"
-  "${pip[@]}" download --quiet --disable-pip-version-check --only-binary=:all: \
+  retry "${pip[@]}" download --quiet --disable-pip-version-check --only-binary=:all: \
     --python-version 3.11 --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
     --platform manylinux_2_28_x86_64 -d "$wheels" "huggingface_hub==$hub_version"
   touch "$wheels/.ok"

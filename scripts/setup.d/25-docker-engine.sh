@@ -5,6 +5,7 @@
 # real dockerd on the hosts exactly as it does on a node.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. scripts/lib/retry.sh
 
 cache="${FLASHFLEET_TEST_HOSTS_CACHE:-/var/cache/flashfleet/test-hosts}"
 base="$cache/base-bookworm"
@@ -14,9 +15,9 @@ layout="docker.io renamed docker-ce"  # what the cache holds; a change rebuilds 
 if [ "$(cat "$debs/.ok" 2>/dev/null)" != "$layout" ]; then
   rm -rf "$debs.tmp" && mkdir -p "$debs.tmp/partial"
   export DEBIAN_FRONTEND=noninteractive
-  apt-cache show docker.io >/dev/null 2>&1 || apt-get update -qq
+  apt-cache show docker.io >/dev/null 2>&1 || retry apt-get update -qq
   # Resolved against the rootfs's own package list: exactly what a host lacks, nothing more.
-  apt-get install -y -qq --download-only --no-install-recommends \
+  retry apt-get install -y -qq --download-only --no-install-recommends \
     -o Dir::State::status="$base/var/lib/dpkg/status" \
     -o Dir::Cache::archives="$debs.tmp" \
     -o Debug::NoLocking=true docker.io >/dev/null

@@ -9,6 +9,7 @@
 # Fetched once, cached; prints its size.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. scripts/lib/retry.sh
 
 cache="${FLASHFLEET_TEST_HOSTS_CACHE:-/var/cache/flashfleet/test-hosts}"
 base="$cache/base-bookworm"
@@ -25,15 +26,15 @@ rm -rf "$out.tmp" && mkdir -p "$out.tmp/wheels" "$out.tmp/debs/partial"
 
 if python3 -m pip --version >/dev/null 2>&1; then pip=(python3 -m pip); else pip=(uv tool run pip); fi
 # shellcheck disable=SC2086
-"${pip[@]}" download --quiet --disable-pip-version-check --only-binary=:all: \
+retry "${pip[@]}" download --quiet --disable-pip-version-check --only-binary=:all: \
   --python-version 3.11 --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
   --platform manylinux_2_28_x86_64 -d "$out.tmp/wheels" $requirements
 
 export DEBIAN_FRONTEND=noninteractive
-apt-cache show ffmpeg >/dev/null 2>&1 || apt-get update -qq
+apt-cache show ffmpeg >/dev/null 2>&1 || retry apt-get update -qq
 # Resolved against the rootfs's own package list, as the Dockerfile's
 # `apt-get install --no-install-recommends ffmpeg` resolves it inside the base.
-apt-get install -y -qq --download-only --no-install-recommends \
+retry apt-get install -y -qq --download-only --no-install-recommends \
   -o Dir::State::status="$base/var/lib/dpkg/status" \
   -o Dir::Cache::archives="$out.tmp/debs" \
   -o Debug::NoLocking=true ffmpeg >/dev/null

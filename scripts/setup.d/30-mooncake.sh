@@ -5,6 +5,8 @@
 # Ansible's pip module needs (python3-venv, python3-packaging), as a flat
 # apt repository the tests serve to the hosts. Fetched once from the package registries, cached.
 set -euo pipefail
+cd "$(dirname "$0")/../.."
+. scripts/lib/retry.sh
 
 cache="${FLASHFLEET_TEST_HOSTS_CACHE:-/var/cache/flashfleet/test-hosts}"
 base="$cache/base-bookworm"
@@ -21,19 +23,19 @@ fi
 rm -rf "$out" && mkdir -p "$out/wheels" "$out/debs"
 
 # The hosts run Debian 12's Python 3.11 on x86_64.
-python3 -m pip download --quiet --disable-pip-version-check --only-binary=:all: \
+retry python3 -m pip download --quiet --disable-pip-version-check --only-binary=:all: \
   --python-version 3.11 --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 \
   --platform manylinux_2_28_x86_64 -d "$out/wheels" "$mooncake_wheel"
 
 # The packages plus every dependency the base rootfs lacks (apt on the host resolves the rest).
-command -v apt-ftparchive >/dev/null || { apt-get update -qq; apt-get install -y -qq apt-utils >/dev/null; }
-[ -n "$(find /var/lib/apt/lists -name '*_Packages' -print -quit)" ] || apt-get update -qq
+command -v apt-ftparchive >/dev/null || { retry apt-get update -qq; retry apt-get install -y -qq apt-utils >/dev/null; }
+[ -n "$(find /var/lib/apt/lists -name '*_Packages' -print -quit)" ] || retry apt-get update -qq
 installed=$(awk '/^Package:/{p=$2} /^Status: install ok installed/{print p}' "$base/var/lib/dpkg/status" | sort -u)
 # shellcheck disable=SC2086
 needed=$(apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
            --no-replaces --no-enhances --no-pre-depends $debs \
          | awk '/^[a-z0-9]/{print $1}' | sort -u | comm -23 - <(echo "$installed"))
-(cd "$out/debs" && apt-get download -qq $needed >/dev/null)
+(cd "$out/debs" && retry apt-get download -qq $needed >/dev/null)
 (cd "$out/debs" && apt-ftparchive packages . >Packages)
 echo "$stamp" >"$out/.ok"
 echo "mooncake wheels and packages ready: $out ($(echo "$needed" | wc -w) packages)"

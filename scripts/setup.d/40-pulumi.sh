@@ -5,6 +5,7 @@
 # (its own distribution carries the language host). Cached: a second run only checks the stamp.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. scripts/lib/retry.sh
 
 version=v3.274.1
 bin="$PWD/.tools/bin"
@@ -31,7 +32,7 @@ trap 'rm -rf "$wrapper"' EXIT
 (
   cd "$wrapper"
   go mod init flashfleet.invalid/pulumi-build >/dev/null 2>&1
-  go get "github.com/pulumi/pulumi/pkg/v3/cmd/pulumi@$version" "github.com/pulumi/pulumi/sdk/v3@$version"
+  retry go get "github.com/pulumi/pulumi/pkg/v3/cmd/pulumi@$version" "github.com/pulumi/pulumi/sdk/v3@$version"
   echo "40-pulumi: modules fetched in $((SECONDS - start)) s"
   # The release build's settings (static binary, no cgo user lookup, no gRPC tracing).
   CGO_ENABLED=0 go build -trimpath -tags osusergo,grpcnotrace \
