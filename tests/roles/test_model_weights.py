@@ -26,6 +26,10 @@ TOKEN_FILE = "/run/flashfleet/hf-token"
 JOB_TASK = "Start | client and downloads, one background job"
 
 
+def _token_file_gone(lab: Lab) -> bool:
+    return lab.pool.ssh("h200", f"test -e {TOKEN_FILE} || echo gone").stdout.strip() == "gone"
+
+
 def file_gets(lab: Lab, repo: str, name: str) -> list[Request]:
     return [r for r in lab.hub.file_gets(repo) if r.path.endswith(f"/{name}")]
 
@@ -55,7 +59,7 @@ def test_interrupted_download_resumes_without_refetching(lab: Lab) -> None:
     assert REDACTED not in failed.result.events_log.read_text()  # never reached Ansible at all
     assert len(file_gets(lab, MODEL, "model-00001-of-00002.safetensors")) == 1
     # the failed background download left no token file behind
-    assert lab.pool.ssh("h200", f"test -e {TOKEN_FILE} || echo gone").stdout.strip() == "gone"
+    assert _token_file_gone(lab)
 
     lab.hub.unavailable.clear()
     lab.hub.interrupt_once.add(f"{MODEL}/{SHARD}")  # and the connection drops mid-file
@@ -135,8 +139,7 @@ def test_token_stays_out_of_events_at_any_verbosity(
     assert REDACTED not in events
     assert oct(run_dir.stat().st_mode & 0o777) == "0o700"
     assert {oct(p.stat().st_mode & 0o777) for p in run_dir.iterdir()} == {"0o600"}
-    gone = lab.pool.ssh("h200", "test -e /run/flashfleet/hf-token || echo gone").stdout.strip()
-    assert gone == "gone"
+    assert _token_file_gone(lab)
 
 
 def _job_started(run: Any) -> tuple[str, float]:
@@ -191,7 +194,7 @@ def test_the_job_installs_the_client_and_removes_the_token_without_the_wait(lab:
     installed = lab.pool.ssh("h200", f"python3 -c 'import os; print(os.stat(\"{VENV}/bin/hf\").st_mtime)'")
     assert float(installed.stdout) > start_returned
     # the job removed the token file when it ended, and marked the download complete itself
-    assert lab.pool.ssh("h200", f"test -e {TOKEN_FILE} || echo gone").stdout.strip() == "gone"
+    assert _token_file_gone(lab)
     marker = lab.pool.ssh("h200", f"cat {cache}/.flashfleet-complete/{MODEL.replace('/', '--')}@main")
     assert marker.stdout.startswith(f"{cache}/hub/models--zai-org--GLM-5.3-Flash/snapshots/")
     lab.pool.ssh("h200", f"rm -f /root/.ansible_async/{jid}")  # what the wait would have cleaned
