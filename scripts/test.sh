@@ -6,11 +6,37 @@
 # only by tests/e2e: it builds in the background, at low priority, while the rest of the suite
 # runs, and tests/e2e runs last, once it is built. With arguments, pytest gets exactly those
 # (after the build, so that tests/e2e can be named).
+#
+# `scripts/test.sh --fast [PYTEST ARGS]`: the fast tier, for iterating: lint, type checks and
+# every test not marked slow (no test host, Docker engine, Pulumi engine, parser oracle or
+# ansible-runner run; tests/conftest.py fails a test that reaches for one unmarked). No set-up
+# beyond `uv sync`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export UV_COMPILE_BYTECODE=1
 command -v uv >/dev/null 2>&1 || python3 -m pip install --quiet uv
 uv sync --frozen --group dev --quiet
+
+lint() {
+  echo "== ruff"
+  uv run --frozen --group dev ruff check .
+  uv run --frozen --group dev ruff format --check .
+  echo "== mypy"
+  uv run --frozen --group dev mypy
+  if [ -d roles ] && ls roles/*/tasks >/dev/null 2>&1; then
+    echo "== ansible-lint"
+    uv run --frozen --group dev ansible-lint --offline --profile production roles playbooks
+  fi
+}
+
+if [ "${1:-}" = --fast ]; then
+  shift
+  started=$SECONDS
+  lint
+  echo "== lint took $((SECONDS - started)) s"
+  echo "== pytest, fast tier (-m 'not slow')"
+  exec uv run --frozen --group dev pytest -m "not slow" --durations=10 "$@"
+fi
 
 mkdir -p .tools
 engine_log=.tools/40-pulumi.log
@@ -35,15 +61,7 @@ for step in scripts/setup.d/*.sh; do
   bash "$step"
   echo "== setup: ${step##*/} took $((SECONDS - started)) s"
 done
-echo "== ruff"
-uv run --frozen --group dev ruff check .
-uv run --frozen --group dev ruff format --check .
-echo "== mypy"
-uv run --frozen --group dev mypy
-if [ -d roles ] && ls roles/*/tasks >/dev/null 2>&1; then
-  echo "== ansible-lint"
-  uv run --frozen --group dev ansible-lint --offline --profile production roles playbooks
-fi
+lint
 if [ "$#" -gt 0 ]; then
   wait_for_engine
   echo "== pytest $*"
@@ -51,7 +69,7 @@ if [ "$#" -gt 0 ]; then
 fi
 echo "== pytest (all but tests/e2e)"
 rc=0
-uv run --frozen --group dev pytest --ignore=tests/e2e || rc=$?
+uv run --frozen --group dev pytest --ignore=tests/e2e --durations=25 || rc=$?
 wait_for_engine
 echo "== pytest tests/e2e (the real Pulumi engine)"
 uv run --frozen --group dev pytest tests/e2e || rc=$?

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+import subprocess
+from collections.abc import Generator, Iterator
+from pathlib import Path
+from typing import Any, NoReturn
 
 import pytest
 
@@ -30,3 +34,138 @@ def moto_env(moto_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
     return moto_url
+
+
+# The tiers. Each slow resource has a marker (pyproject.toml); a test without it that reaches
+# for the resource fails at once, naming the marker, so the fast tier (`-m "not slow"`, as
+# `scripts/test.sh --fast` selects it) can never start a host, a container or an engine. Every
+# test with one of these markers also gets `slow`.
+SLOW_MARKERS = ("hosts", "docker", "pulumi_engine", "oracle", "runner")
+_REFUSED_PROGRAMS = {
+    "systemd-nspawn": "hosts",
+    "machinectl": "hosts",
+    "docker": "docker",
+    "dockerd": "docker",
+    "pulumi": "pulumi_engine",
+    "ansible-playbook": "runner",
+}
+
+
+# The slow tier by place: folders, modules and single tests (paths under tests/).
+SLOW_PATHS = {
+    "bench/test_driver_oracle.py": ("oracle",),
+    "bench/test_node_seams.py": ("hosts",),
+    "bench/test_profiles.py::test_flag_table_is_exactly_the_real_parsers_flags": ("oracle",),
+    "bench/test_profiles.py::test_every_profile_argv_parses_with_the_real_parser": ("oracle",),
+    "bench/test_profiles.py::test_the_real_parser_rejects_what_a_typo_would_produce": ("oracle",),
+    "bench/test_refusals_oracle.py": ("oracle",),
+    "bench/test_verify_l3.py": ("oracle",),
+    # the dynamic provider's own process runs the playbooks
+    "bringup/test_provider.py": ("runner",),
+    "bringup/test_cli.py::test_configure_runs_the_playbook_on_existing_hosts": ("runner",),
+    "bringup/test_cli.py::test_configure_check_mode_changes_nothing": ("runner",),
+    "bringup/test_cli.py::test_configure_exits_1_with_the_failure_summary_when_a_host_is_unreachable": (
+        "runner",
+    ),
+    "bringup/test_cli.py::test_down_with_an_inventory_runs_teardown_and_warns_about_unreachable_hosts": (
+        "runner",
+    ),
+    "bringup/test_cli.py::test_bench_destroy_seam_tears_down_what_configure_brought_up": ("runner",),
+    "bringup/test_handoff.py::test_progress_lines_per_host_and_phase": ("runner",),
+    "bringup/test_timeline.py::test_a_real_run_draws_its_timeline_and_the_cli_redraws_it": ("runner",),
+    "cli/test_careless_cli.py::test_a_failing_stack_selection_is_one_line": ("runner",),
+    "contracts/test_sglang_flags_current.py": ("oracle",),
+    "contracts/test_sglang_oracle.py": ("oracle",),
+    "e2e": ("hosts", "pulumi_engine"),
+    "engine": ("hosts", "docker"),
+    "hosts/test_harness.py": ("hosts",),
+    "mooncake": ("hosts",),
+    "roles": ("hosts",),
+    "roles/test_check_multimodal.py": (),
+    "roles/test_model_weights_job.py": (),
+    "serve/test_api_key_host.py": ("hosts",),
+    "serve/test_converge_skip.py": ("hosts",),
+    "serve/test_site.py": ("hosts",),
+    "serve/test_standin_openai.py::test_auth_decisions_match_sglangs": ("oracle",),
+    "serve/test_teardown_converges.py": ("hosts",),
+    "stacks/test_api_key.py::test_real_sglang_reads_the_key_from_the_config_file_the_role_writes": (
+        "oracle",
+    ),
+    "ttl_guard/test_guard_on_a_host.py": ("hosts",),
+    "unit/test_runner.py": ("runner",),
+}
+TESTS = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        rel = Path(item.path).relative_to(TESTS).as_posix()
+        test = f"{rel}::{item.name.split('[')[0]}"
+        # the longest matching entry decides (a test's overrides its file's, a file's its folder's)
+        hits = [k for k in SLOW_PATHS if k in (rel, test) or rel.startswith(k + "/")]
+        for name in SLOW_PATHS[max(hits, key=len)] if hits else ():
+            item.add_marker(name)
+        if {m.name for m in item.iter_markers()} & set(SLOW_MARKERS):
+            item.add_marker("slow")
+
+
+def _refuse(marker: str, what: str) -> NoReturn:
+    raise AssertionError(f"this test starts {what}: mark it @pytest.mark.{marker} (the slow tier)")
+
+
+def _guard_popen(original: Any) -> Any:
+    def start(self: subprocess.Popen[Any], args: Any, *rest: Any, **kwargs: Any) -> None:
+        argv = [args] if isinstance(args, str | bytes | os.PathLike) else list(args)
+        program = os.fsdecode(argv[0]) if argv else ""
+        if kwargs.get("shell"):
+            program = program.split()[0] if program.split() else ""
+        marker = _REFUSED_PROGRAMS.get(os.path.basename(program))
+        if marker is None and (
+            ".venv-oracle" in program or program == os.environ.get("FLASHFLEET_ORACLE_PYTHON")
+        ):
+            marker = "oracle"
+        if marker:
+            _refuse(marker, program)
+        original(self, args, *rest, **kwargs)
+
+    return start
+
+
+def _guards(mp: pytest.MonkeyPatch) -> None:
+    mp.setattr(subprocess.Popen, "__init__", _guard_popen(subprocess.Popen.__init__))
+    import ansible_runner
+
+    def runner(*_: Any, **__: Any) -> NoReturn:
+        _refuse("runner", "ansible-runner")
+
+    mp.setattr(ansible_runner, "run", runner)
+    mp.setattr(ansible_runner, "run_async", runner)
+    from hosts.harness import HostPool
+
+    def boot(*_: Any, **__: Any) -> NoReturn:
+        _refuse("hosts", "systemd-nspawn test hosts")
+
+    mp.setattr(HostPool, "start", boot)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    """Around the test's fixtures too: a module- or session-scoped fixture that boots hosts for
+    an unmarked test is set up here, inside the guard."""
+    return (yield from _guarded(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    return (yield from _guarded(item))
+
+
+def _guarded(item: pytest.Item) -> Generator[None, None, None]:
+    if {m.name for m in item.iter_markers()} & set(SLOW_MARKERS):
+        return (yield)
+    mp = pytest.MonkeyPatch()
+    try:
+        _guards(mp)
+        return (yield)
+    finally:
+        mp.undo()

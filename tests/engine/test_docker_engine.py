@@ -130,27 +130,54 @@ def _memlock_hard_limit(engine: Engine, host: str) -> str:
 
 
 def _run_as_rendered(engine: Engine, host: str, unit: str, argv: list[str]) -> tuple[dict[str, Any], str]:
-    """Starts the argv under a transient unit, waits for the container's probe line."""
-    started = engine.sh(host, f"systemd-run --quiet --unit {unit} -- {shlex.join(argv)}")
+    """Starts the argv under a transient unit, waits for the container's probe line.
+
+    The unit's output goes to a file, not to the journal: journald names a line's unit from the
+    sender's cgroup, which it reads after the fact, so the last lines of a process that has
+    already exited (a container that stops right after its probe, as h200-l3's does here with no
+    Mooncake config on the test host) lose their unit under load, and `journalctl -u` misses them.
+    """
+    out = f"/run/{unit}.log"
+    started = engine.sh(
+        host,
+        f"systemd-run --quiet --unit {unit} -p StandardOutput=append:{out} -p StandardError=append:{out}"
+        f" -- {shlex.join(argv)}",
+    )
     assert started.returncode == 0, started.stderr
     # A bound, not a speed target: dockerd on vfs in a test host that shares two cores with the
     # rest of the suite took more than 60 s to start one container in a CI run.
     deadline = time.monotonic() + 240
     log = ""
     while time.monotonic() < deadline:
-        log = engine.sh(host, f"journalctl -u {unit} -o cat --no-pager").stdout
+        log = engine.sh(host, f"cat {out}").stdout
         lines = [line for line in log.splitlines() if line.startswith(PROBE)]
         if lines:
             return json.loads(lines[-1].removeprefix(PROBE)), log
         if engine.sh(host, f"systemctl is-active {unit}").stdout.strip() not in {"active", "activating"}:
+            log = engine.sh(host, f"cat {out}").stdout  # what it wrote before it ended
+            if any(line.startswith(PROBE) for line in log.splitlines()):
+                continue
             break
         time.sleep(0.5)
     state = engine.sh(host, f"systemctl show -p ActiveState,SubState,ExecMainStatus {unit}").stdout.split()
-    raise AssertionError(f"container did not start on {host} ({' '.join(state)}): {shlex.join(argv)}\n{log}")
+    name = argv[argv.index("--name") + 1] if "--name" in argv else ""
+    seen = engine.sh(
+        host,
+        "docker ps -a --no-trunc; "
+        + (f"docker logs {shlex.quote(name)} 2>&1 | tail -40; " if name else "")
+        + f"journalctl -u {unit} -o cat --no-pager; journalctl -u docker -n 40 -o cat --no-pager",
+    ).stdout
+    raise AssertionError(
+        f"container did not start on {host} ({' '.join(state)}): {shlex.join(argv)}\n"
+        f"its output:\n{log}\n{seen}"
+    )
 
 
 def _stop(engine: Engine, host: str, unit: str, name: str) -> None:
-    engine.sh(host, f"docker rm -f {name}; systemctl stop {unit}; systemctl reset-failed {unit}")
+    engine.sh(
+        host,
+        f"docker rm -f {name}; systemctl stop {unit}; systemctl reset-failed {unit}; rm -f /run/{unit}.log",
+    )
 
 
 @pytest.mark.parametrize("stack", STACKS)
