@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from flashfleet.stack.capacity_block import usable_until
+from flashfleet.stack.capacity_block import MAX_BLOCK, usable_until
 
 # EC2's rule for CapacityDurationHours: whole days up to 14 days, then whole weeks up to 182 days.
 DAY, WEEK = 24, 168
-MAX_HOURS = 182 * DAY
+MAX_HOURS = MAX_BLOCK // timedelta(hours=1)
 MAX_LEAD = timedelta(weeks=8)  # a block starts at most 8 weeks ahead
 
 

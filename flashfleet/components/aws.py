@@ -18,7 +18,8 @@ from flashfleet.components.tags import ROLE_TAG, base_tags, static_tags
 from flashfleet.components.ttl_guard import user_data_base64
 from flashfleet.planning import StackPlan
 from flashfleet.planning.resolve import SSH_PORT
-from flashfleet.stack.spec import MAX_TTL, AwsSource, NewNetwork, StackSpec
+from flashfleet.stack.capacity_block import MAX_BLOCK
+from flashfleet.stack.spec import BLOCK_TTL, MAX_TTL, AwsSource, NewNetwork, StackSpec
 
 # Session Manager (a shell without opening SSH) and nothing else. AWS's managed
 # AmazonSSMManagedInstanceCore would also let anything on the node (host-network containers
@@ -46,6 +47,13 @@ def fallback_ttl_seconds(spec: StackSpec) -> int:
     stack's nodes end with their Capacity Block anyway (AWS terminates them); the longest ttl is
     the backstop there."""
     return int((spec.ttl if isinstance(spec.ttl, timedelta) else MAX_TTL).total_seconds())
+
+
+def max_life_seconds(spec: StackSpec) -> int:
+    """The TTL guard caps any deadline at launch + this. `up` writes at most now + the ttl, and
+    a ttl is at most MAX_TTL; a ``ttl: block`` node's deadline is its block's end, and no block
+    lasts longer than MAX_BLOCK (its nodes cannot launch before it starts)."""
+    return int((MAX_BLOCK if spec.ttl == BLOCK_TTL else MAX_TTL).total_seconds())
 
 
 def dlami_parameter(arch: str, os_name: str) -> str:
@@ -156,7 +164,7 @@ class AwsNodes(pulumi.ComponentResource):
                 )
             ),
             instance_initiated_shutdown_behavior="terminate",  # the TTL guard's shutdown ends billing
-            user_data=user_data_base64(fallback_ttl_seconds(b.spec)),
+            user_data=user_data_base64(fallback_ttl_seconds(b.spec), max_life_seconds(b.spec)),
             # Static tags only: a changing deadline here would make a new template version.
             tag_specifications=[
                 aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=static_tags(b.stack))

@@ -7,7 +7,8 @@ so ``shutdown -h`` ends billing. The guard itself (``ttl_guard_node.py``, run ev
 a systemd timer) reads the instance's own ``flashfleet:expires-at`` tag through IMDSv2, so a
 later ``pulumi up`` moves the deadline in place. What it does when the tag is missing, bad or
 unreadable, and how it treats the clock, is in that file's docstring: in short it never
-disarms, it falls back to launch time + the stack's ttl, baked in here.
+disarms, it falls back to launch time + the stack's ttl, baked in here, and it never lets a
+deadline pass launch time + the longest life the spec allows, baked in here too.
 
 The ttl is part of the user data, so changing a stack's ``ttl`` makes a new launch-template
 version, and (like any template change) new nodes on the next ``up``; a new deadline for running
@@ -53,14 +54,16 @@ WantedBy=timers.target
 _CONSTANTS = re.compile(r"# --- constants \(rendered\) ---\n.*?# --- end constants ---\n", re.S)
 
 
-def guard_script() -> str:
-    """The node's guard, its constants taken from ``components.tags`` (defined once)."""
+def guard_script(max_life_seconds: int) -> str:
+    """The node's guard, its constants taken from ``components.tags`` (defined once) and the
+    cap on its deadline (launch + ``max_life_seconds``) from the caller."""
     source = (Path(__file__).with_name("ttl_guard_node.py")).read_text()
     constants = "\n".join(
         [
             f"EXPIRES_TAG = {EXPIRES_TAG!r}",
             f"EXPIRY_FORMAT = {EXPIRY_FORMAT!r}",
             f"EXPIRY_PATTERN = {EXPIRY_PATTERN!r}",
+            f"MAX_LIFE_S = {int(max_life_seconds)}",
             "",
         ]
     )
@@ -70,9 +73,13 @@ def guard_script() -> str:
     return rendered
 
 
-def user_data_script(ttl_seconds: int) -> str:
+def user_data_script(ttl_seconds: int, max_life_seconds: int) -> str:
+    """``ttl_seconds``: the fallback deadline's distance from launch; ``max_life_seconds``: the
+    furthest from launch any deadline may be (a tag asking for more is capped)."""
     if ttl_seconds <= 0:
         raise ValueError("the TTL guard needs a positive ttl")
+    if max_life_seconds < ttl_seconds:
+        raise ValueError("the TTL guard's cap must not be shorter than its ttl")
     return "\n".join(
         [
             "#!/bin/bash",
@@ -81,7 +88,7 @@ def user_data_script(ttl_seconds: int) -> str:
             # the fallback deadline (launch + ttl) when no tag is ever readable
             f"echo {int(ttl_seconds)} > {STATE_DIR}/ttl-seconds",
             f"cat > {GUARD_PATH} <<'GUARD'",
-            guard_script().rstrip("\n"),
+            guard_script(max_life_seconds).rstrip("\n"),
             "GUARD",
             f"chmod 755 {GUARD_PATH}",
             "cat > /etc/systemd/system/flashfleet-ttl-guard.service <<'UNIT'",
@@ -97,5 +104,5 @@ def user_data_script(ttl_seconds: int) -> str:
     )
 
 
-def user_data_base64(ttl_seconds: int) -> str:
-    return base64.b64encode(user_data_script(ttl_seconds).encode()).decode()
+def user_data_base64(ttl_seconds: int, max_life_seconds: int) -> str:
+    return base64.b64encode(user_data_script(ttl_seconds, max_life_seconds).encode()).decode()

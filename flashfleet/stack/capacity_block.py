@@ -15,6 +15,9 @@ from flashfleet.stack.spec import BLOCK_TTL, AwsSource, CapacityBlock, StackSpec
 
 PLACEHOLDER_RESERVATION = "cr-00000000000000000"
 BLOCK_END_MARGIN = timedelta(minutes=30)
+# The longest Capacity Block EC2 sells (EC2's rule for CapacityDurationHours in
+# DescribeCapacityBlockOfferings: whole days up to 14 days, then whole weeks up to 182 days).
+MAX_BLOCK = timedelta(days=182)
 
 
 def reservation_id(spec: StackSpec) -> str | None:

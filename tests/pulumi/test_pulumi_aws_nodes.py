@@ -219,6 +219,10 @@ def test_ttl_guard_terminates_the_node_itself(stack: str) -> None:
     ttl = program(stack).bringup.spec.ttl
     seconds = int(ttl.total_seconds()) if isinstance(ttl, timedelta) else 14 * 86400
     assert f"echo {seconds} > /var/lib/flashfleet/ttl-seconds" in script
+    # the cap on any deadline (launch + this): the longest ttl, or for `ttl: block` the longest
+    # Capacity Block EC2 sells (its nodes cannot launch before the block starts)
+    cap = 14 * 86400 if isinstance(ttl, timedelta) else 182 * 86400
+    assert f"\nMAX_LIFE_S = {cap}\n" in script
 
 
 @pytest.mark.parametrize("stack", AWS_STACKS)

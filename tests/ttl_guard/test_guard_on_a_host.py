@@ -18,6 +18,7 @@ from hosts.harness import BASE_ROOTFS, HostSpec, host_pool
 
 from flashfleet.components.tags import EXPIRES_TAG, iso_utc
 from flashfleet.components.ttl_guard import user_data_script
+from flashfleet.stack.spec import MAX_TTL
 
 from .imds import serve_imds
 
@@ -34,7 +35,7 @@ def test_the_guard_logs_crit_and_powers_the_node_off() -> None:
         def run(cmd: str, check: bool = True) -> subprocess.CompletedProcess[str]:
             return pool.ssh("ttl", cmd, check=check)
 
-        script = base64.b64encode(user_data_script(8 * 3600).encode()).decode()
+        script = base64.b64encode(user_data_script(8 * 3600, int(MAX_TTL.total_seconds())).encode()).decode()
         run(f"echo {script} | base64 -d > /root/user-data && bash /root/user-data")
         assert run("systemctl is-enabled flashfleet-ttl-guard.timer").stdout.strip() == "enabled"
 
