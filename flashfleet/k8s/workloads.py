@@ -71,9 +71,7 @@ def pod_spec(
     sidecars, mains = [], []
     pod_gpus = sum(len(launch.gpus) for launch in launches)
     for launch in launches:
-        made = container(
-            launch, res, serves_http=http, pod_gpus=pod_gpus, command=commands.get(launch.name)
-        )
+        made = container(launch, res, serves_http=http, pod_gpus=pod_gpus, command=commands.get(launch.name))
         if launch.name in waited_on:
             sidecars.append({**made, "restartPolicy": "Always"})
         else:

@@ -192,7 +192,7 @@ class KubernetesSource(Strict):
     allow_public_ingress: bool = False
     load_balancer_source_ranges: tuple[
         Annotated[IPv4Network | IPv6Network, BeforeValidator(parse_cidr)], ...
-    ] = Field(default=(), validate_default=True)
+    ] = ()
     # The weights download runs on an image of its own, not the serving image, so it starts
     # while the nodes still pull the serving image (flashfleet/catalog/downloads.toml pins both
     # defaults; a cluster behind a mirror names its copies here).
@@ -205,6 +205,14 @@ class KubernetesSource(Strict):
         if not _DNS_LABEL.fullmatch(value):
             raise ValueError("must be a DNS label: lowercase letters, digits and '-'")
         return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _ranges_checked(cls, data: object) -> object:
+        # Left out, the ranges are still judged (a LoadBalancer needs them), under their own key.
+        if isinstance(data, dict) and "loadBalancerSourceRanges" not in data:
+            return {**data, "loadBalancerSourceRanges": ()}
+        return data
 
     @field_validator("load_balancer_source_ranges")
     @classmethod

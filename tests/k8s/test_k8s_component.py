@@ -221,7 +221,10 @@ def test_l3_mooncake_objects() -> None:
     services = {r.inputs["metadata"]["name"] for r in d.mocks.of_type("kubernetes:core/v1:Service")}
     assert services == {"h200-l3", "h200-l3-mooncake"}
     (policy,) = d.mocks.of_type("kubernetes:networking.k8s.io/v1:NetworkPolicy")
-    assert policy.inputs["spec"]["podSelector"]["matchLabels"] == master.inputs["spec"]["selector"]["matchLabels"]
+    assert (
+        policy.inputs["spec"]["podSelector"]["matchLabels"]
+        == master.inputs["spec"]["selector"]["matchLabels"]
+    )
     (config_map,) = d.mocks.of_type("kubernetes:core/v1:ConfigMap")
     assert (
         '"master_server_address": "h200-l3-mooncake.glm.svc:50051"'

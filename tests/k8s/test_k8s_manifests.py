@@ -24,8 +24,7 @@ from k8s_cases import (
 )
 
 from flashfleet.catalog import DFLASH2_DRAFT, download_client
-from flashfleet.k8s import KubernetesRenderError, plan_kubernetes
-from flashfleet.k8s import resources
+from flashfleet.k8s import KubernetesRenderError, plan_kubernetes, resources
 from flashfleet.k8s.containers import MOONCAKE_HOSTNAME_ENV, TOKEN_FILE_ENV
 from flashfleet.launch import LaunchSettings
 from flashfleet.recipes.layouts import MOONCAKE_CONFIG_ENV, MOONCAKE_CONFIG_PATH
