@@ -55,9 +55,11 @@ def _kubernetes_source(src: dict[str, Any]) -> list[str]:
     )
     cache = src["model_cache"]
     where = cache["path"] if cache["kind"] == "hostPath" else f"{cache['storageClass']} {cache['size']}"
+    ranges = src.get("load_balancer_source_ranges") or []
+    service = src["service_type"] + (f" from {', '.join(ranges)}" if ranges else "")
     return [
         f"  k8s      context {src['context'] or '(current)'}, namespace {src['namespace']}"
-        f"{' (created)' if src['create_namespace'] else ''}, Service {src['service_type']}, "
+        f"{' (created)' if src['create_namespace'] else ''}, Service {service}, "
         f"{'LeaderWorkerSet' if src['leader_worker_set'] else 'no LeaderWorkerSet'}",
         f"           nodes {selector}{f'; tolerating {tolerations}' if tolerations else ''}",
         f"           model cache {cache['kind']} {where}; HF token Secret {src['secret'] or 'none'}",

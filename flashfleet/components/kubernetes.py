@@ -55,6 +55,7 @@ _FACTORIES: dict[str, _Factory] = {
     "StatefulSet": _typed(k8s.apps.v1.StatefulSet),
     "DaemonSet": _typed(k8s.apps.v1.DaemonSet),
     "Job": _typed(k8s.batch.v1.Job),
+    "NetworkPolicy": _typed(k8s.networking.v1.NetworkPolicy),
     "ResourceClaimTemplate": _typed(k8s.resource.v1.ResourceClaimTemplate),
     "LeaderWorkerSet": _custom,
 }

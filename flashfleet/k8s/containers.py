@@ -12,7 +12,12 @@ is refused rather than dropped:
 - Shared memory: a memory emptyDir at ``/dev/shm`` (the pod's containers share one IPC namespace,
   which is what ``--ipc host`` gives the PD roles). Host networking: pod networking and Services.
 - Mounts: by their target in the container (the Hugging Face cache, the Mooncake config).
-- Secrets: each secret variable from the stack's Secret through ``secretKeyRef``, never a value.
+- Secrets: never an environment value. The stack's Secret is a read-only file volume and each
+  secret variable becomes the variable naming its file (``HF_TOKEN`` -> ``HF_TOKEN_PATH``, which
+  huggingface_hub reads, as the host roles hand the download client its token): an environment
+  value is inherited by every process the server starts and readable in its /proc environ.
+- CPU and memory: requests and limits for every container (``flashfleet.k8s.resources``).
+- Capabilities: see ``_security_context``.
 """
 
 from __future__ import annotations
@@ -20,19 +25,29 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from flashfleet.k8s import resources
 from flashfleet.k8s.errors import KubernetesRenderError
 from flashfleet.launch import CONTAINER_HF_CACHE, MOONCAKE_CONFIG_DIR, ContainerLaunch
+from flashfleet.stack.kubernetes_source import ServerResources
 
 GPU_RESOURCES = {"nvidia": "nvidia.com/gpu", "amd": "amd.com/gpu"}
 # What the GPU device plugin of each vendor already hands the container.
 _DEVICE_PLUGIN_DEVICES = {"nvidia": frozenset(), "amd": frozenset({"/dev/kfd", "/dev/dri"})}
 _DEVICE_PLUGIN_GROUPS = {"nvidia": frozenset(), "amd": frozenset({"video"})}
 RDMA_DEVICE = "/dev/infiniband"
+_DEBUG_CAPABILITIES = frozenset({"SYS_PTRACE"})
 
 SHM_VOLUME = "dshm"
 CACHE_VOLUME = "model-cache"
 MOONCAKE_VOLUME = "mooncake-config"
 VOLUME_BY_TARGET = {CONTAINER_HF_CACHE: CACHE_VOLUME, MOONCAKE_CONFIG_DIR: MOONCAKE_VOLUME}
+
+# The stack's Secret as files: one per key, named after it, readable by the container's user only.
+TOKEN_VOLUME = "hf-token"
+TOKEN_DIR = "/etc/flashfleet/hf-token"
+# The variable that names each secret's file, for the clients that read it (huggingface_hub).
+TOKEN_FILE_ENV = {"HF_TOKEN": "HF_TOKEN_PATH"}
+TOKEN_MOUNT = {"name": TOKEN_VOLUME, "mountPath": TOKEN_DIR, "readOnly": True}
 
 # Mooncake's store client announces this address to its peers. One ConfigMap serves every pod,
 # so each pod's own IP comes from the downward API: SGLang reads this variable before the
@@ -55,6 +70,7 @@ class PodResources:
 
     secret_name: str
     vendor: str
+    server: ServerResources  # the node pool's serverResources, shared by a pod's GPU containers
     gpu_claim: str | None = None  # DRA claim shared by the pod's GPU processes
     rdma_resources: dict[str, int] = field(default_factory=dict)
     rdma_required: bool = False  # the Mooncake transport pins RDMA memory (rdma/efa)
@@ -82,20 +98,37 @@ def _http_probes(launch: ContainerLaunch) -> dict[str, Any]:
     }
 
 
+def token_volume(secret_name: str) -> dict[str, Any]:
+    """The stack's Secret as read-only files (optional: a stack without a token still starts,
+    ungated repositories download anonymously, and the file is then absent)."""
+    return {
+        "name": TOKEN_VOLUME,
+        "secret": {"secretName": secret_name, "optional": True, "defaultMode": 0o400},
+    }
+
+
+def token_env(secret_names: tuple[str, ...], who: str) -> list[dict[str, Any]]:
+    """For each secret variable, the variable naming its file in the token volume."""
+    env = []
+    for name in secret_names:
+        if name not in TOKEN_FILE_ENV:
+            raise KubernetesRenderError("launch", f"{who}: no file form for the secret {name}")
+        env.append({"name": TOKEN_FILE_ENV[name], "value": f"{TOKEN_DIR}/{name}"})
+    return env
+
+
 def env_list(launch: ContainerLaunch, res: PodResources) -> list[dict[str, Any]]:
     env: list[dict[str, Any]] = [{"name": k, "value": v} for k, v in launch.env.items()]
-    for name in launch.secret_env_names:
-        # optional: a stack without a token still starts (ungated repositories download anonymously).
-        ref = {"name": res.secret_name, "key": name, "optional": True}
-        env.append({"name": name, "valueFrom": {"secretKeyRef": ref}})
+    env += token_env(launch.secret_env_names, launch.name)
     if res.mooncake_l3 and launch.mounts:
         env.append({"name": MOONCAKE_HOSTNAME_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
     return env
 
 
-def _resources(launch: ContainerLaunch, res: PodResources) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    limits: dict[str, Any] = {}
+def _resources(launch: ContainerLaunch, res: PodResources, pod_gpus: int) -> dict[str, Any]:
+    sized = resources.server(res.server, len(launch.gpus), pod_gpus) if launch.gpus else resources.ROUTER
+    out: dict[str, Any] = {"requests": dict(sized["requests"])}
+    limits: dict[str, Any] = dict(sized["limits"])
     if launch.gpus:
         if res.gpu_claim:
             out["claims"] = [{"name": res.gpu_claim}]
@@ -115,8 +148,7 @@ def _resources(launch: ContainerLaunch, res: PodResources) -> dict[str, Any]:
         raise KubernetesRenderError(
             "launch", f"{launch.name}: no Kubernetes translation for devices {sorted(extra_devices)}"
         )
-    if limits:
-        out["limits"] = limits
+    out["limits"] = limits
     return out
 
 
@@ -125,9 +157,16 @@ def _security_context(launch: ContainerLaunch) -> dict[str, Any] | None:
     if groups:
         raise KubernetesRenderError("launch", f"{launch.name}: no Kubernetes translation for groups {groups}")
     ctx: dict[str, Any] = {}
-    if launch.cap_add:
-        ctx["capabilities"] = {"add": list(launch.cap_add)}
+    # SYS_PTRACE (in SGLang's ROCm docker command) lets a process trace others, which only a
+    # debugger (rocgdb) needs: ROCm's own container guide ("Running ROCm Docker containers")
+    # grants the GPUs with /dev/kfd and /dev/dri alone. Not granted here.
+    caps = [cap for cap in launch.cap_add if cap not in _DEBUG_CAPABILITIES]
+    if caps:
+        ctx["capabilities"] = {"add": caps}
     for opt in launch.security_opt:
+        # Kept: ROCm's container guide recommends seccomp unconfined for containers in HPC
+        # environments: it lets the process map memory to NUMA nodes (the GPU/CPU affinity
+        # numactl sets up), for performance.
         if opt != "seccomp=unconfined":
             raise KubernetesRenderError("launch", f"{launch.name}: no Kubernetes translation for {opt}")
         ctx["seccompProfile"] = {"type": "Unconfined"}
@@ -136,6 +175,8 @@ def _security_context(launch: ContainerLaunch) -> dict[str, Any] | None:
 
 def _volume_mounts(launch: ContainerLaunch) -> list[dict[str, Any]]:
     mounts: list[dict[str, Any]] = [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}]
+    if launch.secret_env_names:
+        mounts.append(dict(TOKEN_MOUNT))
     for mount in launch.mounts:
         if mount.target not in VOLUME_BY_TARGET:
             raise KubernetesRenderError("launch", f"{launch.name}: no volume for the mount at {mount.target}")
@@ -155,9 +196,11 @@ def container(
     res: PodResources,
     *,
     serves_http: bool,
+    pod_gpus: int,
     command: list[str] | None = None,
 ) -> dict[str, Any]:
-    """The container for one launch; ``command`` only for a worker template's rank placeholder."""
+    """The container for one launch; ``command`` only for a worker template's rank placeholder;
+    ``pod_gpus``: the GPU counts of the pod's containers, summed (its share of serverResources)."""
     argv = list(launch.argv) if command is None else command
     if any("$(" in word for word in launch.argv):
         # Kubernetes expands $(VAR) in command words: the argv would no longer be the recipe's.
@@ -168,7 +211,7 @@ def container(
         "imagePullPolicy": "IfNotPresent",
         "command": argv,
         "env": env_list(launch, res),
-        "resources": _resources(launch, res),
+        "resources": _resources(launch, res, pod_gpus),
         "volumeMounts": _volume_mounts(launch),
     }
     if (security := _security_context(launch)) is not None:

@@ -125,7 +125,7 @@ def plan_kubernetes(
             )
         )
 
-    volumes = [cache_volume]
+    volumes = [cache_volume, downloads.token_volume]
     if not shared_cache:
         volumes.append(downloads.client_volume)
     if l3:
@@ -152,6 +152,7 @@ def plan_kubernetes(
     res = PodResources(
         secret_name=secret,
         vendor=vendor,
+        server=pool.server_resources,
         gpu_claim="gpus" if gpu_sharing else None,
         rdma_resources=dict(pool.rdma_resources),
         rdma_required=l3 and mooncake is not None and mooncake.protocol != "tcp",
@@ -261,13 +262,17 @@ def _gpu_claim_template(
 
 
 def _endpoint_service(stack: str, ns: str, source: KubernetesSource) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "type": source.service_type,
+        "selector": {names.LABEL_INSTANCE: stack, names.LABEL_ENDPOINT: "true"},
+        "ports": [{"name": "http", "port": SERVE_PORT, "targetPort": SERVE_PORT, "protocol": "TCP"}],
+    }
+    if source.service_type == "LoadBalancer":
+        # The endpoint takes no API key: the load balancer admits only the stack's client networks.
+        spec["loadBalancerSourceRanges"] = [str(c) for c in source.load_balancer_source_ranges]
     return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": names.metadata(names.endpoint_service(stack), ns, names.labels(stack, "endpoint")),
-        "spec": {
-            "type": source.service_type,
-            "selector": {names.LABEL_INSTANCE: stack, names.LABEL_ENDPOINT: "true"},
-            "ports": [{"name": "http", "port": SERVE_PORT, "targetPort": SERVE_PORT, "protocol": "TCP"}],
-        },
+        "spec": spec,
     }

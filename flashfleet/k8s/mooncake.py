@@ -4,6 +4,11 @@ The master runs ``mooncake_master`` with its HTTP metadata server, so no separat
 service is needed. The config file is mounted where ``SGLANG_HICACHE_MOONCAKE_CONFIG_PATH``
 (in the launch's environment) points; each pod announces its own IP through
 ``MOONCAKE_LOCAL_HOSTNAME``, so the shared file carries no local_hostname.
+
+None of the master's ports authenticates (the metadata port reads and rewrites the transfer
+engine's segment records, the RPC port puts and evicts objects): a NetworkPolicy admits them
+only from the stack's own server pods, by flashfleet's labels. It binds where the cluster's
+network plugin enforces NetworkPolicy.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ import json
 import posixpath
 from typing import Any
 
-from flashfleet.k8s import names
+from flashfleet.k8s import names, resources
 from flashfleet.recipes.layouts import MOONCAKE_CONFIG_PATH
 from flashfleet.stack.spec import Mooncake
 
@@ -49,7 +54,7 @@ def master_argv(spec: Mooncake) -> list[str]:
 def objects(
     stack: str, namespace: str, spec: Mooncake, image: str, placement: dict[str, Any]
 ) -> list[dict[str, Any]]:
-    """ConfigMap, master Deployment and its Service.
+    """ConfigMap, master Deployment, its Service and the NetworkPolicy in front of it.
 
     The master runs from the serving image (which ships the Mooncake wheel), on the GPU pool's
     nodes where that image is already pulled; it asks for no GPU.
@@ -94,8 +99,10 @@ def objects(
                                     "tcpSocket": {"port": spec.rpc_port},
                                     "periodSeconds": 5,
                                 },
+                                "resources": resources.MOONCAKE_MASTER,
                             }
                         ],
+                        "automountServiceAccountToken": False,
                         **placement,
                     },
                 },
@@ -111,4 +118,25 @@ def objects(
                 "ports": [{"name": n, "port": p, "targetPort": p, "protocol": "TCP"} for n, p in ports],
             },
         },
+        {
+            "apiVersion": "networking.k8s.io/v1",
+            "kind": "NetworkPolicy",
+            "metadata": names.metadata(master, namespace, lbl),
+            "spec": {
+                "podSelector": {"matchLabels": sel},
+                "policyTypes": ["Ingress"],
+                "ingress": [
+                    {
+                        "from": [{"podSelector": {"matchLabels": clients(stack)}}],
+                        "ports": [{"port": p, "protocol": "TCP"} for _, p in ports],
+                    }
+                ],
+            },
+        },
     ]
+
+
+def clients(stack: str) -> dict[str, str]:
+    """The pods that may reach the master: the stack's model servers (every rank)."""
+    serve = names.labels(stack, "serve")
+    return {key: serve[key] for key in (names.LABEL_NAME, names.LABEL_INSTANCE, names.LABEL_COMPONENT)}

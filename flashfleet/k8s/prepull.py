@@ -21,11 +21,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from flashfleet.k8s import names
+from flashfleet.k8s import names, resources
 
 POD = "prepull"
 # Requests so small the pod fits beside anything; no GPU, no volume, no token.
-_TINY = {"requests": {"cpu": "10m", "memory": "16Mi"}}
+_TINY = resources.PRE_PULL
 
 
 def pre_pull(

@@ -10,7 +10,8 @@ container's image is pulled when the container starts, so a download on the serv
 wait for the whole serving-image pull (75 GB for ROCm). A first init container installs the
 pinned huggingface_hub release (the catalog's, which hosts install too) into a pod-local
 directory with pip; each download then runs its ``hf`` with the host role's arguments. Both are
-argv lists: no shell, and a repository name is one argv word.
+argv lists: no shell, and a repository name is one argv word. The token reaches ``hf`` as the
+host role hands it over: a read-only file named by ``HF_TOKEN_PATH``, never an environment value.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from flashfleet.catalog import DFLASH2_DRAFT, download_client
-from flashfleet.k8s.containers import CACHE_VOLUME
+from flashfleet.k8s import resources
+from flashfleet.k8s.containers import CACHE_VOLUME, TOKEN_MOUNT, token_env, token_volume
 from flashfleet.launch import CONTAINER_HF_CACHE, SECRET_ENV_NAMES
 from flashfleet.recipes import Recipe
 
@@ -40,6 +42,7 @@ class Downloads:
     install: dict[str, Any]  # an init container: before every download
     containers: list[dict[str, Any]]
     client_volume: dict[str, Any]
+    token_volume: dict[str, Any]  # the stack's Secret as files (server pods mount it too)
 
 
 def repositories(recipe: Recipe) -> list[str]:
@@ -91,21 +94,14 @@ def downloads(recipe: Recipe, image: str, secret_name: str) -> Downloads:
     env: list[dict[str, Any]] = [
         {"name": "PYTHONPATH", "value": CLIENT_DIR},
         *({"name": k, "value": v} for k, v in _QUIET.items()),
-        # The token only as a reference to the stack's Secret (optional: ungated repositories
-        # download anonymously).
-        *(
-            {
-                "name": name,
-                "valueFrom": {"secretKeyRef": {"name": secret_name, "key": name, "optional": True}},
-            }
-            for name in SECRET_ENV_NAMES
-        ),
+        *token_env(SECRET_ENV_NAMES, "weights download"),
     ]
     install = {
         "name": CLIENT_CONTAINER,
         "image": image,
         "imagePullPolicy": "IfNotPresent",
         "command": install_argv(),
+        "resources": resources.CLIENT_INSTALL,
         "volumeMounts": [client_mount],
     }
     containers = [
@@ -115,11 +111,16 @@ def downloads(recipe: Recipe, image: str, secret_name: str) -> Downloads:
             "imagePullPolicy": "IfNotPresent",
             "command": download_argv(repo),
             "env": env,
-            "volumeMounts": [{"name": CACHE_VOLUME, "mountPath": CONTAINER_HF_CACHE}, client_mount],
+            "resources": resources.DOWNLOAD,
+            "volumeMounts": [
+                {"name": CACHE_VOLUME, "mountPath": CONTAINER_HF_CACHE},
+                client_mount,
+                dict(TOKEN_MOUNT),
+            ],
         }
         for repo in repositories(recipe)
     ]
-    return Downloads(install, containers, {"name": CLIENT_VOLUME, "emptyDir": {}})
+    return Downloads(install, containers, {"name": CLIENT_VOLUME, "emptyDir": {}}, token_volume(secret_name))
 
 
 def download_job(
@@ -144,7 +145,8 @@ def download_job(
                     "restartPolicy": "OnFailure",
                     "initContainers": [downloads.install],
                     "containers": downloads.containers,
-                    "volumes": [cache_volume, downloads.client_volume],
+                    "volumes": [cache_volume, downloads.client_volume, downloads.token_volume],
+                    "automountServiceAccountToken": False,
                     **placement,
                 },
             },

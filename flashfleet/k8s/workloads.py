@@ -69,8 +69,9 @@ def pod_spec(
         waited_on |= set(launch.start_after)
     commands = commands or {}
     sidecars, mains = [], []
+    pod_gpus = sum(len(launch.gpus) for launch in launches)
     for launch in launches:
-        made = container(launch, res, serves_http=http, command=commands.get(launch.name))
+        made = container(launch, res, serves_http=http, pod_gpus=pod_gpus, command=commands.get(launch.name))
         if launch.name in waited_on:
             sidecars.append({**made, "restartPolicy": "Always"})
         else:
@@ -81,6 +82,8 @@ def pod_spec(
     spec: dict[str, Any] = {
         "containers": mains,
         "volumes": volumes,
+        # Nothing in the pod talks to the Kubernetes API: no service-account token to steal.
+        "automountServiceAccountToken": False,
         # SGLang exits on SIGTERM quickly; no need to hold GPUs for the default 30 s more.
         "terminationGracePeriodSeconds": 30,
         **shape.placement,

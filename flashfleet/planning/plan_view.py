@@ -154,6 +154,7 @@ def kubernetes_summary(b: StackPlan, plan: KubernetesPlan) -> dict[str, Any]:
         "model_cache": src.model_cache.model_dump(by_alias=True, mode="json"),
         "leader_worker_set": src.leader_worker_set,
         "service_type": src.service_type,
+        "load_balancer_source_ranges": [str(c) for c in src.load_balancer_source_ranges],
         # The component makes the Secret from the flashfleet:hfToken secret, when the stack has one.
         "secret": plan.secret_name if b.has_hf_token else None,
         "objects": [f"{o['kind']}/{o['metadata']['name']}" for o in plan.objects],

@@ -305,6 +305,13 @@ def _api_key_warnings(spec: StackSpec, has_api_key: bool) -> list[str]:
         ]
     if not required and has_api_key:
         return ["flashfleet:apiKey is set but serving.apiKey is off: the servers accept anyone"]
+    src = spec.nodes.source
+    if isinstance(src, KubernetesSource) and src.service_type == "LoadBalancer":
+        ranges = ", ".join(str(c) for c in src.load_balancer_source_ranges)
+        return [
+            f"serviceType LoadBalancer: port {SERVE_PORT} answers anyone from {ranges}, with no API key "
+            "(none on Kubernetes); keep the ranges to your clients (docs/security.md)"
+        ]
     if not required and isinstance(spec.nodes.source, ExistingSource):
         return [
             f"serving is open: port {SERVE_PORT} answers anyone who reaches it, with no API key; set "

@@ -10,12 +10,14 @@ stack's hardware, a shared cache for several pods) are made by ``flashfleet.k8s`
 from __future__ import annotations
 
 import re
+from ipaddress import IPv4Network, IPv6Network
 from typing import Annotated, Literal
 
-from pydantic import Field, StrictInt, field_validator, model_validator
+from pydantic import BeforeValidator, Field, StrictInt, ValidationInfo, field_validator, model_validator
 
 from flashfleet.catalog import download_client, hardware_catalog
 from flashfleet.stack import safe_values
+from flashfleet.stack.ingress import parse_cidr, too_public
 from flashfleet.stack.strict import Strict
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -26,6 +28,21 @@ _LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 # Storage sizes in binary units only: "800Gi", "2Ti".
 _SIZE = re.compile(r"^[1-9][0-9]*(Gi|Ti)$")
+# A tag that pins an image on its own names a whole release, major.minor.patch (3.12.12-slim,
+# 3.10.1): a tag of fewer parts (python:3, python:3.12) or a word (slim, stable, edge) moves
+# to each new release; anything else needs a digest.
+_RELEASE_TAG = re.compile(r"^v?[0-9]+\.[0-9]+\.[0-9]+([-_.][A-Za-z0-9_.-]*)?$")
+RELEASE_PIN_RULE = "a release tag major.minor.patch (python:3.12.12-slim-bookworm), @sha256:<64 hex>, or both"
+
+
+def release_pinned_image(value: str) -> str:
+    """An image a cluster pulls by itself: a digest, or a tag that names one release."""
+    value = safe_values.pinned_image(value)
+    name, _, digest = value.partition("@")
+    tag = name.rpartition(":")[2] if name.rfind(":") > name.rfind("/") else ""
+    if not digest and not _RELEASE_TAG.fullmatch(tag):
+        raise ValueError(f"{value!r} floats: tag {tag!r} moves to new releases; use {RELEASE_PIN_RULE}")
+    return value
 
 
 def _check_label_key(key: str) -> str:
@@ -76,9 +93,20 @@ class Toleration(Strict):
         return out
 
 
+class ServerResources(Strict):
+    """What one server pod may use of its node besides the GPUs: the node's allocatable CPU and
+    memory less what its daemons need. Not known offline (the cluster's node shape is the
+    user's), so the stack says it; it is both request and limit of the pod's GPU containers."""
+
+    cpu: StrictInt = Field(ge=1, le=4096, description="cores")
+    # Covers /dev/shm (a memory emptyDir counts against it) and the HiCache host tier.
+    memory_gib: StrictInt = Field(ge=1, le=65536)
+
+
 class NodePool(Strict):
     """Where one hardware's GPU nodes are, and what else their pods may ask the device plugins for."""
 
+    server_resources: ServerResources
     node_selector: dict[str, str] = Field(default_factory=dict)
     tolerations: tuple[Toleration, ...] = ()
     # Device-plugin resources for RDMA (the Mooncake L3 tier over rdma/efa), e.g.
@@ -157,6 +185,14 @@ class KubernetesSource(Strict):
     # one LeaderWorkerSet; without it, as one StatefulSet per rank behind a headless Service.
     leader_worker_set: bool = False
     service_type: Literal["ClusterIP", "LoadBalancer"] = "ClusterIP"
+    # The endpoint takes no API key on Kubernetes: a LoadBalancer admits only these client
+    # networks (the Service's loadBalancerSourceRanges), judged like the AWS source's
+    # allowedCidrs (stack.ingress); ranges that cover the internet need allowPublicIngress.
+    # (Both declared after serviceType, allowPublicIngress before the ranges: their validator sees them.)
+    allow_public_ingress: bool = False
+    load_balancer_source_ranges: tuple[
+        Annotated[IPv4Network | IPv6Network, BeforeValidator(parse_cidr)], ...
+    ] = ()
     # The weights download runs on an image of its own, not the serving image, so it starts
     # while the nodes still pull the serving image (flashfleet/catalog/downloads.toml pins both
     # defaults; a cluster behind a mirror names its copies here).
@@ -170,10 +206,41 @@ class KubernetesSource(Strict):
             raise ValueError("must be a DNS label: lowercase letters, digits and '-'")
         return value
 
+    @model_validator(mode="before")
+    @classmethod
+    def _ranges_checked(cls, data: object) -> object:
+        # Left out, the ranges are still judged (a LoadBalancer needs them), under their own key.
+        if isinstance(data, dict) and "loadBalancerSourceRanges" not in data:
+            return {**data, "loadBalancerSourceRanges": ()}
+        return data
+
+    @field_validator("load_balancer_source_ranges")
+    @classmethod
+    def _source_ranges(
+        cls, value: tuple[IPv4Network | IPv6Network, ...], info: ValidationInfo
+    ) -> tuple[IPv4Network | IPv6Network, ...]:
+        load_balancer = info.data.get("service_type") == "LoadBalancer"
+        if not load_balancer:
+            if value:
+                raise ValueError("only a serviceType: LoadBalancer takes source ranges")
+            return value
+        if not value:
+            raise ValueError(
+                "serviceType LoadBalancer needs the client networks it admits (CIDRs such as "
+                "203.0.113.0/24): the endpoint has no API key on Kubernetes"
+            )
+        why = too_public(value)
+        if why is not None and not info.data.get("allow_public_ingress", False):
+            raise ValueError(
+                f"{why}: that opens the unauthenticated endpoint to the internet; "
+                "set allowPublicIngress: true to mean it"
+            )
+        return value
+
     @field_validator("download_image", "pause_image")
     @classmethod
     def _pinned(cls, value: str) -> str:
-        return safe_values.pinned_image(value)
+        return release_pinned_image(value)
 
     @field_validator("node_pools")
     @classmethod

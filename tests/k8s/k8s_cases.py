@@ -16,17 +16,20 @@ from flashfleet.stack.spec import Mooncake
 
 POOLS: dict[str, Any] = {
     "gb300": {
+        "serverResources": {"cpu": 128, "memoryGib": 800},
         "nodeSelector": {"node.kubernetes.io/instance-type": "p6e-gb300.36xlarge"},
         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
         "gpuDeviceClass": "gpu.nvidia.com",
     },
     "h200": {
+        "serverResources": {"cpu": 180, "memoryGib": 1800},
         "nodeSelector": {"node.kubernetes.io/instance-type": "p5en.48xlarge"},
         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
         "rdmaResources": {"vpc.amazonaws.com/efa": 16},
         "gpuDeviceClass": "gpu.nvidia.com",
     },
     "mi355x": {
+        "serverResources": {"cpu": 96, "memoryGib": 1200},
         "nodeSelector": {"amd.com/gpu.product-name": "AMD_Instinct_MI355X"},
         "tolerations": [{"key": "amd.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
     },

@@ -169,13 +169,16 @@ def test_gb300_low_latency_resources() -> None:
     assert len(names) == len(set(names))  # mocks do not catch duplicate URNs
     pod = _pod(_serve(d).inputs)
     (server,) = pod["containers"]
-    assert server["resources"]["limits"] == {"nvidia.com/gpu": 4}
+    assert server["resources"]["limits"] == {"cpu": "128", "memory": "800Gi", "nvidia.com/gpu": 4}
     assert pod["nodeSelector"] == {"node.kubernetes.io/instance-type": "p6e-gb300.36xlarge"}
     assert server["readinessProbe"]["httpGet"] == {"path": "/health", "port": 30000}
     assert server["startupProbe"]["failureThreshold"] * server["startupProbe"]["periodSeconds"] >= 3600
-    assert {v["name"] for v in pod["volumes"]} == {"dshm", "model-cache"}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert set(volumes) == {"dshm", "model-cache", "hf-token"}
+    assert volumes["hf-token"]["secret"]["secretName"] == "gb300-lowlat-hf-token"
     env = {e["name"]: e for e in server["env"]}
-    assert env["HF_TOKEN"]["valueFrom"]["secretKeyRef"]["name"] == "gb300-lowlat-hf-token"
+    assert "HF_TOKEN" not in env
+    assert env["HF_TOKEN_PATH"] == {"name": "HF_TOKEN_PATH", "value": "/etc/flashfleet/hf-token/HF_TOKEN"}
     assert d.outputs == {
         "endpoint": "http://gb300-lowlat.glm.svc:30000/v1",
         "namespace": "glm",
@@ -187,8 +190,8 @@ def test_mi355x_agentx_resources() -> None:
     d = deploy(MI355X_AGENTX)
     pod = _pod(_serve(d).inputs)
     (server,) = pod["containers"]
-    assert server["resources"]["limits"] == {"amd.com/gpu": 4}
-    assert server["securityContext"]["seccompProfile"] == {"type": "Unconfined"}
+    assert server["resources"]["limits"] == {"cpu": "96", "memory": "1200Gi", "amd.com/gpu": 4}
+    assert server["securityContext"] == {"seccompProfile": {"type": "Unconfined"}}
     assert pod["nodeSelector"] == {"amd.com/gpu.product-name": "AMD_Instinct_MI355X"}
     assert pod["tolerations"] == [{"key": "amd.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
     assert next(v for v in pod["volumes"] if v["name"] == "dshm")["emptyDir"]["sizeLimit"] == "16Gi"
@@ -202,8 +205,9 @@ def test_mi355x_agentx_resources() -> None:
 def test_pd_resources() -> None:
     d = deploy(GB300_PD)
     pod = _pod(_serve(d).inputs)
-    limits = {c["name"]: c["resources"].get("limits") for c in [*pod["initContainers"], *pod["containers"]]}
-    assert limits == {"prefill": {"nvidia.com/gpu": 2}, "decode": {"nvidia.com/gpu": 2}, "router": None}
+    limits = {c["name"]: c["resources"]["limits"] for c in [*pod["initContainers"], *pod["containers"]]}
+    half = {"cpu": "64", "memory": "400Gi", "nvidia.com/gpu": 2}
+    assert limits == {"prefill": half, "decode": half, "router": {"cpu": "8", "memory": "8Gi"}}
     assert d.outputs["workloads"] == ["gb300-pd-serve"]
 
 
@@ -216,6 +220,11 @@ def test_l3_mooncake_objects() -> None:
     assert _pod(master.inputs)["containers"][0]["command"][0] == "mooncake_master"
     services = {r.inputs["metadata"]["name"] for r in d.mocks.of_type("kubernetes:core/v1:Service")}
     assert services == {"h200-l3", "h200-l3-mooncake"}
+    (policy,) = d.mocks.of_type("kubernetes:networking.k8s.io/v1:NetworkPolicy")
+    assert (
+        policy.inputs["spec"]["podSelector"]["matchLabels"]
+        == master.inputs["spec"]["selector"]["matchLabels"]
+    )
     (config_map,) = d.mocks.of_type("kubernetes:core/v1:ConfigMap")
     assert (
         '"master_server_address": "h200-l3-mooncake.glm.svc:50051"'
@@ -269,8 +278,11 @@ def test_provider_from_opts_reaches_every_child() -> None:
 
 
 def test_load_balancer_endpoint() -> None:
-    d = deploy(Case("gb300-lb", "gb300", "low-latency", source=source(serviceType="LoadBalancer")))
+    lb = source(serviceType="LoadBalancer", loadBalancerSourceRanges=["203.0.113.0/24"])
+    d = deploy(Case("gb300-lb", "gb300", "low-latency", source=lb))
     assert d.outputs["endpoint"] == "http://lb.example.com:30000/v1"
+    (svc,) = [s for s in d.mocks.of_type("kubernetes:core/v1:Service") if s.name.endswith("-gb300-lb")]
+    assert svc.inputs["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24"]
 
 
 def test_provider_helper_uses_the_context() -> None:

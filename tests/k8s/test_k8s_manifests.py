@@ -15,6 +15,7 @@ from k8s_cases import (
     H200_L3,
     H200_L3_STATEFULSETS,
     MI355X_AGENTX,
+    POOLS,
     Case,
     containers,
     objects_of,
@@ -23,8 +24,8 @@ from k8s_cases import (
 )
 
 from flashfleet.catalog import DFLASH2_DRAFT, download_client
-from flashfleet.k8s import KubernetesRenderError, plan_kubernetes
-from flashfleet.k8s.containers import MOONCAKE_HOSTNAME_ENV
+from flashfleet.k8s import KubernetesRenderError, plan_kubernetes, resources
+from flashfleet.k8s.containers import MOONCAKE_HOSTNAME_ENV, TOKEN_FILE_ENV
 from flashfleet.launch import LaunchSettings
 from flashfleet.recipes.layouts import MOONCAKE_CONFIG_ENV, MOONCAKE_CONFIG_PATH
 from flashfleet.stack.image import ImageSpec
@@ -92,32 +93,10 @@ def test_each_container_is_its_launch(case: Case) -> None:
         assert c["image"] == launch.image
         env_names = [e["name"] for e in c["env"]]
         extra = [MOONCAKE_HOSTNAME_ENV] if case.mooncake is not None else []
-        assert env_names == [*launch.env, *launch.secret_env_names, *extra]
-        values = {e["name"]: e["value"] for e in c["env"] if "value" in e}
+        token_files = [TOKEN_FILE_ENV[name] for name in launch.secret_env_names]
+        assert env_names == [*launch.env, *token_files, *extra]
+        values = {e["name"]: e["value"] for e in c["env"] if "value" in e and e["name"] not in token_files}
         assert values == launch.env
-
-
-@pytest.mark.parametrize("case", SERVE_CASES, ids=lambda c: c.stack)
-def test_token_only_by_secret_reference(case: Case) -> None:
-    plan = case.plan()
-    for obj in plan.objects:
-        for pod in pod_specs(obj):
-            for c in containers(pod).values():
-                refs = [e for e in c.get("env", []) if e["name"] == "HF_TOKEN"]
-                # no model, no token: the router, the master, the client install, the pre-pull
-                if c["name"] in ("router", "mooncake-master", "weights-client", "pause") or c[
-                    "name"
-                ].startswith("pull-"):
-                    assert refs == []
-                    continue
-                assert refs == [
-                    {
-                        "name": "HF_TOKEN",
-                        "valueFrom": {
-                            "secretKeyRef": {"name": plan.secret_name, "key": "HF_TOKEN", "optional": True}
-                        },
-                    }
-                ]
 
 
 def test_gb300_low_latency() -> None:
@@ -136,7 +115,11 @@ def test_gb300_low_latency() -> None:
     assert pod["nodeSelector"] == {"node.kubernetes.io/instance-type": "p6e-gb300.36xlarge"}
     assert pod["tolerations"] == [{"operator": "Exists", "key": "nvidia.com/gpu", "effect": "NoSchedule"}]
     (server,) = pod["containers"]
-    assert server["resources"] == {"limits": {"nvidia.com/gpu": 4}}
+    # The node pool's serverResources, all of it: the pod's one GPU container.
+    assert server["resources"] == {
+        "requests": {"cpu": "128", "memory": "800Gi"},
+        "limits": {"cpu": "128", "memory": "800Gi", "nvidia.com/gpu": 4},
+    }
     assert "securityContext" not in server
     startup, ready = server["startupProbe"], server["readinessProbe"]
     assert startup["httpGet"] == ready["httpGet"] == {"path": "/health", "port": 30000}
@@ -146,7 +129,11 @@ def test_gb300_low_latency() -> None:
     assert volumes["dshm"] == {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "32Gi"}}
     assert volumes["model-cache"]["persistentVolumeClaim"] == {"claimName": "gb300-lowlat-model-cache"}
     mounts = {m["mountPath"]: m["name"] for m in server["volumeMounts"]}
-    assert mounts == {"/dev/shm": "dshm", "/root/.cache/huggingface": "model-cache"}
+    assert mounts == {
+        "/dev/shm": "dshm",
+        "/root/.cache/huggingface": "model-cache",
+        "/etc/flashfleet/hf-token": "hf-token",
+    }
     # The shared cache is filled once by the Job, so the pod downloads nothing itself.
     assert "initContainers" not in pod
     (job,) = objects_of(plan, "Job")
@@ -177,12 +164,11 @@ def test_mi355x_agentx() -> None:
     assert server["command"][server["command"].index("--hicache-size") + 1] == "180"
     assert "OneNexus/GLM-5.3-Flash-MXFP4" in server["command"]
     # Four of the node's eight GPUs, through the AMD device plugin (/dev/kfd, /dev/dri, video).
-    assert server["resources"] == {"limits": {"amd.com/gpu": 4}}
-    assert {"name": "SGLANG_USE_AITER", "value": "1"} in server["env"]
-    assert server["securityContext"] == {
-        "capabilities": {"add": ["SYS_PTRACE"]},
-        "seccompProfile": {"type": "Unconfined"},
+    assert server["resources"] == {
+        "requests": {"cpu": "96", "memory": "1200Gi"},
+        "limits": {"cpu": "96", "memory": "1200Gi", "amd.com/gpu": 4},
     }
+    assert {"name": "SGLANG_USE_AITER", "value": "1"} in server["env"]
     assert pod["nodeSelector"] == {"amd.com/gpu.product-name": "AMD_Instinct_MI355X"}
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert volumes["dshm"]["emptyDir"] == {"medium": "Memory", "sizeLimit": "16Gi"}
@@ -207,9 +193,11 @@ def test_pd_one_pod_sidecars_before_router() -> None:
     assert all(c["restartPolicy"] == "Always" for c in pod["initContainers"])
     assert [c["name"] for c in pod["containers"]] == ["router"]
     by_name = containers(pod)
-    assert by_name["prefill"]["resources"] == {"limits": {"nvidia.com/gpu": 2}}
-    assert by_name["decode"]["resources"] == {"limits": {"nvidia.com/gpu": 2}}
-    assert by_name["router"]["resources"] == {}
+    # Two GPUs of the pod's four each: half the pool's serverResources each.
+    half = {"cpu": "64", "memory": "400Gi"}
+    for name in ("prefill", "decode"):
+        assert by_name[name]["resources"] == {"requests": half, "limits": {**half, "nvidia.com/gpu": 2}}
+    assert by_name["router"]["resources"] == resources.ROUTER
     assert "--base-gpu-id" not in by_name["decode"]["command"]  # the container's GPUs start at 0
     for name, port in (("prefill", 31000), ("decode", 32000), ("router", 30000)):
         assert by_name[name]["startupProbe"]["httpGet"] == {"path": "/health", "port": port}
@@ -236,12 +224,13 @@ def test_encoder_ready_before_language_sharing_gpus_through_dra() -> None:
     assert encoder["startupProbe"]["httpGet"] == {"path": "/health", "port": 30001}
     assert language["name"] == "language"
     assert "http://localhost:30001" in language["command"]  # same pod: localhost is the encoder
+    half = {"cpu": "64", "memory": "400Gi"}  # both processes on the same four GPUs
     for c in (encoder, language):
-        assert c["resources"] == {"claims": [{"name": "gpus"}]}
+        assert c["resources"] == {"claims": [{"name": "gpus"}], "requests": half, "limits": half}
 
 
 def test_encoder_without_dra_is_refused() -> None:
-    pools = {"gb300": {"nodeSelector": {"a": "b"}}}
+    pools = {"gb300": {"nodeSelector": {"a": "b"}, "serverResources": POOLS["gb300"]["serverResources"]}}
     case = Case(
         "gb300-encoder", "gb300", "low-latency", topology="encoder-disagg", source=source(nodePools=pools)
     )
@@ -259,6 +248,7 @@ def test_l3_mooncake_objects_and_leader_worker_set() -> None:
         "ConfigMap",
         "Deployment",
         "Service",
+        "NetworkPolicy",
         "Job",
         "LeaderWorkerSet",
         "Service",
@@ -282,7 +272,7 @@ def test_l3_mooncake_objects_and_leader_worker_set() -> None:
         "--http_metadata_server_port=8080",
         "--metrics_port=9003",
     ]
-    assert "resources" not in master_c  # no GPU for the master
+    assert master_c["resources"] == resources.MOONCAKE_MASTER  # no GPU for the master
     master_svc = next(o for o in objects_of(plan, "Service") if o["metadata"]["name"] == "h200-l3-mooncake")
     assert {p["name"]: p["port"] for p in master_svc["spec"]["ports"]} == {
         "rpc": 50051,
@@ -312,7 +302,10 @@ def test_l3_mooncake_objects_and_leader_worker_set() -> None:
     assert "startupProbe" not in worker
     assert "ports" not in worker
     for c in (leader, worker):
-        assert c["resources"] == {"limits": {"nvidia.com/gpu": 8, "vpc.amazonaws.com/efa": 16}}
+        assert c["resources"] == {
+            "requests": {"cpu": "180", "memory": "1800Gi"},
+            "limits": {"cpu": "180", "memory": "1800Gi", "nvidia.com/gpu": 8, "vpc.amazonaws.com/efa": 16},
+        }
         assert c["securityContext"] == {"capabilities": {"add": ["IPC_LOCK"]}}
         assert {"name": MOONCAKE_CONFIG_ENV, "value": MOONCAKE_CONFIG_PATH} in c["env"]
         assert {"name": MOONCAKE_HOSTNAME_ENV, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}} in c[
@@ -385,13 +378,13 @@ def test_derived_image_refused() -> None:
 
 
 def test_missing_node_pool_refused() -> None:
-    case = Case("gb300-lowlat", "gb300", "low-latency", source=source(nodePools={"h200": {}}))
+    case = Case("gb300-lowlat", "gb300", "low-latency", source=source(nodePools={"h200": POOLS["h200"]}))
     with pytest.raises(KubernetesRenderError, match="no node pool for gb300"):
         case.plan()
 
 
 def test_l3_without_rdma_resources_refused() -> None:
-    pools = {"h200": {"nodeSelector": {"a": "b"}}}
+    pools = {"h200": {"nodeSelector": {"a": "b"}, "serverResources": POOLS["h200"]["serverResources"]}}
     case = Case(
         "h200-l3",
         "h200",

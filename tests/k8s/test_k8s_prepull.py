@@ -74,7 +74,7 @@ def test_the_pre_pull_runs_the_serving_image_where_the_servers_run(case: Case) -
     for c in [*pulls, pause]:
         assert "env" not in c
         assert "volumeMounts" not in c
-        assert "limits" not in c["resources"]  # no GPU: the servers keep every one
+        assert set(c["resources"]["limits"]) == {"cpu", "memory"}  # no GPU: the servers keep every one
     assert "volumes" not in pod
     for server in _servers(case):
         for key in ("nodeSelector", "tolerations", "affinity"):
@@ -90,7 +90,7 @@ def test_the_pre_pull_runs_the_serving_image_where_the_servers_run(case: Case) -
 @pytest.mark.parametrize("case", [GB300_LOWLAT, MI355X_AGENTX], ids=["ReadWriteMany Job", "hostPath init"])
 def test_download_image_is_the_sources_option(case: Case) -> None:
     mirror = "mirror.example.com/library/python:3.12.12-slim-bookworm"
-    pause = "mirror.example.com/pause:3.10"
+    pause = "mirror.example.com/pause:3.10.1"
     changed = Case(
         case.stack,
         case.hardware,

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 
 from flashfleet.catalog import download_client, hardware_catalog
 from flashfleet.k8s import plan_kubernetes
-from flashfleet.k8s.containers import MOONCAKE_HOSTNAME_ENV
+from flashfleet.k8s.containers import MOONCAKE_HOSTNAME_ENV, TOKEN_FILE_ENV
 from flashfleet.planning import load_stack
 from flashfleet.stack import list_stacks, safe_values
 from flashfleet.stack.kubernetes_source import HostPathCache, KubernetesSource, PvcCache
@@ -35,7 +35,7 @@ def test_minimal_source() -> None:
     [
         ({"namespce": "glm"}, "namespce"),
         ({"namespace": "GLM_models"}, "DNS label"),
-        ({"nodePools": {"b200": {}}}, "unknown hardware b200"),
+        ({"nodePools": {"b200": POOLS["gb300"]}}, "unknown hardware b200"),
         ({"nodePools": {}}, "at least 1"),
         ({"modelCache": {"kind": "pvc", "storageClass": "x", "size": "800GB"}}, "Gi or Ti"),
         ({"modelCache": {"kind": "hostPath", "path": "relative/dir"}}, "absolute"),
@@ -99,7 +99,7 @@ def test_every_catalog_stack_on_kubernetes(stack: str) -> None:
         assert words == list(launch.argv)
         names = [e["name"] for e in c["env"]]
         extra = [MOONCAKE_HOSTNAME_ENV] if b.spec.mooncake else []
-        assert names == [*launch.env, *launch.secret_env_names, *extra]
+        assert names == [*launch.env, *(TOKEN_FILE_ENV[n] for n in launch.secret_env_names), *extra]
 
 
 def test_download_and_pause_images_default_to_the_catalogs_pins() -> None:

@@ -65,9 +65,16 @@ def test_hf_token_only_inside_the_secret(stack: str) -> None:
     assert is_secret(secret.inputs["stringData"])
     assert secret.inputs["stringData"]["value"] == {"HF_TOKEN": TOKEN}
     (serve,) = [x for x in r.mocks.resources if x.typ == "kubernetes:apps/v1:Deployment"]
-    (server,) = serve.inputs["spec"]["template"]["spec"]["containers"]
+    pod = serve.inputs["spec"]["template"]["spec"]
+    (server,) = pod["containers"]
+    # The server reads the Secret as a file (HF_TOKEN_PATH), never as an environment value.
     env = {e["name"]: e for e in server["env"]}
-    assert env["HF_TOKEN"]["valueFrom"]["secretKeyRef"]["name"] == secret.inputs["metadata"]["name"]
+    assert "HF_TOKEN" not in env
+    (volume,) = [v for v in pod["volumes"] if "secret" in v]
+    assert volume["secret"]["secretName"] == secret.inputs["metadata"]["name"]
+    (mount,) = [m for m in server["volumeMounts"] if m["name"] == volume["name"]]
+    assert mount["readOnly"] is True
+    assert env["HF_TOKEN_PATH"]["value"] == f"{mount['mountPath']}/HF_TOKEN"
 
 
 @pytest.mark.parametrize("stack", K8S_STACKS)

@@ -75,7 +75,10 @@ def test_plan_text_of_a_kubernetes_stack_shows_workloads(capsys: pytest.CaptureF
         "python /opt/flashfleet/hf-client/bin/hf download zai-org/GLM-5.3-Flash \\\n    --revision main"
         in out
     )
-    assert "# main server: image lmsysorg/sglang:v0.5.23-rocm720-mi35x, limits amd.com/gpu=4" in out
+    assert (
+        "# main server: image lmsysorg/sglang:v0.5.23-rocm720-mi35x, limits cpu=64, memory=512Gi, amd.com/gpu=4"
+        in out
+    )
     assert "    sglang serve \\\n    --model-path zai-org/GLM-5.3-Flash" in out
     assert "\nnode 0 " not in out, "no host sections"
 

@@ -16,7 +16,9 @@ from flashfleet.stack import KubernetesSource, StackError, stack_path
 S = "flashfleet:stack"
 Doc = dict[str, Any]
 WriteStack = Callable[[str, Callable[[Doc], None]], Path]
+SERVER = {"cpu": 180, "memoryGib": 1800}  # what a server pod may use of its node
 H200_POOL = {
+    "serverResources": SERVER,
     "nodeSelector": {"node.kubernetes.io/instance-type": "p5en.48xlarge"},
     "rdmaResources": {"vpc.amazonaws.com/efa": 16},
 }
@@ -38,7 +40,7 @@ def onto_kubernetes(**source: Any) -> Callable[[Doc], None]:
         spec(doc)["nodes"]["source"] = {
             "kind": "kubernetes",
             "namespace": "glm",
-            "nodePools": {"mi355x": {}, "h200": H200_POOL},
+            "nodePools": {"mi355x": {"serverResources": SERVER}, "h200": H200_POOL},
             "modelCache": {"kind": "pvc", "storageClass": "fsx", "size": "2Ti"},
             **source,
         }
@@ -110,7 +112,7 @@ def test_derived_image_on_hosts_is_still_fine() -> None:
         (
             # Mooncake over EFA needs the device plugin's EFA resource on the pods.
             "h200-l3",
-            onto_kubernetes(nodePools={"h200": {"nodeSelector": {"gpu": "h200"}}}),
+            onto_kubernetes(nodePools={"h200": {"nodeSelector": {"gpu": "h200"}, "serverResources": SERVER}}),
             f"{S}.nodes.source.nodePools.rdmaResources",
             "RDMA device-plugin resource",
         ),
