@@ -350,6 +350,9 @@ def _pd(ctx: Context, topo: Topology, addrs: list[str]) -> list[Process]:
     o = ctx.options
     tp = o.tp
     env = {**_server_env(ctx), **PD_NIXL_ENV}
+    # Each server's own counters show the benchmark that prefill and decode served their shares;
+    # the L3 tier's flags already turn them on.
+    metrics = [] if "--enable-metrics" in F.hicache_flags(o) else ["--enable-metrics"]
     prefill_tail = [
         "--disaggregation-mode",
         "prefill",
@@ -359,7 +362,7 @@ def _pd(ctx: Context, topo: Topology, addrs: list[str]) -> list[Process]:
         "nixl",
         "--nccl-port",
         str(PD_PREFILL_NCCL_PORT),
-        "--enable-metrics",  # its own counters show the benchmark that prefill served its share
+        *metrics,
     ]
     decode_tail = [
         "--disaggregation-mode",
@@ -368,7 +371,7 @@ def _pd(ctx: Context, topo: Topology, addrs: list[str]) -> list[Process]:
         "nixl",
         "--nccl-port",
         str(PD_DECODE_NCCL_PORT),
-        "--enable-metrics",  # its own counters show the benchmark that decode served its share
+        *metrics,
     ]
     prefill = Process(
         name="prefill",

@@ -139,6 +139,20 @@ def test_l3_exposes_the_mooncake_config_path():
     assert any(path in n for n in recipe.notes)
 
 
+@pytest.mark.parametrize("hardware", ["gb300", "h200"])
+def test_pd_with_the_l3_tier_renders_each_flag_once(hardware):
+    """PD + L3 is no known failure: it renders, Not Verified, and both PD servers turn metrics on
+    once (the PD checks and the L3 tier both read them), with no extra_args given."""
+    recipe = render(hardware, "high-throughput", "pd", overrides={"hicache": "l1l2l3"})
+    assert recipe.badge == "Not Verified"
+    for name in ("prefill", "decode"):
+        proc = server(recipe, name)
+        words = [u[0] for u in argv_units(proc.argv)[1:]]
+        assert words.count("--enable-metrics") == 1, proc.argv
+        assert flags(proc.argv)["--hicache-storage-backend"] == ("mooncake",)
+        assert "SGLANG_HICACHE_MOONCAKE_CONFIG_PATH" in proc.env
+
+
 def test_max_mamba_cache_pin():
     f = flags(server(render("h200", "high-throughput", overrides={"max_mamba_cache_size": 512})).argv)
     assert f["--max-mamba-cache-size"] == ("512",)
