@@ -10,6 +10,9 @@ from datetime import UTC, datetime
 
 import pulumi
 
+from flashfleet.bringup.errors import BringupInputError
+from flashfleet.bringup.project import DEFAULT_PROJECT
+from flashfleet.bringup.role_vars import STACK_PLAYBOOKS, check_role_vars
 from flashfleet.capacity import preflight
 from flashfleet.components.program import deploy
 from flashfleet.planning import parse_spec, resolve_spec
@@ -37,6 +40,10 @@ if bringup.api_key_required and api_key is None:
 role_vars = config.get_object("roleVars") or {}
 if not isinstance(role_vars, dict):
     raise pulumi.RunError("flashfleet:roleVars: must be a mapping of role argument names to values")
+try:  # the rules `flashfleet validate` and the bring-up's check apply, before the first resource
+    check_role_vars(DEFAULT_PROJECT, STACK_PLAYBOOKS, role_vars)
+except BringupInputError as err:
+    raise pulumi.RunError(str(err)) from None
 # The block or reservation must be usable now, before the first resource (a VPC) is created.
 try:
     reservation = preflight.run(bringup)

@@ -105,6 +105,15 @@ def _role_spec(project: Project, role: str, entry: str = "main") -> tuple[dict[s
     return options, set(defaults or {})
 
 
+def role_spec_entries(project: Project, role: str) -> list[dict[str, Any]]:
+    """The options of every entry point of a role's argument spec (none without a spec)."""
+    spec_file = project.roles / role / "meta" / "argument_specs.yml"
+    if "{{" in role or not spec_file.is_file():
+        return []
+    specs = (_load_yaml(spec_file) or {}).get("argument_specs", {})
+    return [dict((entry or {}).get("options") or {}) for entry in specs.values()]
+
+
 def _hosts_of(pattern: str, inventory: Mapping[str, Any]) -> list[str]:
     root = inventory["all"]
     every = list(root.get("hosts") or {})
@@ -173,12 +182,6 @@ def check_role_arguments(
                     if known:
                         params[name] = resolved
             _validate(where, options, params)
-
-
-def check_extravar_names(project: Project, playbook: str, extravars: Mapping[str, Any]) -> None:
-    """Raises BringupInputError when a role-prefixed name is no argument of that role."""
-    specs = {u.role: _role_spec(project, u.role) for u in role_uses(project, playbook)}
-    _check_extravars(extravars, {r: s[0] for r, s in specs.items() if s is not None})
 
 
 def _check_extravars(extravars: Mapping[str, Any], options_by_role: Mapping[str, Mapping[str, Any]]) -> None:

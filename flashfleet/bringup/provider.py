@@ -183,11 +183,15 @@ class PlaybookRunProvider(ResourceProvider):
     def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         extravars = news.get("extravars")
         if isinstance(extravars, Mapping) and news.get("projectDir") and not _has_unknown(extravars):
-            from flashfleet.bringup.arguments import check_extravar_names
+            from flashfleet.bringup.role_vars import check_role_vars
 
             try:
-                playbook = str(news.get("playbook") or "site.yml")
-                check_extravar_names(_project(str(news["projectDir"])), playbook, extravars)
+                # the stack's roleVars: the same rules as `flashfleet validate` and `configure -e`
+                playbooks = (
+                    str(news.get("playbook") or "site.yml"),
+                    str(news.get("teardownPlaybook") or "teardown.yml"),
+                )
+                check_role_vars(_project(str(news["projectDir"])), playbooks, unwrap_rpc_secret(extravars))
             except (BringupInputError, FileNotFoundError) as err:
                 return CheckResult(news, [CheckFailure("extravars", str(err))])
         inventory = news.get("inventory")

@@ -63,11 +63,13 @@ def run(args: argparse.Namespace) -> int:
     from flashfleet.bringup import handoff
     from flashfleet.bringup.cliargs import load_inventory, parse_extravars, project_of
     from flashfleet.bringup.errors import BringupInputError
+    from flashfleet.bringup.role_vars import OPTION_PREFIX, check_role_vars
     from flashfleet.bringup.secret_env import API_KEY_ENV, TOKEN_ENV
 
     try:
         project = project_of(args)
         extravars = parse_extravars(args.extra_vars)
+        check_role_vars(project, (args.playbook,), extravars, OPTION_PREFIX)  # before any host is touched
         if args.inventory is not None:
             inventory, token, key = load_inventory(args.inventory), os.environ.get(TOKEN_ENV), None
         else:

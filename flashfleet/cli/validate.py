@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flashfleet.cli.common import add_format, print_json
+
+if TYPE_CHECKING:
+    from flashfleet.stack.files import StackFile
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -25,9 +28,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from flashfleet.cli.common import UsageError, stack_arg
-    from flashfleet.planning import load_stack
-    from flashfleet.planning.resolve import capacity_needed
-    from flashfleet.stack import DEFAULT_STACKS_DIR, StackError, list_stacks
+    from flashfleet.planning.resolve import capacity_needed, resolve
+    from flashfleet.stack import DEFAULT_STACKS_DIR, StackError, list_stacks, read_stack_file
 
     stacks_dir = args.stacks_dir or DEFAULT_STACKS_DIR
     if args.stacks:
@@ -41,7 +43,9 @@ def run(args: argparse.Namespace) -> int:
     results: list[dict[str, Any]] = []
     for name, folder in targets:
         try:
-            b = load_stack(name, folder)
+            sf = read_stack_file(name, folder)
+            b = resolve(sf)
+            _check_role_vars(sf)
         except StackError as err:
             results.append({"stack": name, "ok": False, "problems": [str(p) for p in err.problems]})
             if args.format == "text":
@@ -58,3 +62,16 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         print_json(results)
     return 0 if all(r["ok"] for r in results) else 2
+
+
+def _check_role_vars(sf: StackFile) -> None:
+    """The stack's flashfleet:roleVars under the rules the bring-up applies (bringup.role_vars)."""
+    from flashfleet.bringup.project import DEFAULT_PROJECT
+    from flashfleet.bringup.role_vars import STACK_PLAYBOOKS, RoleVarRefused, check_role_vars
+    from flashfleet.stack import StackError
+    from flashfleet.stack.errors import Problem
+
+    try:
+        check_role_vars(DEFAULT_PROJECT, STACK_PLAYBOOKS, sf.role_vars)
+    except RoleVarRefused as err:
+        raise StackError(sf.name, [Problem(f"{err.where}{err.name}", err.message, err.rule)]) from None

@@ -68,7 +68,6 @@ def engine() -> Iterator[Engine]:
             "model_weights_pip_find_links": f"{base}/wheels/",
             "model_weights_pip_trusted_host": pool.gateway,
             "sglang_serve_docker": FAKE_DOCKER,
-            "teardown_docker": FAKE_DOCKER,
             "sglang_serve_ready_timeout_s": 60,
             "sglang_serve_ready_poll_s": 1,
             **SMALL_SIZES,

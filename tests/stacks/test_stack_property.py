@@ -11,13 +11,16 @@ import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from flashfleet.bringup.provider import RunInputs
 from flashfleet.cli import main
+from flashfleet.stack import safe_values
 from tests.stacks.conftest import catalog_doc
 
 S = "flashfleet:stack"
@@ -154,5 +157,99 @@ def test_any_number_is_refused_by_path_or_bounded(
         if rc == 0:
             assert isinstance(value, int), value
             assert 0 < value <= 2**16, value  # bounded, whole
+
+    check()
+
+
+# flashfleet:roleVars: a documented role argument of each kind -> (how the value is put, the spec's
+# own rule an accepted value must pass). Extra variables win over the spec in Ansible, so these
+# are the same doors as the spec's fields.
+R = "flashfleet:roleVars"
+ROLE_ARGS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any] | None]] = {
+    "mooncake_install_dir": (lambda v: v, safe_values.host_path),
+    "model_weights_cache_dir": (lambda v: v, safe_values.host_path),
+    "model_weights_hf_endpoint": (lambda v: v, lambda v: safe_values.host_address(urlsplit(v).hostname)),
+    "model_weights_pip_trusted_host": (
+        lambda v: v,
+        lambda v: v == "" or safe_values.host_address(v.split(":")[0]),
+    ),
+    "mooncake_local_hostname": (lambda v: v, lambda v: v == "" or safe_values.host_address(v)),
+    "rocm_driver_users": (lambda v: [v], lambda v: [safe_values.posix_user(u) for u in v]),
+    "sglang_serve_docker": (lambda v: v, None),
+    "model_weights_revision": (lambda v: v, None),
+    "preflight_gpu_model": (lambda v: v, None),
+    "model_weights_token_file": (lambda v: v, None),
+    "ansible_ssh_common_args": (lambda v: v, None),
+}
+ROLE_PORTS = ("mooncake_rpc_port", "mooncake_metrics_port")
+
+
+def _validate_role_vars(tmp: Path, role_vars: dict[str, Any]) -> tuple[int, str]:
+    import contextlib
+    import io
+
+    doc = copy.deepcopy(catalog_doc("h200-lowlat"))
+    doc["config"][R] = role_vars
+    (tmp / "Pulumi.prop.yaml").write_text(yaml.safe_dump(doc))
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        rc = main(["validate", "prop", "--stacks-dir", str(tmp)])
+    return rc, err.getvalue()
+
+
+def _judge_role_var(name: str, value: Any, rc: int, err: str) -> None:
+    if rc != 0:
+        assert rc == 2, (value, rc, err)
+        lines = err.strip().splitlines()
+        assert len(lines) == 1, (value, err)
+        assert f"{R}.{name}: " in lines[0], (value, err)
+        assert "[rule: " in lines[0], (value, err)
+        return
+    # accepted: one inert value that reaches the bring-up's extravars as it is
+    inputs = RunInputs.from_props({"extravars": {name: value}, "projectDir": ".", "runsDir": "runs"})
+    assert inputs.extravars == {name: value}
+    for s in _strings(value):
+        assert s.isprintable(), value
+        assert not s.startswith("-"), value
+        assert not any(mark in s for mark in ("{{", "{%", "{#")), value
+        assert "@" not in urlsplit(s).netloc, value
+
+
+@pytest.mark.parametrize("name", sorted(ROLE_ARGS))
+def test_any_role_var_string_is_refused_by_name_or_inert(
+    name: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    put, spec_rule = ROLE_ARGS[name]
+    tmp = tmp_path_factory.mktemp(name)
+
+    @settings(max_examples=15, deadline=None)
+    @given(
+        st.one_of(STRINGS, st.sampled_from(["https://u:p@10.0.0.1/x", "http://10.0.0.1:8080/w/", "/home"]))
+    )
+    def check(raw: str) -> None:
+        value = put(raw)
+        rc, err = _validate_role_vars(tmp, {name: value})
+        _judge_role_var(name, value, rc, err)
+        if rc == 0 and spec_rule is not None:
+            spec_rule(value)  # the rule the spec's own field of that kind applies
+
+    check()
+
+
+@pytest.mark.parametrize("name", ROLE_PORTS)
+def test_any_role_var_number_is_refused_by_name_or_a_port(
+    name: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    tmp = tmp_path_factory.mktemp(name)
+
+    @settings(max_examples=15, deadline=None)
+    @given(NUMBERS_ST)
+    def check(value: float) -> None:
+        rc, err = _validate_role_vars(tmp, {name: value})
+        _judge_role_var(name, value, rc, err)
+        if rc == 0:
+            assert isinstance(value, int), value
+            assert not isinstance(value, bool), value
+            assert 0 < value < 2**16, value
 
     check()

@@ -1,0 +1,169 @@
+"""`flashfleet:roleVars` and `configure -e` go around no check: each way round the spec that a
+review found (a connection variable that replaced the pinned SSH arguments, a token file that
+was a directory, an install directory of /home, a mirror URL with its password) is refused by
+`flashfleet validate`, by the bring-up provider's check (through the engine's gRPC round trip)
+and by `flashfleet configure -e`, with exit 2 and one line naming the variable and the rule."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from pulumi.runtime import proto
+
+from flashfleet.bringup.project import DEFAULT_PROJECT, REPO
+from flashfleet.bringup.provider import PlaybookRunProvider
+from flashfleet.bringup.role_vars import KINDS, REFUSED, STACK_PLAYBOOKS, check_role_vars, documented_options
+from flashfleet.cli import main
+from flashfleet.stack import safe_values
+from tests.stacks.conftest import catalog_doc
+
+from .conftest import resource_inputs
+from .engine import URN, ProviderHost
+
+ROLE_VARS = "flashfleet:roleVars"
+# (variable, value, rule): the review's cases first, then the other ways round the same rules.
+ATTACKS = [
+    ("ansible_ssh_common_args", "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null", "connection"),
+    ("ansible_host", "203.0.113.7", "connection"),
+    ("ansible_become_password", "hunter2", "connection"),
+    ("flashfleet_host_keys", [], "connection"),
+    ("site_colour", "red", "unknown-argument"),
+    ("model_weights_token_file", "/var/lib/flashfleet/hf", "secret-handling"),
+    ("sglang_serve_api_key_env", "AWS_SECRET_ACCESS_KEY", "secret-handling"),
+    ("model_weights_remove_cache", True, "flashfleet-owned"),
+    ("mooncake_install_dir", "/home", "host-path"),
+    ("model_weights_cache_dir", "/etc/ssl", "host-path"),
+    ("preflight_data_dir", "/var/lib", "host-path"),
+    ("nvidia_driver_repo_url", "https://mirror:s3cret@apt.example.internal/cuda/repos", "credentials"),
+    ("model_weights_pip_find_links", "https://me:pw@wheels.example.internal/", "credentials"),
+    ("model_weights_hf_endpoint", "{{ lookup('env', 'AWS_SECRET_ACCESS_KEY') }}", "template"),
+    ("model_weights_hf_endpoint", "file:///etc/passwd", "url"),
+    ("mooncake_local_hostname", "-oProxyCommand=x", "address"),
+    ("rocm_driver_users", ["root;id"], "user"),
+    ("mooncake_rpc_port", 70000, "port"),
+    ("container_runtime_daemon_options", {"hosts": ["tcp://0.0.0.0:2375"]}, "docker-options"),
+    ("preflight_gpu_count", "8", "int"),
+]
+IDS = [f"{name}-{rule}" for name, _, rule in ATTACKS]
+# An air-gapped site's mirrors, as the engine test passes them: accepted everywhere.
+MIRRORS = {
+    "nvidia_driver_repo_url": "http://10.0.0.1:8080/cuda/repos",
+    "container_runtime_docker_repo_url": "https://mirror.example.internal/docker/linux",
+    "model_weights_hf_endpoint": "http://10.0.0.1:9000",
+    "model_weights_pip_find_links": "http://10.0.0.1:8080/wheels/",
+    "model_weights_pip_trusted_host": "10.0.0.1",
+    "sglang_serve_docker": "/usr/local/lib/fake-docker/docker",
+    "preflight_image_gb": 1,
+    "container_runtime_daemon_options": {"registry-mirrors": ["https://registry.example.internal"]},
+}
+
+
+def _validate(tmp_path: Path, role_vars: dict[str, Any], capsys: Any) -> tuple[int, str]:
+    doc = copy.deepcopy(catalog_doc("h200-lowlat"))
+    doc["config"][ROLE_VARS] = role_vars
+    (tmp_path / "Pulumi.rv.yaml").write_text(yaml.safe_dump(doc))
+    rc = main(["validate", "rv", "--stacks-dir", str(tmp_path)])
+    return rc, capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("name", "value", "rule"), ATTACKS, ids=IDS)
+def test_validate_refuses_naming_the_variable_and_the_rule(
+    tmp_path: Path, capsys: Any, name: str, value: Any, rule: str
+) -> None:
+    rc, err = _validate(tmp_path, {name: value}, capsys)
+    assert rc == 2, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert f"{ROLE_VARS}.{name}: " in err, err
+    assert err.rstrip().endswith(f"[rule: {rule}]"), err
+
+
+def test_validate_accepts_a_sites_documented_mirrors(tmp_path: Path, capsys: Any) -> None:
+    rc, err = _validate(tmp_path, MIRRORS, capsys)
+    assert rc == 0, err
+
+
+@pytest.mark.parametrize(("name", "value", "rule"), ATTACKS, ids=IDS)
+def test_the_provider_check_refuses_through_the_engines_round_trip(
+    tmp_path: Path,
+    provider_host: ProviderHost,
+    two_local_nodes: dict[str, Any],
+    name: str,
+    value: Any,
+    rule: str,
+) -> None:
+    news = provider_host._props(resource_inputs(tmp_path, two_local_nodes, REPO, extravars={name: value}))
+    resp = provider_host.stub.Check(proto.CheckRequest(urn=URN, olds=news, news=news))
+    assert [f.property for f in resp.failures] == ["extravars"]
+    reason = resp.failures[0].reason
+    assert reason.startswith(f"{ROLE_VARS}.{name}: "), reason
+    assert reason.endswith(f"[rule: {rule}]"), reason
+
+
+def test_the_provider_check_accepts_the_mirrors(tmp_path: Path, two_local_nodes: dict[str, Any]) -> None:
+    inputs = resource_inputs(tmp_path, two_local_nodes, REPO, extravars=MIRRORS)
+    assert PlaybookRunProvider().check({}, inputs).failures == []
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "rule"), [a for a in ATTACKS if a[0] in {"ansible_ssh_common_args", "mooncake_install_dir",
+                                                               "model_weights_token_file", "nvidia_driver_repo_url"}]
+)  # fmt: skip
+def test_configure_refuses_the_same_extra_variable_before_any_run(
+    tmp_path: Path, capsys: Any, two_local_nodes: dict[str, Any], name: str, value: Any, rule: str
+) -> None:
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(yaml.safe_dump(two_local_nodes))
+    argv = ["configure", "t1", "--inventory", str(inv), "--runs-dir", str(tmp_path / "runs")]
+    rc = main([*argv, "-e", f"{name}={yaml.safe_dump(value, default_flow_style=True).strip()}"])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert f"-e {name}: " in err, err
+    assert err.rstrip().endswith(f"[rule: {rule}]"), err
+    assert not (tmp_path / "runs").exists()  # refused before a run directory, let alone a host
+
+
+def test_every_documented_argument_of_the_bringup_has_a_rule() -> None:
+    """A new role argument cannot slip through as free text: each str, path, list or dict argument
+    of a role the bring-up runs is refused or has a kind; names that carry secrets are refused."""
+    options = documented_options(DEFAULT_PROJECT, STACK_PLAYBOOKS)
+    untyped = sorted(
+        n for n, o in options.items()
+        if n not in KINDS and n not in REFUSED and (o.get("type") or "str") not in {"bool", "int", "float"}
+        and o.get("choices") is None
+    )  # fmt: skip
+    assert untyped == []
+    paths = {n: REFUSED[n][0] if n in REFUSED else KINDS[n][0] for n, o in options.items()
+             if "path" in (o.get("type"), o.get("elements"))}  # fmt: skip
+    assert paths
+    assert set(paths.values()) <= {
+        "host-path",
+        "program",
+        "device",
+        "secret-handling",
+        "flashfleet-owned",
+    }
+    secretish = [
+        n for n in options if n.endswith(("_env", "_token_file", "_secret_sources", "_files_to_remove"))
+    ]
+    assert secretish
+    assert all(REFUSED[n][0] == "secret-handling" for n in secretish)
+
+
+def test_a_refused_or_accepted_directory_follows_the_specs_own_rule() -> None:
+    for value in ["/opt/flashfleet/mooncake", "/home", "/home/me/mc", "/data/../etc", "/srv/x:y", "/root/x"]:
+        try:
+            safe_values.host_path(value)
+            spec_ok = True
+        except ValueError:
+            spec_ok = False
+        try:
+            check_role_vars(DEFAULT_PROJECT, STACK_PLAYBOOKS, {"mooncake_install_dir": value})
+            ours = True
+        except ValueError:
+            ours = False
+        assert ours == spec_ok, value
