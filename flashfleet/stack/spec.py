@@ -371,7 +371,7 @@ class StackSpec(Strict):
     nodes: Nodes
     mooncake: Mooncake | None = None
     # Created, chmodded, mounted read-write into every container and, with keepCaches: false,
-    # deleted on teardown: never / or a system directory (safe_values.host_path).
+    # deleted on teardown: only strictly below a root flashfleet may own (safe_values.host_path).
     model_cache_dir: HostPath = "/opt/flashfleet/hf-cache"
     bench: BenchSpec = BenchSpec()
     teardown: TeardownSpec | None = None  # None: keep the caches
