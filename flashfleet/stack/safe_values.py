@@ -70,9 +70,16 @@ ADDRESS_RULE = "must be an IP address or a DNS name (letters, digits, '-' and '.
 
 
 def host_address(value: object) -> str:
-    """An IP literal or a DNS name: never an ssh option (`-o...`), a user@ or a newline."""
+    """An IP literal or a DNS name: never an ssh option (`-o...`), a user@ or a newline.
+
+    Returns the canonical form, so that one host is one string: an IP as `ipaddress` writes it,
+    a DNS name in lowercase without its trailing dot (DNS names are case-insensitive).
+    """
     if not isinstance(value, str) or not value:
         raise ValueError(ADDRESS_RULE)
+    if "%" in value:
+        # fe80::1%eth0: a zone names an interface of the machine that reads it, not a host
+        raise ValueError(f"{value!r} is a scoped address: {ADDRESS_RULE}, without a %zone")
     try:
         return str(ipaddress.ip_address(value))
     except ValueError:
@@ -83,7 +90,7 @@ def host_address(value: object) -> str:
         raise ValueError(f"{value!r}: {ADDRESS_RULE}")
     if labels[-1].isdigit():
         raise ValueError(f"{value!r} is not a valid IP address: {ADDRESS_RULE}")
-    return value
+    return name.lower()
 
 
 _POSIX_USER = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
