@@ -41,16 +41,26 @@ NOT_PUBLIC = {
 }
 
 
+CIDR_RULE = (
+    "must be an IPv4 or IPv6 network in CIDR notation such as 203.0.113.0/24 "
+    "(a string with its /prefix, no host bits set, no %zone)"
+)
+
+
 def parse_cidr(raw: object) -> object:
-    """A CIDR string to a network (pydantic BeforeValidator); one clear message for the rest."""
-    if not isinstance(raw, str):
+    """A CIDR string to a network (pydantic BeforeValidator); one clear message for the rest.
+
+    Only a string with an explicit prefix: `ip_network` would read the number 0 as 0.0.0.0/32
+    and a bare address as a /32, and keep an IPv6 zone (`%eth0`) that no security group takes.
+    """
+    if isinstance(raw, IPv4Network | IPv6Network):  # built in Python, already a network
         return raw
+    if not isinstance(raw, str) or "/" not in raw or "%" in raw:
+        raise ValueError(f"{raw!r} {CIDR_RULE}")
     try:
         return ip_network(raw.strip(), strict=True)
     except ValueError:
-        raise ValueError(
-            f"{raw!r} must be an IPv4 or IPv6 network such as 203.0.113.0/24 (no host bits set)"
-        ) from None
+        raise ValueError(f"{raw!r} {CIDR_RULE}") from None
 
 
 def public_addresses(cidrs: Iterable[Network], version: int) -> int:

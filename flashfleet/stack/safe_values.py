@@ -18,52 +18,24 @@ import re
 # Characters a host path may hold: enough for any sane directory, nothing that a docker
 # `-v SRC:DST` (`:`, `,`), a systemd unit (`%`, `$`, spaces), a shell or a YAML scalar would read.
 _PATH_CHARS = re.compile(r"^[A-Za-z0-9._@+/-]+$")
-# Trees flashfleet never writes into, deletes or mounts: the OS, its kernel interfaces, its
-# configuration and the login homes' keys.
-SYSTEM_TREES = (
-    "/proc",
-    "/sys",
-    "/dev",
-    "/etc",
-    "/boot",
-    "/usr",
-    "/bin",
-    "/sbin",
-    "/lib",
-    "/lib32",
-    "/lib64",
-    "/libx32",
-    "/run",
-    "/root",
-    "/snap",
-    "/var/run",
-    "/var/lock",
-    "/var/lib/dpkg",
-    "/var/lib/apt",
-    "/var/lib/systemd",
-    "/var/lib/docker",
-    "/var/lib/containerd",
-    "/var/lib/kubelet",
-)
-# Directories that are system directories themselves though a level deeper than the rule's two:
-# their contents belong to everything on the machine.
-SYSTEM_DIRS = (
-    "/var/lib",
-    "/var/cache",
-    "/var/log",
-    "/var/tmp",
-    "/var/spool",
-    "/var/mail",
-    "/var/opt",
-    "/var/local",
-    "/var/backups",
-    "/usr/local",
-    "/opt/flashfleet",  # the parent of everything the roles install: never the cache itself
+# Roots a host path must lie strictly below: flashfleet's own trees and the places data disks
+# and scratch space are mounted. An allow-list, not a deny-list of system trees: no list can name
+# every database, spool and runtime under /var/lib or /opt that a chmod 0755 and a read-write
+# mount would hand out (/var/lib/mysql, /var/spool/cron/crontabs, /var/lib/etcd, /opt/cni/bin...).
+HOST_PATH_ROOTS = (
+    "/opt/flashfleet",
+    "/var/lib/flashfleet",
+    "/var/cache/flashfleet",
+    "/mnt",
+    "/data",
+    "/scratch",
+    "/srv",
+    "/tmp",
 )
 HOST_PATH_RULE = (
-    "an absolute path at least two levels deep (such as /opt/flashfleet/hf-cache), without '..', "
-    "of letters, digits and . _ - + @ only, and not a system directory or inside "
-    "/proc, /sys, /dev, /etc, /boot, /usr, /bin, /sbin, /lib*, /run, /root"
+    "an absolute path strictly below one of " + ", ".join(HOST_PATH_ROOTS) + " (such as "
+    "/opt/flashfleet/hf-cache or /mnt/nvme/hf-cache), without '..' or a name starting with '.', "
+    "of letters, digits and . _ - + @ only"
 )
 
 
@@ -82,15 +54,11 @@ def host_path(value: object) -> str:
     if ".." in parts:
         raise ValueError(f"{value!r} climbs with '..': must be {HOST_PATH_RULE}")
     path = "/" + "/".join(parts)
-    if len(parts) < 2:
-        raise ValueError(f"{value!r} is too close to /: must be {HOST_PATH_RULE}")
-    if path in SYSTEM_DIRS or (parts[0] == "home" and len(parts) == 2):
-        raise ValueError(f"{path} is a system directory: must be {HOST_PATH_RULE}")
-    for tree in SYSTEM_TREES:
-        if path == tree or path.startswith(tree + "/"):
-            raise ValueError(f"{path} is inside {tree}: must be {HOST_PATH_RULE}")
-    if ".ssh" in parts or ".gnupg" in parts:
-        raise ValueError(f"{path} holds login keys: must be {HOST_PATH_RULE}")
+    # hidden names: login keys (.ssh, .gnupg), X11's /tmp/.X11-unix, other tools' dot-dirs
+    if any(p.startswith(".") for p in parts):
+        raise ValueError(f"{path} holds a hidden name: must be {HOST_PATH_RULE}")
+    if not any(path.startswith(root + "/") for root in HOST_PATH_ROOTS):
+        raise ValueError(f"{path} is not below a root flashfleet may own: must be {HOST_PATH_RULE}")
     assert posixpath.normpath(path) == path  # nothing left for the OS to reinterpret
     return path
 
@@ -102,9 +70,16 @@ ADDRESS_RULE = "must be an IP address or a DNS name (letters, digits, '-' and '.
 
 
 def host_address(value: object) -> str:
-    """An IP literal or a DNS name: never an ssh option (`-o...`), a user@ or a newline."""
+    """An IP literal or a DNS name: never an ssh option (`-o...`), a user@ or a newline.
+
+    Returns the canonical form, so that one host is one string: an IP as `ipaddress` writes it,
+    a DNS name in lowercase without its trailing dot (DNS names are case-insensitive).
+    """
     if not isinstance(value, str) or not value:
         raise ValueError(ADDRESS_RULE)
+    if "%" in value:
+        # fe80::1%eth0: a zone names an interface of the machine that reads it, not a host
+        raise ValueError(f"{value!r} is a scoped address: {ADDRESS_RULE}, without a %zone")
     try:
         return str(ipaddress.ip_address(value))
     except ValueError:
@@ -115,7 +90,7 @@ def host_address(value: object) -> str:
         raise ValueError(f"{value!r}: {ADDRESS_RULE}")
     if labels[-1].isdigit():
         raise ValueError(f"{value!r} is not a valid IP address: {ADDRESS_RULE}")
-    return value
+    return name.lower()
 
 
 _POSIX_USER = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")

@@ -18,6 +18,7 @@ from pydantic import (
     AwareDatetime,
     BeforeValidator,
     Field,
+    StrictBool,
     StrictInt,
     ValidationInfo,
     field_validator,
@@ -84,6 +85,8 @@ def _safe(check: Any) -> AfterValidator:
 
 
 HostPath = Annotated[str, AfterValidator(safe_values.host_path)]
+# Every switch below is a StrictBool: `true` or `false`, never "yes" or 1 (an opt-in such as
+# allowPublicIngress must be meant, and `keepCaches: 0` must not delete the cache by accident).
 # Upper bounds: a value far beyond any real machine is a typo, and some of them size lists.
 MAX_HOST_MEMORY_GIB = 65536
 MAX_GPUS = 64
@@ -157,7 +160,7 @@ class CapacityBlock(Strict):
     kind: Literal["block"]
     reservation_id: Annotated[str, _aws_id("cr")]
     # `pulumi up` on a block that has not started yet: wait for its start instead of refusing.
-    wait_for_start: bool = False
+    wait_for_start: StrictBool = False
     purchased: PurchasedBlock | None = None  # written by `flashfleet capacity buy`
 
 
@@ -180,15 +183,15 @@ class AwsSource(Strict):
     network: Network
     capacity: Capacity = OnDemand(kind="on-demand")
     # None = a cluster placement group unless the capacity is a block (blocks are co-located).
-    placement_group: bool | None = None
+    placement_group: StrictBool | None = None
     # CIDRs that together cover the internet (0.0.0.0/0, two /1s, ::/0; see stack.ingress) open
     # SSH and the serving port to it: only with this explicit flag.
     # (Declared before allowedCidrs so that its validator sees it.)
-    allow_public_ingress: bool = False
+    allow_public_ingress: StrictBool = False
     allowed_cidrs: tuple[Annotated[IPv4Network | IPv6Network, BeforeValidator(parse_cidr)], ...] = Field(
         min_length=1
     )
-    public_ip: bool = True  # an Elastic IP on node's primary interface (EFA nodes get none)
+    public_ip: StrictBool = True  # an Elastic IP on node's primary interface (EFA nodes get none)
     ami: Annotated[str, _aws_id("ami")] | None = None  # default: the DLAMI SSM parameter
     dlami_os: Literal["ubuntu-22.04", "ubuntu-24.04"] = "ubuntu-24.04"
     # an existing EC2 key pair; SSM Session Manager works without
@@ -248,11 +251,11 @@ class ExistingSource(Strict):
     kind: Literal["existing"]
     hosts: tuple[ExistingHost, ...] = Field(min_length=1)
     # Send the HF token to hosts without hostKeys anyway (whoever answers at their address).
-    allow_unpinned_host_keys: bool = False
+    allow_unpinned_host_keys: StrictBool = False
 
     @model_validator(mode="after")
     def _unique(self) -> ExistingSource:
-        seen = [h.address for h in self.hosts]
+        seen = [h.address for h in self.hosts]  # canonical: `NODE.example.com.` is node.example.com
         dupes = sorted({a for a in seen if seen.count(a) > 1})
         if dupes:
             raise ValueError(f"hosts listed twice: {', '.join(dupes)}")
@@ -322,7 +325,7 @@ class BenchSpec(Strict):
 
 class TeardownSpec(Strict):
     # The weight cache is hundreds of GB and slow to download again: kept unless set to false.
-    keep_caches: bool = True
+    keep_caches: StrictBool = True
 
 
 # --- Bring-up model (flashfleet plan's critical path) ---------------------------------------------
@@ -354,7 +357,7 @@ class ServingSpec(Strict):
 class WeightsSpec(Strict):
     # True: the checkpoint is already in model_cache_dir (a volume, a node-local cache): the
     # bring-up downloads nothing and the weights leave the critical path.
-    prestaged: bool = False
+    prestaged: StrictBool = False
 
 
 # --- The stack --------------------------------------------------------------------------------------
@@ -371,7 +374,7 @@ class StackSpec(Strict):
     nodes: Nodes
     mooncake: Mooncake | None = None
     # Created, chmodded, mounted read-write into every container and, with keepCaches: false,
-    # deleted on teardown: never / or a system directory (safe_values.host_path).
+    # deleted on teardown: only strictly below a root flashfleet may own (safe_values.host_path).
     model_cache_dir: HostPath = "/opt/flashfleet/hf-cache"
     bench: BenchSpec = BenchSpec()
     teardown: TeardownSpec | None = None  # None: keep the caches

@@ -41,14 +41,40 @@ def _mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
 
 
+# Deeper than any real file (a stack is about eight levels); far below Python's recursion limit,
+# which PyYAML's composer, pydantic and the error formatter would otherwise meet as a traceback.
+MAX_DEPTH = 64
+
+
+def _depth_ok(doc: Any) -> bool:
+    stack = [(doc, 1)]
+    shallowest: dict[int, int] = {}  # an alias shares a node: walk it again only if less slack
+    while stack:  # iterative: the check itself must not recurse
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return False
+        if shallowest.get(id(node), MAX_DEPTH + 1) <= depth:
+            continue
+        shallowest[id(node)] = depth
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+        stack.extend((child, depth + 1) for child in children)
+    return True
+
+
 def parse_yaml(text: str) -> Any:
+    too_deep = f"nested more than {MAX_DEPTH} levels deep (a stack file needs about eight)"
     try:
-        return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
+        doc = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
     except yaml.YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
         line = f" (line {where.line + 1})" if where is not None else ""
         problem = getattr(exc, "problem", None) or "syntax error"
         raise YamlFileError(f"not valid YAML{line}: {problem}") from None
+    except RecursionError:  # deeper than the parser itself can go
+        raise YamlFileError(too_deep) from None
+    if not _depth_ok(doc):
+        raise YamlFileError(too_deep)
+    return doc
 
 
 def read_text(path: Path) -> str:

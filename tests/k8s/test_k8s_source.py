@@ -26,7 +26,7 @@ def test_minimal_source() -> None:
     assert isinstance(src.model_cache, PvcCache)
     assert src.model_cache.access_mode == "ReadWriteMany"
     assert isinstance(
-        source(modelCache={"kind": "hostPath", "path": "/nvme/hf-cache"}).model_cache, HostPathCache
+        source(modelCache={"kind": "hostPath", "path": "/mnt/nvme/hf-cache"}).model_cache, HostPathCache
     )
 
 

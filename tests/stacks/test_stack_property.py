@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from flashfleet.bringup.provider import RunInputs
@@ -48,6 +48,9 @@ NUMBERS: dict[str, tuple[str, str, Callable[[Doc, Any], None]]] = {
     "globalSegmentGib": ("h200-l3", "mooncake.globalSegmentGib", lambda s, v: s["mooncake"].update(globalSegmentGib=v)),
 }  # fmt: skip
 
+# Every field that names a host directory (created, chmodded, mounted read-write, maybe deleted).
+PATHS = {name: FIELDS[name] for name in ("modelCacheDir", "hostPath")}
+
 # Strings that go for the known ways in: options, newlines, separators, climbing, specifiers.
 _NASTY = st.sampled_from(
     ["-", "--", "-o", "\n", "\r", "\x00", " ", "\t", ":", "=", ",", "/", "..", ".", "%", "$", "'",
@@ -59,6 +62,18 @@ STRINGS = st.one_of(
     st.lists(st.sampled_from(["", "etc", "opt", "..", ".", "x", "hf-cache", "usr"]), max_size=5).map(
         "/".join
     ),
+)
+# Paths near the line: below a root or beside one, system and data trees, climbing, hidden names.
+_PATH_PART = st.sampled_from(
+    ["", ".", "..", ".ssh", "x", "hf-cache", "etc", "opt", "var", "lib", "cache", "log", "spool", "mysql",
+     "etcd", "cni", "bin", "flashfleet", "flashfleet-x", "mnt", "data", "srv", "tmp", "scratch", "usr", "a:b"]
+)  # fmt: skip
+PATH_STRINGS = st.one_of(
+    st.lists(_PATH_PART, min_size=1, max_size=5).map(lambda parts: "/" + "/".join(parts)),
+    st.tuples(st.sampled_from(safe_values.HOST_PATH_ROOTS), st.lists(_PATH_PART, max_size=3)).map(
+        lambda t: "/".join((t[0], *t[1]))
+    ),
+    STRINGS,
 )
 NUMBERS_ST = st.one_of(
     st.integers(min_value=-(2**64), max_value=2**64),
@@ -251,5 +266,32 @@ def test_any_role_var_number_is_refused_by_name_or_a_port(
             assert isinstance(value, int), value
             assert not isinstance(value, bool), value
             assert 0 < value < 2**16, value
+
+    check()
+
+
+@pytest.mark.parametrize("field", sorted(PATHS))
+def test_any_host_path_is_refused_by_its_rule_or_strictly_below_a_root(
+    field: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    base, path, setter = PATHS[field]
+    tmp = tmp_path_factory.mktemp(f"path-{field}")
+    baseline = _baseline(tmp, base)
+
+    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(PATH_STRINGS)
+    @example("/mnt/nvme//hf-cache/")  # accepted, normalised
+    @example("/var/lib/mysql")  # the review's cases: passed the old deny-list
+    @example("/opt/cni/bin")
+    def check(value: str) -> None:
+        rc, out, err = _plan(tmp, base, setter, value)
+        _judge(path, value, rc, out, err, baseline)
+        if rc != 0:
+            assert safe_values.HOST_PATH_RULE in err, (value, err)  # names the rule, not just the field
+            return
+        normal = safe_values.host_path(value)
+        assert any(normal.startswith(root + "/") for root in safe_values.HOST_PATH_ROOTS), value
+        assert not any(part.startswith(".") for part in normal.split("/")[1:]), value
+        assert normal in set(_strings(json.loads(out))), (value, normal)  # the plan carries it normalised
 
     check()

@@ -35,6 +35,17 @@ def validate(stacks_dir: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int,
     return rc, capsys.readouterr().err
 
 
+# The adversarial review's accepted host paths (modelCacheDir) and Kubernetes hostPaths
+# (DirectoryOrCreate on every GPU node).
+SYSTEM_DATA_DIRS = [
+    "/var/lib/mysql",
+    "/var/lib/postgresql",
+    "/var/spool/cron/crontabs",
+    "/var/log/journal",
+    "/var/lib/sss/db",
+]
+K8S_NODE_DIRS = ["/opt/cni/bin", "/var/lib/etcd", "/var/lib/rancher/k3s", "/var/lib/cni", "/var/log/pods"]
+
 # (id, base stack, change, YAML path that must be named)
 REFUSED: list[tuple[str, str, Callable[[Doc], None], str]] = [
     # paths: deleted by teardown (keepCaches: false), chmodded, mounted read-write
@@ -49,6 +60,15 @@ REFUSED: list[tuple[str, str, Callable[[Doc], None], str]] = [
     ("cache dir is /var/lib", "mi355x-lowlat", lambda d: spec(d).update(modelCacheDir="/var/lib"), "modelCacheDir"),
     ("cache dir is a home", "mi355x-lowlat", lambda d: spec(d).update(modelCacheDir="/home/ubuntu"), "modelCacheDir"),
     ("cache dir with a newline", "mi355x-lowlat", lambda d: spec(d).update(modelCacheDir="/opt/x\n/etc"), "modelCacheDir"),
+    # system and data directories that passed the old deny-list: the cache is chmodded 0755 and
+    # mounted read-write, so only a root flashfleet may own will do
+    *((f"cache dir is {p}", "mi355x-lowlat", lambda d, p=p: spec(d).update(modelCacheDir=p), "modelCacheDir") for p in SYSTEM_DATA_DIRS),
+    *((f"k8s hostPath {p}", "mi355x-k8s", lambda d, p=p: src(d).update(modelCache={"kind": "hostPath", "path": p}), "nodes.source.modelCache.path") for p in K8S_NODE_DIRS),
+    ("cache dir is a root itself", "mi355x-lowlat", lambda d: spec(d).update(modelCacheDir="/mnt"), "modelCacheDir"),
+    ("cache dir is flashfleet's own root", "mi355x-lowlat", lambda d: spec(d).update(modelCacheDir="/opt/flashfleet/"), "modelCacheDir"),
+    ("cache dir next to a root", "mi355x-lowlat", lambda d: spec(d).update(modelCacheDir="/opt/flashfleet-x/hf"), "modelCacheDir"),
+    ("cache dir is X11's socket dir", "mi355x-lowlat", lambda d: spec(d).update(modelCacheDir="/tmp/.X11-unix"), "modelCacheDir"),
+    ("k8s hostPath is a root itself", "mi355x-k8s", lambda d: src(d).update(modelCache={"kind": "hostPath", "path": "/data"}), "nodes.source.modelCache.path"),
     ("k8s hostPath /etc", "mi355x-k8s", lambda d: src(d).update(modelCache={"kind": "hostPath", "path": "/etc"}), "nodes.source.modelCache.path"),
     ("k8s hostPath /proc/x", "mi355x-k8s", lambda d: src(d).update(modelCache={"kind": "hostPath", "path": "/proc/1/root"}), "nodes.source.modelCache.path"),
     # numbers that size lists or reach files
@@ -106,6 +126,8 @@ def test_value_is_refused_with_exit_2_naming_its_path(
 
 
 ACCEPTED: list[tuple[str, str, Callable[[Doc], None]]] = [
+    *((f"cache dir below {r}", "mi355x-lowlat", lambda d, r=r: spec(d).update(modelCacheDir=f"{r}/hf-cache")) for r in safe_values.HOST_PATH_ROOTS),
+    *((f"k8s hostPath below {r}", "mi355x-k8s", lambda d, r=r: src(d).update(modelCache={"kind": "hostPath", "path": f"{r}/nvme/hf"})) for r in safe_values.HOST_PATH_ROOTS),
     ("cache dir on NVMe", "mi355x-lowlat", lambda d: spec(d).update(modelCacheDir="/mnt/nvme0/hf-cache")),
     ("cache dir with a trailing slash", "mi355x-lowlat", lambda d: spec(d).update(modelCacheDir="/data/hf//")),
     ("a DNS name and a user with digits", "mi355x-lowlat", lambda d: host0(d).update(address="gpu-01.lab.example.com", sshUser="ops_2")),
@@ -130,10 +152,12 @@ def test_cache_dir_is_normalised_before_it_reaches_the_inventory() -> None:
 @pytest.mark.parametrize(
     "value",
     ["/", "/etc", "/opt/../etc", "/:/host", "/opt", "/tmp", "/usr/local", "/var/lib", "/home/ubuntu",
-     "/root/x", "/home/u/.ssh", "/dev/shm/x", "/sys/fs", "/boot/efi", "/lib64/x", "/run/x", "rel/x"],
+     "/root/x", "/home/u/.ssh", "/dev/shm/x", "/sys/fs", "/boot/efi", "/lib64/x", "/run/x", "rel/x",
+     "/mnt/../etc/x", "/data/x/.ssh", "/srv/.git", "/var/lib/flashfleet", "/var/cache/apt/x",
+     *SYSTEM_DATA_DIRS, *K8S_NODE_DIRS],
 )  # fmt: skip
 def test_system_directories_are_never_a_host_path(value: str) -> None:
-    with pytest.raises(ValueError, match="must be an absolute path at least two levels deep"):
+    with pytest.raises(ValueError, match="must be an absolute path strictly below one of /opt/flashfleet"):
         safe_values.host_path(value)
 
 
@@ -145,12 +169,10 @@ def test_the_roles_defence_in_depth_uses_the_same_rule(entry: str) -> None:
 
     role = Path(__file__).parents[2] / "roles" / "model_weights"
     role_vars = yaml.safe_load((role / "vars" / "main.yml").read_text())
-    assert role_vars["_model_weights_system_trees"] == list(safe_values.SYSTEM_TREES)
-    assert role_vars["_model_weights_system_dirs"] == list(safe_values.SYSTEM_DIRS)
+    assert role_vars["_model_weights_allowed_roots"] == list(safe_values.HOST_PATH_ROOTS)
     cache_path = yaml.safe_load((role / "tasks" / "cache_path.yml").read_text())
     check = cache_path[0]["ansible.builtin.assert"]["that"]
-    assert any("_model_weights_system_trees" in c for c in check)
-    assert "_model_weights_system_dirs" in " ".join(check)
+    assert any("_model_weights_allowed_roots" in c for c in check)
     tasks = yaml.safe_load((role / "tasks" / entry).read_text())
     flat = [t for task in tasks for t in (task.get("block", []) if "block" in task else [task])]
     imports = [t["ansible.builtin.import_tasks"]["file"] for t in flat if "ansible.builtin.import_tasks" in t]
@@ -196,3 +218,36 @@ def test_a_host_key_that_is_not_one_is_refused(
     )
     assert rc == 2
     assert f"{S}.nodes.source.hosts[0].hostKeys[0]:" in err
+
+
+ROLE_CASES = [
+    *SYSTEM_DATA_DIRS, *K8S_NODE_DIRS, *(f"{r}/hf-cache" for r in safe_values.HOST_PATH_ROOTS),
+    *safe_values.HOST_PATH_ROOTS, "/", "/etc/x", "/opt/flashfleet-x/hf", "/tmp/.X11-unix", "/mnt/a/../b",
+    "/data/hf/", "/data//hf", "/mnt/./hf", "/srv/x:y", "/var/lib/flashfleet/hf", "/home/u/.ssh",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("value", ROLE_CASES)
+def test_the_roles_assert_accepts_exactly_what_the_spec_keeps_as_written(value: str) -> None:
+    # A hand-written inventory reaches the role unnormalised (the contract refuses that, but the
+    # role stands alone): the role's own conditions, evaluated by Ansible, pass just when
+    # host_path keeps the value as it is.
+    import yaml
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import Templar, trust_as_template
+
+    role = Path(__file__).parents[2] / "roles" / "model_weights"
+    roots = yaml.safe_load((role / "vars" / "main.yml").read_text())["_model_weights_allowed_roots"]
+    that = yaml.safe_load((role / "tasks" / "cache_path.yml").read_text())[0]["ansible.builtin.assert"][
+        "that"
+    ]
+    templar = Templar(
+        loader=DataLoader(),
+        variables={"_model_weights_allowed_roots": roots, "model_weights_cache_dir": value},
+    )
+    role_accepts = all(templar.evaluate_conditional(trust_as_template(c)) for c in that)
+    try:
+        spec_keeps = safe_values.host_path(value) == value
+    except ValueError:
+        spec_keeps = False
+    assert role_accepts == spec_keeps, value
