@@ -70,7 +70,7 @@ def account(ec2) -> dict[str, str]:
     for name in ("expired_stopped", "unexpired_stopped"):
         ec2.stop_instances(InstanceIds=[ids[name]])
 
-    # a security group that expired while a live instance still uses it (issue 14: deleted)
+    # a security group that expired while a live instance still uses it (was once deleted)
     default_vpc = ec2.describe_vpcs()["Vpcs"][0]["VpcId"]
     ids["sg_used"] = ec2.create_security_group(
         GroupName="ff-used",
