@@ -1,15 +1,19 @@
 """Find, and on request delete, flashfleet cloud resources whose own tags say they are done.
 
 Evidence travels with the resource, never in a local folder (``flashfleet.components.tags``):
-- ours: ``flashfleet:managed-by=flashfleet``, or well-formed ``flashfleet:stack`` and
-  ``flashfleet:expires-at`` together. Anything else is not listed and never touched.
+- ours: ``flashfleet.components.tags.is_ours``. Anything else is not listed and never touched.
 - stale: its ``flashfleet:expires-at`` (``2026-11-29T18:00:00Z``) has passed. An empty,
   relative or malformed expiry keeps the resource and says so: a typo must not delete a cluster.
-- orphaned (only with ``orphans=``, the stacks a Pulumi backend knows): ours, of a stack that
-  backend does not list. Never judged from ``stacks/`` on this machine.
+- orphan (only with ``known=``, the stacks a Pulumi backend knows): ours, of a stack that backend
+  does not list. One backend's silence is not evidence (a per-user backend knows only its user's
+  stacks), so an orphan is only reported, unless its stack is also named explicitly (``named=``):
+  then it is stale. Never judged from ``stacks/`` on this machine.
 - in use: a stale resource a live instance still uses (any instance, ours or not, e.g. one
   protected from termination) is kept: security groups, Elastic IPs, subnets, VPCs, placement
-  groups, key pairs, instance profiles and their roles.
+  groups, key pairs, instance profiles and their roles. IAM is global: an instance profile or
+  role is in use when a live instance of ANY region uses it, and a region that cannot be listed
+  keeps every IAM resource. A role an instance profile still holds is kept; flashfleet takes a
+  role out only of a profile it made and is deleting.
 
 Deletion runs in dependency order; instances are terminated one by one, so a protected one
 fails alone. Clients come from boto3's standard chain (credentials, region, AWS_ENDPOINT_URL).
@@ -22,7 +26,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from flashfleet.components.tags import EXPIRES_TAG, ROLE_TAG, STACK_TAG, is_ours, parse_expiry, valid_stack
+from flashfleet.components.tags import (
+    EXPIRES_TAG,
+    ROLE_TAG,
+    STACK_TAG,
+    fully_ours,
+    is_ours,
+    parse_expiry,
+    valid_stack,
+)
 
 # Deletion order: nothing is deleted before what uses it is gone.
 KINDS = (
@@ -72,9 +84,11 @@ class Finding:
     stale: bool
     reason: str
     detail: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    orphan: bool = False  # of a stack the Pulumi backend asked does not know
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in ("kind", "id", "stack", "role", "expires_at", "stale", "reason")}
+        keys = ("kind", "id", "stack", "role", "expires_at", "stale", "orphan", "reason")
+        return {k: getattr(self, k) for k in keys}
 
 
 @dataclass(frozen=True)
@@ -84,25 +98,47 @@ class Deletion:
     skipped: str | None = None  # kept after all: still in use
 
 
-def judge(tags: Mapping[str, str], now: datetime, orphans: set[str] | None = None) -> tuple[bool, str] | None:
-    """(stale, why) for one of ours; None for a resource that is not flashfleet's.
+@dataclass(frozen=True)
+class Verdict:
+    stale: bool
+    orphan: bool
+    reason: str
 
-    ``orphans``: the stacks the Pulumi backend knows (None: not asked, orphans not judged).
+
+def judge(
+    tags: Mapping[str, str],
+    now: datetime,
+    known: set[str] | None = None,
+    named: frozenset[str] = frozenset(),
+) -> Verdict | None:
+    """Stale or kept, and why, for one of ours; None for a resource that is not flashfleet's.
+
+    ``known``: the stacks the Pulumi backend knows (None: not asked, orphans not judged).
+    ``named``: stacks the user named explicitly; an orphan of one of them is stale.
     """
     if not is_ours(tags):
         return None
     expires = tags.get(EXPIRES_TAG)
     stack = tags.get(STACK_TAG)
+    orphan = known is not None and valid_stack(stack) and stack not in known
+    note = f"; the Pulumi backend has no stack {stack}" if orphan else ""
+    if orphan and stack in named:
+        return Verdict(True, True, f"orphan: stack {stack} named, and the Pulumi backend has no such stack")
     if expires is not None:
         try:
             moment = parse_expiry(expires)
         except ValueError:
-            return False, f"kept: unreadable {EXPIRES_TAG} {expires!r}"
+            return Verdict(False, orphan, f"kept: unreadable {EXPIRES_TAG} {expires!r}{note}")
         if moment <= now:
-            return True, f"expired at {expires}"
-    if orphans is not None and valid_stack(stack) and stack not in orphans:
-        return True, f"orphan: the Pulumi backend has no stack {stack}"
-    return False, f"kept: expires at {expires}" if expires else f"kept: no {EXPIRES_TAG}"
+            return Verdict(True, orphan, f"expired at {expires}{note}")
+    kept = f"kept: expires at {expires}" if expires else f"kept: no {EXPIRES_TAG}"
+    if orphan:  # one backend's silence is not evidence: it may be a colleague's live cluster
+        return Verdict(
+            False, True, f"{kept}{note} (not evidence alone: --orphans --stack {stack} deletes it)"
+        )
+    if known is not None and stack in named:
+        return Verdict(False, False, f"{kept} (the Pulumi backend knows stack {stack}: not an orphan)")
+    return Verdict(False, False, kept)
 
 
 # --- listings -------------------------------------------------------------------------------------
@@ -200,7 +236,15 @@ LISTINGS: dict[str, Callable[[Clients], Iterator[Resource]]] = {
 class Clients:
     ec2: Any
     iam_factory: Callable[[], Any] | None = None
+    ec2_factory: Callable[[str], Any] | None = None  # region -> EC2 client, to see IAM users everywhere
     _iam: Any = None
+
+    def ec2_in(self, region: str) -> Any:
+        if region == self.ec2.meta.region_name:
+            return self.ec2
+        if self.ec2_factory is None:
+            raise RuntimeError(f"no EC2 client for region {region}")
+        return self.ec2_factory(region)
 
     @property
     def iam(self) -> Any:
@@ -215,12 +259,15 @@ def find(
     clients: Clients,
     *,
     now: datetime,
-    stack: str | None = None,
-    orphans: set[str] | None = None,
+    stacks: Iterable[str] | None = None,
+    known: set[str] | None = None,
     kinds: Iterable[str] = KINDS,
     unlisted: dict[str, str] | None = None,
 ) -> list[Finding]:
-    """Every flashfleet resource (of ``stack`` only, when given), stale or kept, in deletion order.
+    """Every flashfleet resource (of ``stacks`` only, when given), stale or kept, in deletion order.
+
+    ``known``: the stacks a Pulumi backend knows, to judge orphans (see ``judge``); with it, the
+    ``stacks`` given are the ones named explicitly.
 
     A kind that cannot be listed (an API an endpoint lacks, a missing permission) is recorded in
     ``unlisted`` (kind -> error; the caller must fail) and the other kinds are still looked at.
@@ -233,13 +280,13 @@ def find(
             if unlisted is None:
                 raise
             unlisted[kind] = f"{type(err).__name__}: {err}".splitlines()[0]
+    only = None if stacks is None else frozenset(stacks)
     out = []
     for res in found:
-        verdict = judge(res.tags, now, orphans)
-        if verdict is None or (stack is not None and res.tags.get(STACK_TAG) != stack):
-            continue
-        stale, reason = verdict
         t = res.tags
+        verdict = judge(t, now, known, only or frozenset())
+        if verdict is None or (only is not None and t.get(STACK_TAG) not in only):
+            continue
         out.append(
             Finding(
                 res.kind,
@@ -247,9 +294,10 @@ def find(
                 t.get(STACK_TAG),
                 t.get(ROLE_TAG),
                 t.get(EXPIRES_TAG),
-                stale,
-                reason,
+                verdict.stale,
+                verdict.reason,
                 res.detail,
+                verdict.orphan,
             )
         )
     return sorted(out, key=lambda f: (KINDS.index(f.kind), f.id))
@@ -338,7 +386,29 @@ class Usage:
         return f"a live instance or interface is in {vpc}" if vpc in self.vpcs else None
 
 
+def profiles_in_use_everywhere(clients: Clients) -> set[str]:
+    """ARNs of the instance profiles live instances use in every region the account has enabled
+    (IAM is global). Raises when the regions, or any one region's instances, cannot be listed."""
+    regions = {r["RegionName"] for r in clients.ec2.describe_regions()["Regions"]}
+    regions.add(clients.ec2.meta.region_name)
+    used: set[str] = set()
+    for region in sorted(regions):
+        try:
+            for inst in _instances(clients.ec2_in(region), LIVE_INSTANCE_STATES):
+                if arn := inst.get("IamInstanceProfile", {}).get("Arn"):
+                    used.add(arn)
+        except Exception as err:
+            raise RuntimeError(
+                f"the instances of region {region} could not be listed ({_error(err)})"
+            ) from None
+    return used
+
+
 # --- deletion -----------------------------------------------------------------------------------
+
+
+class Kept(Exception):
+    """Deleting it would take it from something else that still holds it: kept, with why."""
 
 
 def _delete_one(clients: Clients, f: Finding) -> None:
@@ -372,24 +442,38 @@ def _delete_one(clients: Clients, f: Finding) -> None:
     elif f.kind == "vpc":
         ec2.delete_vpc(VpcId=f.id)
     elif f.kind == "instance-profile":
-        for role in d.get("Roles", []):
-            clients.iam.remove_role_from_instance_profile(InstanceProfileName=f.id, RoleName=role["RoleName"])
-        clients.iam.delete_instance_profile(InstanceProfileName=f.id)
+        _delete_profile(clients.iam, f.id)
     elif f.kind == "iam-role":
         _delete_role(clients.iam, f.id)
     else:
         raise ValueError(f"no deletion for {f.kind}")
 
 
+def _delete_profile(iam: Any, name: str) -> None:
+    profile = iam.get_instance_profile(InstanceProfileName=name)["InstanceProfile"]  # as it is now
+    roles = [r["RoleName"] for r in profile.get("Roles", [])]
+    if roles and not fully_ours(_tags(profile.get("Tags"))):
+        raise Kept(
+            f"it holds {', '.join(roles)}, and only a profile tagged with both {STACK_TAG} and "
+            f"{EXPIRES_TAG} is emptied"
+        )
+    for role in roles:
+        iam.remove_role_from_instance_profile(InstanceProfileName=name, RoleName=role)
+    iam.delete_instance_profile(InstanceProfileName=name)
+
+
 def _delete_role(iam: Any, name: str) -> None:
+    # first, before any policy is taken from it: a role some profile still holds stays whole
+    holders = [
+        p["InstanceProfileName"]
+        for p in _pages(iam, "list_instance_profiles_for_role", "InstanceProfiles", RoleName=name)
+    ]
+    if holders:
+        raise Kept(f"instance profile {', '.join(sorted(holders))} still holds it")
     for p in _pages(iam, "list_attached_role_policies", "AttachedPolicies", RoleName=name):
         iam.detach_role_policy(RoleName=name, PolicyArn=p["PolicyArn"])
     for policy in _pages(iam, "list_role_policies", "PolicyNames", RoleName=name):
         iam.delete_role_policy(RoleName=name, PolicyName=policy)
-    for profile in _pages(iam, "list_instance_profiles_for_role", "InstanceProfiles", RoleName=name):
-        iam.remove_role_from_instance_profile(
-            InstanceProfileName=profile["InstanceProfileName"], RoleName=name
-        )
     iam.delete_role(RoleName=name)
 
 
@@ -439,16 +523,28 @@ def delete(
         return done
     try:
         usage = Usage.now(clients.ec2)
-        by_role = _profiles_by_role(clients, {f.kind for f in rest})
     except Exception as err:  # without knowing what is in use, nothing else may go
         return done + [Deletion(f, f"could not tell whether it is in use: {_error(err)}") for f in rest]
+    by_role: dict[str, set[str]] = {}
+    iam_unknown = None
+    if any(f.kind in IAM_KINDS for f in rest):
+        try:  # IAM is global: its users may run in any region, not only the one swept
+            usage.profiles |= profiles_in_use_everywhere(clients)
+            by_role = _profiles_by_role(clients, {f.kind for f in rest})
+        except Exception as err:
+            iam_unknown = f"could not tell whether it is in use: {_error(err)}"
     for f in rest:
+        if iam_unknown is not None and f.kind in IAM_KINDS:
+            done.append(Deletion(f, iam_unknown))
+            continue
         if (user := usage.user_of(f, by_role)) is not None:
             done.append(Deletion(f, None, skipped=f"kept: in use ({user})"))
             continue
         try:
             _delete_one(clients, f)
             done.append(Deletion(f, None))
+        except Kept as why:
+            done.append(Deletion(f, None, skipped=f"kept: {why}"))
         except Exception as err:
             done.append(Deletion(f, _error(err)))
     return done
@@ -472,21 +568,19 @@ def ec2_client(region: str | None = None) -> Any:
 
 
 def clients(region: str | None = None) -> Clients:
-    """EC2 now, IAM when an IAM kind is looked at; standard settings."""
-    return Clients(ec2=ec2_client(region), iam_factory=lambda: _client("iam", region))
+    """EC2 now, IAM when an IAM kind is looked at, EC2 of other regions to see IAM's users;
+    standard settings."""
+    return Clients(ec2=ec2_client(region), iam_factory=lambda: _client("iam", region), ec2_factory=ec2_client)
 
 
 def backend_stacks(work_dir: str = ".") -> set[str]:
     """The stacks of this project the Pulumi backend in use knows (the Pulumi CLI's login or
-    PULUMI_BACKEND_URL). An empty answer is refused too: a wrong backend would make every
-    cluster look orphaned."""
+    PULUMI_BACKEND_URL). It may know none (a per-user backend): its silence deletes nothing
+    by itself, see ``judge``."""
     try:
         from pulumi import automation as auto
 
         workspace = auto.LocalWorkspace(work_dir=work_dir)
-        names = {s.name.rsplit("/", 1)[-1] for s in workspace.list_stacks()}
+        return {s.name.rsplit("/", 1)[-1] for s in workspace.list_stacks()}
     except Exception as err:
         raise BackendUnavailable(f"no Pulumi backend answered ({_error(err)})") from None
-    if not names:
-        raise BackendUnavailable("the Pulumi backend lists no stacks of this project (the wrong backend?)")
-    return names

@@ -136,7 +136,7 @@ def _known_value(value: Any, hvars: Mapping[str, Any], where: str) -> tuple[bool
     """(known before the run, value) for one role variable on one host."""
     if not isinstance(value, str):
         return True, value
-    fact = _ONE_FACT.match(value.strip())
+    fact = _ONE_FACT.fullmatch(value.strip())
     if fact:
         if fact.group(1) not in hvars:
             raise BringupInputError(f"{where}: needs host fact {fact.group(1)}, which the host lacks")

@@ -9,7 +9,7 @@ MIN_VERSION = (0, 5, 20)  # first SGLang release with GLM-5.3-Flash support
 
 
 def parse_version(text: str) -> tuple[int, int, int]:
-    match = _VERSION.match(text)
+    match = _VERSION.fullmatch(text)
     if not match:
         raise ValueError(f"{text!r} is not a release version like v0.5.23")
     return int(match[1]), int(match[2]), int(match[3])

@@ -69,7 +69,7 @@ def stack_arg(arg: str, stacks_dir: Path | None) -> tuple[str, Path]:
     from flashfleet.stack.files import DEFAULT_STACKS_DIR
 
     path = Path(arg)
-    match = _STACK_FILE.match(path.name)
+    match = _STACK_FILE.fullmatch(path.name)
     if match and (len(path.parts) > 1 or path.is_file()):
         if stacks_dir is not None and path.parent.resolve() != stacks_dir.resolve():
             raise UsageError(f"{arg}: a stack file outside --stacks-dir {stacks_dir}")

@@ -2,6 +2,9 @@
 
 Exit: 0 done, 1 something could not be listed or deleted (the rest was still swept),
 2 refused (bad input, no AWS, --orphans with no Pulumi backend answering).
+
+Deletion needs evidence the resource carries (its expiry) or the user's own word (--stack S with
+--orphans): a Pulumi backend not knowing a stack is reported, never enough alone.
 """
 
 from __future__ import annotations
@@ -11,27 +14,39 @@ import sys
 from datetime import UTC, datetime
 
 from flashfleet.cli.common import UsageError, add_format, print_json
+from flashfleet.components.tags import valid_stack
 from flashfleet.sweep import KINDS  # standard library only; boto3 loads when a sweep runs
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "sweep",
+        # a destructive flag is spelled out: argparse would otherwise take --ye for --yes
+        allow_abbrev=False,
         help="find flashfleet cloud resources whose flashfleet:expires-at tag has passed",
         description=(
-            "Lists flashfleet's AWS resources (tag flashfleet:managed-by=flashfleet, or both "
-            "flashfleet:stack and flashfleet:expires-at) whose expires-at has passed; --yes deletes "
-            "them, except what a live instance still uses. Nothing else is ever touched."
+            "Lists flashfleet's AWS resources (tag flashfleet:managed-by exactly flashfleet, or no "
+            "managed-by tag and both flashfleet:stack and flashfleet:expires-at) whose expires-at "
+            "has passed; --yes deletes them, except what a live instance still uses (in any region, "
+            "for IAM). Nothing else is ever touched."
         ),
     )
-    p.add_argument("--stack", default=None, help="only resources tagged with this stack")
+    p.add_argument(
+        "--stack",
+        action="append",
+        default=None,
+        metavar="S",
+        help="only resources tagged with this stack (repeatable); with --orphans, also deletes "
+        "the unexpired resources of a named stack the Pulumi backend does not know",
+    )
     p.add_argument("--yes", action="store_true", help="delete what is listed as stale (default: dry run)")
     p.add_argument("--all", action="store_true", help="also list the flashfleet resources that are kept")
     p.add_argument(
         "--orphans",
         action="store_true",
-        help="also count as stale the resources of stacks the Pulumi backend no longer knows "
-        "(asks the backend; refused when none answers)",
+        help="report the resources of stacks the Pulumi backend does not know (asks the backend; "
+        "refused when none answers). Only expired ones are deleted, unless their stack is named "
+        "with --stack: one backend (a per-user one) does not know every user's stacks",
     )
     p.add_argument(
         "--skip",
@@ -51,10 +66,16 @@ def run(args: argparse.Namespace) -> int:
 
     from flashfleet import sweep
 
-    orphans = None
+    for stack in args.stack or ():
+        if not valid_stack(stack):
+            raise UsageError(
+                f"--stack: {stack!r} is not a stack name (a letter or digit, then letters, digits, "
+                "'.', '_' or '-', at most 100 in all) [rule: stack-name]"
+            )
+    known = None
     if args.orphans:
         try:
-            orphans = sweep.backend_stacks()
+            known = sweep.backend_stacks()
         except sweep.BackendUnavailable as err:
             raise UsageError(f"--orphans: {err}; refusing to judge orphans") from None
     kinds = [k for k in KINDS if k not in args.skip]
@@ -62,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         clients = sweep.clients(args.region)
         findings = sweep.find(
-            clients, now=datetime.now(UTC), stack=args.stack, orphans=orphans, kinds=kinds, unlisted=unlisted
+            clients, now=datetime.now(UTC), stacks=args.stack, known=known, kinds=kinds, unlisted=unlisted
         )
     except (BotoCoreError, ClientError) as err:
         raise UsageError(f"AWS: {err}") from None
@@ -71,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
     deleted = [d for d in deletions if d.error is None and d.skipped is None]
     failed = [d for d in deletions if d.error is not None]
     skipped = [d for d in deletions if d.skipped is not None]
+    orphan_stacks = sorted({f.stack for f in findings if f.orphan and f.stack})
 
     if args.format == "json":
         print_json(
@@ -81,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
                 "kept_in_use": {d.finding.id: d.skipped for d in skipped},
                 "errors": {d.finding.id: d.error for d in failed},
                 "unlisted": unlisted,
+                "orphan_stacks": orphan_stacks,
             }
         )
     else:
@@ -91,6 +114,11 @@ def run(args: argparse.Namespace) -> int:
                 f"{action:12} {f.kind:16} {f.id:22} stack={f.stack or '-'} role={f.role or '-'}  {f.reason}"
             )
         stale = sum(f.stale for f in findings)
+        if orphan_stacks:
+            print(
+                f"stacks the Pulumi backend does not know: {', '.join(orphan_stacks)} "
+                "(only their expired resources are stale; --orphans --stack S takes all of S)"
+            )
         if not args.yes:
             print(f"{stale} stale of {len(findings)} flashfleet resources; dry run, nothing changed")
         for d in skipped:

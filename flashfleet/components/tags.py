@@ -4,9 +4,12 @@ Defined once here: the Pulumi components write them, ``flashfleet sweep`` and th
 guard read them. This module imports only the standard library (sweep and the CLI stay light).
 
 Ownership and staleness are decided from these tags alone, never from local files:
-- a resource is flashfleet's when it carries ``flashfleet:managed-by=flashfleet``, or (resources
-  made before that tag existed) both ``flashfleet:stack`` and ``flashfleet:expires-at`` with
-  well-formed values; an empty or malformed value is not evidence;
+- a resource is flashfleet's when it carries ``flashfleet:managed-by`` with exactly the value
+  ``flashfleet``, or (resources made before that tag existed) no ``flashfleet:managed-by`` at all
+  and both ``flashfleet:stack`` and ``flashfleet:expires-at`` with well-formed values. A
+  ``managed-by`` of any other value (``terraform``, ``""``, ``"flashfleet "``, ``Flashfleet``)
+  says another owner: not ours, whatever else it carries. An empty or malformed value is not
+  evidence;
 - it is expired when ``flashfleet:expires-at`` is an absolute UTC timestamp in the canonical
   form ``2026-11-29T18:00:00Z`` (see ``EXPIRY_FORMAT``) that has passed. Anything else (a
   relative date, a local time, an offset, a typo) is unreadable, and unreadable never expires.
@@ -25,6 +28,7 @@ MANAGED_BY_TAG = "flashfleet:managed-by"
 MANAGED_BY = "flashfleet"
 
 # The one form an expiry may take, for sweep (Python) and the TTL guard on the node alike.
+# Always read with re.fullmatch: with re.match, ``$`` also accepts a trailing newline.
 EXPIRY_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 EXPIRY_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$"
 # A Pulumi stack name (letters, digits, '-', '_', '.'); anything else is not one of our stacks.
@@ -40,27 +44,35 @@ def iso_utc(moment: datetime) -> str:
 
 def parse_expiry(text: str) -> datetime:
     """The moment an ``EXPIRY_FORMAT`` value names; ValueError for anything else."""
-    if not re.match(EXPIRY_PATTERN, text):
+    if not re.fullmatch(EXPIRY_PATTERN, text):
         raise ValueError(f"{text!r} is not an absolute UTC time like 2026-11-29T18:00:00Z")
     return datetime.strptime(text, EXPIRY_FORMAT).replace(tzinfo=UTC)
 
 
 def valid_stack(text: str | None) -> bool:
-    return text is not None and re.match(STACK_PATTERN, text) is not None
+    return text is not None and re.fullmatch(STACK_PATTERN, text) is not None
+
+
+def valid_expiry(text: str | None) -> bool:
+    try:
+        return text is not None and parse_expiry(text) is not None
+    except ValueError:
+        return False
 
 
 def is_ours(tags: Mapping[str, str]) -> bool:
     """Owned by flashfleet, by the evidence the resource carries (see the module docstring)."""
-    if tags.get(MANAGED_BY_TAG) == MANAGED_BY:
-        return True
-    expires = tags.get(EXPIRES_TAG)
-    if not valid_stack(tags.get(STACK_TAG)) or expires is None:
-        return False
-    try:
-        parse_expiry(expires)
-    except ValueError:
-        return False
-    return True
+    managed = tags.get(MANAGED_BY_TAG)
+    if managed is not None:  # another value names another owner, whatever else is there
+        return managed == MANAGED_BY
+    return valid_stack(tags.get(STACK_TAG)) and valid_expiry(tags.get(EXPIRES_TAG))
+
+
+def fully_ours(tags: Mapping[str, str]) -> bool:
+    """Ours and carrying both a well-formed ``flashfleet:stack`` and ``flashfleet:expires-at``,
+    as everything flashfleet makes does: what a container another tool could also fill (an IAM
+    instance profile) must show before flashfleet takes anything out of it."""
+    return is_ours(tags) and valid_stack(tags.get(STACK_TAG)) and valid_expiry(tags.get(EXPIRES_TAG))
 
 
 def base_tags(stack: str, expires_at: str, name: str) -> dict[str, str]:

@@ -20,7 +20,7 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 def check_stack_name(name: str) -> str:
-    if len(name) > MAX_STACK_NAME or not _DNS_LABEL.match(name):
+    if len(name) > MAX_STACK_NAME or not _DNS_LABEL.fullmatch(name):
         raise KubernetesRenderError(
             "stack",
             f"{name!r} must be a DNS label of at most {MAX_STACK_NAME} characters "

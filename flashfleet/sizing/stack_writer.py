@@ -23,7 +23,7 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 def existing_stack_file(stacks_dir: Path, name: str) -> Path:
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):
         raise SizingError(f"stack name {name!r}: use letters, digits, '.', '_' or '-'")
     path = stack_path(name, stacks_dir)
     if not path.is_file():

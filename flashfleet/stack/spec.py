@@ -44,7 +44,7 @@ BLOCK_TTL = "block"  # until the Capacity Block's end, less the margin AWS termi
 def _parse_ttl(raw: object) -> timedelta | str:
     if isinstance(raw, timedelta) or raw == BLOCK_TTL:
         return raw
-    match = _TTL.match(str(raw).strip()) if isinstance(raw, str) else None
+    match = _TTL.fullmatch(str(raw).strip()) if isinstance(raw, str) else None
     if not match:
         raise ValueError("must be a duration such as 45m, 8h or 2d (or `block` on a Capacity Block stack)")
     try:

@@ -1,6 +1,6 @@
 """`flashfleet sweep` with boto3 against moto's server on 127.0.0.1 (found through AWS_ENDPOINT_URL).
 
-ONE account holds, side by side, what issue 14 found deleted or left behind: expired flashfleet
+ONE account holds, side by side, what reviews found deleted or left behind: expired flashfleet
 resources of every kind; a colleague's unexpired cluster of a stack this checkout has no file
 for; look-alikes (one flashfleet tag only, other spellings, another managed-by, empty values);
 unreadable expiries (relative dates, offsets, typos); stopped instances; an expired instance
@@ -13,10 +13,8 @@ listing fails, which must fail the sweep (exit 1) unless it is skipped knowingly
 from __future__ import annotations
 
 import json
-import urllib.request
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import boto3
 import pytest
@@ -25,44 +23,8 @@ from flashfleet import sweep
 from flashfleet.cli import main
 from flashfleet.components.tags import EXPIRES_TAG, MANAGED_BY_TAG, STACK_TAG, is_ours, parse_expiry
 
-PAST = "2026-01-01T00:00:00Z"
-FUTURE = (datetime.now(UTC) + timedelta(hours=5)).strftime("%Y-%m-%dT%H:%M:%SZ")
-AMI = "ami-12c6146b"  # one of moto's built-in images
-SKIP_PG = ["--skip", "placement-group"]
+from .account import AMI, FUTURE, PAST, SKIP_PG, TRUST, everything, iam_pair, launch, ours, snapshot, spec
 
-
-@pytest.fixture
-def ec2(moto_env, monkeypatch, tmp_path):
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
-    # a checkout whose stacks/ knows none of the stacks in the account: it must not matter
-    monkeypatch.chdir(tmp_path)
-    urllib.request.urlopen(urllib.request.Request(f"{moto_env}/moto-api/reset", method="POST"), timeout=10)
-    return boto3.client("ec2")
-
-
-def ours(stack: str | None = "live", expires: str | None = PAST, managed: str | None = "flashfleet"):
-    out = {}
-    if managed is not None:
-        out[MANAGED_BY_TAG] = managed
-    if stack is not None:
-        out[STACK_TAG] = stack
-    if expires is not None:
-        out[EXPIRES_TAG] = expires
-    return out
-
-
-def spec(kind: str, tags: dict[str, str]) -> list[dict[str, Any]]:
-    return [{"ResourceType": kind, "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}] if tags else []
-
-
-def launch(ec2, tags: dict[str, str], **extra: Any) -> str:
-    kwargs = {"ImageId": AMI, "MinCount": 1, "MaxCount": 1, "InstanceType": "t3.micro", **extra}
-    if tags:
-        kwargs["TagSpecifications"] = spec("instance", tags)
-    return ec2.run_instances(**kwargs)["Instances"][0]["InstanceId"]
-
-
-# instance name -> tags; the verdict is in the name's group below
 INSTANCES: dict[str, dict[str, str]] = {
     "expired": ours(),
     "expired_legacy": ours(managed=None),  # both flashfleet tags, made before managed-by
@@ -108,7 +70,7 @@ def account(ec2) -> dict[str, str]:
     for name in ("expired_stopped", "unexpired_stopped"):
         ec2.stop_instances(InstanceIds=[ids[name]])
 
-    # a security group that expired while a live instance still uses it (issue 14: deleted)
+    # a security group that expired while a live instance still uses it (was once deleted)
     default_vpc = ec2.describe_vpcs()["Vpcs"][0]["VpcId"]
     ids["sg_used"] = ec2.create_security_group(
         GroupName="ff-used",
@@ -172,34 +134,12 @@ def account(ec2) -> dict[str, str]:
 
     # IAM: an expired role + profile nothing uses, an expired pair a live instance uses, a foreign role
     iam = boto3.client("iam")
-    iam_tags = [{"Key": k, "Value": v} for k, v in ours().items()]
-    trust = json.dumps(
-        {
-            "Version": "2012-10-17",
-            "Statement": [
-                {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}
-            ],
-        }
-    )
-    inline = json.dumps(
-        {
-            "Version": "2012-10-17",
-            "Statement": [{"Effect": "Allow", "Action": "ssm:UpdateInstanceInformation", "Resource": "*"}],
-        }
-    )
     for label in ("iam", "iam_used"):
-        iam.create_role(RoleName=f"ff-{label}-role", AssumeRolePolicyDocument=trust, Tags=iam_tags)
-        iam.put_role_policy(RoleName=f"ff-{label}-role", PolicyName="inline", PolicyDocument=inline)
-        arn = iam.create_instance_profile(InstanceProfileName=f"ff-{label}-profile", Tags=iam_tags)[
-            "InstanceProfile"
-        ]["Arn"]
-        iam.add_role_to_instance_profile(
-            InstanceProfileName=f"ff-{label}-profile", RoleName=f"ff-{label}-role"
-        )
+        arn = iam_pair(iam, f"ff-{label}", ours())
         ids |= {f"{label}_role": f"ff-{label}-role", f"{label}_profile": f"ff-{label}-profile"}
         if label == "iam_used":
             ids["iam_user"] = launch(ec2, ours(expires=FUTURE), IamInstanceProfile={"Arn": arn})
-    iam.create_role(RoleName="someone-elses-role", AssumeRolePolicyDocument=trust)
+    iam.create_role(RoleName="someone-elses-role", AssumeRolePolicyDocument=TRUST)
 
     # templates, key pairs, loose volumes
     ids["lt"] = ec2.create_launch_template(
@@ -247,35 +187,6 @@ IN_USE = {
     "eip_used",
 }
 IN_USE_IAM = {"iam_used_role", "iam_used_profile"}
-
-
-def snapshot(ec2) -> dict[str, Any]:
-    """Everything in the account, with instance states."""
-    iam = boto3.client("iam")
-    states = {
-        i["InstanceId"]: i["State"]["Name"]
-        for r in ec2.describe_instances()["Reservations"]
-        for i in r["Instances"]
-        if i["State"]["Name"] != "terminated"
-    }
-    return {
-        "instances": states,
-        "eips": {a["AllocationId"] for a in ec2.describe_addresses()["Addresses"]},
-        "lts": {t["LaunchTemplateId"] for t in ec2.describe_launch_templates()["LaunchTemplates"]},
-        "sgs": {g["GroupId"] for g in ec2.describe_security_groups()["SecurityGroups"]},
-        "kps": {k["KeyName"] for k in ec2.describe_key_pairs()["KeyPairs"]},
-        "vols": {v["VolumeId"] for v in ec2.describe_volumes()["Volumes"]},
-        "vpcs": {v["VpcId"] for v in ec2.describe_vpcs()["Vpcs"]},
-        "subnets": {s["SubnetId"] for s in ec2.describe_subnets()["Subnets"]},
-        "igws": {g["InternetGatewayId"] for g in ec2.describe_internet_gateways()["InternetGateways"]},
-        "rts": {t["RouteTableId"] for t in ec2.describe_route_tables()["RouteTables"]},
-        "roles": {r["RoleName"] for r in iam.list_roles()["Roles"]},
-        "profiles": {p["InstanceProfileName"] for p in iam.list_instance_profiles()["InstanceProfiles"]},
-    }
-
-
-def everything(snap: dict[str, Any]) -> set[str]:
-    return set(snap["instances"]).union(*(v for k, v in snap.items() if k != "instances"))
 
 
 def test_find_classifies_every_case(ec2, account):
@@ -347,6 +258,7 @@ def test_a_listing_the_api_refuses_fails_the_sweep(ec2, account, capsys):
 
 
 def test_stack_filter_limits_the_sweep(ec2, account, capsys):
+    """(And each --stack is matched as a whole value.)"""
     ec2.create_tags(Resources=[account["expired_legacy"]], Tags=[{"Key": STACK_TAG, "Value": "other"}])
     assert main(["sweep", "--stack", "other", "--yes", "--format", "json", *SKIP_PG]) == 0
     report = json.loads(capsys.readouterr().out)
@@ -354,23 +266,24 @@ def test_stack_filter_limits_the_sweep(ec2, account, capsys):
     assert account["expired"] in snapshot(ec2)["instances"]
 
 
-def test_orphans_are_judged_by_the_backend_only(ec2, account, monkeypatch, capsys):
-    """A colleague's cluster has no file in this checkout's stacks/: never an orphan by that.
-    With --orphans the Pulumi backend decides; the stack it does not know goes."""
+def test_orphans_are_reported_not_deleted_on_the_backend_word(ec2, account, monkeypatch, capsys):
+    """A colleague's cluster has no file in this checkout's stacks/, and the Pulumi backend asked
+    does not know its stack: reported as an orphan, never deleted on that alone (it has 5 h left)."""
     ids = account
     Path("stacks").mkdir()
     Path("stacks/Pulumi.live.yaml").write_text("config: {}\n")
     monkeypatch.setattr(sweep, "backend_stacks", lambda: {"live"})
-    assert main(["sweep", "--orphans", "--format", "json", *SKIP_PG]) == 0
+    assert main(["sweep", "--orphans", "--all", "--format", "json", *SKIP_PG]) == 0
     report = json.loads(capsys.readouterr().out)
-    orphaned = {f["id"]: f["reason"] for f in report["findings"] if f["reason"].startswith("orphan")}
-    assert orphaned == {
-        ids[n]: "orphan: the Pulumi backend has no stack colleagues-stack"
-        for n in ("colleague", "colleague_legacy")
+    orphaned = {f["id"]: (f["stale"], f["reason"]) for f in report["findings"] if f["orphan"]}
+    note = "; the Pulumi backend has no stack colleagues-stack (not evidence alone"
+    assert {i: stale for i, (stale, _) in orphaned.items()} == {
+        ids["colleague"]: False,
+        ids["colleague_legacy"]: False,
     }
-    monkeypatch.setattr(sweep, "backend_stacks", lambda: {"live", "colleagues-stack"})
+    assert all(note in reason for _, reason in orphaned.values())
+    assert report["orphan_stacks"] == ["colleagues-stack"]
     assert main(["sweep", "--orphans", "--yes", "--format", "json", *SKIP_PG]) == 1  # (the protected one)
-    report = json.loads(capsys.readouterr().out)
     assert {ids["colleague"], ids["colleague_legacy"]} <= set(snapshot(ec2)["instances"])
 
 
@@ -389,20 +302,6 @@ def test_orphans_without_a_backend_are_refused(ec2, account, monkeypatch, tmp_pa
     assert snapshot(ec2) == before
 
 
-def test_an_empty_backend_answer_is_refused(monkeypatch):
-    class Workspace:
-        def __init__(self, **_: Any) -> None: ...
-
-        def list_stacks(self) -> list[Any]:
-            return []
-
-    from pulumi import automation
-
-    monkeypatch.setattr(automation, "LocalWorkspace", Workspace)
-    with pytest.raises(sweep.BackendUnavailable, match="lists no stacks"):
-        sweep.backend_stacks()
-
-
 @pytest.mark.parametrize(
     "text",
     [
@@ -412,6 +311,7 @@ def test_an_empty_backend_answer_is_refused(monkeypatch):
         " 2026-01-01T00:00:00Z",
         "2026-01-01T00:00:00+00:00",
         "2026-02-30T00:00:00Z",
+        "2026-01-01T00:00:00Z\n",  # `$` alone would let a trailing newline through
     ],
 )
 def test_expiry_must_be_absolute_canonical_utc(text):
@@ -435,6 +335,13 @@ def test_parse_expiry():
         ({STACK_TAG: "a", EXPIRES_TAG: "soon"}, False),
         ({MANAGED_BY_TAG: "flashfleet-ish", EXPIRES_TAG: PAST}, False),
         ({MANAGED_BY_TAG: ""}, False),
+        # another managed-by names another owner, even beside both other flashfleet tags
+        ({MANAGED_BY_TAG: "flashfleet ", STACK_TAG: "a", EXPIRES_TAG: PAST}, False),
+        ({MANAGED_BY_TAG: "", STACK_TAG: "a", EXPIRES_TAG: PAST}, False),
+        ({MANAGED_BY_TAG: "terraform", STACK_TAG: "a", EXPIRES_TAG: PAST}, False),
+        ({MANAGED_BY_TAG: "Flashfleet", STACK_TAG: "a", EXPIRES_TAG: PAST}, False),
+        ({STACK_TAG: "old\n", EXPIRES_TAG: PAST}, False),
+        ({STACK_TAG: "a", EXPIRES_TAG: PAST + "\n"}, False),
     ],
 )
 def test_ownership_needs_evidence(tags, owned):
