@@ -45,9 +45,9 @@ def _whole(rule: str) -> Any:
 
 
 def _usd(text: str) -> float:
-    """A finite price above 0 (argparse's float takes `nan`, `inf` and `-5`)."""
+    """A finite price above 0, as typed (argparse's float takes `nan`, `inf`, `-5` and `2_400`)."""
     try:
-        value = float(text)
+        value = float(text) if "_" not in text else math.nan
     except ValueError:
         value = math.nan
     if not math.isfinite(value) or value <= 0:
