@@ -195,3 +195,32 @@ def test_a_matching_offer_is_bought(stacks: Path, ec2: Calls, capsys: pytest.Cap
     assert ec2.ops == ["DescribeCapacityBlockOfferings", "PurchaseCapacityBlock"]
     assert f"bought {RID}" in out
     assert RID in (stacks / STACK_FILE).read_text()
+
+
+def test_an_offer_outside_the_existing_subnets_zone_is_refused(
+    stacks: Path, ec2: Calls, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = stacks / STACK_FILE
+    new_net = "          kind: new               # a VPC + public subnet in the block's availability zone\n"
+    text = path.read_text()
+    assert new_net in text
+    pinned = text.replace(
+        new_net,
+        "          kind: existing\n          vpcId: vpc-0123456789abcdef0\n"
+        "          subnetId: subnet-0123456789abcdef0\n",
+    ).replace("          availabilityZone: us-east-2a\n", "")
+    path.write_text(pinned)
+    ec2.stub.add_response(
+        "describe_subnets",
+        {"Subnets": [{"SubnetId": "subnet-0123456789abcdef0", "AvailabilityZone": "us-east-2a"}]},
+        {"SubnetIds": ["subnet-0123456789abcdef0"]},
+    )
+    _quote(ec2, zone="us-east-2b")
+    code, _, err = _buy(stacks, capsys, "--max-price", "2500")
+    assert code == 2
+    assert err.strip().splitlines() == [
+        f"flashfleet capacity: --offering {OID}: in us-east-2b, but the stack's subnet is in us-east-2a "
+        "[rule: offering-zone]"
+    ]
+    assert ec2.ops == ["DescribeSubnets", "DescribeCapacityBlockOfferings"]
+    assert path.read_text() == pinned
