@@ -14,7 +14,7 @@ from flashfleet.stack.yamlfile import YamlFileError, load_yaml_file
 
 
 def add_run_args(parser: argparse.ArgumentParser, playbook: str) -> None:
-    parser.add_argument("stack", help="stack name (the inventory's flashfleet_stack must match)")
+    """The run options; the command adds its STACK (``flashfleet.cli.common.add_stack``)."""
     parser.add_argument(
         "--inventory", type=Path, default=None, metavar="FILE",
         help="YAML/JSON inventory of existing hosts, shaped like the stack's `inventory` output "

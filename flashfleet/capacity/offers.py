@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from flashfleet.stack.capacity_block import MAX_BLOCK, usable_until
+from flashfleet.stack.errors import STACK_KEY
 
 # EC2's rule for CapacityDurationHours: whole days up to 14 days, then whole weeks up to 182 days.
 DAY, WEEK = 24, 168
@@ -147,15 +148,35 @@ def describe(ec2: Any, query: OfferQuery) -> Iterator[dict[str, Any]]:
         params = {**params, "NextToken": token}
 
 
+def mismatch(offer: Offer, query: OfferQuery, zone: str | None) -> OfferError | None:
+    """Why ``offer`` is not the block the stack asked for, or None: exactly the stack's instance
+    type and node count (a larger block is paid in full and cannot be cancelled), exactly the
+    hours asked, and the stack's zone when it is bound to one."""
+    where = f"--offering {offer.offering_id}"
+    if offer.instance_type != query.instance_type:
+        return OfferError(
+            f"{where}: instance type {offer.instance_type}, but the stack's "
+            f"{STACK_KEY}.nodes.source.instanceType is {query.instance_type}",
+            "offering-instance-type",
+        )
+    if offer.instance_count != query.instance_count:
+        return OfferError(
+            f"{where}: {offer.instance_count} instances, but the stack's {STACK_KEY}.nodes.count "
+            f"is {query.instance_count}",
+            "offering-count",
+        )
+    if offer.hours != query.hours:
+        return OfferError(f"{where}: {offer.hours:g} hours, but --hours is {query.hours}", "offering-hours")
+    if zone is not None and offer.availability_zone != zone:
+        return OfferError(
+            f"{where}: in {offer.availability_zone}, but the stack's subnet is in {zone}", "offering-zone"
+        )
+    return None
+
+
 def fitting(ec2: Any, query: OfferQuery, gpus_per_instance: int, zone: str | None = None) -> list[Offer]:
-    """Offerings of the stack's type with room for its nodes (in ``zone`` when the stack is bound
-    to one), cheapest per GPU-hour first, then earliest."""
+    """Offerings that match the stack (``mismatch``: what `buy` would take), cheapest per
+    GPU-hour first, then earliest."""
     offers = [from_api(raw, gpus_per_instance) for raw in describe(ec2, query)]
-    keep = [
-        o
-        for o in offers
-        if o.instance_type == query.instance_type
-        and o.instance_count >= query.instance_count
-        and (zone is None or o.availability_zone == zone)
-    ]
+    keep = [o for o in offers if mismatch(o, query, zone) is None]
     return sorted(keep, key=lambda o: (o.price_per_gpu_hour or 0.0, o.start, o.offering_id))

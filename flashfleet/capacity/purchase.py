@@ -14,11 +14,48 @@ from typing import Any
 from ruamel.yaml.comments import CommentedMap
 
 from flashfleet.capacity.offers import Offer, OfferError, OfferQuery, describe, from_api, iso
+from flashfleet.catalog.instances import instance_catalog
 from flashfleet.components.tags import STACK_TAG
 from flashfleet.stack.errors import STACK_KEY
 from flashfleet.yaml_edit import child_mapping, edit_yaml
 
 PLATFORM = "Linux/UNIX"  # the Deep Learning AMIs
+CURRENCY = "USD"  # --max-price and the catalog's prices are in US dollars
+# Without --max-price a quote may exceed the catalog's listed fee by this much: AWS updates block
+# rates with supply and demand, so the listing is a reference, not the price of the day.
+LISTED_TOLERANCE = 0.10
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """The most a purchase may cost, in USD, and where that bound comes from."""
+
+    usd: float
+    field: str  # what a refusal names: --max-price, or the listed price
+    basis: str  # the bound in words, for the refusal
+    rule: str
+
+
+def ceiling(query: OfferQuery, max_price: float | None) -> Ceiling:
+    """--max-price when given; else the catalog's listed fee for this many instances and hours
+    plus LISTED_TOLERANCE. No listed price and no --max-price: refused (a purchase needs a bound)."""
+    if max_price is not None:
+        return Ceiling(max_price, f"--max-price {max_price:.2f}", "", "max-price")
+    listed = instance_catalog().get(query.instance_type)
+    rate = listed.block_price_usd_per_hour if listed else None
+    if listed is None or rate is None:
+        raise OfferError(
+            f"--max-price: required: the catalog lists no Capacity Block price for {query.instance_type}, "
+            "and a purchase needs a ceiling; nothing bought",
+            "max-price-required",
+        )
+    n, hours = query.instance_count, query.hours
+    fee = rate * n * hours
+    basis = (
+        f"the listed {fee:.2f} USD ({rate:g} USD per instance-hour x {n} x {hours} h, "
+        f"{listed.block_price_source}, {listed.block_price_date}) by more than {LISTED_TOLERANCE:.0%}"
+    )
+    return Ceiling(fee * (1 + LISTED_TOLERANCE), "listed price", basis, "listed-price")
 
 
 @dataclass(frozen=True)
@@ -64,18 +101,20 @@ def current_offer(ec2: Any, query: OfferQuery, offering_id: str, gpus_per_instan
     )
 
 
-def check_price(offer: Offer, max_price: float | None) -> None:
-    if max_price is None:
-        return
-    if offer.currency != "USD":
+def check_price(offer: Offer, bound: Ceiling) -> None:
+    """Refuse a quote in another currency, or above the ceiling."""
+    if offer.currency != CURRENCY:
         raise OfferError(
-            f"--max-price is in USD but {offer.offering_id} is quoted in {offer.currency}", "max-price"
+            f"--offering {offer.offering_id}: quoted in {offer.currency}, but prices here are in "
+            f"{CURRENCY}; nothing bought",
+            "offering-currency",
         )
-    if offer.upfront_fee > max_price:
+    if not offer.upfront_fee <= bound.usd:  # also refuses a fee that is not a number
+        above = f", above {bound.basis}" if bound.basis else ""
         raise OfferError(
-            f"--max-price {max_price:.2f}: {offer.offering_id} costs {offer.upfront_fee:.2f} USD now; "
+            f"{bound.field}: {offer.offering_id} costs {offer.upfront_fee:.2f} {CURRENCY} now{above}; "
             "nothing bought",
-            "max-price",
+            bound.rule,
         )
 
 

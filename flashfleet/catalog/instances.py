@@ -11,6 +11,9 @@ from typing import Any, Literal
 
 Capacity = Literal["any", "block-only"]
 GIB_TO_GB = 1.073741824
+# A price is kept only with where it comes from (and, for a block's, as of when: the rates move).
+PRICE_KEYS = ("price_usd_per_hour", "price_source")
+BLOCK_PRICE_KEYS = ("block_price_usd_per_hour", "block_price_source", "block_price_date")
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,10 @@ class InstanceType:
     price_date: str | None = None
     # Sold as whole UltraServers of this type (Capacity Blocks' UltraServer form), when known.
     ultraserver_type: str | None = None
+    # The listed Capacity Block rate of one instance-hour, with its source and date, when known.
+    block_price_usd_per_hour: float | None = None
+    block_price_source: str | None = None
+    block_price_date: str | None = None
 
     @property
     def host_memory_gb(self) -> int | None:
@@ -67,9 +74,15 @@ def instance_catalog() -> dict[str, InstanceType]:
             price_source=raw.get("price_source"),
             price_date=raw.get("price_date"),
             ultraserver_type=raw.get("ultraserver_type"),
+            block_price_usd_per_hour=raw.get("block_price_usd_per_hour"),
+            block_price_source=raw.get("block_price_source"),
+            block_price_date=raw.get("block_price_date"),
         )
-        if (raw.get("price_usd_per_hour") is None) != (raw.get("price_source") is None):
-            raise ValueError(f"instances.toml: {name}: a price goes with its price_source, and only a price")
+        for keys in (PRICE_KEYS, BLOCK_PRICE_KEYS):
+            if len({raw.get(k) is None for k in keys}) > 1:
+                raise ValueError(
+                    f"instances.toml: {name}: {', '.join(keys)} go together (a price with its source)"
+                )
         for key in out[name].unknown:
             if raw.get(key) is not None:
                 raise ValueError(f"instances.toml: {name}.{key} is listed unknown but has a value")

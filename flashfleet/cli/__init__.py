@@ -11,7 +11,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from flashfleet import __version__
 from flashfleet.cli.common import UsageError
@@ -43,7 +43,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 
 class _Parser(argparse.ArgumentParser):
-    """Argument errors become one line on stderr and exit code 2, like every other bad input."""
+    """Argument errors become one line on stderr and exit code 2, like every other bad input.
+
+    Abbreviations are off for this parser and every subparser made from it (they are made with
+    its class): `--y` must not pass for `--yes`, nor `--stack` for `--stacks-dir`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see {self.prog} --help)")

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from flashfleet.cli.common import UsageError
+from flashfleet.cli.common import UsageError, add_stack
 
 if TYPE_CHECKING:
     from flashfleet.bench.seams import Seams
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("bench", help="benchmark a stack's endpoint with a workload profile")
-    p.add_argument("stack", nargs="?", help="stack name (results go to RESULTS/STACK/TIMESTAMP/)")
+    add_stack(p, "stack name (results go to RESULTS/STACK/TIMESTAMP/)", required=False)
     p.add_argument("--profile", default="chat-1k1k", help="workload profile (default: %(default)s)")
     p.add_argument(
         "--profiles-file", type=Path, default=None, help="profiles TOML instead of the packaged one"

@@ -1,20 +1,23 @@
 """`flashfleet capacity offers|buy STACK`: Capacity Blocks for ML for a stack.
 
 `offers` lists what EC2 sells that fits the stack (read-only). `buy` purchases one offering after
-a confirmation, refuses above --max-price (checked against EC2's current quote), tags the
-reservation flashfleet:stack and writes it into the stack file. A block cannot be cancelled.
+a confirmation, and only one that matches the stack (instance type, node count, zone) and the
+request (hours, USD, at most --max-price or the catalog's listed price + 10%, all checked against
+EC2's current quote); it tags the reservation flashfleet:stack and writes it into the stack file.
+A block cannot be cancelled.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from flashfleet.cli.common import UsageError, add_format, print_json
+from flashfleet.cli.common import UsageError, add_format, add_stack, print_json
 
 WARNING = (
     "A Capacity Block cannot be cancelled, and `pulumi destroy` cannot remove it: the whole "
@@ -30,6 +33,28 @@ def _moment(text: str) -> datetime:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
+def _whole(rule: str) -> Any:
+    """A whole number above 0, as typed (digits only: no sign, exponent or `4_8`)."""
+
+    def parse(text: str) -> int:
+        if not text.strip().isascii() or not text.strip().isdigit() or int(text) < 1:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number above 0 [rule: {rule}]")
+        return int(text)
+
+    return parse
+
+
+def _usd(text: str) -> float:
+    """A finite price above 0, as typed (argparse's float takes `nan`, `inf`, `-5` and `2_400`)."""
+    try:
+        value = float(text) if "_" not in text else math.nan
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a price in USD above 0 [rule: max-price]")
+    return value
+
+
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("capacity", help="Capacity Blocks for a stack: list offerings, buy one")
     inner = p.add_subparsers(dest="capacity_command", metavar="offers|buy")
@@ -38,9 +63,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         ("buy", "buy one offering (asks first: a block cannot be cancelled)"),
     ):
         q = inner.add_parser(name, help=help_text)
-        q.add_argument("stack", help="stack name (stacks/Pulumi.<stack>.yaml)")
+        add_stack(q, "stack name (stacks/Pulumi.<stack>.yaml)")
         q.add_argument(
-            "--hours", type=int, default=24, help="block length: whole days, then weeks (default 24)"
+            "--hours",
+            type=_whole("block-duration"),
+            default=24,
+            help="block length: whole days, then weeks (default 24); buy takes only a block this long",
         )
         q.add_argument(
             "--start-after", type=_moment, default=None, metavar="T", help="earliest start (ISO 8601)"
@@ -53,7 +81,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
             help="search UltraServer blocks of TYPE instead",
         )
         q.add_argument(
-            "--ultraserver-count", type=int, default=None, metavar="N", help="UltraServers (default 1)"
+            "--ultraserver-count",
+            type=_whole("ultraserver-count"),
+            default=None,
+            metavar="N",
+            help="UltraServers (default 1)",
         )
         q.add_argument(
             "--stacks-dir", type=Path, default=None, help="folder of stack files (default: stacks/)"
@@ -63,7 +95,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     buy = inner.choices["buy"]
     buy.add_argument("--offering", required=True, metavar="ID", help="the offering id from `capacity offers`")
     buy.add_argument(
-        "--max-price", type=float, default=None, metavar="USD", help="refuse above this upfront price"
+        "--max-price",
+        type=_usd,
+        default=None,
+        metavar="USD",
+        help="refuse above this upfront price (default: the catalog's listed price + 10%%; "
+        "required where the catalog lists none)",
     )
     buy.add_argument("--yes", action="store_true", help="do not ask (scripts)")
     p.set_defaults(func=_no_subcommand)
@@ -186,7 +223,7 @@ def _confirm(prompt: str) -> bool:
 
 def _buy(args: argparse.Namespace, ec2: Any, t: _Target) -> int:
     from flashfleet.capacity import purchase
-    from flashfleet.capacity.offers import OfferError, iso
+    from flashfleet.capacity.offers import iso, mismatch
     from flashfleet.planning import load_stack
     from flashfleet.stack import DEFAULT_STACKS_DIR, StackError
     from flashfleet.stack.capacity_block import block, usable_until
@@ -200,16 +237,12 @@ def _buy(args: argparse.Namespace, ec2: Any, t: _Target) -> int:
             f"stack {b.stack}: already holds block {held.reservation_id} until {iso(held.purchased.end)}; "
             "a second block would replace it in the stack file [rule: block-held]"
         )
+    bound = purchase.ceiling(query, args.max_price)  # before asking EC2: no bound, no purchase
     offer = purchase.current_offer(ec2, query, args.offering, t.gpus)  # EC2's quote now, not the listing's
-    if offer.instance_count < query.instance_count or offer.instance_type != query.instance_type:
-        raise OfferError(f"--offering {offer.offering_id}: does not fit the stack", "offering-fit")
-    if zone is not None and offer.availability_zone != zone:
-        raise OfferError(
-            f"--offering {offer.offering_id}: in {offer.availability_zone}, "
-            f"but the stack's subnet is in {zone}",
-            "offering-zone",
-        )
-    purchase.check_price(offer, args.max_price)
+    wrong = mismatch(offer, query, zone)
+    if wrong is not None:
+        raise wrong
+    purchase.check_price(offer, bound)
     summary = (
         f"Buy {offer.offering_id} for {b.stack}: {offer.instance_count} x {offer.instance_type} in "
         f"{offer.availability_zone}, {iso(offer.start)} to {iso(offer.end)} ({offer.hours:g} h; nodes until "

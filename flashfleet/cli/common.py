@@ -60,6 +60,15 @@ def recipe_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return overrides
 
 
+def add_stack(parser: argparse.ArgumentParser, help_text: str, *, required: bool = True) -> None:
+    """The stack as a positional STACK or as `--stack NAME` (what users type), not both: either
+    lands in ``args.stack``. The positional's SUPPRESS default keeps an absent STACK from
+    overwriting the option's value."""
+    group = parser.add_mutually_exclusive_group(required=required)
+    group.add_argument("stack", nargs="?", default=argparse.SUPPRESS, metavar="STACK", help=help_text)
+    group.add_argument("--stack", dest="stack", default=None, metavar="NAME", help="the same as STACK")
+
+
 _STACK_FILE = re.compile(r"^Pulumi\.(?P<name>.+)\.yaml$")
 
 

@@ -14,13 +14,14 @@ import os
 import sys
 from typing import Any
 
-from flashfleet.cli.common import UsageError
+from flashfleet.cli.common import UsageError, add_stack
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from flashfleet.bringup.cliargs import add_run_args
 
     p = sub.add_parser("configure", help="run the playbooks against the stack's hosts")
+    add_stack(p, "stack name (the inventory's flashfleet_stack must match)")
     add_run_args(p, "site.yml")
     p.add_argument("--check", action="store_true", help="Ansible check mode: report, change nothing")
     p.add_argument("--limit", default=None, help="only these hosts or groups (Ansible pattern)")

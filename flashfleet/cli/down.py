@@ -14,13 +14,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from flashfleet.cli.common import UsageError, can_ask, confirm
+from flashfleet.cli.common import UsageError, add_stack, can_ask, confirm
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from flashfleet.bringup.cliargs import add_run_args
 
     p = sub.add_parser("down", help="tear the stack down (pulumi destroy, or teardown.yml on existing hosts)")
+    add_stack(p, "stack name (the inventory's flashfleet_stack must match)")
     add_run_args(p, "teardown.yml")
     p.add_argument("--yes", action="store_true", help="do not ask (scripts); the list is still shown")
     p.set_defaults(func=run)

@@ -10,7 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from flashfleet.cli.common import UsageError, add_format, print_json
+from flashfleet.cli.common import UsageError, add_format, add_stack, print_json
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -18,7 +18,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "inventory",
         help="print the Ansible inventory of a stack's existing hosts (for configure/down --inventory)",
     )
-    p.add_argument("stack", help="stack name, or the path of its file (stacks/Pulumi.<stack>.yaml)")
+    add_stack(p, "stack name, or the path of its file (stacks/Pulumi.<stack>.yaml)")
     p.add_argument("--stacks-dir", type=Path, default=None, help="folder of stack files (default: stacks/)")
     add_format(p, "yaml", "json")
     p.set_defaults(func=run)

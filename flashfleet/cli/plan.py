@@ -6,12 +6,12 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from flashfleet.cli.common import UsageError, add_format, print_json
+from flashfleet.cli.common import UsageError, add_format, add_stack, print_json
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("plan", help="the whole bring-up of a stack, offline: nodes, commands, cost")
-    p.add_argument("stack", help="stack name, or the path of its file (stacks/Pulumi.<stack>.yaml)")
+    add_stack(p, "stack name, or the path of its file (stacks/Pulumi.<stack>.yaml)")
     add_format(p, "text", "json")
     p.add_argument("--stacks-dir", type=Path, default=None, help="folder of stack files (default: stacks/)")
     p.set_defaults(func=run)

@@ -13,12 +13,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from flashfleet.cli.common import UsageError, add_format, print_json
+from flashfleet.cli.common import UsageError, add_format, add_stack, print_json
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("status", help="outputs, last operation and latest bring-up runs of a stack")
-    p.add_argument("stack", help="stack name")
+    add_stack(p, "stack name")
     p.add_argument("--runs-dir", type=Path, default=None, metavar="DIR", help="where run directories are")
     add_format(p, "text", "json")
     p.set_defaults(func=run)

@@ -16,7 +16,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from flashfleet.cli.common import UsageError, can_ask, confirm
+from flashfleet.cli.common import UsageError, add_stack, can_ask, confirm
 
 if TYPE_CHECKING:
     from flashfleet.planning import StackPlan
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("up", help="bring the stack up: nodes, preparation, serving, smoke checks")
-    p.add_argument("stack", help="stack name (stacks/Pulumi.STACK.yaml)")
+    add_stack(p, "stack name (stacks/Pulumi.STACK.yaml)")
     p.add_argument("--yes", action="store_true", help="do not ask (scripts); the preview is still shown")
     p.add_argument(
         "--wait",

@@ -30,7 +30,6 @@ HOST_PATH_ROOTS = (
     "/data",
     "/scratch",
     "/srv",
-    "/tmp",
 )
 HOST_PATH_RULE = (
     "an absolute path strictly below one of " + ", ".join(HOST_PATH_ROOTS) + " (such as "

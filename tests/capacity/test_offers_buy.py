@@ -14,7 +14,7 @@ import yaml
 from ec2_api import GB300, RID, client, offering, reservation
 
 from flashfleet.bench.node_facts import from_bringup
-from flashfleet.capacity.offers import OfferError, OfferQuery, check_hours, fitting
+from flashfleet.capacity.offers import OfferError, OfferQuery, check_hours, fitting, from_api
 from flashfleet.cli import main
 from flashfleet.planning import load_stack
 from flashfleet.planning.plan_view import plan_data
@@ -66,13 +66,13 @@ def test_offers_are_listed_across_pages_filtered_and_priced_per_gpu_hour() -> No
     query = OfferQuery(GB300, 1, 48, start_after=START)
     with stub:
         offers = fitting(ec2, query, gpus_per_instance=4, zone=None)
+    # The 2-instance block on page 1 is left out: a 1-node stack buys exactly 1 instance.
     assert [o.offering_id for o in offers] == [
         "cbo-0000000000000000c",  # 1920 / (1 x 4 GPUs x 48 h) = 10.00
         "cbo-0000000000000000d",  # 10.42
-        "cbo-0000000000000000b",  # 9600 / (2 x 4 x 48) = 25.00
     ]
     assert offers[0].price_per_gpu_hour == pytest.approx(10.0)
-    assert offers[2].price_per_gpu_hour == pytest.approx(25.0)
+    assert from_api(big, gpus_per_instance=4).price_per_gpu_hour == pytest.approx(25.0)  # 9600 / (2 x 4 x 48)
     # Bound to a zone (an existing subnet), only that zone's offerings fit.
     stub.add_response(
         "describe_capacity_block_offerings", {"CapacityBlockOfferings": [cheap, other_zone]}, QUERY
@@ -192,7 +192,7 @@ def test_buy_an_offering_no_longer_offered_is_refused(
     stacks: Path, ec2: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     ec2.add_response("describe_capacity_block_offerings", {"CapacityBlockOfferings": []}, QUERY)
-    code, _, err = _buy(stacks, capsys, "--yes")
+    code, _, err = _buy(stacks, capsys, "--max-price", "2500", "--yes")
     assert code == 2
     assert "[rule: offering-gone]" in err
 
@@ -206,7 +206,7 @@ def test_buy_without_a_terminal_needs_yes(
         {"CapacityBlockOfferings": [offering("cbo-00000000000000001", start=START)]},
         QUERY,
     )
-    code, out, err = _buy(stacks, capsys)
+    code, out, err = _buy(stacks, capsys, "--max-price", "2500")
     assert code == 2
     assert "[rule: confirm]" in err
     assert "cannot be cancelled" in out
@@ -279,8 +279,8 @@ def test_a_second_buy_while_the_block_lasts_is_refused(
     ec2.add_response(
         "purchase_capacity_block", {"CapacityReservation": reservation(state="payment-pending", start=START)}
     )
-    assert _buy(stacks, capsys, "--yes")[0] == 0
-    code, _, err = _buy(stacks, capsys, "--yes")
+    assert _buy(stacks, capsys, "--max-price", "2500", "--yes")[0] == 0
+    code, _, err = _buy(stacks, capsys, "--max-price", "2500", "--yes")
     assert code == 2
     assert "[rule: block-held]" in err
     assert RID in err
