@@ -13,10 +13,12 @@ import pulumi
 from flashfleet.bringup.errors import BringupInputError
 from flashfleet.bringup.project import DEFAULT_PROJECT
 from flashfleet.bringup.role_vars import STACK_PLAYBOOKS, check_role_vars
+from flashfleet.bringup.secret_env import check_secret
 from flashfleet.capacity import preflight
 from flashfleet.components.program import deploy
 from flashfleet.planning import parse_spec, resolve_spec
 from flashfleet.stack.errors import StackError
+from flashfleet.stack.files import API_KEY_KEY, HF_TOKEN_KEY
 
 config = pulumi.Config("flashfleet")
 stack = pulumi.get_stack()
@@ -30,6 +32,11 @@ try:
     )
 except StackError as err:
     raise pulumi.RunError(str(err)) from None  # each problem on its own line, no traceback
+try:  # a secret the run events cannot be redacted of is refused before any resource
+    check_secret(HF_TOKEN_KEY, config.get("hfToken"))
+    check_secret(API_KEY_KEY, config.get("apiKey"))
+except BringupInputError as err:
+    raise pulumi.RunError(str(err)) from None
 api_key = config.get_secret("apiKey")
 if bringup.api_key_required and api_key is None:
     raise pulumi.RunError(

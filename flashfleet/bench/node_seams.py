@@ -40,16 +40,24 @@ def api_key_of(stack: str) -> str | None:
     the stack has none, or Pulumi is not at hand)."""
     import os
 
+    from flashfleet.bench.session import BenchSetupError
     from flashfleet.bringup import stackops
-    from flashfleet.bringup.secret_env import API_KEY_ENV
+    from flashfleet.bringup.errors import BringupInputError
+    from flashfleet.bringup.secret_env import API_KEY_ENV, check_secret
+    from flashfleet.stack.files import API_KEY_KEY
 
-    if os.environ.get(API_KEY_ENV):
-        return os.environ[API_KEY_ENV]
+    name, key = API_KEY_ENV, os.environ.get(API_KEY_ENV)
+    if not key:
+        try:
+            out = stackops.outputs(stack).get(outputs.API_KEY)
+        except (stackops.PulumiUnavailable, stackops.StackError):
+            return None
+        name, key = API_KEY_KEY, str(out.value) if out is not None else None
     try:
-        out = stackops.outputs(stack).get(outputs.API_KEY)
-    except (stackops.PulumiUnavailable, stackops.StackError):
-        return None
-    return str(out.value) if out is not None else None
+        check_secret(name, key)  # before bench.yml reaches a node
+    except BringupInputError as err:
+        raise BenchSetupError(str(err)) from None
+    return key
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,8 @@ from flashfleet.bringup.errors import BringupInputError
 from flashfleet.bringup.playbook_run import RunResult, private_dir, private_open, run_playbook
 from flashfleet.bringup.progress import PhaseProgress
 from flashfleet.bringup.project import DEFAULT_PROJECT, Project
+from flashfleet.bringup.redaction import Redactor
+from flashfleet.bringup.secret_env import API_KEY_ENV, TOKEN_ENV, check_env_secrets, check_secret
 from flashfleet.bringup.timeline import write_timeline
 
 RUNS_ENV = "FLASHFLEET_RUNS_DIR"
@@ -68,14 +70,13 @@ def validate(
     except FileNotFoundError as err:
         raise BringupInputError(f"playbook: {err}") from None
     check_inventory(inventory, stack)
-    if hf_token and hf_token in json.dumps([inventory, extravars], default=str):
-        raise BringupInputError(
-            "inventory/extravars: contain the HF token; it travels only in the environment"
-        )
-    if api_key and api_key in json.dumps([inventory, extravars], default=str):
-        raise BringupInputError(
-            "inventory/extravars: contain the API key; it travels only in the environment"
-        )
+    for name, what, secret in ((TOKEN_ENV, "HF token", hf_token), (API_KEY_ENV, "API key", api_key)):
+        check_secret(name, secret)
+        if secret and Redactor.of([secret]).finds([inventory, extravars]):  # in any form
+            raise BringupInputError(
+                f"inventory/extravars: contain the {what}; it travels only in the environment"
+            )
+    check_env_secrets()
     check_role_arguments(project, playbook, inventory, extravars)
 
 

@@ -26,7 +26,8 @@ import ansible_runner
 
 from flashfleet.bringup.converge import Secrets, carries_records, converge_vars
 from flashfleet.bringup.project import REPO
-from flashfleet.bringup.secret_env import API_KEY_ENV, TOKEN_ENV
+from flashfleet.bringup.redaction import Redactor
+from flashfleet.bringup.secret_env import API_KEY_ENV, TOKEN_ENV, check_secret
 from flashfleet.stack.safe_values import host_key
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -117,9 +118,6 @@ def failure_message(res: Mapping[str, Any]) -> str:
     return " | ".join(p for p in parts if p) or "task failed (no message)"
 
 
-REDACTED = "<redacted>"
-
-
 def private_open(path: Path) -> Any:
     """A new file only its owner can read (0600), whatever the umask: run directories hold
     inventories and events."""
@@ -133,19 +131,6 @@ def private_dir(path: Path) -> Path:
         p.mkdir(mode=0o700, exist_ok=True)
     path.chmod(0o700)
     return path
-
-
-def redact(event: dict[str, Any], secrets: list[str]) -> dict[str, Any]:
-    """The event with every secret value replaced, wherever Ansible put it (at -vvv it prints an
-    async task's environment; a module may echo its arguments)."""
-    text = json.dumps(event, default=str)
-    hits = [s for s in secrets if s and s in text]
-    if not hits:
-        return event
-    for secret in hits:
-        text = text.replace(secret, REDACTED)
-    redacted: dict[str, Any] = json.loads(text)
-    return redacted
 
 
 _PINNING_OPTIONS = re.compile(r"-o\s*(StrictHostKeyChecking|UserKnownHostsFile)=\S+\s*", re.IGNORECASE)
@@ -257,6 +242,13 @@ def run_playbook(
     only the roles whose inputs or managed state changed since its last converge, unless
     `reconverge` asks for every role; `records=False` keeps no record at all (every role runs).
     """
+    # Defence in depth: no event reaches a file or a handler with a secret in it, and a secret
+    # that cannot be hidden safely stops the run before anything is written or touched.
+    secret_sources = ((TOKEN_ENV, hf_token), (TOKEN_ENV, os.environ.get(TOKEN_ENV)),
+                      (API_KEY_ENV, api_key), (API_KEY_ENV, os.environ.get(API_KEY_ENV)))  # fmt: skip
+    for name, value in secret_sources:
+        check_secret(name, value)
+    redactor = Redactor.of(value for _, value in secret_sources)
     private_dir(run_dir)
     inventory = pin_host_keys(inventory, run_dir / "known_hosts")
     config = project_root / "ansible.cfg"
@@ -269,15 +261,13 @@ def run_playbook(
         envvars[TOKEN_ENV] = hf_token
     if api_key is not None:
         envvars[API_KEY_ENV] = api_key
-    # Defence in depth: no event reaches a file or a handler with a secret in it.
-    secrets = [t for t in (hf_token, os.environ.get(TOKEN_ENV), api_key, os.environ.get(API_KEY_ENV)) if t]
     cmdline = " ".join(
         opt for opt, on in (("--check", check), ("--diff", diff)) if on
     )  # ansible-runner takes extra ansible-playbook options as one string
     sink = _EventSink(run_dir / "events.jsonl", on_progress)
 
     def handle(event: dict[str, Any]) -> bool:
-        event = redact(event, secrets)
+        event = redactor(event)
         if on_event is not None:
             on_event(event)
         return sink(event)

@@ -45,6 +45,8 @@ from flashfleet.bringup.errors import BringupInputError, PlaybookFailed
 from flashfleet.bringup.hashes import content_hash, inventory_hash
 from flashfleet.bringup.playbook_run import RunResult
 from flashfleet.bringup.project import DEFAULT_PROJECT, REPO, Project
+from flashfleet.bringup.secret_env import check_secret
+from flashfleet.stack.files import API_KEY_KEY, HF_TOKEN_KEY
 
 # Inputs whose change means "run the playbook again"; compared as hashes kept in the outputs.
 TRIGGERS = ("inventoryHash", "treeHash", "playbook", "extravarsHash")
@@ -202,6 +204,13 @@ class PlaybookRunProvider(ResourceProvider):
                 check_inventory(restore_nulls(_whole_numbers(unwrap_rpc_secret(inventory))))
             except BringupInputError as err:
                 return CheckResult(news, [CheckFailure("inventory", str(err))])
+        for prop, config_key in (("hfToken", HF_TOKEN_KEY), ("apiKey", API_KEY_KEY)):
+            secret = unwrap_rpc_secret(news.get(prop))
+            if isinstance(secret, str):
+                try:
+                    check_secret(config_key, secret)
+                except BringupInputError as err:
+                    return CheckResult(news, [CheckFailure(prop, str(err))])
         return CheckResult(news, [])
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:

@@ -115,6 +115,9 @@ def run(args: argparse.Namespace) -> int:
             return _list_profiles(args.profiles_file)
         if not args.stack:
             raise UsageError("which stack? flashfleet bench STACK")
+        from flashfleet.bringup.secret_env import check_env_secrets
+
+        check_env_secrets()  # a key the runs cannot hide is refused before any request or node
         profile = get_profile(args.profile, args.profiles_file)
         profile = profile.with_overrides(
             concurrency=_levels(args.concurrency),

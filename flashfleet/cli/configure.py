@@ -49,15 +49,16 @@ def stack_inputs(stack: str) -> tuple[dict[str, Any], str | None, str | None]:
     if outputs.INVENTORY not in outs:
         raise UsageError(f"stack {stack} has no {outputs.INVENTORY} output yet (flashfleet up {stack})")
     from flashfleet.bringup.contract import restore_nulls
+    from flashfleet.bringup.secret_env import check_secret
+    from flashfleet.stack.files import API_KEY_KEY, HF_TOKEN_KEY
 
-    token = outs.get(outputs.HF_TOKEN)
-    key = outs.get(outputs.API_KEY)
+    token_out, key_out = outs.get(outputs.HF_TOKEN), outs.get(outputs.API_KEY)
+    token = str(token_out.value) if token_out else None
+    key = str(key_out.value) if key_out else None
+    check_secret(HF_TOKEN_KEY, token)  # they are the stack's flashfleet:* secrets
+    check_secret(API_KEY_KEY, key)
     # stack outputs drop null-valued keys, as the provider's inputs do
-    return (
-        restore_nulls(outs[outputs.INVENTORY].value),
-        str(token.value) if token else None,
-        str(key.value) if key else None,
-    )
+    return restore_nulls(outs[outputs.INVENTORY].value), token, key
 
 
 def run(args: argparse.Namespace) -> int:
@@ -65,9 +66,10 @@ def run(args: argparse.Namespace) -> int:
     from flashfleet.bringup.cliargs import load_inventory, parse_extravars, project_of
     from flashfleet.bringup.errors import BringupInputError
     from flashfleet.bringup.role_vars import OPTION_PREFIX, check_role_vars
-    from flashfleet.bringup.secret_env import API_KEY_ENV, TOKEN_ENV
+    from flashfleet.bringup.secret_env import API_KEY_ENV, TOKEN_ENV, check_env_secrets
 
     try:
+        check_env_secrets()  # the caller's own secrets first: every run inherits them
         project = project_of(args)
         extravars = parse_extravars(args.extra_vars)
         check_role_vars(project, (args.playbook,), extravars, OPTION_PREFIX)  # before any host is touched

@@ -77,14 +77,19 @@ def phases(data: dict[str, Any]) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     from flashfleet.bringup import stackops
+    from flashfleet.bringup.errors import BringupInputError
+    from flashfleet.bringup.secret_env import check_env_secrets
     from flashfleet.planning import load_stack
     from flashfleet.planning.plan_view import plan_data
     from flashfleet.stack import StackError
 
     try:
+        # The program's runs inherit the caller's secrets; the stack's own are checked by the
+        # Pulumi program, before any resource.
+        check_env_secrets()
         # The stack files of the Pulumi project `up` drives (FLASHFLEET_PULUMI_PROJECT or this checkout).
         b = load_stack(args.stack, stackops.project_dir() / "stacks")
-    except StackError as err:
+    except (StackError, BringupInputError) as err:
         raise UsageError(str(err)) from None
     data = plan_data(b)
     preflight(args.stack, b, args.wait)  # read-only: capacity that cannot serve is refused first

@@ -119,6 +119,15 @@ def test_the_token_in_extra_variables_is_refused(two_local_nodes: dict[str, Any]
         handoff.validate(TEST_PROJECT, "site.yml", two_local_nodes, {"note": f"x{TOKEN}"}, hf_token=TOKEN)
 
 
+def test_a_key_with_a_quote_in_extra_variables_is_refused_in_any_form(
+    two_local_nodes: dict[str, Any],
+) -> None:
+    key = 'sk-"quoted\\key-Zq9v4T2mWc8'  # JSON escapes it: a search through JSON text missed it
+    for shape in (key, repr(key), key[:6] + "\n" + key[6:]):
+        with pytest.raises(BringupInputError, match="contain the API key"):
+            handoff.validate(TEST_PROJECT, "site.yml", two_local_nodes, {"note": shape}, api_key=key)
+
+
 def test_progress_lines_per_host_and_phase(tmp_path: Path, two_local_nodes: dict[str, Any]) -> None:
     lines: list[str] = []
     result = handoff.run("site.yml", two_local_nodes, project=TEST_PROJECT, runs_root=tmp_path / "runs",

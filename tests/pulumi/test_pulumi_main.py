@@ -123,3 +123,33 @@ def test_ipv6_cidrs_become_ipv6_rules() -> None:
     }
     cidrs = (("203.0.113.0/24", None), (None, "2001:db8::/48"))
     assert rules == {(c4, c6, port) for c4, c6 in cidrs for port in (22, 30000)}
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "rule"),
+    [
+        ("flashfleet:hfToken", "failed", "secret-not-event-word"),
+        ("flashfleet:apiKey", "true", "secret-not-event-word"),
+        ("flashfleet:apiKey", "Zq9v4T2m", "secret-min-length"),
+    ],
+)
+def test_a_secret_the_runs_cannot_hide_registers_nothing(key: str, value: str, rule: str) -> None:
+    mocks = Recorder()
+    config = {"flashfleet:stack": json.dumps(catalog_spec("h200-lowlat")), "flashfleet:hfToken": TOKEN,
+              "aws:region": "us-east-2", key: value}  # fmt: skip
+    pulumi.runtime.set_all_config(config, secret_keys=["flashfleet:hfToken", "flashfleet:apiKey"])
+    pulumi.runtime.set_mocks(mocks, project="flashfleet", stack="h200-lowlat", preview=False)
+
+    @pulumi.runtime.test
+    def program() -> Any:
+        runpy.run_path(str(MAIN), run_name="__main__")
+
+    try:
+        with pytest.raises(pulumi.RunError) as info:
+            program()
+    finally:
+        pulumi.runtime.set_all_config({})
+    assert str(info.value).startswith(f"{key}: ")
+    assert str(info.value).endswith(f"[rule: {rule}]")
+    assert value not in str(info.value).removeprefix(f"{key}: ")
+    assert mocks.resources == []

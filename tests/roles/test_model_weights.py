@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from hosts.hub import Request
 
-from flashfleet.bringup.playbook_run import REDACTED
+from flashfleet.bringup.redaction import REDACTED
 
 from .conftest import TOKEN, Lab, assert_no_change, assert_same_plan, host_state
 from .hardware import DRAFT, MODEL

@@ -24,7 +24,8 @@ import pytest
 import yaml
 
 from flashfleet.bringup import playbook_run
-from flashfleet.bringup.playbook_run import REDACTED, RunResult
+from flashfleet.bringup.playbook_run import RunResult
+from flashfleet.bringup.redaction import REDACTED
 from flashfleet.launch import API_KEY_CONFIG
 
 from .lab import ServeLab, install_fake_docker, make_stack, serve_lab

@@ -1,6 +1,7 @@
 """flashfleet.bringup.playbook_run: event handling on synthetic events, and one real ansible-runner run of
 playbooks/prepare.yml against this machine (read-only preflight probes) that must fail with a
-readable summary and leave no trace of the token."""
+readable summary and leave no trace of the token; and real runs of small local playbooks that print
+the token or an awkwardly shaped API key (at -vvv, in every form) and must keep none of it."""
 
 from __future__ import annotations
 
@@ -11,13 +12,13 @@ from pathlib import Path
 import pytest
 
 from flashfleet.bringup.playbook_run import (
-    REDACTED,
     Progress,
     _EventSink,
     failure_message,
     run_playbook,
     split_task_name,
 )
+from flashfleet.bringup.redaction import REDACTED
 
 TOKEN = "hf_unitTESTtoken987654321"
 
@@ -136,3 +137,81 @@ def test_events_never_hold_the_token_and_the_run_dir_is_private(
         "events.jsonl": "0o600",
         "summary.txt": "0o600",
     }
+
+
+# A key of every awkward shape: quotes, a backslash, a tab, non-ASCII; TAIL is its plain part,
+# which every quoting (JSON, repr, URL) leaves as it is.
+TAIL = "Q7v9mWc2LxR1pZ8k"
+SHAPED_KEY = f'sk-"it\'s"\\ \t é中-{TAIL}'
+PRINTING_PLAYBOOK = """---
+- name: Tasks that print the API key in every form Ansible and the servers can give it
+  hosts: all
+  gather_facts: false
+  vars:
+    key: "{{ lookup('ansible.builtin.env', 'FLASHFLEET_API_KEY') }}"
+  tasks:
+    - name: Print | the key in each form
+      ansible.builtin.debug:
+        msg:
+          - "{{ key }}"
+          - "{{ key | to_json }}"
+          - "{{ {'api_key': key} | to_json | to_json }}"
+          - "server_args=ServerArgs(api_key={{ [key] | string }})"
+          - "{{ key | urlencode }}"
+          - "{{ key | b64encode }}"
+          - "{{ ('a' ~ key ~ 'z') | b64encode }}"
+          - "{{ ('ab' ~ key ~ 'z') | b64encode }}"
+          - "{{ key[:7] }}\\n{{ key[7:17] }}\\n    {{ key[17:] }}"
+    - name: Print | a server's log line with the key (a module's stdout)
+      ansible.builtin.command:
+        argv: [python3, -c, "import os; print(f'server_args={[os.environ[\\"FLASHFLEET_API_KEY\\"]]!r}')"]
+      changed_when: false
+    - name: Leak | a task that fails quoting the key
+      ansible.builtin.fail:
+        msg: "refused key {{ key }}"
+"""
+
+
+def test_a_real_verbose_run_hides_every_form_of_an_awkward_key_and_names_the_failing_task(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import base64
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setenv("ANSIBLE_VERBOSITY", "3")
+    project = tmp_path / "project"
+    (project / "playbooks").mkdir(parents=True)
+    (project / "roles").mkdir()
+    (project / "playbooks/print.yml").write_text(PRINTING_PLAYBOOK)
+    inventory = {"all": {"hosts": {"controller": {"ansible_connection": "local",
+                                                  "ansible_python_interpreter": "/usr/bin/python3"}}}}  # fmt: skip
+    run_dir = tmp_path / "runs" / "run"
+    result = run_playbook("print.yml", inventory, run_dir=run_dir, api_key=SHAPED_KEY, project_root=project)
+
+    [failure] = result.failures
+    assert (failure.host, failure.task) == ("controller", "a task that fails quoting the key")
+    assert failure.message == f"refused key {REDACTED}"
+    summary = (run_dir / "summary.txt").read_text()
+    assert "a task that fails quoting the key" in summary
+    events = [json.loads(line) for line in result.events_log.read_text().splitlines()]
+    assert [e["event"] for e in events if e["event"].startswith("runner_on_")] == [
+        "runner_on_start", "runner_on_ok", "runner_on_start", "runner_on_ok", "runner_on_start",
+        "runner_on_failed",
+    ]  # fmt: skip
+    [printed] = [e for e in events if e["event"] == "runner_on_ok" and "Print | the key" in str(e)]
+    messages = printed["event_data"]["res"]["msg"]
+    assert len(messages) == 9
+    assert all(REDACTED in m for m in messages), messages  # printed, then hidden
+    raw = SHAPED_KEY.encode()
+    cores = {
+        base64.b64encode(b"\0" * k + raw).decode()[4 if k else 0 : 4 * ((k + len(raw)) // 3)]
+        for k in (0, 1, 2)
+    }
+    files = [p for p in tmp_path.rglob("*") if p.is_file() and project not in p.parents]
+    assert {p.name for p in files} >= {"events.jsonl", "summary.txt"}
+    for path in files:
+        text = path.read_text(errors="replace")
+        plain = "".join(text.split()).replace("\\n", "")  # a wrapped copy, joined again
+        assert TAIL not in plain, path
+        assert [c for c in cores if c in plain] == [], path
+    assert REDACTED in result.events_log.read_text()
