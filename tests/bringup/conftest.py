@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -10,6 +12,20 @@ from flashfleet.bringup.project import Project
 
 from .engine import ProviderHost
 from .inventories import PROJECT, TOKEN, inventory, local_host
+
+# These tests' nodes are this machine: the cache directories the test roles fill sit below a root
+# the host-path rule admits (flashfleet.stack.safe_values), as a real node's would.
+CACHE_ROOT = Path("/var/cache/flashfleet")
+
+
+@pytest.fixture
+def tmp_path() -> Iterator[Path]:
+    CACHE_ROOT.mkdir(parents=True, exist_ok=True)
+    path = Path(tempfile.mkdtemp(prefix="tests-", dir=CACHE_ROOT))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture
