@@ -44,8 +44,11 @@ def run(args: argparse.Namespace) -> int:
                 raise stackops.PulumiUnavailable(stackops.NO_CLI)
             can_ask(yes=args.yes)
             doomed = stackops.resources(args.stack)
+            if not doomed:
+                print(f"flashfleet down {args.stack}: the stack holds no resources; nothing to delete")
+                return 0
             print(f"flashfleet down {args.stack} deletes {len(doomed)} resources (teardown.yml first):")
-            print("\n".join(f"  {r}" for r in doomed) or "  (none: the stack holds no resources)")
+            print("\n".join(f"  {r}" for r in doomed))
             confirm(f"delete the resources of {args.stack}?", yes=args.yes)
             stackops.destroy(args.stack, _print)
             return 0
@@ -64,5 +67,15 @@ def run(args: argparse.Namespace) -> int:
     except (stackops.StackError, TeardownError) as err:
         print(f"flashfleet down: {err}", file=sys.stderr)
         return 1
+    from flashfleet.bringup.handoff import teardown_verdict
+
+    dark, _ = teardown_verdict(result, hosts)
     print(result.summary())
+    done = [h for h in hosts if h not in dark]
+    # The last line says what was and was not torn down: an unreachable host is a warning (exit 0),
+    # but never reported as torn down.
+    print(
+        f"flashfleet down {args.stack}: torn down on {', '.join(done) or 'no host'}"
+        + (f"; unreachable, left as they are: {', '.join(dark)}" if dark else "")
+    )
     return 0

@@ -142,7 +142,21 @@ def test_down_with_an_inventory_runs_teardown_and_warns_about_unreachable_hosts(
                "--runs-dir", str(tmp_path / "runs")])  # fmt: skip
     assert rc == 0
     assert not (tmp_path / "n0" / "deployed.json").exists()
-    assert "warning: unreachable, left as they are: dead" in capsys.readouterr().err
+    seen = capsys.readouterr()
+    assert "warning: unreachable, left as they are: dead" in seen.err
+    # the last line says plainly what was and was not torn down
+    assert (
+        seen.out.splitlines()[-1]
+        == "flashfleet down t1: torn down on node-0; unreachable, left as they are: dead"
+    )
+
+    # every host gone: exit 0 as documented, and the last line says nothing was torn down
+    dark = inventory("t1", {"dead": (unreachable_host(), tmp_path / "d")})
+    rc = main(["down", "t1", "--yes", "--inventory", str(_write(tmp_path / "dark.yml", dark)), "--project", str(PROJECT),
+               "--runs-dir", str(tmp_path / "runs")])  # fmt: skip
+    assert rc == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last == "flashfleet down t1: torn down on no host; unreachable, left as they are: dead"
 
 
 def test_bench_destroy_seam_tears_down_what_configure_brought_up(
@@ -162,3 +176,20 @@ def test_bench_destroy_seam_tears_down_what_configure_brought_up(
     seams.teardown("t1")
     assert not (tmp_path / "n0" / "deployed.json").exists()
     assert not (tmp_path / "n1" / "deployed.json").exists()
+
+
+def test_down_of_a_stack_with_no_resources_asks_nothing_and_destroys_nothing(
+    monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    from flashfleet.bringup import stackops
+
+    def never(*_: Any, **__: Any) -> Any:
+        raise AssertionError("called for an empty stack")
+
+    monkeypatch.setattr(stackops, "cli_available", lambda: True)
+    monkeypatch.setattr(stackops, "resources", lambda stack: [])
+    monkeypatch.setattr(stackops, "destroy", never)
+    monkeypatch.setattr("flashfleet.cli.down.can_ask", lambda yes: None)  # a terminal is there to ask on
+    monkeypatch.setattr("flashfleet.cli.down.confirm", never)
+    assert main(["down", "t1"]) == 0
+    assert capsys.readouterr().out == "flashfleet down t1: the stack holds no resources; nothing to delete\n"
