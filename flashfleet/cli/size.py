@@ -88,11 +88,55 @@ def _read_log(name: str) -> BootLog:
     return read_boot_log(text)
 
 
+def _stack_draft_tokens(args: argparse.Namespace) -> tuple[str, int | None] | None:
+    """(strategy, draft tokens) of the stack that receives the result; None without --stack.
+    Draft tokens are None when the stack speculates with a draft whose shape is not the EAGLE one."""
+    if not args.stack:
+        return None
+    from flashfleet.cli.common import stack_arg
+    from flashfleet.recipes.layouts import MTP_5_1_6, STRATEGIES
+    from flashfleet.sizing.stack_writer import existing_stack_file
+    from flashfleet.stack.errors import StackError
+    from flashfleet.stack.files import read_stack_file
+
+    stack, stacks = stack_arg(args.stack, args.stacks_dir)
+    existing_stack_file(stacks, stack)  # names an unknown stack the way storing the result does
+    try:
+        data = read_stack_file(stack, stacks).spec_data
+    except StackError as err:
+        raise UsageError(str(err).splitlines()[0]) from None
+    spec = data if isinstance(data, dict) else {}
+    strategy = str(spec.get("strategy"))
+    if strategy not in STRATEGIES:
+        return None  # the spec check names it when the result is stored
+    options = spec.get("options") if isinstance(spec.get("options"), dict) else {}
+    speculative = options.get("speculative", STRATEGIES[strategy].get("speculative"))
+    return strategy, {"off": 0, "eagle": MTP_5_1_6.draft_tokens}.get(str(speculative))
+
+
 def _draft_tokens(args: argparse.Namespace, log: BootLog) -> int:
+    stack = _stack_draft_tokens(args)
+    if stack is not None and args.strategy is not None and args.strategy != stack[0]:
+        raise UsageError(
+            f"--strategy: {args.strategy} contradicts the stack's strategy {stack[0]} "
+            "(flashfleet:stack.strategy); leave --strategy out, the stack's is used"
+        )
     if args.strategy is not None:
         return draft_tokens_for(args.strategy)
     if args.draft_tokens is not None:
-        return int(_number(args.draft_tokens, "--draft-tokens", whole=True, minimum=0))
+        given = int(_number(args.draft_tokens, "--draft-tokens", whole=True, minimum=0))
+        if stack is not None and stack[1] is not None and given != stack[1]:
+            raise UsageError(
+                f"--draft-tokens: {given} contradicts the stack's {stack[0]} recipe, which drafts "
+                f"{stack[1]} tokens; leave --draft-tokens out"
+            )
+        return given
+    if stack is not None and stack[1] is not None:
+        return stack[1]
+    if stack is not None:
+        raise UsageError(
+            f"the stack's {stack[0]} recipe drafts with no known draft length: pass --draft-tokens"
+        )
     if log.mamba.speculative:
         raise UsageError("the boot log's server used speculative decoding: pass --strategy or --draft-tokens")
     return 0

@@ -182,3 +182,22 @@ def test_subprocess_entry_point(tmp_path: Path) -> None:
         "flashfleet size: boot log has no 'Mamba Cache is allocated.' or 'KV Cache is allocated.' line: "
         "pass the whole log of one server start"
     ]
+
+
+@pytest.mark.parametrize(("stack", "ratio"), [("gb300-lowlat", 4.88), ("gb300-throughput", 2.22)])
+def test_the_stacks_strategy_decides_the_draft_tokens(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], stack: str, ratio: float
+) -> None:
+    """A low-latency stack is sized with its MTP draft (the README's 4.88), a high-throughput one
+    without (2.22), with no --strategy given; a flag that contradicts the stack is refused."""
+    repo = Path(__file__).parents[2]
+    (tmp_path / f"Pulumi.{stack}.yaml").write_text((repo / "stacks" / f"Pulumi.{stack}.yaml").read_text())
+    argv = [*BASE, "--avg-request-len", "9216", "--stack", stack, "--stacks-dir", str(tmp_path)]
+    out = _json(capsys, argv)
+    assert out["mamba_full_memory_ratio"] == ratio
+    other = "high-throughput" if ratio == 4.88 else "low-latency"
+    err = _refused(capsys, [*argv, "--strategy", other, "--write"])
+    assert f"--strategy: {other} contradicts the stack's strategy" in err
+    err = _refused(capsys, [*argv, "--draft-tokens", "3", "--write"])
+    assert "--draft-tokens: 3 contradicts the stack's" in err
+    assert "mamba_full_memory_ratio" not in (tmp_path / f"Pulumi.{stack}.yaml").read_text()  # nothing written
