@@ -126,6 +126,8 @@ def _critical_path_lines(cp: dict[str, Any]) -> list[str]:
 
 
 def plan_text(d: dict[str, Any]) -> str:
+    from flashfleet.cli.render import gpu_span
+
     src = d["source"]
     cost = d["hourly_cost_usd"]
     out = [
@@ -174,15 +176,17 @@ def plan_text(d: dict[str, Any]) -> str:
         out += _workloads_text(src)
     for node in [] if kube else d["nodes"]:
         mem = node["host_memory_gb"]
+        # GB as the sizing counts it, and GiB as stack files and instance sheets give it
+        memory = "unknown" if mem is None else f"{mem} GB ({round(mem * 10**9 / 2**30)} GiB)"
         out += [
             "",
             f"node {node['index']} {node['name']} ({node['role']}): {node['address']}, "
-            f"{node['gpu_count']} GPUs, host memory {mem if mem is not None else 'unknown'} GB, "
+            f"{node['gpu_count']} GPUs, host memory {memory}, "
             f"HiCache host tier {node['hicache_host_gb']} GB",
         ]
         for proc in node["processes"]:
             after = f", after {', '.join(proc['start_after'])}" if proc["start_after"] else ""
-            out += [f"  # {proc['name']}: port {proc['port']}, GPUs {proc['gpus'] or 'none'}{after}"]
+            out += [f"  # {proc['name']}: port {proc['port']}, GPUs {gpu_span(tuple(proc['gpus']))}{after}"]
             out.append("  " + _docker(proc))
     if d["warnings"]:
         out += [""] + [f"warning: {w}" for w in d["warnings"]]

@@ -179,13 +179,20 @@ def test_readme_command_that_cannot_run_here_parses(cmd: Command) -> None:
     from flashfleet.cli import COMMANDS, _parser
     from flashfleet.cli.common import UsageError
 
-    words = [w.strip("[]") for w in shlex.split(cmd.text.split(">")[0], comments=True)][1:]
+    words = shlex.split(cmd.text.split(">")[0], comments=True)[1:]
     assert words[0] in COMMANDS, cmd.text
     try:
         args = _parser(words[0]).parse_args(words)
     except (SystemExit, UsageError) as err:
         raise AssertionError(f"README line {cmd.line}: the CLI refuses {cmd.text!r}") from err
     assert getattr(args, "func", None), cmd.text
+
+
+def test_no_command_line_holds_a_glob_bash_would_expand() -> None:
+    # `[--wait]` is a bracket glob: pasted into bash it matches a file named `-` or `w`...
+    for cmd in (c for b in BLOCKS for c in b.commands):
+        words = shlex.split(cmd.text, comments=True)
+        assert not [w for w in words if any(ch in w for ch in "[]*?")], f"README line {cmd.line}: {cmd.text}"
 
 
 def test_the_blocks_not_run_still_have_their_commands_checked() -> None:

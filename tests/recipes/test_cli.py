@@ -115,7 +115,6 @@ def test_render_set_and_extra_args(capsys):
             ["render", "--hardware", "gb300", "--strategy", "low-latency", "--topology", "pd"],
             "rule: speculative-pd",
         ),
-        (["diff", "--hardware", "gb300", "--strategy", "low-latency"], "nothing to compare"),
         (["render", "--hardware", "gb300"], "the following arguments are required: --strategy"),
         (
             ["render", "--hardware", "gb300", "--strategy", "low-latency", "--format", "yaml"],
@@ -159,7 +158,7 @@ def test_diff_shows_only_changed_flags(capsys):
         "--format",
         "json",
     )
-    assert code == 0
+    assert code == 1  # as diff(1): the commands differ
     data = json.loads(out)
     assert (data["base_badge"], data["badge"]) == ("Verified", "Not Verified")
     (proc,) = data["processes"]
@@ -193,3 +192,12 @@ def test_entry_point_runs_as_module_without_heavy_imports():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip().endswith("HEAVY []")
+
+
+def test_diff_with_nothing_changed_exits_0(capsys):
+    """As diff(1): the same commands are exit 0, whether nothing was overridden or an override
+    restates a default."""
+    for extra in ([], ["--set", "kv_dsa=fp8-trtllm"]):
+        code, out, err = run(capsys, "diff", "--hardware", "gb300", "--strategy", "low-latency", *extra)
+        assert (code, err) == (0, "")
+        assert out == "badge: Verified -> Verified\n(no command-line change)\n"
