@@ -109,7 +109,8 @@ def _stack_draft_tokens(args: argparse.Namespace) -> tuple[str, int | None] | No
     strategy = str(spec.get("strategy"))
     if strategy not in STRATEGIES:
         return None  # the spec check names it when the result is stored
-    options = spec.get("options") if isinstance(spec.get("options"), dict) else {}
+    given = spec.get("options")
+    options: dict[str, Any] = given if isinstance(given, dict) else {}
     speculative = options.get("speculative", STRATEGIES[strategy].get("speculative"))
     return strategy, {"off": 0, "eagle": MTP_5_1_6.draft_tokens}.get(str(speculative))
 
