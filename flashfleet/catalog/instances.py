@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 import tomllib
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from typing import Any, Literal
@@ -25,6 +26,8 @@ class InstanceType:
     vcpus: int | None
     host_memory_gib: int | None
     efa_network_cards: int | None
+    # The on-demand price in the plan's region (planning.checks.effective_instance fills it from
+    # prices_by_region, or the stack's own price); None in the catalog itself.
     price_usd_per_hour: float | None
     capacity: Capacity
     unknown: tuple[str, ...]
@@ -39,6 +42,8 @@ class InstanceType:
     block_price_usd_per_hour: float | None = None
     block_price_source: str | None = None
     block_price_date: str | None = None
+    # The listed on-demand price of one instance-hour, by AWS region.
+    prices_by_region: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def host_memory_gb(self) -> int | None:
@@ -66,7 +71,8 @@ def instance_catalog() -> dict[str, InstanceType]:
             vcpus=raw.get("vcpus"),
             host_memory_gib=raw.get("host_memory_gib"),
             efa_network_cards=raw.get("efa_network_cards"),
-            price_usd_per_hour=raw.get("price_usd_per_hour"),
+            price_usd_per_hour=None,
+            prices_by_region=dict(raw.get("price_usd_per_hour") or {}),
             capacity=raw["capacity"],
             unknown=tuple(raw["unknown"]),
             secondary=tuple(raw["secondary"]),

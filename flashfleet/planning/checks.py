@@ -63,8 +63,11 @@ class NodeFacts:
     path: str  # where these facts come from in the YAML, for messages
 
 
-def effective_instance(source: AwsSource, hardware: str) -> tuple[InstanceType | None, str | None]:
-    """(instance type with the stack's overrides applied, problem message or None)."""
+def effective_instance(
+    source: AwsSource, hardware: str, region: str | None
+) -> tuple[InstanceType | None, str | None]:
+    """(instance type with the stack's overrides applied and the price of its region, problem
+    message or None)."""
     catalog = instance_catalog()
     if source.instance_type is None:
         match = [t for t in catalog.values() if t.hardware == hardware]
@@ -77,14 +80,19 @@ def effective_instance(source: AwsSource, hardware: str) -> tuple[InstanceType |
     else:
         base = catalog[source.instance_type]
     o = source.instance
-    price, price_source = base.price_usd_per_hour, base.price_source
+    # The catalog's listed price of the stack's own region (prices differ by region), dated.
+    price = base.prices_by_region.get(region or "")
+    price_source = f"{base.price_source} ({region})" if price is not None else None
+    price_date = base.price_date if price is not None else None
     if o.price_usd_per_hour is not None:
         price, price_source = o.price_usd_per_hour, "the stack file (nodes.source.instance.priceUsdPerHour)"
+        price_date = None
     bought = source.capacity.purchased if isinstance(source.capacity, CapacityBlock) else None
     if bought is not None:
         # The block is paid up front: its price per instance-hour is what the nodes cost.
         price = bought.upfront_price_usd / (bought.instance_count * bought.hours)
         price_source = f"Capacity Block purchase: {bought.price_source}"
+        price_date = None
     return (
         replace(
             base,
@@ -92,7 +100,7 @@ def effective_instance(source: AwsSource, hardware: str) -> tuple[InstanceType |
             efa_network_cards=o.efa_network_cards or base.efa_network_cards,
             price_usd_per_hour=price,
             price_source=price_source,
-            price_date=base.price_date if price_source == base.price_source else None,
+            price_date=price_date,
         ),
         None,
     )
@@ -113,7 +121,7 @@ def node_facts(spec: StackSpec, base: str) -> tuple[list[NodeFacts], list[Proble
             for i, h in enumerate(src.hosts)
         ]
         return facts, []
-    itype, problem = effective_instance(src, spec.hardware)
+    itype, problem = effective_instance(src, spec.hardware, region=None)  # no price needed here
     if itype is None:
         key = "instanceType" if src.instance_type else "kind"
         return [], [Problem(f"{base}.nodes.source.{key}", problem or "", "instance-type")]

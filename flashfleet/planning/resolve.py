@@ -9,6 +9,7 @@ is registered. Pure: imports neither pulumi nor boto3 nor ansible.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +28,7 @@ from flashfleet.stack.capacity_block import PLACEHOLDER_RESERVATION
 from flashfleet.stack.errors import STACK_KEY, Problem, StackError, from_validation_error
 from flashfleet.stack.files import DEFAULT_STACKS_DIR, REGION_KEY, StackFile, read_stack_file
 from flashfleet.stack.kubernetes_source import KubernetesSource
-from flashfleet.stack.spec import AwsSource, ExistingSource, Mooncake, StackSpec
+from flashfleet.stack.spec import AwsSource, ExistingSource, Mooncake, NewNetwork, StackSpec
 
 SSH_PORT = 22
 
@@ -168,6 +169,19 @@ def resolve_spec(
     problems = checks.check_option_names(spec, base)
     if isinstance(spec.nodes.source, AwsSource) and not region:
         problems.append(Problem(REGION_KEY, "AWS stacks set the region: `aws:region: us-east-2`", "region"))
+    src = spec.nodes.source
+    if isinstance(src, AwsSource) and region and isinstance(src.network, NewNetwork):
+        zone = src.network.availability_zone
+        # A zone's name starts with its region's (us-east-2a, us-west-2-lax-1a); EC2 would refuse
+        # the subnet only after the VPC exists.
+        if not re.fullmatch(re.escape(region) + r"(-[a-z]+-\d+)?[a-z]", zone):
+            problems.append(
+                Problem(
+                    f"{base}.nodes.source.network.availabilityZone",
+                    f"{zone} is not a zone of the stack's region {region} ({REGION_KEY})",
+                    "zone-in-region",
+                )
+            )
     if problems:
         raise StackError(stack, problems)
     try:
@@ -191,7 +205,7 @@ def resolve_spec(
     if isinstance(src, AwsSource):
         root_gib = src.root_volume_gib or _root_volume_gib(recipe.options.precision)
         problems += checks.check_root_volume(spec, _root_volume_gib(recipe.options.precision), base)
-        instance, _ = checks.effective_instance(src, spec.hardware)
+        instance, _ = checks.effective_instance(src, spec.hardware, region)
         if instance is not None and instance.capacity == "block-only" and src.capacity.kind != "block":
             problems.append(
                 Problem(

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import pytest
 
 from flashfleet.catalog.instances import instance_catalog
+from flashfleet.cli import main
 from flashfleet.planning import load_stack
 from flashfleet.stack import AwsSource, ExistingSource, KubernetesSource, list_stacks
 
@@ -98,10 +102,12 @@ def test_instance_catalog_keeps_unknowns_unknown() -> None:
     assert {"host_memory_gib", "efa_network_cards", "vcpus"} <= set(gb.unknown)
     # a price only with its source and date; GB300 has no published on-demand price
     for t in cat.values():
-        assert (t.price_usd_per_hour is None) == (t.price_source is None) == (t.price_date is None), t.name
-    assert gb.price_usd_per_hour is None
+        assert (not t.prices_by_region) == (t.price_source is None) == (t.price_date is None), t.name
+        assert t.price_usd_per_hour is None  # a region's price is the plan's to pick
+    assert not gb.prices_by_region
     assert "price_usd_per_hour" in gb.unknown
-    assert p5en.price_usd_per_hour == 63.296
+    assert p5en.prices_by_region["us-east-2"] == 63.296
+    assert p5en.prices_by_region["us-west-1"] == 79.12
     assert "dstackai/dstack PR #4110" in (p5en.price_source or "")
     assert p5en.price_date == "2026-08-06"
     assert "price_usd_per_hour" in p5en.secondary  # read from a peer's listing, not AWS's own page
@@ -121,3 +127,44 @@ def test_kubernetes_stack_nodes_come_from_the_catalog() -> None:
     assert b.instance is None
     assert b.region is None
     assert b.launches_by_node()[0][0].image == "lmsysorg/sglang:v0.5.23-rocm720-mi35x"
+
+
+@pytest.mark.parametrize(
+    ("region", "hourly"),
+    [("us-east-2", 63.296), ("us-west-1", 79.12), ("eu-north-1", 67.7267), ("ap-south-1", None)],
+)
+def test_the_cost_is_the_price_of_the_stacks_region(
+    write_stack: Any, capsys: pytest.CaptureFixture[str], region: str, hourly: float | None
+) -> None:
+    """The listed price differs by region: us-west-1 is not billed at us-east-2's rate, and a
+    region the catalog lists no price for has no cost, not another region's."""
+
+    def move(doc: dict[str, Any]) -> None:
+        doc["config"]["aws:region"] = region
+        doc["config"]["flashfleet:stack"]["nodes"]["source"]["network"]["availabilityZone"] = f"{region}a"
+
+    stacks = write_stack("h200-lowlat", move)
+    assert main(["plan", "broken", "--stacks-dir", str(stacks), "--format", "json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["hourly_cost_usd"] == hourly
+    if hourly is not None:
+        assert plan["price_source"].endswith(f"({region})")
+    else:
+        assert plan["price_source"] is None
+
+
+@pytest.mark.parametrize("zone", ["us-west-1a", "us-east-1b", "us-east-2", "us-east-20a"])
+def test_a_zone_outside_the_stacks_region_is_refused(
+    write_stack: Any, capsys: pytest.CaptureFixture[str], zone: str
+) -> None:
+    stacks = write_stack(
+        "h200-lowlat",
+        lambda doc: doc["config"]["flashfleet:stack"]["nodes"]["source"]["network"].update(
+            availabilityZone=zone
+        ),
+    )
+    assert main(["validate", "broken", "--stacks-dir", str(stacks)]) == 2
+    err = capsys.readouterr().err
+    assert "nodes.source.network.availabilityZone" in err
+    assert f"{zone} is not a zone of the stack's region us-east-2" in err
+    assert "[rule: zone-in-region]" in err

@@ -133,7 +133,7 @@ ACCEPTED: list[tuple[str, str, Callable[[Doc], None]]] = [
     ("a DNS name and a user with digits", "mi355x-lowlat", lambda d: host0(d).update(address="gpu-01.lab.example.com", sshUser="ops_2")),
     ("an IPv6 address", "mi355x-lowlat", lambda d: host0(d).update(address="2001:db8::10")),
     ("a registry with a port", "h200-lowlat", lambda d: spec(d)["image"].update(repository="registry.example.com:5000/org/sglang")),
-    ("a local zone", "h200-lowlat", lambda d: src(d)["network"].update(availabilityZone="us-east-1-bos-1a")),
+    ("a local zone", "h200-lowlat", lambda d: (d["config"].update({"aws:region": "us-east-1"}), src(d)["network"].update(availabilityZone="us-east-1-bos-1a"))),
 ]  # fmt: skip
 
 
