@@ -186,7 +186,8 @@ ROLE_ARGS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any] | None]] =
     "model_weights_hf_endpoint": (lambda v: v, lambda v: safe_values.host_address(urlsplit(v).hostname)),
     "model_weights_pip_trusted_host": (
         lambda v: v,
-        lambda v: v == "" or safe_values.host_address(v.split(":")[0]),
+        # host, or host:port: an IPv6 literal holds more than one colon and no port
+        lambda v: v == "" or safe_values.host_address(v.split(":")[0] if v.count(":") == 1 else v),
     ),
     "mooncake_local_hostname": (lambda v: v, lambda v: v == "" or safe_values.host_address(v)),
     "rocm_driver_users": (lambda v: [v], lambda v: [safe_values.posix_user(u) for u in v]),
