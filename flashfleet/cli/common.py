@@ -79,12 +79,20 @@ def stack_arg(arg: str, stacks_dir: Path | None) -> tuple[str, Path]:
 
     path = Path(arg)
     match = _STACK_FILE.fullmatch(path.name)
-    if match and (len(path.parts) > 1 or path.is_file()):
+    if match:
+        if not path.is_file():
+            raise UsageError(f"{arg}: no such file")
         if stacks_dir is not None and path.parent.resolve() != stacks_dir.resolve():
             raise UsageError(f"{arg}: a stack file outside --stacks-dir {stacks_dir}")
         return match.group("name"), path.parent
     if arg.endswith((".yaml", ".yml")):
         raise UsageError(f"{arg}: a stack file is named Pulumi.<stack>.yaml")
+    if stacks_dir is None:
+        # A user's own project keeps its stacks in ./stacks (as Pulumi.yaml's stackConfigDir
+        # says): a name found there wins over the catalog's.
+        local = Path("stacks")
+        if (local / f"Pulumi.{arg}.yaml").is_file():
+            return arg, local
     return arg, stacks_dir or DEFAULT_STACKS_DIR
 
 

@@ -131,6 +131,8 @@ CASES: list[tuple[str, Callable[[F], list[str]], str]] = [
     ("plan", lambda f: ["plan", "emptyhosts", "--stacks-dir", str(f["stacks"])], "flashfleet:stack.nodes.source.hosts: needs at least 1 item"),
     ("plan", lambda f: ["plan", "words", "--stacks-dir", str(f["stacks"])], "flashfleet:stack.nodes.count: must be a whole number, not 'two'"),
     ("plan", lambda f: ["plan", "gb300-lowlat.yaml"], "a stack file is named Pulumi.<stack>.yaml"),
+    ("plan", lambda f: ["plan", "Pulumi.nothere.yaml"], "Pulumi.nothere.yaml: no such file"),
+    ("plan", lambda f: ["plan", str(f["tmp"] / "Pulumi.nothere.yaml")], "Pulumi.nothere.yaml: no such file"),
     ("validate", lambda f: ["validate", "--stacks-dir", str(f["empty"])], "no stack files (Pulumi.<stack>.yaml) in "),
     ("validate", lambda f: ["validate", "--stacks-dir", str(f["tmp"] / "missing")], "no such folder"),
     ("validate", lambda f: ["validate", str(f["latin1"])], "not UTF-8 text"),
@@ -212,7 +214,9 @@ def test_the_same_stack_without_the_duplicate_key_is_accepted(files: F, capsys: 
     assert main(["validate", "ok", "dup", "--stacks-dir", str(files["stacks"])]) == 2
     out = capsys.readouterr()
     assert out.out.startswith("ok   ok:")
-    dup_line = (files["stacks"] / "Pulumi.dup.yaml").read_text().splitlines().index("    strategy: high-throughput") + 1
+    dup_line = (files["stacks"] / "Pulumi.dup.yaml").read_text().splitlines().index(
+        "    strategy: high-throughput"
+    ) + 1
     assert f"key 'strategy' appears twice in one mapping (line {dup_line})" in out.err
 
 
@@ -306,3 +310,19 @@ def test_documented_values_are_accepted(files: F, capsys: Any, monkeypatch: pyte
     monkeypatch.chdir(files["tmp"])  # `size --stack NAME` finds the repository's stacks/, as plan does
     assert main([*base, "--strategy", "low-latency", "--stack", "mi355x-lowlat"]) == 0
     assert f"in {STACKS / 'Pulumi.mi355x-lowlat.yaml'}" in capsys.readouterr().out
+
+
+def test_a_name_in_the_users_own_stacks_folder_is_found_from_there(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    """Run from the user's own project: ./stacks/Pulumi.mine.yaml is the stack `mine`; a catalog
+    name that folder does not hold still comes from the catalog."""
+    (tmp_path / "stacks").mkdir()
+    catalog = Path(__file__).parents[2] / "stacks" / "Pulumi.gb300-lowlat.yaml"
+    mine = catalog.read_text().replace('description: "', 'description: "mine: ', 1)
+    (tmp_path / "stacks" / "Pulumi.mine.yaml").write_text(mine)
+    monkeypatch.chdir(tmp_path)
+    assert main(["plan", "mine"]) == 0
+    assert capsys.readouterr().out.startswith("stack mine: mine: ")
+    assert main(["plan", "gb300-lowlat"]) == 0
+    assert capsys.readouterr().out.startswith("stack gb300-lowlat: GB300")
