@@ -567,6 +567,26 @@ def ec2_client(region: str | None = None) -> Any:
     return _client("ec2", region)
 
 
+class NoAccount(Exception):
+    """No credentials or no region: nothing can be listed (one line, not one per kind)."""
+
+
+def check_account(region: str | None) -> None:
+    """Refuse before any call what every call would fail on."""
+    import boto3
+
+    session = boto3.Session(region_name=region)
+    if session.get_credentials() is None:
+        raise NoAccount(
+            "no AWS credentials found (AWS_PROFILE, AWS_ACCESS_KEY_ID with AWS_SECRET_ACCESS_KEY, or an "
+            "instance role): nothing was listed"
+        )
+    if session.region_name is None:
+        raise NoAccount(
+            "--region: no region (pass --region R, set AWS_REGION, or name a --stack that sets one)"
+        )
+
+
 def clients(region: str | None = None) -> Clients:
     """EC2 now, IAM when an IAM kind is looked at, EC2 of other regions to see IAM's users;
     standard settings."""

@@ -80,8 +80,13 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--orphans: {err}; refusing to judge orphans") from None
     kinds = [k for k in KINDS if k not in args.skip]
     unlisted: dict[str, str] = {}
+    region = args.region or _stacks_region(args.stack or ())
     try:
-        clients = sweep.clients(args.region)
+        sweep.check_account(region)
+    except sweep.NoAccount as err:
+        raise UsageError(str(err)) from None
+    try:
+        clients = sweep.clients(region)
         findings = sweep.find(
             clients, now=datetime.now(UTC), stacks=args.stack, known=known, kinds=kinds, unlisted=unlisted
         )
@@ -136,3 +141,23 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 1 if failed or unlisted else 0
+
+
+def _stacks_region(stacks: tuple[str, ...] | list[str]) -> str | None:
+    """The `aws:region` the named stacks' files set, when this checkout has them and they agree."""
+    from flashfleet.stack import StackError
+    from flashfleet.stack.files import read_stack_file
+
+    regions = set()
+    for stack in stacks:
+        try:
+            region = read_stack_file(stack).region
+        except StackError:
+            continue  # a stack of another checkout, or gone: its tags still name it
+        if region:
+            regions.add(region)
+    if len(regions) > 1:
+        raise UsageError(
+            f"--stack: the stacks are in {', '.join(sorted(regions))}: sweep one --region at a time"
+        )
+    return regions.pop() if regions else None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -269,3 +270,32 @@ def test_judge_needs_the_exact_owner(managed):
     if managed is not None:
         tags[MANAGED_BY_TAG] = managed
     assert (sweep.judge(tags, now=datetime.now(UTC)) is None) is (managed is not None)
+
+
+def test_no_credentials_is_one_line_before_any_call(monkeypatch, tmp_path, capsys):
+    """Without credentials every listing would fail: one line, exit 2, not an error per kind."""
+    for key in ("AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # no instance role to find here
+    assert main(["sweep", "--region", "us-east-2"]) == 2
+    out = capsys.readouterr()
+    assert out.out == ""
+    assert out.err.splitlines() == [
+        "flashfleet sweep: no AWS credentials found (AWS_PROFILE, AWS_ACCESS_KEY_ID with "
+        "AWS_SECRET_ACCESS_KEY, or an instance role): nothing was listed"
+    ]
+
+
+def test_a_named_stack_gives_its_region(ec2, monkeypatch, capsys):
+    """`sweep --stack h200-lowlat` sweeps the region its stack file sets (us-east-2), with no
+    --region and no default region."""
+    monkeypatch.delenv("AWS_DEFAULT_REGION")
+    monkeypatch.chdir(Path(__file__).parents[2])  # the catalog's stacks/
+    east2 = boto3.client("ec2", region_name="us-east-2")
+    doomed = launch(east2, ours("h200-lowlat", PAST))
+    assert main([*SWEEP, "--stack", "h200-lowlat", "--yes"]) == 0
+    assert doomed in json.loads(capsys.readouterr().out)["deleted"]
+    assert main(["sweep"]) == 2
+    assert "--region: no region" in capsys.readouterr().err
