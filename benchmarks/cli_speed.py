@@ -1,7 +1,8 @@
 """CLI start-up and run time: prints figures, asserts nothing (speed targets live here, not in tests).
 
 Usage: uv run --group dev python benchmarks/cli_speed.py [--runs N]
-Target: `flashfleet render` and `flashfleet matrix` well under 0.5 s on a 2-core machine.
+Target: `flashfleet render` and `flashfleet matrix` well under 0.5 s on a 2-core machine, and
+every refusal (REFUSALS: exit 2, one line) under 0.5 s: a refusal loads no SDK it does not need.
 """
 
 from __future__ import annotations
@@ -31,6 +32,15 @@ COMMANDS = {
     "matrix --format json (with disabled choices)": ["matrix", "--format", "json"],
     "plan gb300-lowlat": ["plan", "gb300-lowlat"],
 }
+# Refusals users meet first: each must exit 2 (anything else is reported as failed).
+REFUSALS = {
+    "refused: render, unknown hardware": ["render", "--hardware", "h20", "--strategy", "low-latency"],
+    "refused: plan, missing stack file": ["plan", "Pulumi.nothere.yaml"],
+    "refused: status, no Pulumi CLI and no run": ["status", "gb300-lowlat", "--runs-dir", "/nonexistent"],
+    "refused: timeline, no run directory": ["timeline", "/nonexistent"],
+    "refused: bench, no endpoint": ["bench", "gb300-lowlat"],
+    "refused: down, no terminal and no --yes": ["down", "mi355x-agentx", "--inventory", "/nonexistent"],
+}
 
 
 def main() -> int:
@@ -40,13 +50,16 @@ def main() -> int:
     exe = shutil.which("flashfleet") or sys.executable
     prefix = [exe] if exe != sys.executable else [sys.executable, "-m", "flashfleet"]
     print(f"{'command':<48} {'median s':>9} {'min s':>7} {'max s':>7}  maxrss MiB")
-    for label, argv in COMMANDS.items():
+    expected = {**dict.fromkeys(COMMANDS, 0), **dict.fromkeys(REFUSALS, 2)}
+    for label, argv in {**COMMANDS, **REFUSALS}.items():
         times = []
         for _ in range(args.runs):
             start = time.perf_counter()
-            done = subprocess.run([*prefix, *argv], capture_output=True, check=False)
+            done = subprocess.run(
+                [*prefix, *argv], capture_output=True, check=False, stdin=subprocess.DEVNULL
+            )
             times.append(time.perf_counter() - start)
-            if done.returncode:
+            if done.returncode != expected[label]:
                 print(f"{label:<48} failed: {done.stderr.decode().strip()[:80]}")
                 break
         else:

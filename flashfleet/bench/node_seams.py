@@ -69,7 +69,7 @@ class NodeSeams:
     project: Project = DEFAULT_PROJECT
 
     def _runs_root(self) -> Path:
-        from flashfleet.bringup.handoff import default_runs_root
+        from flashfleet.bringup.run_dirs import default_runs_root
 
         return self.runs_root or default_runs_root()
 

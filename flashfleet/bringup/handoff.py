@@ -11,7 +11,6 @@ project, options), `events.jsonl`,
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,14 +23,9 @@ from flashfleet.bringup.playbook_run import RunResult, private_dir, private_open
 from flashfleet.bringup.progress import PhaseProgress
 from flashfleet.bringup.project import DEFAULT_PROJECT, Project
 from flashfleet.bringup.redaction import Redactor
+from flashfleet.bringup.run_dirs import default_runs_root
 from flashfleet.bringup.secret_env import API_KEY_ENV, TOKEN_ENV, check_env_secrets, check_secret
 from flashfleet.bringup.timeline import write_timeline
-
-RUNS_ENV = "FLASHFLEET_RUNS_DIR"
-
-
-def default_runs_root() -> Path:
-    return Path(os.environ.get(RUNS_ENV) or Path.cwd() / ".runner").resolve()
 
 
 def new_run_dir(runs_root: Path, stack: str, playbook: str) -> Path:

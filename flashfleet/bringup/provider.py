@@ -106,7 +106,7 @@ def _project(stored: str) -> Project:
 
 
 def _runs_root(stored: str) -> Path:
-    from flashfleet.bringup.handoff import default_runs_root
+    from flashfleet.bringup.run_dirs import default_runs_root
 
     path = Path(stored)
     return path if path.parent.is_dir() else default_runs_root()

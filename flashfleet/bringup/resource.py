@@ -12,9 +12,9 @@ from typing import Any
 import pulumi
 from pulumi.dynamic import Resource
 
-from flashfleet.bringup.handoff import default_runs_root
 from flashfleet.bringup.project import DEFAULT_PROJECT, Project
 from flashfleet.bringup.provider import PlaybookRunProvider, stored_path
+from flashfleet.bringup.run_dirs import default_runs_root
 
 
 class PlaybookRun(Resource, module="flashfleet", name="PlaybookRun"):

@@ -86,9 +86,9 @@ def select(stack: str) -> Stack:
 
 
 def up(stack: str, on_output: Callable[[str], None]) -> dict[str, StackOutput]:
+    st = select(stack)  # says a missing CLI before the SDK loads
     from pulumi import automation as auto
 
-    st = select(stack)
     try:
         result = st.up(on_output=on_output, show_secrets=False, color="never")
     except auto.CommandError as err:
@@ -98,9 +98,9 @@ def up(stack: str, on_output: Callable[[str], None]) -> dict[str, StackOutput]:
 
 def preview(stack: str, on_output: Callable[[str], None]) -> None:
     """`pulumi preview`: what `up` would create, change or delete, changing nothing."""
+    st = select(stack)  # says a missing CLI before the SDK loads
     from pulumi import automation as auto
 
-    st = select(stack)
     try:
         st.preview(on_output=on_output, color="never", diff=False)
     except auto.CommandError as err:
@@ -110,9 +110,9 @@ def preview(stack: str, on_output: Callable[[str], None]) -> None:
 def resources(stack: str) -> list[str]:
     """`TYPE NAME` of each resource the stack's state holds (what `destroy` deletes), without
     the stack itself and its providers."""
+    st = select(stack)  # says a missing CLI before the SDK loads
     from pulumi import automation as auto
 
-    st = select(stack)
     try:
         deployment = st.export_stack().deployment or {}
     except auto.CommandError as err:
@@ -127,9 +127,9 @@ def resources(stack: str) -> list[str]:
 
 
 def destroy(stack: str, on_output: Callable[[str], None]) -> None:
+    st = select(stack)  # says a missing CLI before the SDK loads
     from pulumi import automation as auto
 
-    st = select(stack)
     try:
         st.destroy(on_output=on_output, show_secrets=False, color="never")
     except auto.CommandError as err:
@@ -137,9 +137,9 @@ def destroy(stack: str, on_output: Callable[[str], None]) -> None:
 
 
 def outputs(stack: str) -> dict[str, StackOutput]:
+    st = select(stack)  # says a missing CLI before the SDK loads
     from pulumi import automation as auto
 
-    st = select(stack)
     try:
         return {k: StackOutput(v.value, v.secret) for k, v in st.outputs().items()}
     except auto.CommandError as err:
@@ -148,9 +148,9 @@ def outputs(stack: str) -> dict[str, StackOutput]:
 
 def last_update(stack: str) -> str | None:
     """`<kind> <result> <start time>` of the stack's latest operation, or None."""
+    st = select(stack)  # says a missing CLI before the SDK loads
     from pulumi import automation as auto
 
-    st = select(stack)
     try:
         history = st.history(page_size=1, page=1, show_secrets=False)
     except auto.CommandError as err:

@@ -80,7 +80,7 @@ def teardown_stack(stack: str) -> None:
         return
     import json
 
-    from flashfleet.bringup.handoff import default_runs_root
+    from flashfleet.bringup.run_dirs import default_runs_root
 
     run = latest_run(stack, default_runs_root())
     if run is None:

@@ -12,11 +12,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
-from matplotlib.patches import Patch
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 RESULT_EVENTS = {"runner_on_ok", "runner_on_failed", "runner_on_skipped", "runner_on_unreachable"}
 _BAD = {"runner_on_failed", "runner_on_unreachable"}
@@ -126,6 +125,11 @@ def _starts_async_job(res: Mapping[str, Any]) -> bool:
 
 def timeline_figure(timeline: Timeline) -> Figure:
     """One row per host (first host on top), one coloured bar per phase; failed spans hatched."""
+    # matplotlib only when a chart is drawn: progress and every refusal import this module
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+
     hosts = timeline.hosts
     fig = Figure(figsize=(11, 1.2 + 0.6 * max(len(hosts), 1)), layout="constrained")
     FigureCanvasAgg(fig)

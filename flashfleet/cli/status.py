@@ -38,11 +38,13 @@ def recorded_runs(runs_root: Path, stack: str, last: int = 5) -> list[dict[str, 
 
 def run(args: argparse.Namespace) -> int:
     from flashfleet.bringup import stackops
-    from flashfleet.bringup.handoff import default_runs_root
+    from flashfleet.bringup.run_dirs import default_runs_root
 
     runs = recorded_runs(args.runs_dir or default_runs_root(), args.stack)
     report: dict[str, Any] = {"stack": args.stack, "pulumi": "ok", "last_operation": None, "outputs": {}}
     try:
+        if not stackops.cli_available():  # said before Pulumi's SDK is loaded
+            raise stackops.PulumiUnavailable(stackops.NO_CLI)
         outs = stackops.outputs(args.stack)
         report["last_operation"] = stackops.last_update(args.stack)
         report["outputs"] = {k: v.shown() for k, v in sorted(outs.items()) if k != "inventory"}
