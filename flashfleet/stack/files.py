@@ -9,7 +9,7 @@ run (an air-gapped site's mirrors), a mapping.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ class StackFile:
     region: str | None
     has_hf_token: bool
     has_api_key: bool = False
+    role_vars: dict[str, Any] = field(default_factory=dict)  # flashfleet:roleVars
 
 
 def stack_path(name: str, stacks_dir: Path = DEFAULT_STACKS_DIR) -> Path:
@@ -95,4 +96,5 @@ def _parse_config(name: str, path: Path, doc: Any) -> StackFile:
         region,
         config.get(HF_TOKEN_KEY) is not None,
         config.get(API_KEY_KEY) is not None,
+        dict(config.get(ROLE_VARS_KEY) or {}),
     )
