@@ -14,6 +14,7 @@ from typing import Any
 from flashfleet.inventory import build_inventory
 from flashfleet.planning import StackPlan
 from flashfleet.stack import AwsSource, ExistingSource, KubernetesSource
+from flashfleet.stack.capacity_block import reservation_id
 
 # Where AWS nodes' addresses stand until EC2 assigns them: TEST-NET-1 (RFC 5737), never routed.
 _PLACEHOLDER = "192.0.2."
@@ -50,10 +51,9 @@ def check_bringup(plan: StackPlan, role_vars: Mapping[str, Any]) -> None:
 def not_checked_offline(plan: StackPlan) -> list[str]:
     src = plan.spec.nodes.source
     if isinstance(src, AwsSource):
-        return [
-            "the capacity pre-flight (EC2)",
-            "the nodes' addresses and SSH host keys (EC2 assigns them at up)",
-        ]
+        # the pre-flight reads EC2 only for a reservation or block (flashfleet.capacity.preflight)
+        reserved = ["the reservation or block is usable now (EC2)"] if reservation_id(plan.spec) else []
+        return [*reserved, "the nodes' addresses and SSH host keys (EC2 assigns them at up)"]
     if isinstance(src, KubernetesSource):
         return ["the cluster itself (its API answers only at up)"]
     return []

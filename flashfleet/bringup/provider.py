@@ -98,7 +98,8 @@ def _decoded(value: Any) -> dict[str, Any]:
         if not isinstance(decoded, dict):
             raise BringupInputError(f"expected a JSON object, got {type(decoded).__name__}")
         return decoded
-    return _whole_numbers(dict(raw or {}))
+    legacy: dict[str, Any] = _whole_numbers(dict(raw or {}))
+    return legacy
 
 
 def _decoded_inventory(value: Any) -> dict[str, Any]:

@@ -45,15 +45,15 @@ def stack_inputs(stack: str) -> tuple[dict[str, Any], str | None, str | None]:
         outs = stackops.outputs(stack)
     except (stackops.PulumiUnavailable, stackops.StackError) as err:
         raise UsageError(str(err)) from None
-    if outputs.INVENTORY not in outs:
-        raise UsageError(f"stack {stack} has no {outputs.INVENTORY} output yet (flashfleet up {stack})")
-    from flashfleet.bringup.contract import restore_nulls
+    from flashfleet.bringup.stack_inventory import inventory_of
 
+    inventory = inventory_of(outs)
+    if inventory is None:
+        raise UsageError(f"stack {stack} has no {outputs.INVENTORY} output yet (flashfleet up {stack})")
     token = outs.get(outputs.HF_TOKEN)
     key = outs.get(outputs.API_KEY)
-    # stack outputs drop null-valued keys, as the provider's inputs do
     return (
-        restore_nulls(outs[outputs.INVENTORY].value),
+        inventory,
         str(token.value) if token else None,
         str(key.value) if key else None,
     )

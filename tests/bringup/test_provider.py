@@ -210,7 +210,8 @@ def test_check_refuses_a_broken_inventory_naming_the_field(
     assert [(f.property, f.reason.split(":")[0]) for f in resp.failures] == [
         ("", "all.hosts.node-1.flashfleet_vendor")
     ]
-    assert "\n" not in resp.failures[0].reason and len(resp.failures[0].reason) < 200
+    assert "\n" not in resp.failures[0].reason
+    assert len(resp.failures[0].reason) < 200
 
 
 def test_check_finds_the_stored_project_from_the_pulumi_projects_directory(
@@ -279,7 +280,9 @@ def test_upgrading_from_mapping_inputs_runs_nothing(tmp_path: Path, two_local_no
     other["all"]["hosts"]["node-0"]["flashfleet_gpu_count"] = 4
     assert provider.diff("id", olds, resource_inputs(tmp_path, other, extravars=extravars)).changes is True
     more = {**extravars, "marker_retries": 4}
-    assert provider.diff("id", olds, resource_inputs(tmp_path, two_local_nodes, extravars=more)).changes is True
+    assert (
+        provider.diff("id", olds, resource_inputs(tmp_path, two_local_nodes, extravars=more)).changes is True
+    )
 
 
 def test_an_old_state_still_decodes_for_the_teardown(tmp_path: Path, two_local_nodes: dict[str, Any]) -> None:
@@ -288,8 +291,10 @@ def test_an_old_state_still_decodes_for_the_teardown(tmp_path: Path, two_local_n
     olds = _old_state(tmp_path, two_local_nodes, {"marker_retries": 3})
     inputs = provider_module.RunInputs.from_props(olds)
     host = inputs.inventory["all"]["hosts"]["node-0"]
-    assert host["flashfleet_gpu_count"] == 8 and isinstance(host["flashfleet_gpu_count"], int)
-    assert "flashfleet_draft_model" in host and host["flashfleet_draft_model"] is None
+    assert host["flashfleet_gpu_count"] == 8
+    assert isinstance(host["flashfleet_gpu_count"], int)
+    assert "flashfleet_draft_model" in host
+    assert host["flashfleet_draft_model"] is None
     assert inputs.extravars == {"marker_retries": 3}
 
 
