@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 INVENTORY = "inventory"  # the Ansible inventory (docs/contracts.md); never carries secrets
+# The same inventory as one JSON string, what readers parse: a mapping output loses its nulls.
+INVENTORY_JSON = "inventoryJson"
 ADDRESSES = "addresses"  # how the controller reaches each node (public IP, or private)
 PRIVATE_ADDRESSES = "privateAddresses"  # how the nodes reach each other
 ENDPOINT = "endpoint"  # the OpenAI-compatible URL of node 0

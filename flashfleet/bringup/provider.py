@@ -6,6 +6,8 @@ importable) and everything a call needs arrives in its inputs, as plain values.
 
 - create/update: run the playbook; a failed run raises (Pulumi keeps the old state and the
   next `up` tries again);
+- check: everything the hand-off refuses before a host is touched (`handoff.validate`: the
+  inventory contract, the role arguments), one line naming the host and field;
 - diff: run again only when the inventory (minus connection details), the playbook, the
   extra variables or the playbooks/roles tree changed; the token alone never triggers a run;
 - delete: run the teardown playbook. It converges or fails: a reachable host ends with no
@@ -15,6 +17,11 @@ importable) and everything a call needs arrives in its inputs, as plain values.
   are stored relative to this repository, so a destroy from another checkout still finds the
   playbooks (this program's own).
 
+The inventory and the extra variables travel as one JSON string each (`attach()` encodes them):
+Pulumi's protobuf Struct would drop every null-valued key, at any depth, and turn every int into
+a float. The state of an older provider holds them as mappings; `_decoded` reads those as that
+provider did, and the diff accepts the hash it stored, so upgrading runs nothing.
+
 The HF token and the API key are inputs only: never in the outputs (the state) nor in any file.
 A new API key alone triggers no run (its hash would sit in the state): `flashfleet configure`
 writes it to the nodes.
@@ -22,6 +29,7 @@ writes it to the nodes.
 
 from __future__ import annotations
 
+import json
 import sys
 import uuid
 from collections.abc import Mapping
@@ -63,9 +71,8 @@ def _has_unknown(value: Any) -> bool:
 
 
 def _whole_numbers(value: Any) -> Any:
-    """Undoes the wire format: Pulumi's protobuf Struct carries every number as a double, so an
-    inventory's `flashfleet_gpu_count: 8` reaches the provider as 8.0 (and would render as
-    "8.0" in templates). Integral floats become ints again, recursively."""
+    """Integral floats become ints again, recursively: how state written before the JSON inputs
+    (a protobuf Struct carries every number as a double) is read."""
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, Mapping):
@@ -73,6 +80,42 @@ def _whole_numbers(value: Any) -> Any:
     if isinstance(value, list):
         return [_whole_numbers(v) for v in value]
     return value
+
+
+def _without_nulls(value: Any) -> Any:
+    """What a protobuf Struct delivers of a value: no null-valued key at any depth."""
+    if isinstance(value, Mapping):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value
+
+
+def _decoded(value: Any) -> dict[str, Any]:
+    """An inventory or extra variables as `attach()` sends them (a JSON string), or as the state of
+    an older provider holds them (a mapping, nulls dropped, ints as floats)."""
+    raw = unwrap_rpc_secret(value)
+    if isinstance(raw, str):
+        decoded = json.loads(raw)
+        if not isinstance(decoded, dict):
+            raise BringupInputError(f"expected a JSON object, got {type(decoded).__name__}")
+        return decoded
+    legacy: dict[str, Any] = _whole_numbers(dict(raw or {}))
+    return legacy
+
+
+def _decoded_inventory(value: Any) -> dict[str, Any]:
+    raw = unwrap_rpc_secret(value)
+    return _decoded(raw) if isinstance(raw, str) else restore_nulls(_decoded(raw))
+
+
+def legacy_hashes(inventory: Mapping[str, Any], extravars: Mapping[str, Any]) -> dict[str, str]:
+    """The hashes an older provider stored for these inputs: computed on what the Struct had left
+    of them (and the top-level null facts `restore_nulls` put back)."""
+    return {
+        "inventoryHash": inventory_hash(restore_nulls(_without_nulls(inventory))),
+        "extravarsHash": content_hash(_without_nulls(extravars)),
+    }
 
 
 def _warn(message: str) -> None:
@@ -129,10 +172,10 @@ class RunInputs:
         token = unwrap_rpc_secret(props.get("hfToken"))
         key = unwrap_rpc_secret(props.get("apiKey"))
         return cls(
-            inventory=restore_nulls(_whole_numbers(dict(unwrap_rpc_secret(props.get("inventory")) or {}))),
+            inventory=_decoded_inventory(props.get("inventory")),
             playbook=str(props.get("playbook") or "site.yml"),
             teardown_playbook=str(props.get("teardownPlaybook") or "teardown.yml"),
-            extravars=_whole_numbers(dict(unwrap_rpc_secret(props.get("extravars")) or {})),
+            extravars=_decoded(props.get("extravars")),
             project=_project(str(props["projectDir"])),
             runs_root=_runs_root(str(props["runsDir"])),
             tree_hash=str(props.get("treeHash") or ""),
@@ -151,10 +194,11 @@ class RunInputs:
     def outputs(self, result: RunResult) -> dict[str, Any]:
         """What the state keeps: enough to diff and to tear down, never the token."""
         return {
-            "inventory": self.inventory,
+            # JSON strings, as the inputs: a delete reads them back with their nulls and ints
+            "inventory": json.dumps(self.inventory),
             "playbook": self.playbook,
             "teardownPlaybook": self.teardown_playbook,
-            "extravars": self.extravars,
+            "extravars": json.dumps(self.extravars),
             "projectDir": stored_path(self.project.root),
             "runsDir": str(self.runs_root),
             **self.triggers(),
@@ -183,8 +227,14 @@ def _run(inputs: RunInputs) -> RunResult:
 
 class PlaybookRunProvider(ResourceProvider):
     def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        extravars = news.get("extravars")
-        if isinstance(extravars, Mapping) and news.get("projectDir") and not _has_unknown(extravars):
+        for prop, config_key in (("hfToken", HF_TOKEN_KEY), ("apiKey", API_KEY_KEY)):
+            secret = unwrap_rpc_secret(news.get(prop))
+            if isinstance(secret, str):
+                try:
+                    check_secret(config_key, secret)
+                except BringupInputError as err:
+                    return CheckResult(news, [CheckFailure(prop, str(err))])
+        if news.get("projectDir") and not _has_unknown(news.get("extravars")):
             from flashfleet.bringup.role_vars import check_role_vars
 
             try:
@@ -193,31 +243,23 @@ class PlaybookRunProvider(ResourceProvider):
                     str(news.get("playbook") or "site.yml"),
                     str(news.get("teardownPlaybook") or "teardown.yml"),
                 )
-                check_role_vars(_project(str(news["projectDir"])), playbooks, unwrap_rpc_secret(extravars))
+                check_role_vars(_project(str(news["projectDir"])), playbooks, _decoded(news.get("extravars")))
             except (BringupInputError, FileNotFoundError) as err:
                 return CheckResult(news, [CheckFailure("extravars", str(err))])
-        inventory = news.get("inventory")
-        if isinstance(inventory, Mapping) and not _has_unknown(inventory):
-            from flashfleet.bringup.contract import check_inventory
-
-            try:
-                check_inventory(restore_nulls(_whole_numbers(unwrap_rpc_secret(inventory))))
-            except BringupInputError as err:
-                return CheckResult(news, [CheckFailure("inventory", str(err))])
-        for prop, config_key in (("hfToken", HF_TOKEN_KEY), ("apiKey", API_KEY_KEY)):
-            secret = unwrap_rpc_secret(news.get(prop))
-            if isinstance(secret, str):
-                try:
-                    check_secret(config_key, secret)
-                except BringupInputError as err:
-                    return CheckResult(news, [CheckFailure(prop, str(err))])
+        # No property named in a failure: the engine would print the whole (multi-KB) input with it.
+        try:
+            _check(news)
+        except (BringupInputError, FileNotFoundError, ValueError) as err:
+            return CheckResult(news, [CheckFailure("", str(err))])
         return CheckResult(news, [])
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         if _has_unknown(news):
             return DiffResult(changes=True, replaces=[], delete_before_replace=False)
-        new = RunInputs.from_props(news).triggers()
-        changed = [key for key in TRIGGERS if olds.get(key) != new[key]]
+        inputs = RunInputs.from_props(news)
+        new = inputs.triggers()
+        legacy = legacy_hashes(inputs.inventory, inputs.extravars)
+        changed = [key for key in TRIGGERS if olds.get(key) not in {new[key], legacy.get(key, new[key])}]
         return DiffResult(changes=bool(changed), replaces=[], delete_before_replace=False)
 
     def create(self, props: dict[str, Any]) -> CreateResult:
@@ -232,6 +274,22 @@ class PlaybookRunProvider(ResourceProvider):
         # No blanket except: a teardown that did not converge fails the delete, so the state
         # keeps the hosts and a later destroy runs it again (issue 14).
         _teardown(RunInputs.from_props(props))
+
+
+def _check(news: Mapping[str, Any]) -> None:
+    """The hand-off's own checks (`handoff.validate`) once the inventory is known (new AWS nodes
+    in a preview have none yet: their extra variables were checked in `check`)."""
+    from flashfleet.bringup import handoff
+
+    if not news.get("projectDir") or _has_unknown(news.get("extravars")):
+        return
+    if news.get("inventory") is None or _has_unknown(news.get("inventory")):
+        return
+    project = _project(str(news["projectDir"]))
+    playbook = str(news.get("playbook") or "site.yml")
+    handoff.validate(
+        project, playbook, _decoded_inventory(news.get("inventory")), _decoded(news.get("extravars"))
+    )
 
 
 def _teardown(inputs: RunInputs) -> None:

@@ -6,6 +6,7 @@ orders it after them on `up` and deletes it, running the teardown, before them o
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -44,13 +45,14 @@ def attach(
     """Runs `playbook` on the inventory's hosts during `pulumi up`, `teardown_playbook` on destroy."""
     project = Project(project_dir.resolve()) if project_dir else DEFAULT_PROJECT
     props: dict[str, Any] = {
-        "inventory": inventory,
+        # One JSON string each: a Struct would drop the null facts and make every int a float.
+        "inventory": pulumi.Output.json_dumps(inventory),
         # Secret in the state's inputs; the provider never copies it into its outputs.
         "hfToken": pulumi.Output.secret(hf_token) if hf_token is not None else None,
         "apiKey": pulumi.Output.secret(api_key) if api_key is not None else None,
         "playbook": playbook,
         "teardownPlaybook": teardown_playbook,
-        "extravars": extravars or {},
+        "extravars": json.dumps(extravars or {}),
         # relative to this repository: a destroy from another checkout finds its own playbooks
         "projectDir": stored_path(project.root),
         "runsDir": str((runs_dir or default_runs_root()).resolve()),

@@ -9,6 +9,7 @@ lookup ever mistakes one for a deployment.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,19 @@ def bench_runs_root(runs_root: Path) -> Path:
     return runs_root / BENCH_RUNS
 
 
+def inventory_of(outs: Mapping[str, stackops.StackOutput]) -> dict[str, Any] | None:
+    """The inventory of a stack's outputs, nulls and ints as deployed; None when it has none.
+
+    A stack last brought up before the JSON output existed has only the mapping, whose
+    null-valued keys Pulumi dropped: its top-level null facts are put back."""
+    if outputs.INVENTORY_JSON in outs:
+        decoded: dict[str, Any] = json.loads(str(outs[outputs.INVENTORY_JSON].value))
+        return decoded
+    if outputs.INVENTORY in outs:
+        return restore_nulls(outs[outputs.INVENTORY].value)
+    return None
+
+
 def stack_inventory(stack: str, runs_root: Path) -> dict[str, Any]:
     reasons = []
     if stackops.cli_available():
@@ -36,9 +50,9 @@ def stack_inventory(stack: str, runs_root: Path) -> dict[str, Any]:
         except (stackops.StackError, stackops.PulumiUnavailable) as err:
             reasons.append(str(err))
         else:
-            if outputs.INVENTORY in outs:
-                # stack outputs drop null-valued keys, as the provider's inputs do
-                return restore_nulls(outs[outputs.INVENTORY].value)
+            deployed = inventory_of(outs)
+            if deployed is not None:
+                return deployed
             reasons.append(f"stack {stack} has no {outputs.INVENTORY} output (a Kubernetes stack has none)")
     else:
         reasons.append("no Pulumi CLI to read the stack's outputs")

@@ -46,19 +46,19 @@ def stack_inputs(stack: str) -> tuple[dict[str, Any], str | None, str | None]:
         outs = stackops.outputs(stack)
     except (stackops.PulumiUnavailable, stackops.StackError) as err:
         raise UsageError(str(err)) from None
-    if outputs.INVENTORY not in outs:
-        raise UsageError(f"stack {stack} has no {outputs.INVENTORY} output yet (flashfleet up {stack})")
-    from flashfleet.bringup.contract import restore_nulls
     from flashfleet.bringup.secret_env import check_secret
+    from flashfleet.bringup.stack_inventory import inventory_of
     from flashfleet.stack.files import API_KEY_KEY, HF_TOKEN_KEY
 
+    inventory = inventory_of(outs)
+    if inventory is None:
+        raise UsageError(f"stack {stack} has no {outputs.INVENTORY} output yet (flashfleet up {stack})")
     token_out, key_out = outs.get(outputs.HF_TOKEN), outs.get(outputs.API_KEY)
     token = str(token_out.value) if token_out else None
     key = str(key_out.value) if key_out else None
     check_secret(HF_TOKEN_KEY, token)  # they are the stack's flashfleet:* secrets
     check_secret(API_KEY_KEY, key)
-    # stack outputs drop null-valued keys, as the provider's inputs do
-    return restore_nulls(outs[outputs.INVENTORY].value), token, key
+    return inventory, token, key
 
 
 def run(args: argparse.Namespace) -> int:

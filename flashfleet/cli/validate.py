@@ -1,4 +1,10 @@
-"""`flashfleet validate [STACK...]`: check stack files (all of stacks/ by default)."""
+"""`flashfleet validate [STACK...]`: check stack files (all of stacks/ by default).
+
+Runs what `pulumi preview` and `up` refuse before anything is created: the spec, the recipe rules
+and catalogs (the program's `resolve_spec`), then the bring-up's inventory contract and role
+arguments (`flashfleet.bringup_checks`, the provider's own check). What needs a cloud call is
+named on the line, never claimed.
+"""
 
 from __future__ import annotations
 
@@ -27,6 +33,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from flashfleet.bringup.errors import BringupInputError
+    from flashfleet.bringup_checks import check_bringup, not_checked_offline
     from flashfleet.cli.common import UsageError, stack_arg
     from flashfleet.planning.resolve import capacity_needed, resolve
     from flashfleet.stack import DEFAULT_STACKS_DIR, StackError, list_stacks, read_stack_file
@@ -46,18 +54,28 @@ def run(args: argparse.Namespace) -> int:
             sf = read_stack_file(name, folder)
             b = resolve(sf)
             _check_role_vars(sf)
+            check_bringup(b, sf.role_vars)
         except StackError as err:
             results.append({"stack": name, "ok": False, "problems": [str(p) for p in err.problems]})
             if args.format == "text":
                 print(f"FAIL {err}", file=sys.stderr)
             continue
+        except BringupInputError as err:
+            problem = f"{err} [rule: bringup-check]"
+            results.append({"stack": name, "ok": False, "problems": [problem]})
+            if args.format == "text":
+                print(f"FAIL stack {name}: {problem}", file=sys.stderr)
+            continue
         s = b.spec
+        offline = not_checked_offline(b)
         # Valid, but `pulumi up` refuses it until its capacity exists: say so on the same line.
         todo = capacity_needed(name, s) if b.needs_capacity_purchase else None
         results.append({"stack": name, "ok": True, "hardware": s.hardware, "strategy": s.strategy,
-                        "topology": s.topology, "badge": b.recipe.badge, "todo": todo})  # fmt: skip
+                        "topology": s.topology, "badge": b.recipe.badge, "todo": todo,
+                        "not_checked_offline": offline})  # fmt: skip
         if args.format == "text":
             then = f"; {todo}" if todo else ""
+            then += f"; not checked offline: {', '.join(offline)}" if offline else ""
             print(f"ok   {name}: {s.hardware} / {s.strategy} / {s.topology}, {b.recipe.badge}{then}")
     if args.format == "json":
         print_json(results)

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import pulumi
 
+from flashfleet.bringup_checks import existing_addresses
 from flashfleet.planning import StackPlan
 from flashfleet.stack.spec import ExistingSource
 
@@ -29,8 +30,9 @@ class ExistingHosts(pulumi.ComponentResource):
         super().__init__("flashfleet:nodes:ExistingHosts", name, {}, opts)
         src = args.plan.spec.nodes.source
         assert isinstance(src, ExistingSource)
-        self.ssh_addresses = pulumi.Output.from_input([h.address for h in src.hosts])
-        self.private_addresses = pulumi.Output.from_input([h.private_address or h.address for h in src.hosts])
+        ssh, private = existing_addresses(src)
+        self.ssh_addresses = pulumi.Output.from_input(ssh)
+        self.private_addresses = pulumi.Output.from_input(private)
         self.register_outputs(
             {"sshAddresses": self.ssh_addresses, "privateAddresses": self.private_addresses}
         )

@@ -99,6 +99,7 @@ def deploy(
     )
     exports: dict[str, Any] = {
         outputs.INVENTORY: inventory,
+        outputs.INVENTORY_JSON: pulumi.Output.json_dumps(inventory),
         outputs.ADDRESSES: nodes.ssh_addresses,
         outputs.PRIVATE_ADDRESSES: nodes.private_addresses,
         outputs.ENDPOINT: nodes.ssh_addresses.apply(lambda a: f"http://{a[0]}:{b.serving_port}/v1"),

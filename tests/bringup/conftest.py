@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -40,13 +41,15 @@ def provider_host(tmp_path: Path) -> Iterator[ProviderHost]:
 def resource_inputs(
     tmp_path: Path, inv: dict[str, Any], project: Path = PROJECT, **extra: Any
 ) -> dict[str, Any]:
-    """The inputs `attach()` registers, as the engine hands them to the provider."""
+    """The inputs `attach()` registers, as the engine hands them to the provider (the inventory and
+    the extra variables as JSON strings)."""
+    extravars = extra.pop("extravars", {})
     return {
-        "inventory": inv,
+        "inventory": json.dumps(inv),
         "hfToken": TOKEN,
         "playbook": "site.yml",
         "teardownPlaybook": "teardown.yml",
-        "extravars": {},
+        "extravars": json.dumps(extravars),
         "projectDir": str(project),
         "runsDir": str(tmp_path / "runs"),
         "treeHash": Project(project).tree_hash(),

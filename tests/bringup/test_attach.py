@@ -3,6 +3,7 @@ tested through the engine's round trip in test_provider.py: mocks never call it)
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pulumi
@@ -46,7 +47,7 @@ def test_attach_registers_the_playbook_run_after_the_inventory(two_local_nodes: 
         assert args.inputs["teardownPlaybook"] == "teardown.yml"
         assert args.inputs["projectDir"] == "tests/bringup/project"  # relative: any checkout finds it
         assert args.inputs["treeHash"] == Project(PROJECT).tree_hash() != DEFAULT_PROJECT.tree_hash()
-        hosts = args.inputs["inventory"]["all"]["hosts"]
+        hosts = json.loads(args.inputs["inventory"])["all"]["hosts"]
         assert sorted(hosts) == ["node-0", "node-1"]
         assert (
             hosts["node-1"]["flashfleet_model_cache_dir"]

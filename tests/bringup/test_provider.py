@@ -5,6 +5,7 @@ with ansible-runner against this machine (`ansible_connection: local`) and an un
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import copy
 import hashlib
@@ -18,8 +19,10 @@ from typing import Any
 import dill
 import grpc
 import pytest
-from pulumi.runtime import proto
+from pulumi.runtime import proto, rpc
 
+from flashfleet.bringup import provider as provider_module
+from flashfleet.bringup.playbook_run import RunResult
 from flashfleet.bringup.project import Project
 from flashfleet.bringup.provider import PlaybookRunProvider, stored_path
 
@@ -92,8 +95,9 @@ def test_update_runs_again_only_when_the_recipe_or_the_roles_change(
     id_, outs = provider_host.create(inputs)
 
     assert provider_host.diff(id_, outs, inputs) is False
-    reconnected = copy.deepcopy(inputs)
-    reconnected["inventory"]["all"]["hosts"]["node-0"]["ansible_ssh_common_args"] = "-o ConnectTimeout=9"
+    moved = copy.deepcopy(two_local_nodes)
+    moved["all"]["hosts"]["node-0"]["ansible_ssh_common_args"] = "-o ConnectTimeout=9"
+    reconnected = resource_inputs(tmp_path, moved)
     assert provider_host.diff(id_, outs, reconnected) is False  # how to reach a node is not what runs on it
     assert provider_host.diff(id_, outs, {**inputs, "hfToken": "hf_another"}) is False
 
@@ -134,7 +138,9 @@ def test_delete_tears_down_reachable_hosts_and_warns_about_an_unreachable_one(
 ) -> None:
     id_, outs = provider_host.create(resource_inputs(tmp_path, two_local_nodes))
     # node-1 died after the bring-up: its address now answers nothing
-    outs["inventory"]["all"]["hosts"]["node-1"].update(unreachable_host())
+    gone = json.loads(outs["inventory"])
+    gone["all"]["hosts"]["node-1"].update(unreachable_host())
+    outs["inventory"] = json.dumps(gone)
 
     provider_host.delete(id_, outs)  # does not raise: the destroy goes on
 
@@ -200,9 +206,12 @@ def test_check_refuses_a_broken_inventory_naming_the_field(
     two_local_nodes["all"]["hosts"]["node-1"]["flashfleet_vendor"] = "intel"
     news = provider_host._props(resource_inputs(tmp_path, two_local_nodes))
     resp = provider_host.stub.Check(proto.CheckRequest(urn=URN, olds=news, news=news))
+    # No property named: the engine would print the whole inventory beside the reason.
     assert [(f.property, f.reason.split(":")[0]) for f in resp.failures] == [
-        ("inventory", "all.hosts.node-1.flashfleet_vendor")
+        ("", "all.hosts.node-1.flashfleet_vendor")
     ]
+    assert "\n" not in resp.failures[0].reason
+    assert len(resp.failures[0].reason) < 200
 
 
 def test_check_finds_the_stored_project_from_the_pulumi_projects_directory(
@@ -225,5 +234,75 @@ def test_check_refuses_a_role_argument_the_role_does_not_have(
     assert provider.check({}, good).failures == []
     bad = resource_inputs(tmp_path, two_local_nodes, extravars={"marker_colour": "red"})
     failures = provider.check({}, bad).failures
-    assert [f.property for f in failures] == ["extravars"]
-    assert "marker_colour" in failures[0].reason
+    assert [f.property for f in failures] == [""]
+    assert failures[0].reason == "extra variable marker_colour: not an argument of role marker"
+
+
+def _as_the_struct_left_it(value: Any) -> Any:
+    """A value after Pulumi's protobuf Struct: what the state of a provider before the JSON
+    inputs holds (nulls dropped at any depth, every number a float)."""
+    return rpc.deserialize_properties(asyncio.run(rpc.serialize_properties({"v": value}, {})))["v"]
+
+
+def _result(tmp_path: Path) -> RunResult:
+    return RunResult("successful", 0, {"changed": {"node-0": 1}}, tmp_path / "run")
+
+
+def _old_state(tmp_path: Path, inv: dict[str, Any], extravars: dict[str, Any]) -> dict[str, Any]:
+    """The outputs an older provider stored: inputs as mappings, hashes of what it decoded."""
+    from flashfleet.bringup.contract import restore_nulls
+    from flashfleet.bringup.hashes import content_hash, inventory_hash
+
+    wire_inv, wire_vars = _as_the_struct_left_it(inv), _as_the_struct_left_it(extravars)
+    decoded = restore_nulls(provider_module._whole_numbers(wire_inv))
+    return {
+        **resource_inputs(tmp_path, inv),
+        "inventory": wire_inv,
+        "extravars": wire_vars,
+        "inventoryHash": inventory_hash(decoded),
+        "extravarsHash": content_hash(provider_module._whole_numbers(wire_vars)),
+        "runDir": str(tmp_path / "runs" / "old"),
+        "changed": 3.0,
+    }
+
+
+def test_upgrading_from_mapping_inputs_runs_nothing(tmp_path: Path, two_local_nodes: dict[str, Any]) -> None:
+    # The state of a provider that took the inventory as a mapping: its hash was of the decoded
+    # Struct. The same stack under the JSON inputs is no change; a real change still is.
+    extravars = {"marker_draft": "x", "marker_retries": 3}
+    two_local_nodes["all"]["hosts"]["node-0"]["flashfleet_draft_model"] = None
+    two_local_nodes["all"]["hosts"]["node-0"]["flashfleet_processes"][0]["gpu_request"] = None  # nested
+    olds = _old_state(tmp_path, two_local_nodes, extravars)
+    news = resource_inputs(tmp_path, two_local_nodes, extravars=extravars)
+    provider = PlaybookRunProvider()
+    assert provider.diff("id", olds, news).changes is False
+    other = copy.deepcopy(two_local_nodes)
+    other["all"]["hosts"]["node-0"]["flashfleet_gpu_count"] = 4
+    assert provider.diff("id", olds, resource_inputs(tmp_path, other, extravars=extravars)).changes is True
+    more = {**extravars, "marker_retries": 4}
+    assert (
+        provider.diff("id", olds, resource_inputs(tmp_path, two_local_nodes, extravars=more)).changes is True
+    )
+
+
+def test_an_old_state_still_decodes_for_the_teardown(tmp_path: Path, two_local_nodes: dict[str, Any]) -> None:
+    # A destroy after the upgrade reads the mapping an older provider stored: ints and the null
+    # facts come back as that provider read them.
+    olds = _old_state(tmp_path, two_local_nodes, {"marker_retries": 3})
+    inputs = provider_module.RunInputs.from_props(olds)
+    host = inputs.inventory["all"]["hosts"]["node-0"]
+    assert host["flashfleet_gpu_count"] == 8
+    assert isinstance(host["flashfleet_gpu_count"], int)
+    assert "flashfleet_draft_model" in host
+    assert host["flashfleet_draft_model"] is None
+    assert inputs.extravars == {"marker_retries": 3}
+
+
+def test_a_new_state_keeps_nulls_and_ints_for_the_teardown(
+    tmp_path: Path, two_local_nodes: dict[str, Any]
+) -> None:
+    # The outputs hold the inputs as JSON too: a delete reads the inventory exactly as deployed.
+    two_local_nodes["all"]["hosts"]["node-0"]["flashfleet_processes"][0]["gpu_request"] = None
+    inputs = provider_module.RunInputs.from_props(resource_inputs(tmp_path, two_local_nodes))
+    stored = provider_module.RunInputs.from_props(_as_the_struct_left_it(inputs.outputs(_result(tmp_path))))
+    assert stored.inventory == two_local_nodes

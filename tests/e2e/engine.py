@@ -32,6 +32,30 @@ def pulumi_cli() -> str | None:
     return shutil.which("pulumi", path=f"{TOOLS}{os.pathsep}{os.environ.get('PATH', '')}")
 
 
+def pulumi_env(workdir: Path, project: Path) -> dict[str, str]:
+    """The CLI on PATH, a local file backend and home under `workdir`, no update checks."""
+    cli = pulumi_cli()
+    assert cli is not None
+    return {
+        **os.environ,
+        "PATH": f"{Path(cli).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PULUMI_HOME": str(workdir / "pulumi-home"),
+        "PULUMI_BACKEND_URL": f"file://{workdir / 'state'}",
+        "PULUMI_CONFIG_PASSPHRASE": PASSPHRASE,
+        "PULUMI_SKIP_UPDATE_CHECK": "true",
+        "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
+        "FLASHFLEET_PULUMI_PROJECT": str(project),
+        "FLASHFLEET_RUNS_DIR": str(workdir / "runs"),
+    }
+
+
+def write_program(project: Path) -> None:
+    """This checkout's Pulumi project (Pulumi.yaml, __main__.py) in `project`, stacks/ beside it."""
+    (project / "stacks").mkdir(parents=True, exist_ok=True)
+    for name in ("Pulumi.yaml", "__main__.py"):
+        shutil.copy(REPO / name, project / name)
+
+
 def install_fake_docker(root: Path) -> None:
     lib = root / "usr/local/lib/fake-docker"
     lib.mkdir(parents=True, exist_ok=True)
@@ -71,18 +95,8 @@ class Engine:
         return self.project / "stacks" / f"Pulumi.{self.stack}.yaml"
 
     def env(self) -> dict[str, str]:
-        cli = pulumi_cli()
-        assert cli is not None
         return {
-            **os.environ,
-            "PATH": f"{Path(cli).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-            "PULUMI_HOME": str(self.workdir / "pulumi-home"),
-            "PULUMI_BACKEND_URL": f"file://{self.workdir / 'state'}",
-            "PULUMI_CONFIG_PASSPHRASE": PASSPHRASE,
-            "PULUMI_SKIP_UPDATE_CHECK": "true",
-            "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
-            "FLASHFLEET_PULUMI_PROJECT": str(self.project),
-            "FLASHFLEET_RUNS_DIR": str(self.workdir / "runs"),
+            **pulumi_env(self.workdir, self.project),
             # How the controller reaches the test hosts (a user's ssh config would say this).
             "ANSIBLE_PRIVATE_KEY_FILE": str(self.pool.key),
             # No StrictHostKeyChecking=no here: flashfleet pins each host's listed key itself.
@@ -90,10 +104,8 @@ class Engine:
         }
 
     def write_project(self, addresses: list[str], options: dict[str, Any]) -> None:
-        (self.project / "stacks").mkdir(parents=True, exist_ok=True)
+        write_program(self.project)
         (self.workdir / "state").mkdir(exist_ok=True)  # the file backend does not create it
-        for name in ("Pulumi.yaml", "__main__.py"):
-            shutil.copy(REPO / name, self.project / name)
         self.write_stack(addresses, options)
 
     def write_stack(self, addresses: list[str], options: dict[str, Any]) -> None:

@@ -108,17 +108,25 @@ class Result:
     secret: dict[str, bool]
 
 
-def run_program(stack: str, *, token: str | None = TOKEN, keyless: set[str] | None = None) -> Result:
+def run_program(
+    stack: str,
+    *,
+    token: str | None = TOKEN,
+    keyless: set[str] | None = None,
+    plan: StackPlan | None = None,
+    role_vars: dict[str, Any] | None = None,
+) -> Result:
+    """`plan`: a stack resolved elsewhere (a stack file of another folder) instead of the catalog's."""
     mocks = Recorder(keyless=keyless or set())
     pulumi.runtime.set_mocks(mocks, project="flashfleet", stack=stack, preview=False)
-    bringup = load_stack(stack)
+    bringup = plan or load_stack(stack)
     values: dict[str, Any] = {}
     secret: dict[str, bool] = {}
 
     @pulumi.runtime.test
     def program() -> Any:
         end = BLOCK_END if block(bringup.spec) is not None else None
-        exports = deploy(bringup, pulumi.Output.secret(token) if token else None, NOW, end)
+        exports = deploy(bringup, pulumi.Output.secret(token) if token else None, NOW, end, role_vars)
 
         async def collect() -> None:
             for key, value in exports.items():
