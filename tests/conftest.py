@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 from collections.abc import Generator, Iterator
@@ -9,6 +10,16 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import pytest
+
+
+@pytest.fixture(autouse=True)
+def _current_event_loop() -> None:
+    """Pulumi's mocks run on the thread's current event loop; an earlier test's `asyncio.run`
+    (serialising properties for the provider's gRPC host, say) ends by unsetting it."""
+    try:
+        asyncio.get_event_loop_policy().get_event_loop()
+    except RuntimeError:
+        asyncio.set_event_loop(asyncio.new_event_loop())
 
 
 @pytest.fixture(scope="module")

@@ -234,8 +234,10 @@ def test_check_refuses_a_role_argument_the_role_does_not_have(
     assert provider.check({}, good).failures == []
     bad = resource_inputs(tmp_path, two_local_nodes, extravars={"marker_colour": "red"})
     failures = provider.check({}, bad).failures
-    assert [f.property for f in failures] == [""]
-    assert failures[0].reason == "extra variable marker_colour: not an argument of role marker"
+    # the stack's roleVars rule, as `flashfleet validate` states it
+    assert [f.property for f in failures] == ["extravars"]
+    assert failures[0].reason.startswith("flashfleet:roleVars.marker_colour: ")
+    assert failures[0].reason.endswith("[rule: unknown-argument]")
 
 
 def _as_the_struct_left_it(value: Any) -> Any:

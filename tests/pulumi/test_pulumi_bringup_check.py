@@ -178,8 +178,8 @@ def test_validate_refuses_a_bringup_problem_in_one_line(
     assert main(["validate", "mi355x-agentx", "--stacks-dir", str(tmp_path)]) == 2
     [line] = capsys.readouterr().err.strip().splitlines()
     assert line == (
-        "FAIL stack mi355x-agentx: extra variable preflight_colour: not an argument of role preflight"
-        " [rule: bringup-check]"
+        "FAIL stack mi355x-agentx: flashfleet:roleVars.preflight_colour: not a documented argument of a role"
+        " site.yml or teardown.yml runs (roles/*/meta/argument_specs.yml) [rule: unknown-argument]"
     )
 
 
