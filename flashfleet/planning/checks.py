@@ -7,6 +7,7 @@ Each check returns problems (path + reason) instead of raising, so one run repor
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from flashfleet.catalog import hardware_catalog
@@ -14,7 +15,7 @@ from flashfleet.catalog.instances import InstanceType, gib_to_gb, instance_catal
 from flashfleet.k8s import KubernetesPlan, KubernetesRenderError, plan_kubernetes
 from flashfleet.launch import LaunchSettings, check_build_requirements
 from flashfleet.recipes import Recipe, RecipeError, render
-from flashfleet.recipes.options import OPTION_DEFS
+from flashfleet.recipes.render import name_errors
 from flashfleet.sizing import SizingError, check_host_tier_fits, host_tier_need_gb
 from flashfleet.stack.errors import Problem
 from flashfleet.stack.kubernetes_source import KubernetesSource
@@ -34,7 +35,7 @@ HICACHE_FLAG = "--enable-hierarchical-cache"
 _TOP_LEVEL = {"hardware": "hardware", "strategy": "strategy", "topology": "topology", "image": "image"}
 
 
-def recipe_path(spec: StackSpec, field: str) -> str:
+def recipe_path(spec: StackSpec | None, field: str) -> str:
     """The stack key a RecipeError's field comes from."""
     if field in _TOP_LEVEL:
         return _TOP_LEVEL[field]
@@ -338,17 +339,20 @@ def check_host_keys_pinned(spec: StackSpec, base: str) -> list[Problem]:
     ]
 
 
-def check_option_names(spec: StackSpec, base: str) -> list[Problem]:
-    # Caught by the recipe engine too, but reported here with every bad name at once.
-    return [
-        Problem(
-            f"{base}.options.{name}",
-            f"unknown option (see `flashfleet options`; known: {', '.join(OPTION_DEFS)})",
-            "unknown-option",
-        )
-        for name in spec.options
-        if name.strip().replace("-", "_") not in OPTION_DEFS
-    ]
+def check_recipe_names(data: object, base: str) -> list[Problem]:
+    """Hardware, strategy, topology and every option of a stack's spec (parsed or raw), each bad
+    one at once: the recipe engine would stop at the first, and a spec that fails its own shape
+    check still gets these named beside its other problems."""
+    if not isinstance(data, Mapping):
+        return []
+    options = data.get("options")
+    errors = name_errors(
+        data.get("hardware"),
+        data.get("strategy"),
+        data.get("topology", "unified"),
+        options if isinstance(options, Mapping) else {},
+    )
+    return [Problem(f"{base}.{recipe_path(None, e.field)}", e.message, e.rule) for e in errors]
 
 
 def check_image(spec: StackSpec, recipe: Recipe, base: str) -> list[Problem]:

@@ -157,16 +157,22 @@ def resolve(sf: StackFile) -> StackPlan:
 
 def parse_spec(stack: str, data: Any) -> StackSpec:
     try:
-        return StackSpec.model_validate(data)
+        spec = StackSpec.model_validate(data)
     except ValidationError as err:
-        raise StackError(stack, from_validation_error(err, data)) from None
+        problems = from_validation_error(err, data)
+        seen = {p.path for p in problems}
+        # the recipe's names are read from the raw spec too: every problem at once, not a stage a run
+        problems += [p for p in checks.check_recipe_names(data, STACK_KEY) if p.path not in seen]
+        raise StackError(stack, problems) from None
+    return spec
 
 
 def resolve_spec(
     stack: str, spec: StackSpec, *, region: str | None, has_hf_token: bool, has_api_key: bool = False
 ) -> StackPlan:
     base = STACK_KEY
-    problems = checks.check_option_names(spec, base)
+    recipe_names = {"hardware": spec.hardware, "strategy": spec.strategy, "topology": spec.topology}
+    problems = checks.check_recipe_names({**recipe_names, "options": spec.options}, base)
     if isinstance(spec.nodes.source, AwsSource) and not region:
         problems.append(Problem(REGION_KEY, "AWS stacks set the region: `aws:region: us-east-2`", "region"))
     src = spec.nodes.source

@@ -108,6 +108,28 @@ def _lookup(kind: str, value: str, table: Mapping[str, object]) -> None:
         raise RecipeError(kind, "unknown", f"unknown {kind} {value!r} (choose from: {', '.join(table)})")
 
 
+def name_errors(
+    hardware: object, strategy: object, topology: object, overrides: Mapping[str, object]
+) -> list[RecipeError]:
+    """Every unknown name and bad option value at once (`resolve` stops at the first)."""
+    errors: list[RecipeError] = []
+    for kind, value, table in (
+        ("hardware", hardware, hardware_catalog()),
+        ("strategy", strategy, STRATEGIES),
+        ("topology", topology, TOPOLOGIES),
+    ):
+        try:
+            _lookup(kind, str(value), table)
+        except RecipeError as err:
+            errors.append(err)
+    for name, value in overrides.items():
+        try:
+            parse_overrides({name: value})
+        except RecipeError as err:
+            errors.append(err)
+    return errors
+
+
 def resolve(
     hardware: str,
     strategy: str,

@@ -321,6 +321,30 @@ def test_every_problem_is_reported_at_once(write_stack: Callable[[str, Callable[
     assert set(info.value.paths()) == {f"{S}.ttl", f"{S}.nodes.source.allowedCidrs"}
 
 
+@pytest.mark.parametrize("base", ["mi355x-lowlat", "h200-lowlat"])
+def test_mistakes_of_every_stage_are_reported_in_one_run(
+    base: str, write_stack: Callable[[str, Callable[[Doc], None]], Path]
+) -> None:
+    """A shape error (count 0) no longer hides the recipe's: an unknown hardware and a bad
+    option value are named beside it, and two bad options both, not one fix at a time."""
+
+    def three(d: Doc) -> None:
+        spec(d).update(hardware="h20")
+        spec(d)["nodes"]["count"] = 0
+        spec(d).setdefault("options", {}).update(hicache="l1l3")
+
+    with pytest.raises(StackError) as info:
+        load_stack("broken", write_stack(base, three))
+    assert set(info.value.paths()) == {f"{S}.hardware", f"{S}.nodes.count", f"{S}.options.hicache"}
+
+    def options(d: Doc) -> None:
+        spec(d).setdefault("options", {}).update(hicache="l1l3", speculative="maybe", colour="red")
+
+    with pytest.raises(StackError) as info:
+        load_stack("broken", write_stack(base, options))
+    assert set(info.value.paths()) == {f"{S}.options.{n}" for n in ("hicache", "speculative", "colour")}
+
+
 def test_public_ingress_with_the_explicit_flag_is_accepted(
     write_stack: Callable[[str, Callable[[Doc], None]], Path],
 ) -> None:
