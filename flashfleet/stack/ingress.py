@@ -89,3 +89,13 @@ def too_public(cidrs: Iterable[Network]) -> str | None:
                 f"(more than {LIMIT_TEXT[version]} of public addresses)"
             )
     return None
+
+
+def require_public_opt_in(cidrs: Iterable[Network], opted_in: bool, opens: str) -> None:
+    """Refuse CIDRs that admit the internet (`too_public`) unless allowPublicIngress says so;
+    `opens` names what they would open, for the message."""
+    why = too_public(cidrs)
+    if why is not None and not opted_in:
+        raise ValueError(
+            f"{why}: that opens {opens} to the internet; set allowPublicIngress: true to mean it"
+        )

@@ -17,7 +17,7 @@ from pydantic import BeforeValidator, Field, StrictInt, ValidationInfo, field_va
 
 from flashfleet.catalog import download_client, hardware_catalog
 from flashfleet.stack import safe_values
-from flashfleet.stack.ingress import parse_cidr, too_public
+from flashfleet.stack.ingress import parse_cidr, require_public_opt_in
 from flashfleet.stack.strict import Strict
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
@@ -229,12 +229,9 @@ class KubernetesSource(Strict):
                 "serviceType LoadBalancer needs the client networks it admits (CIDRs such as "
                 "203.0.113.0/24): the endpoint has no API key on Kubernetes"
             )
-        why = too_public(value)
-        if why is not None and not info.data.get("allow_public_ingress", False):
-            raise ValueError(
-                f"{why}: that opens the unauthenticated endpoint to the internet; "
-                "set allowPublicIngress: true to mean it"
-            )
+        require_public_opt_in(
+            value, info.data.get("allow_public_ingress", False), "the unauthenticated endpoint"
+        )
         return value
 
     @field_validator("download_image", "pause_image")

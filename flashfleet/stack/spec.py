@@ -27,7 +27,7 @@ from pydantic import (
 
 from flashfleet.stack import safe_values
 from flashfleet.stack.image import ImageSpec
-from flashfleet.stack.ingress import parse_cidr, too_public
+from flashfleet.stack.ingress import parse_cidr, require_public_opt_in
 from flashfleet.stack.kubernetes_source import KubernetesSource
 from flashfleet.stack.strict import Strict
 from flashfleet.stack.thresholds import Thresholds
@@ -203,12 +203,7 @@ class AwsSource(Strict):
     def _public_cidr_flag(
         cls, value: tuple[IPv4Network | IPv6Network, ...], info: ValidationInfo
     ) -> tuple[IPv4Network | IPv6Network, ...]:
-        why = too_public(value)
-        if why is not None and not info.data.get("allow_public_ingress", False):
-            raise ValueError(
-                f"{why}: that opens SSH and the serving port to the internet; "
-                "set allowPublicIngress: true to mean it"
-            )
+        require_public_opt_in(value, info.data.get("allow_public_ingress", False), "SSH and the serving port")
         return value
 
     @model_validator(mode="after")
