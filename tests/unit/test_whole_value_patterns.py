@@ -36,5 +36,6 @@ def test_sizing_stack_name(tmp_path: Path):
 
 def test_stack_file_argument(tmp_path: Path):
     """`stacks/Pulumi.abc.yaml\\n` is not the file of stack `abc`."""
+    (tmp_path / "Pulumi.abc.yaml").write_text("config: {}\n")
     assert stack_arg(f"{tmp_path}/Pulumi.abc.yaml", tmp_path) == ("abc", tmp_path)
     assert stack_arg(f"{tmp_path}/Pulumi.abc.yaml\n", tmp_path)[0] != "abc"
