@@ -272,7 +272,7 @@ class PlaybookRunProvider(ResourceProvider):
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         # No blanket except: a teardown that did not converge fails the delete, so the state
-        # keeps the hosts and a later destroy runs it again (issue 14).
+        # keeps the hosts and a later destroy runs it again (docs/security.md, "Teardown converges").
         _teardown(RunInputs.from_props(props))
 
 

@@ -1,6 +1,6 @@
 """How much of the internet a list of CIDRs opens SSH and the serving port to.
 
-A prefix check alone was bypassed (issue 14: ``[0.0.0.0/1, 128.0.0.0/1]`` is all of IPv4).
+A prefix check alone is bypassed: ``[0.0.0.0/1, 128.0.0.0/1]`` is all of IPv4.
 This judges the union of the CIDRs, per address family, by the share of the family's address
 space it covers, not counting private and other non-routable blocks (an office VPN's
 ``10.0.0.0/8`` opens nothing to the internet).

@@ -323,11 +323,12 @@ def test_a_full_disk_from_the_first_boot_with_imds_down_still_fires(tmp_path: Pa
 @pytest.fixture
 def full_state(node: Node) -> Iterator[Path]:
     """The node's state directory on a real tmpfs filled to its last page: the kernel's own
-    ENOSPC (it comes at close, not at open). Needs root; skipped where a mount is refused."""
+    ENOSPC (it comes at close, not at open). Needs root, as the suite's host tests do: a refused
+    mount fails the test rather than skipping what it proves."""
     saved = {p.name: p.read_bytes() for p in node.state.iterdir()}
     mount = ["mount", "-t", "tmpfs", "-o", "size=64k", "flashfleet-ttl-test", str(node.state)]
-    if subprocess.run(mount, capture_output=True, check=False).returncode != 0:
-        pytest.skip("cannot mount a tmpfs here")
+    mounted = subprocess.run(mount, capture_output=True, text=True, check=False)
+    assert mounted.returncode == 0, f"cannot mount a tmpfs for the full-disk case: {mounted.stderr}"
     try:
         for name, data in saved.items():
             (node.state / name).write_bytes(data)
