@@ -14,7 +14,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export UV_COMPILE_BYTECODE=1
-command -v uv >/dev/null 2>&1 || python3 -m pip install --quiet uv
+. scripts/lib/uv.sh
+ensure_uv .
 uv sync --frozen --group dev --quiet
 
 lint() {

@@ -51,7 +51,7 @@ def moto_env(moto_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
 # for the resource fails at once, naming the marker, so the fast tier (`-m "not slow"`, as
 # `scripts/test.sh --fast` selects it) can never start a host, a container or an engine. Every
 # test with one of these markers also gets `slow`.
-SLOW_MARKERS = ("hosts", "docker", "pulumi_engine", "oracle", "runner")
+SLOW_MARKERS = ("hosts", "docker", "pulumi_engine", "oracle", "runner", "index")
 _REFUSED_PROGRAMS = {
     "systemd-nspawn": "hosts",
     "machinectl": "hosts",
@@ -94,6 +94,7 @@ SLOW_PATHS = {
     "roles": ("hosts",),
     "roles/test_check_multimodal.py": (),
     "roles/test_model_weights_job.py": (),
+    "readme/test_first_command.py": ("index",),
     "serve/test_api_key_host.py": ("hosts",),
     "serve/test_converge_skip.py": ("hosts",),
     "serve/test_site.py": ("hosts",),
