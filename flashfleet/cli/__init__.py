@@ -38,6 +38,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "down": ("down", "tear a stack down (pulumi destroy, or teardown.yml on existing hosts)"),
     "status": ("status", "a stack's outputs, last operation and latest bring-up runs"),
     "configure": ("configure", "run the playbooks against a stack's hosts (--inventory: without Pulumi)"),
+    "logs": ("logs", "the last lines of each serving container's output on a stack's nodes"),
     "timeline": ("timeline", "chart where a bring-up run's time went, per host and phase"),
 }
 

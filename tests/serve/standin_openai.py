@@ -317,7 +317,8 @@ METRICS = PrefixCache(store)
 if flag("--node-rank", "0") != "0":
     while True:  # ranks > 0 serve no HTTP
         time.sleep(3600)
-server = ThreadingHTTPServer(
-    (flag("--host", "127.0.0.1") or "", int(flag("--port", "30000") or 30000)), Handler
-)
+HOST, PORT = flag("--host", "127.0.0.1") or "", int(flag("--port", "30000") or 30000)
+server = ThreadingHTTPServer((HOST, PORT), Handler)
+# the line SGLang's HTTP server (uvicorn) prints once it listens: what a log reader sees first
+print(f"INFO:     Uvicorn running on http://{HOST}:{PORT} (Press CTRL+C to quit)", flush=True)
 server.serve_forever()

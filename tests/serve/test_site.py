@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -45,7 +46,13 @@ def site() -> Iterator[dict[str, Any]]:
         ]  # fmt: skip
         inventory = lab.inventory(*stacks)
         first = lab.run("site.yml", inventory, tags=SITE_TAGS, extravars=FAST)
-        state = {"lab": lab, "inventory": inventory, "runs": [first], "first_explain": lab.explain(first)}
+        state = {
+            "lab": lab,
+            "inventory": inventory,
+            "stacks": stacks,
+            "runs": [first],
+            "first_explain": lab.explain(first),
+        }
         yield state
 
 
@@ -169,6 +176,32 @@ def test_token_is_in_no_log_event_unit_or_process_list(site: dict[str, Any]) -> 
         assert TOKEN not in lab.ssh(host, "ps -eo args ww")
         assert TOKEN not in lab.ssh(host, "journalctl --no-pager -o cat", check=False)
         assert lab.ssh(host, "stat -c '%a %U' /etc/flashfleet/secrets.env").split() == ["600", "root"]
+
+
+def test_logs_prints_each_serving_containers_output(
+    site: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from flashfleet.cli import main
+
+    lab = site["lab"]
+    pd_only = lab.inventory((site["stacks"][2][0], ["pd"]))
+    path = tmp_path / "pd.json"
+    path.write_text(json.dumps(pd_only))
+    before = len(records(lab, "pd"))
+    argv = ["logs", "pd", "--inventory", str(path), "--lines", "50", "--runs-dir", str(tmp_path / "runs")]
+    assert main(argv) == 0, capsys.readouterr()
+    out = capsys.readouterr().out
+    for launch in launches(site, "pd"):
+        header = f"==> pd-node-0 {launch['container_name']} <=="
+        assert header in out, out
+        section = out.split(header, 1)[1].split("==> ", 1)[0]
+        if launch.get("port"):  # a server: its container's own first line, from the unit's journal
+            assert re.search(rf"Uvicorn running on http://\S*:{launch['port']} ", section), section
+    # only node 0 exists: another is refused before any host is touched
+    assert main([*argv, "--node", "1"]) == 2
+    assert "--node 1: no such serving node (the stack's: 0)" in capsys.readouterr().err
+    # it read, it started nothing
+    assert len(records(lab, "pd")) == before
 
 
 def test_teardown_leaves_nothing_running_and_skips_a_gone_host(site: dict[str, Any]) -> None:

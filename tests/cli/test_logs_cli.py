@@ -1,0 +1,49 @@
+"""`flashfleet logs` refusals: bad input exits 2 with one line, before any host is touched
+(tests/serve/test_site.py reads real units' journals on test hosts)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from flashfleet.cli import main
+from flashfleet.cli.logs import node_hosts
+
+
+def _inventory(*nodes: tuple[str, int, bool]) -> dict[str, object]:
+    hosts = {
+        name: {
+            "flashfleet_node_index": index,
+            "flashfleet_processes": [{"container_name": f"c-{name}"}] if serves else [],
+        }
+        for name, index, serves in nodes
+    }
+    return {"all": {"hosts": hosts}}
+
+
+def test_node_selects_that_nodes_serving_hosts_only() -> None:
+    inv = _inventory(("a", 0, True), ("b", 1, True), ("m", 2, False))
+    assert node_hosts(inv, None) == ["a", "b"]
+    assert node_hosts(inv, 1) == ["b"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--lines", "0"], "--lines 0: must be at least 1"),
+        (["--node", "2"], "--node 2: no such serving node (the stack's: 0, 1)"),
+        (["--node", "x"], "argument --node: invalid int value: 'x'"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    path = tmp_path / "inv.json"
+    path.write_text(json.dumps(_inventory(("a", 0, True), ("b", 1, True), ("m", 2, False))))
+    assert main(["logs", "t1", "--inventory", str(path), "--runs-dir", str(tmp_path / "runs"), *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "runs").exists()  # no run was started
