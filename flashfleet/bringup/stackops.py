@@ -12,6 +12,7 @@ import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -159,3 +160,35 @@ def last_update(stack: str) -> str | None:
         return None
     h = history[0]
     return f"{h.kind} {h.result} {h.start_time:%Y-%m-%d %H:%M:%S}"
+
+
+def summaries() -> dict[str, int | None]:
+    """Each stack of the project that the backend holds -> its resource count (None: unknown)."""
+    if not cli_available():
+        raise PulumiUnavailable(NO_CLI)
+    from pulumi import automation as auto
+
+    try:
+        listed = auto.LocalWorkspace(work_dir=str(project_dir())).list_stacks()
+    except auto.CommandError as err:
+        raise StackError(f"stacks of {project_dir()}: {_last_line(str(err))}") from None
+    return {s.name: s.resource_count for s in listed}
+
+
+def live_since(stack: str) -> datetime | None:
+    """When the stack's resources came to be: the start of the first successful update after its
+    last successful destroy (None: no such update on record)."""
+    st = select(stack)
+    from pulumi import automation as auto
+
+    try:
+        history = st.history(show_secrets=False)  # newest first
+    except auto.CommandError as err:
+        raise StackError(f"history of {stack}: {_last_line(str(err))}") from None
+    since = None
+    for h in history:
+        if h.kind == "destroy" and h.result == "succeeded":
+            break
+        if h.kind == "update" and h.result == "succeeded":
+            since = h.start_time
+    return since

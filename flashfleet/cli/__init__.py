@@ -36,6 +36,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "capacity": ("capacity", "Capacity Blocks for a stack: list offerings that fit, buy one"),
     "up": ("up", "bring a stack up through Pulumi: nodes, preparation, serving, smoke checks"),
     "down": ("down", "tear a stack down (pulumi destroy, or teardown.yml on existing hosts)"),
+    "ls": ("ls", "every stack: state, endpoint, expiry and cost so far"),
     "status": ("status", "a stack's outputs, last operation and latest bring-up runs"),
     "configure": ("configure", "run the playbooks against a stack's hosts (--inventory: without Pulumi)"),
     "logs": ("logs", "the last lines of each serving container's output on a stack's nodes"),

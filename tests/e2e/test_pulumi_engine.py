@@ -141,6 +141,20 @@ def test_pulumi_up_brings_the_stack_up(engine: Engine) -> None:
         assert json.load(resp)["data"], "the stand-in server lists no model"
 
 
+def test_ls_lists_the_stack_as_up_with_its_endpoint_and_expiry(engine: Engine) -> None:
+    done = engine.flashfleet("ls", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    rows = {r["stack"]: r for r in json.loads(done.stdout)}
+    row = rows[engine.stack]
+    assert row["state"].startswith("up ("), row
+    assert row["endpoint"] == outputs(engine)["endpoint"]
+    assert row["expires_at"] == outputs(engine)["expiresAt"]
+    assert row["live_since"], row  # the first update after no destroy
+    assert row["cost_so_far_usd"] is None  # existing hosts: not billed through flashfleet
+    text = engine.flashfleet("ls").stdout
+    assert any(line.startswith(engine.stack) and "unknown" in line for line in text.splitlines()), text
+
+
 def test_second_up_changes_nothing(engine: Engine) -> None:
     before = {h: len(fake_runs(engine, h)) for h in HOSTS}
     engine.pulumi("up", "--yes", "--expect-no-changes", timed="pulumi up (no change)")
