@@ -15,11 +15,7 @@ from flashfleet.stack.yamlfile import YamlFileError, load_yaml_file
 
 def add_run_args(parser: argparse.ArgumentParser, playbook: str) -> None:
     """The run options; the command adds its STACK (``flashfleet.cli.common.add_stack``)."""
-    parser.add_argument(
-        "--inventory", type=Path, default=None, metavar="FILE",
-        help="YAML/JSON inventory of existing hosts, shaped like the stack's `inventory` output "
-        "(without it: the stack's outputs, through Pulumi)",
-    )  # fmt: skip
+    add_inventory_arg(parser)
     parser.add_argument(
         "--playbook", default=playbook, help="playbook under playbooks/ (default: %(default)s)"
     )
@@ -27,6 +23,18 @@ def add_run_args(parser: argparse.ArgumentParser, playbook: str) -> None:
         "--project", type=Path, default=None, metavar="DIR",
         help="take playbooks/ and roles/ from DIR instead of this checkout",
     )  # fmt: skip
+    add_runs_dir_arg(parser)
+
+
+def add_inventory_arg(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--inventory", type=Path, default=None, metavar="FILE",
+        help="YAML/JSON inventory of existing hosts, shaped like the stack's `inventory` output "
+        "(without it: the stack's outputs, through Pulumi)",
+    )  # fmt: skip
+
+
+def add_runs_dir_arg(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--runs-dir", type=Path, default=None, metavar="DIR",
         help="where run directories go (default: $FLASHFLEET_RUNS_DIR or ./.runner)",

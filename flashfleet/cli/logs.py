@@ -21,20 +21,16 @@ READ_TASK = "Logs | read each serving unit's journal"
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from flashfleet.bringup.cliargs import add_inventory_arg, add_runs_dir_arg
+
     p = sub.add_parser("logs", help="the last lines of each serving container's output on a stack's nodes")
     add_stack(p, "stack name (the inventory's flashfleet_stack must match)")
     p.add_argument("--node", type=int, default=None, metavar="N", help="only node N (flashfleet_node_index)")
     p.add_argument(
         "--lines", type=int, default=100, metavar="N", help="lines per container (default: %(default)s)"
     )
-    p.add_argument(
-        "--inventory", type=Path, default=None, metavar="FILE",
-        help="YAML/JSON inventory of existing hosts (without it: the stack's outputs, through Pulumi)",
-    )  # fmt: skip
-    p.add_argument(
-        "--runs-dir", type=Path, default=None, metavar="DIR",
-        help="where run directories go (default: $FLASHFLEET_RUNS_DIR or ./.runner)",
-    )  # fmt: skip
+    add_inventory_arg(p)
+    add_runs_dir_arg(p)
     p.set_defaults(func=run)
 
 

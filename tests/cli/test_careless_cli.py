@@ -167,6 +167,10 @@ CASES: list[tuple[str, Callable[[F], list[str]], str]] = [
     ("configure", lambda f: ["configure", "mi355x-lowlat", "--inventory", str(f["utf16"])], "not UTF-8 text (byte 0xff"),
     ("configure", lambda f: ["configure", "mi355x-lowlat", "--inventory", str(f["ordinary"])], "has no flashfleet_* facts"),
     ("configure", lambda f: ["configure", "mi355x-lowlat", "--inventory", str(f["ordinary"]), "-e", "not a var"], "--extra-var wants NAME=VALUE"),
+    ("ls", lambda f: ["ls", "--format", "yaml"], "invalid choice: 'yaml'"),
+    ("ls", lambda f: ["ls", "--all"], "unrecognized arguments: --all"),
+    ("logs", lambda f: ["logs", "mi355x-lowlat", "--lines", "-5"], "--lines -5: must be at least 1"),
+    ("logs", lambda f: ["logs", "mi355x-lowlat", "--inventory", str(f["tmp"] / "nowhere.yml")], "--inventory"),
     ("timeline", lambda f: ["timeline", str(f["tmp"] / "events")], "no events.jsonl"),
     ("timeline", lambda f: ["timeline", str(f["tmp"] / "nowhere")], "no events.jsonl"),
 ]  # fmt: skip
