@@ -41,6 +41,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "configure": ("configure", "run the playbooks against a stack's hosts (--inventory: without Pulumi)"),
     "logs": ("logs", "the last lines of each serving container's output on a stack's nodes"),
     "timeline": ("timeline", "chart where a bring-up run's time went, per host and phase"),
+    "check": ("check", "is this machine ready: Pulumi, backend, passphrase, AWS, hosts (ok/missing, fix)"),
 }
 
 
