@@ -40,6 +40,7 @@ REFUSALS = {
     "refused: timeline, no run directory": ["timeline", "/nonexistent"],
     "refused: bench, no endpoint": ["bench", "gb300-lowlat"],
     "refused: logs, no lines": ["logs", "mi355x-agentx", "--lines", "0"],
+    "refused: check, missing stack file": ["check", "Pulumi.nothere.yaml"],
     "refused: down, no terminal and no --yes": ["down", "mi355x-agentx", "--inventory", "/nonexistent"],
 }
 

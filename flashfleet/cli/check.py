@@ -116,7 +116,7 @@ def aws_checks(region: str | None, online: bool) -> list[Check]:
         source = "the stack" if region else "the environment or profile"
         out.append(Check(check="aws region", ok=True, detail=f"{name} (from {source})"))
     else:
-        fix = "export AWS_REGION=us-east-1 (or the stack's region)"
+        fix = "export AWS_DEFAULT_REGION=us-east-2 (or set region in your AWS profile)"
         out.append(Check(check="aws region", ok=False, detail="none set", fix=fix))
     if online and name:
         try:
@@ -139,17 +139,17 @@ def ssh_checks(b: StackPlan, port: int) -> list[Check]:
                 out.append(Check(check=f"ssh {host.address}", ok=True, detail=f"port {port} answers"))
         except OSError as err:
             detail = f"port {port}: {err.strerror or type(err).__name__}"
-            fix = f"check that sshd listens on {host.address}:{port} and that no firewall drops it"
-            out.append(Check(check=f"ssh {host.address}", ok=False, detail=detail, fix=fix))
+            reach = f"check that sshd listens on {host.address}:{port} and that no firewall drops it"
+            out.append(Check(check=f"ssh {host.address}", ok=False, detail=detail, fix=reach))
         pinned = bool(host.host_keys)
         detail = f"{len(host.host_keys)} pinned" if pinned else "none pinned (hostKeys)"
-        fix = None if pinned else f"add `ssh-keyscan {host.address}` lines (verified) to the host's hostKeys"
+        pin = None if pinned else f"add `ssh-keyscan {host.address}` lines (verified) to the host's hostKeys"
         out.append(
             Check(
                 check=f"host key {host.address}",
                 ok=pinned or src.allow_unpinned_host_keys,
                 detail=detail,
-                fix=fix,
+                fix=pin,
             )
         )
     return out
