@@ -96,6 +96,25 @@ def up(stack: str, on_output: Callable[[str], None]) -> dict[str, StackOutput]:
     return {k: StackOutput(v.value, v.secret) for k, v in result.outputs.items()}
 
 
+def check_secrets(stack: str) -> None:
+    """The stack's own `flashfleet:hfToken` and `flashfleet:apiKey` meet the secret rule
+    (BringupInputError, one line) before `up` previews or creates anything: refused here, the
+    program's own check would only fail the update. Decrypted in memory, never printed."""
+    st = select(stack)  # says a missing CLI before the SDK loads
+    from pulumi import automation as auto
+
+    from flashfleet.bringup.secret_env import check_secret
+    from flashfleet.stack.files import API_KEY_KEY, HF_TOKEN_KEY
+
+    try:
+        config = st.get_all_config()
+    except auto.CommandError as err:
+        raise StackError(f"config of {stack}: {_last_line(str(err))}") from None
+    for key in (HF_TOKEN_KEY, API_KEY_KEY):
+        if key in config:
+            check_secret(key, config[key].value)
+
+
 def preview(stack: str, on_output: Callable[[str], None]) -> None:
     """`pulumi preview`: what `up` would create, change or delete, changing nothing."""
     st = select(stack)  # says a missing CLI before the SDK loads
