@@ -60,8 +60,14 @@ def project_dir() -> Path:
 
 
 def _last_line(text: str) -> str:
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    return lines[-1] if lines else "no message"
+    """The last `error:` line of a failed command's output (the program's own error is in the
+    stdout's diagnostics when the engine bails with an empty stderr), else its last line."""
+    lines = [
+        ln.strip() for ln in text.splitlines() if ln.strip() and ln.strip() not in ("stdout:", "stderr:")
+    ]
+    errors = [ln for ln in lines if "error:" in ln]
+    pick = errors or lines
+    return pick[-1] if pick else "no message"
 
 
 def select(stack: str) -> Stack:

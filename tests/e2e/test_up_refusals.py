@@ -89,3 +89,36 @@ def test_a_safe_stack_secret_passes_the_check(project: Path, monkeypatch: pytest
     for k, v in pulumi_env(project.parent, project).items():
         monkeypatch.setenv(k, v)
     stackops.check_secrets(STACK)  # raises BringupInputError on a refusal
+
+
+def test_a_program_error_is_reported_once_by_the_engine(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The program refuses the stack (a token for unpinned hosts) with a RunError: the language
+    # host has logged it, so the engine must not print it again as "an unhandled error occurred".
+    from flashfleet.bringup import stackops
+
+    path = stack_path(STACK, project / "stacks")
+    doc = yaml.safe_load(path.read_text())
+    del doc["config"]["flashfleet:stack"]["nodes"]["source"]["allowUnpinnedHostKeys"]
+    path.write_text(yaml.safe_dump(doc))
+    assert run(project, "pulumi", "stack", "init", STACK, "--non-interactive").returncode == 0
+    token = "hf_x7Kq2LmP9vR4tW8yZ1bN3cD5fG6hJ0aS"
+    assert (
+        run(
+            project, "pulumi", "config", "set", "--secret", "flashfleet:hfToken", token, "--stack", STACK
+        ).returncode
+        == 0
+    )
+    done = run(project, "pulumi", "preview", "--stack", STACK, "--non-interactive")
+    out = done.stdout + done.stderr
+    assert done.returncode != 0, out
+    assert "an unhandled error occurred" not in out, out
+    diagnostics = out[out.index("Diagnostics:") :]
+    assert diagnostics.count("[rule: host-key-unpinned]") == 1, diagnostics
+    assert "Traceback" not in out, out
+    # ...and `flashfleet up`'s one line still names the program's error, not an empty stderr.
+    for k, v in pulumi_env(project.parent, project).items():
+        monkeypatch.setenv(k, v)
+    with pytest.raises(stackops.StackError, match=r"\[rule: host-key-unpinned\]"):
+        stackops.preview(STACK, lambda _line: None)
