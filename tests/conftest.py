@@ -88,6 +88,7 @@ SLOW_PATHS = {
     "contracts/test_sglang_flags_current.py": ("oracle",),
     "contracts/test_sglang_oracle.py": ("oracle",),
     "e2e": ("hosts", "pulumi_engine"),
+    "e2e/test_up_refusals.py": ("pulumi_engine",),  # no host: refused before the preview
     "engine": ("hosts", "docker"),
     "hosts/test_harness.py": ("hosts",),
     "mooncake": ("hosts",),

@@ -61,8 +61,14 @@ def project_dir() -> Path:
 
 
 def _last_line(text: str) -> str:
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    return lines[-1] if lines else "no message"
+    """The last `error:` line of a failed command's output (the program's own error is in the
+    stdout's diagnostics when the engine bails with an empty stderr), else its last line."""
+    lines = [
+        ln.strip() for ln in text.splitlines() if ln.strip() and ln.strip() not in ("stdout:", "stderr:")
+    ]
+    errors = [ln for ln in lines if "error:" in ln]
+    pick = errors or lines
+    return pick[-1] if pick else "no message"
 
 
 def select(stack: str) -> Stack:
@@ -95,6 +101,25 @@ def up(stack: str, on_output: Callable[[str], None]) -> dict[str, StackOutput]:
     except auto.CommandError as err:
         raise StackError(f"pulumi up {stack}: {_last_line(str(err))}") from None
     return {k: StackOutput(v.value, v.secret) for k, v in result.outputs.items()}
+
+
+def check_secrets(stack: str) -> None:
+    """The stack's own `flashfleet:hfToken` and `flashfleet:apiKey` meet the secret rule
+    (BringupInputError, one line) before `up` previews or creates anything: refused here, the
+    program's own check would only fail the update. Decrypted in memory, never printed."""
+    st = select(stack)  # says a missing CLI before the SDK loads
+    from pulumi import automation as auto
+
+    from flashfleet.bringup.secret_env import check_secret
+    from flashfleet.stack.files import API_KEY_KEY, HF_TOKEN_KEY
+
+    try:
+        config = st.get_all_config()
+    except auto.CommandError as err:
+        raise StackError(f"config of {stack}: {_last_line(str(err))}") from None
+    for key in (HF_TOKEN_KEY, API_KEY_KEY):
+        if key in config:
+            check_secret(key, config[key].value)
 
 
 def preview(stack: str, on_output: Callable[[str], None]) -> None:

@@ -84,8 +84,8 @@ def run(args: argparse.Namespace) -> int:
     from flashfleet.stack import StackError
 
     try:
-        # The program's runs inherit the caller's secrets; the stack's own are checked by the
-        # Pulumi program, before any resource.
+        # The program's runs inherit the caller's secrets; the stack's own are checked below
+        # (and again by the Pulumi program, before any resource).
         check_env_secrets()
         # The stack files of the Pulumi project `up` drives (FLASHFLEET_PULUMI_PROJECT or this checkout).
         b = load_stack(args.stack, stackops.project_dir() / "stacks")
@@ -96,6 +96,10 @@ def run(args: argparse.Namespace) -> int:
     if not stackops.cli_available():
         raise UsageError(stackops.NO_CLI)
     can_ask(yes=args.yes)
+    try:  # the stack's own secrets: refused here (exit 2), not by the program mid-update (exit 1)
+        stackops.check_secrets(args.stack)
+    except (stackops.PulumiUnavailable, stackops.StackError, BringupInputError) as err:
+        raise UsageError(str(err)) from None  # an unreadable config (wrong passphrase) as status says it
     recipe = f"{data['hardware']} / {data['strategy']} / {data['topology']}, {data['badge']}"
     print(f"flashfleet up {args.stack}: {recipe}")
     print("\n".join(phases(data)))

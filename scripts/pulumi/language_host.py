@@ -41,7 +41,14 @@ class ProjectLanguageServer(LanguageServer):
         sys.path.insert(0, str(directory))
         sys.argv = [str(directory / entry), *request.args[1:]]
         self.program = lambda: runpy.run_path(str(directory / entry), run_name="__main__")
-        return super().Run(request, context)
+        result = super().Run(request, context)
+        if result.error:
+            # The SDK's server has already logged the error (pulumi.log.error) before returning it;
+            # returned as `error` too, the engine would print it a second time as "an unhandled
+            # error occurred: ...". `bail` (RunResponse) says: reported, stop, print nothing more,
+            # as upstream's host answers for a RunError.
+            return language_pb2.RunResponse(bail=True)
+        return result
 
     def GetPluginInfo(self, request: Any, context: Any) -> Any:
         from importlib.metadata import version

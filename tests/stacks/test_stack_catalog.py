@@ -168,3 +168,49 @@ def test_a_zone_outside_the_stacks_region_is_refused(
     assert "nodes.source.network.availabilityZone" in err
     assert f"{zone} is not a zone of the stack's region us-east-2" in err
     assert "[rule: zone-in-region]" in err
+
+
+def _instance_type(kind: str) -> Any:
+    def change(doc: dict[str, Any]) -> None:
+        doc["config"]["flashfleet:stack"]["nodes"]["source"]["instanceType"] = kind
+
+    return change
+
+
+def test_a_p5e_stack_validates_and_plans_eight_h200s_at_an_unknown_price(
+    write_stack: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stacks = write_stack("h200-lowlat", _instance_type("p5e.48xlarge"))
+    assert main(["validate", "broken", "--stacks-dir", str(stacks)]) == 0
+    capsys.readouterr()
+    assert main(["plan", "broken", "--stacks-dir", str(stacks), "--format", "json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["source"]["instance_type"] == "p5e.48xlarge"
+    assert (plan["source"]["arch"], plan["source"]["efa_network_cards"]) == ("x86_64", 32)
+    [node] = plan["nodes"]
+    assert (node["instance_type"], node["gpu_count"]) == ("p5e.48xlarge", 8)
+    assert plan["hardware"] == "h200"
+    # no public on-demand price: unknown, not p5en's
+    assert (plan["hourly_cost_usd"], plan["price_source"]) == (None, None)
+    p5e = instance_catalog()["p5e.48xlarge"]
+    assert "price_usd_per_hour" in p5e.unknown
+    assert main(["plan", "broken", "--stacks-dir", str(stacks)]) == 0
+    [cost] = [ln for ln in capsys.readouterr().out.splitlines() if ln.strip().startswith("cost ")]
+    assert "unknown" in cost, cost
+
+
+def test_a_stack_without_an_instance_type_still_gets_p5en() -> None:
+    b = load_stack("h200-lowlat")
+    assert b.instance is not None
+    assert b.instance.name == "p5en.48xlarge"
+
+
+def test_an_instance_type_not_in_the_catalog_is_still_refused(
+    write_stack: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stacks = write_stack("h200-lowlat", _instance_type("p5x.48xlarge"))
+    assert main(["validate", "broken", "--stacks-dir", str(stacks)]) == 2
+    err = capsys.readouterr().err
+    assert "nodes.source.instanceType" in err
+    assert "'p5x.48xlarge' is not in the instance catalog" in err
+    assert "p5e.48xlarge" in err  # the known types are named
