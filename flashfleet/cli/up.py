@@ -6,6 +6,8 @@ terminal to ask on and without `--yes` it refuses (exit 2) before touching anyth
 
 A stack on a Capacity Block or reservation is checked first (`--wait` waits for its start).
 
+`--preview` stops after the preview (exit 0, or 1 when the preview fails): nothing is created.
+
 Exit status: 0 ok, 1 the update failed, 2 bad input, no Pulumi CLI, unusable capacity, or not
 confirmed.
 """
@@ -26,6 +28,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("up", help="bring the stack up: nodes, preparation, serving, smoke checks")
     add_stack(p, "stack name (stacks/Pulumi.STACK.yaml)")
     p.add_argument("--yes", action="store_true", help="do not ask (scripts); the preview is still shown")
+    p.add_argument(
+        "--preview", action="store_true",
+        help="show the phases and Pulumi's preview, then stop: nothing is created or changed",
+    )  # fmt: skip
     p.add_argument(
         "--wait",
         action="store_true",
@@ -95,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     preflight(args.stack, b, args.wait)  # read-only: capacity that cannot serve is refused first
     if not stackops.cli_available():
         raise UsageError(stackops.NO_CLI)
-    can_ask(yes=args.yes)
+    can_ask(yes=args.yes or args.preview)  # a preview asks nothing
     try:  # the stack's own secrets: refused here (exit 2), not by the program mid-update (exit 1)
         stackops.check_secrets(args.stack)
     except (stackops.PulumiUnavailable, stackops.StackError, BringupInputError) as err:
@@ -106,6 +112,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         print("pulumi preview:")
         stackops.preview(args.stack, _print)
+        if args.preview:
+            print(f"flashfleet up {args.stack}: preview only, nothing created or changed")
+            return 0
         confirm(f"bring {args.stack} up as previewed?", yes=args.yes)
         outs = stackops.up(args.stack, _print)
     except (stackops.PulumiUnavailable, stackops.UnknownStack) as err:

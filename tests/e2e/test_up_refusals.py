@@ -122,3 +122,24 @@ def test_a_program_error_is_reported_once_by_the_engine(
         monkeypatch.setenv(k, v)
     with pytest.raises(stackops.StackError, match=r"\[rule: host-key-unpinned\]"):
         stackops.preview(STACK, lambda _line: None)
+
+
+def test_up_preview_shows_the_plan_and_creates_nothing(project: Path) -> None:
+    # No terminal and no --yes: a preview asks nothing, so it is not refused as `up` would be.
+    assert run(project, "pulumi", "stack", "init", STACK, "--non-interactive").returncode == 0
+    exe = Path(sys.executable).with_name("flashfleet")
+    done = run(project, str(exe), "up", STACK, "--preview")
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert "pulumi preview:" in done.stdout, done.stdout
+    assert "bringup" in done.stdout, done.stdout  # the resource it would create
+    assert done.stdout.rstrip().endswith(f"flashfleet up {STACK}: preview only, nothing created or changed")
+    exported = json.loads(run(project, "pulumi", "stack", "export", "--stack", STACK).stdout)
+    assert not exported["deployment"].get("resources"), exported
+    # the same stack refused by the program: the preview fails and `up --preview` says so, exit 1
+    path = stack_path(STACK, project / "stacks")
+    doc = yaml.safe_load(path.read_text())
+    doc["config"]["flashfleet:stack"]["nodes"]["source"]["hosts"][0]["gpus"]["count"] = 3
+    path.write_text(yaml.safe_dump(doc))
+    refused = run(project, str(exe), "up", STACK, "--preview")
+    assert refused.returncode in (1, 2), (refused.stdout, refused.stderr)
+    assert "preview only" not in refused.stdout
