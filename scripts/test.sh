@@ -10,7 +10,7 @@
 # `scripts/test.sh --fast [PYTEST ARGS]`: the fast tier, for iterating: lint, type checks and
 # every test not marked slow (no test host, Docker engine, Pulumi engine, parser oracle or
 # ansible-runner run; tests/conftest.py fails a test that reaches for one unmarked). No set-up
-# beyond `uv sync`.
+# beyond `uv sync`. Pytest runs on two workers there (`-n 0` in PYTEST ARGS runs it in one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export UV_COMPILE_BYTECODE=1
@@ -36,7 +36,9 @@ if [ "${1:-}" = --fast ]; then
   lint
   echo "== lint took $((SECONDS - started)) s"
   echo "== pytest, fast tier (-m 'not slow')"
-  exec uv run --frozen --group dev pytest -m "not slow" --durations=10 "$@"
+  # two workers (pytest-xdist): the fast tier is CPU-bound in-process work and short subprocesses;
+  # every test keeps to its own tmp_path and port-0 servers, so order and sharing do not matter
+  exec uv run --frozen --group dev pytest -m "not slow" -n 2 --durations=10 "$@"
 fi
 
 mkdir -p .tools

@@ -7,8 +7,8 @@ and by `flashfleet configure -e`, with exit 2 and one line naming the variable a
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
