@@ -10,7 +10,7 @@
 # `scripts/test.sh --fast [PYTEST ARGS]`: the fast tier, for iterating: lint, type checks and
 # every test not marked slow (no test host, Docker engine, Pulumi engine, parser oracle or
 # ansible-runner run; tests/conftest.py fails a test that reaches for one unmarked). No set-up
-# beyond `uv sync`.
+# beyond `uv sync`. Pytest runs on two workers there (`-n 0` in PYTEST ARGS runs it in one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export UV_COMPILE_BYTECODE=1
@@ -18,25 +18,53 @@ export UV_COMPILE_BYTECODE=1
 ensure_uv .
 uv sync --frozen --group dev --quiet
 
-lint() {
+python_lint() {
   echo "== ruff"
   uv run --frozen --group dev ruff check .
   uv run --frozen --group dev ruff format --check .
   echo "== mypy"
   uv run --frozen --group dev mypy
-  if [ -d roles ] && ls roles/*/tasks >/dev/null 2>&1; then
+}
+
+has_roles() { [ -d roles ] && ls roles/*/tasks >/dev/null 2>&1; }
+ansible_lint() { uv run --frozen --group dev ansible-lint --offline --profile production roles playbooks; }
+
+lint() {
+  python_lint
+  if has_roles; then
     echo "== ansible-lint"
-    uv run --frozen --group dev ansible-lint --offline --profile production roles playbooks
+    ansible_lint
   fi
 }
 
 if [ "${1:-}" = --fast ]; then
   shift
   started=$SECONDS
-  lint
-  echo "== lint took $((SECONDS - started)) s"
+  python_lint
+  echo "== ruff and mypy took $((SECONDS - started)) s"
+  # ansible-lint (~40 s, mostly one `ansible-playbook --syntax-check` per playbook) runs beside
+  # pytest rather than before it; its output follows pytest's, and either failing fails the tier
+  lint_log=$(mktemp)
+  trap 'rm -f "$lint_log"' EXIT
+  lint_pid=
+  if has_roles; then
+    ansible_lint >"$lint_log" 2>&1 &
+    lint_pid=$!
+  fi
   echo "== pytest, fast tier (-m 'not slow')"
-  exec uv run --frozen --group dev pytest -m "not slow" --durations=10 "$@"
+  # two workers (pytest-xdist): the fast tier is CPU-bound in-process work and short subprocesses;
+  # every test keeps to its own tmp_path and port-0 servers, so order and sharing do not matter
+  rc=0
+  uv run --frozen --group dev pytest -m "not slow" -n 2 --durations=10 "$@" || rc=$?
+  if [ -n "$lint_pid" ]; then
+    echo "== ansible-lint (ran beside pytest)"
+    lint_rc=0
+    wait "$lint_pid" || lint_rc=$?
+    cat "$lint_log"
+    [ "$lint_rc" -eq 0 ] || rc=$lint_rc
+  fi
+  echo "== fast tier took $((SECONDS - started)) s"
+  exit "$rc"
 fi
 
 mkdir -p .tools

@@ -7,6 +7,7 @@ and by `flashfleet configure -e`, with exit 2 and one line naming the variable a
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -86,17 +87,28 @@ def test_validate_accepts_a_sites_documented_mirrors(tmp_path: Path, capsys: Any
     assert rc == 0, err
 
 
+@pytest.fixture(scope="module")
+def check_host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProviderHost]:
+    """One provider process for every Check below: Check keeps no state between calls, and a
+    process per case (start, then the first Check's imports) cost ~2 s each."""
+    host = ProviderHost(tmp_path_factory.mktemp("provider"))
+    try:
+        yield host
+    finally:
+        host.close()
+
+
 @pytest.mark.parametrize(("name", "value", "rule"), ATTACKS, ids=IDS)
 def test_the_provider_check_refuses_through_the_engines_round_trip(
     tmp_path: Path,
-    provider_host: ProviderHost,
+    check_host: ProviderHost,
     two_local_nodes: dict[str, Any],
     name: str,
     value: Any,
     rule: str,
 ) -> None:
-    news = provider_host._props(resource_inputs(tmp_path, two_local_nodes, REPO, extravars={name: value}))
-    resp = provider_host.stub.Check(proto.CheckRequest(urn=URN, olds=news, news=news))
+    news = check_host._props(resource_inputs(tmp_path, two_local_nodes, REPO, extravars={name: value}))
+    resp = check_host.stub.Check(proto.CheckRequest(urn=URN, olds=news, news=news))
     assert [f.property for f in resp.failures] == ["extravars"]
     reason = resp.failures[0].reason
     assert reason.startswith(f"{ROLE_VARS}.{name}: "), reason
