@@ -16,7 +16,10 @@ def test_readme_option_table_matches_the_code(capsys):
 
 def test_readme_setup_installs_lean_and_puts_flashfleet_on_path():
     text = README.read_text()
-    assert "uv sync --frozen && . .venv/bin/activate && flashfleet plan gb300-lowlat" in text
+    assert "$ scripts/install.sh && . .venv/bin/activate && flashfleet plan gb300-lowlat" in text
+    install = (README.parent / "scripts" / "install.sh").read_text()
+    assert "uv sync --frozen --quiet" in install  # the locked dependencies, no dev group
+    assert "--group" not in install
     # a user's sync leaves the dev group out; the tests install it
     pyproject = tomllib.loads((README.parent / "pyproject.toml").read_text())
     assert pyproject["tool"]["uv"]["default-groups"] == []
