@@ -39,6 +39,7 @@ REFUSALS = {
     "refused: status, no Pulumi CLI and no run": ["status", "gb300-lowlat", "--runs-dir", "/nonexistent"],
     "refused: timeline, no run directory": ["timeline", "/nonexistent"],
     "refused: bench, no endpoint": ["bench", "gb300-lowlat"],
+    "refused: manifest, not a kubernetes stack": ["manifest", "gb300-lowlat"],
     "refused: logs, no lines": ["logs", "mi355x-agentx", "--lines", "0"],
     "refused: check, missing stack file": ["check", "Pulumi.nothere.yaml"],
     "refused: down, no terminal and no --yes": ["down", "mi355x-agentx", "--inventory", "/nonexistent"],

@@ -28,6 +28,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "options": ("options", "list the recipe options, their values and defaults"),
     "size": ("size", "size the KV and KDA state pools from a boot log"),
     "plan": ("plan", "the whole bring-up of a stack, offline: nodes, docker commands, Mooncake, cost"),
+    "manifest": (
+        "manifest",
+        "the Kubernetes objects of a Kubernetes stack, as YAML (as helm template prints them)",
+    ),
     "validate": ("validate", "check every stack file (or those named); a refusal names the YAML path"),
     "inventory": ("inventory", "the Ansible inventory of a stack's existing hosts (YAML or JSON)"),
     "bench": ("bench", "benchmark a stack's endpoint with a workload profile; --destroy tears it down"),

@@ -170,6 +170,8 @@ CASES: list[tuple[str, Callable[[F], list[str]], str]] = [
     ("configure", lambda f: ["configure", "mi355x-lowlat", "--inventory", str(f["utf16"])], "not UTF-8 text (byte 0xff"),
     ("configure", lambda f: ["configure", "mi355x-lowlat", "--inventory", str(f["ordinary"])], "has no flashfleet_* facts"),
     ("configure", lambda f: ["configure", "mi355x-lowlat", "--inventory", str(f["ordinary"]), "-e", "not a var"], "--extra-var wants NAME=VALUE"),
+    ("manifest", lambda f: ["manifest", "h200-lowlat"], "nodes.source.kind: manifest prints a kubernetes"),
+    ("manifest", lambda f: ["manifest", "mi355x-k8s", "--format", "text"], "invalid choice: 'text'"),
     ("ls", lambda f: ["ls", "--format", "yaml"], "invalid choice: 'yaml'"),
     ("ls", lambda f: ["ls", "--all"], "unrecognized arguments: --all"),
     ("logs", lambda f: ["logs", "mi355x-lowlat", "--lines", "-5"], "--lines -5: must be at least 1"),
