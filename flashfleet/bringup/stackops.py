@@ -200,20 +200,21 @@ def summaries() -> dict[str, int | None]:
     return {s.name: s.resource_count for s in listed}
 
 
-def live_since(stack: str) -> datetime | None:
-    """When the stack's resources came to be: the start of the first successful update after its
-    last successful destroy (None: no such update on record)."""
-    st = select(stack)
+def live_state(stack: str) -> tuple[dict[str, StackOutput], datetime | None]:
+    """The stack's outputs, and when its resources came to be: the start of the first successful
+    update after its last successful destroy (None: no such update on record). One selection."""
+    st = select(stack)  # says a missing CLI before the SDK loads
     from pulumi import automation as auto
 
     try:
+        outs = {k: StackOutput(v.value, v.secret) for k, v in st.outputs().items()}
         history = st.history(show_secrets=False)  # newest first
     except auto.CommandError as err:
-        raise StackError(f"history of {stack}: {_last_line(str(err))}") from None
+        raise StackError(f"state of {stack}: {_last_line(str(err))}") from None
     since = None
     for h in history:
         if h.kind == "destroy" and h.result == "succeeded":
             break
         if h.kind == "update" and h.result == "succeeded":
             since = h.start_time
-    return since
+    return outs, since

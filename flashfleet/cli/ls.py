@@ -62,8 +62,7 @@ def _live(row: StackRow, resources: int | None, now: datetime) -> StackRow:
 
     if not resources:
         return row.model_copy(update={"state": "empty" if resources == 0 else "unknown"})
-    outs = stackops.outputs(row.stack)
-    since = stackops.live_since(row.stack)
+    outs, since = stackops.live_state(row.stack)  # one stack selection for both
     update: dict[str, object] = {"state": f"up ({resources} resources)"}
     for key, field in ((outputs.ENDPOINT, "endpoint"), (outputs.EXPIRES_AT, "expires_at")):
         if key in outs and not outs[key].secret:
