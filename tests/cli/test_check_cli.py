@@ -217,3 +217,27 @@ def test_the_fast_tier_guard_still_refuses_a_pulumi_not_written_by_the_test() ->
             subprocess.run([str(exe), "version"], check=False)
     finally:
         shutil.rmtree(outside)
+
+
+def test_online_asks_sts_who_the_credentials_are(
+    env: Path, moto_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_url)  # moto's STS on loopback
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    stack = ["gb300-lowlat", "--stacks-dir", str(DEFAULT_STACKS_DIR)]
+    rc, checks = _checks(stack, capsys)
+    assert "aws identity" not in checks  # offline by default: no call leaves the machine
+    rc, checks = _checks([*stack, "--online"], capsys)
+    assert rc == 0, checks
+    assert checks["aws identity"]["ok"]
+    assert str(checks["aws identity"]["detail"]).startswith("arn:aws:")
+    # an STS that does not answer fails the check with botocore's own reason, and the command
+    with socket.create_server(("127.0.0.1", 0)) as closed:
+        port = closed.getsockname()[1]
+    monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    rc, checks = _checks([*stack, "--online"], capsys)
+    assert rc == 1
+    assert not checks["aws identity"]["ok"]
+    assert "Could not connect" in str(checks["aws identity"]["detail"])
+    assert checks["aws identity"]["fix"]
