@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh Debian/Ubuntu machine: installs what the tests need
-# (scripts/setup.d/*.sh, in order), lints, type-checks, then runs pytest.
+# (scripts/setup.d/*.sh), lints, type-checks, then runs pytest in tiers.
 #
-# The Pulumi engine (40-pulumi.sh, a Go build of ~15 min on a cold 2-core machine) is needed
-# only by tests/e2e: it builds in the background, at low priority, while the rest of the suite
-# runs, and tests/e2e runs last, once it is built. With arguments, pytest gets exactly those
-# (after the build, so that tests/e2e can be named).
+# Set-up runs in three background lanes from the start: the Pulumi engine (40-pulumi.sh, a Go
+# build of ~12 min on a cold 2-core machine, at low priority; only tests/e2e needs it), the
+# parser oracle (10-sglang-oracle.sh) and the test hosts' steps in order. Lint and the fast tier
+# run meanwhile; then the slow tier (once hosts and oracle are ready), then tests/e2e (once the
+# engine is built), each on two pytest-xdist workers. With arguments, pytest gets exactly those,
+# after all set-up (so that tests/e2e can be named).
 #
 # `scripts/test.sh --fast [PYTEST ARGS]`: the fast tier, for iterating: lint, type checks and
 # every test not marked slow (no test host, Docker engine, Pulumi engine, parser oracle or
@@ -68,38 +70,75 @@ if [ "${1:-}" = --fast ]; then
 fi
 
 mkdir -p .tools
-engine_log=.tools/40-pulumi.log
-engine_started=$SECONDS
-echo "== setup: 40-pulumi.sh (background, log: $engine_log)"
-nice -n 19 bash scripts/setup.d/40-pulumi.sh >"$engine_log" 2>&1 &
-engine_pid=$!
-wait_for_engine() {
-  local rc=0
-  wait "$engine_pid" || rc=$?
-  cat "$engine_log"
-  # its own build time is in the log above; this is how long after its start it was waited for
-  echo "== setup: 40-pulumi.sh ready $((SECONDS - engine_started)) s after it started (rc $rc)"
+# Three lanes start at once: the Pulumi engine build (CPU, at low priority), the parser oracle
+# (downloads) and the test hosts' chain (apt, debootstrap; its steps share apt's lock, so they
+# run in order). Lint and the fast tier, which need none of them, run in the foreground meanwhile.
+declare -A lane_pid lane_started
+start_lane() {  # NAME NICENESS STEP...: the steps in order, in the background, in .tools/NAME.log
+  local name=$1 niceness=$2
+  shift 2
+  echo "== setup: ${*##*/} (background, log: .tools/$name.log)"
+  lane_started[$name]=$SECONDS
+  (
+    for step in "$@"; do
+      echo "== setup: ${step##*/}"
+      started=$SECONDS
+      nice -n "$niceness" bash "$step"
+      echo "== setup: ${step##*/} took $((SECONDS - started)) s"
+    done
+  ) >".tools/$name.log" 2>&1 &
+  lane_pid[$name]=$!
+}
+wait_lane() {  # NAME: waits for it, prints its log, fails the run if it failed
+  local name=$1 rc=0
+  wait "${lane_pid[$name]}" || rc=$?
+  cat ".tools/$name.log"
+  # each step's own time is in its log above; this is how long after its start it was waited for
+  echo "== setup: lane $name ready $((SECONDS - ${lane_started[$name]})) s after it started (rc $rc)"
   return "$rc"
 }
 
+engine_steps=() oracle_steps=() host_steps=()
 for step in scripts/setup.d/*.sh; do
   [ -e "$step" ] || continue
-  [ "${step##*/}" = 40-pulumi.sh ] && continue
-  echo "== setup: ${step##*/}"
-  started=$SECONDS
-  bash "$step"
-  echo "== setup: ${step##*/} took $((SECONDS - started)) s"
+  case "${step##*/}" in
+    40-pulumi.sh) engine_steps+=("$step") ;;
+    10-sglang-oracle.sh) oracle_steps+=("$step") ;;
+    *) host_steps+=("$step") ;;
+  esac
 done
-lint
+[ "${#engine_steps[@]}" -eq 0 ] || start_lane engine 19 "${engine_steps[@]}"
+[ "${#oracle_steps[@]}" -eq 0 ] || start_lane oracle 0 "${oracle_steps[@]}"
+[ "${#host_steps[@]}" -eq 0 ] || start_lane hosts 0 "${host_steps[@]}"
+wait_setup() { for name in oracle hosts; do [ -z "${lane_pid[$name]:-}" ] || wait_lane "$name"; done; }
+wait_engine() { [ -z "${lane_pid[engine]:-}" ] || wait_lane engine; }
+
 if [ "$#" -gt 0 ]; then
-  wait_for_engine
+  wait_setup
+  wait_engine
+  lint
   echo "== pytest $*"
   exec uv run --frozen --group dev pytest "$@"
 fi
-echo "== pytest (all but tests/e2e)"
+started=$SECONDS
+lint
+echo "== lint took $((SECONDS - started)) s"
 rc=0
-uv run --frozen --group dev pytest --ignore=tests/e2e --durations=25 || rc=$?
-wait_for_engine
-echo "== pytest tests/e2e (the real Pulumi engine)"
-uv run --frozen --group dev pytest tests/e2e || rc=$?
+started=$SECONDS
+echo "== pytest, fast tier (-m 'not slow', 2 workers; needs no set-up)"
+uv run --frozen --group dev pytest -m "not slow" -n 2 --durations=10 || rc=$?
+echo "== fast tier took $((SECONDS - started)) s"
+wait_setup
+# two workers: a slow test mostly waits (on hosts booting, apt, ansible's SSH round trips, a
+# server loading), so two overlap well on two cores. `--dist loadscope` keeps each folder's
+# session-wide hosts, and each module's hosts, on one worker (tests/conftest.py: xdist_scope).
+started=$SECONDS
+echo "== pytest, slow tier but tests/e2e (2 workers)"
+uv run --frozen --group dev pytest -m slow --ignore=tests/e2e -n 2 --dist loadscope --durations=25 || rc=$?
+echo "== slow tier took $((SECONDS - started)) s"
+wait_engine
+started=$SECONDS
+echo "== pytest tests/e2e (the real Pulumi engine; 2 workers)"
+uv run --frozen --group dev pytest tests/e2e -n 2 --dist loadscope --durations=10 || rc=$?
+echo "== e2e took $((SECONDS - started)) s"
 exit "$rc"

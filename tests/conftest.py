@@ -110,6 +110,34 @@ SLOW_PATHS = {
 TESTS = Path(__file__).parent
 
 
+# Folders whose slow tests share one session-wide set of test hosts: under pytest-xdist's
+# `--dist loadscope` each stays on one worker, so its hosts boot once; every other module is a
+# scope of its own (its module-scoped hosts boot once). The scheduler below decides it from the
+# test's path: xdist's `loadgroup` marks are silently ignored on pytest 9.2, whose nodeids no
+# longer take the suffix it adds (github.com/pytest-dev/pytest-xdist/issues/1386).
+SESSION_HOST_FOLDERS = ("roles", "engine")
+
+
+def xdist_scope(nodeid: str) -> str:
+    """The scheduling scope of a test: its folder under tests/ for SESSION_HOST_FOLDERS, else its
+    module."""
+    module = nodeid.split("::", 1)[0].removeprefix("tests/")
+    folder = module.split("/", 1)[0]
+    return folder if folder in SESSION_HOST_FOLDERS else module
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getoption("dist") != "loadscope":
+        return None  # `-n 2` alone (the fast tier) spreads single tests, as xdist does
+    from xdist.scheduler import LoadScopeScheduling
+
+    class HostScopes(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return xdist_scope(nodeid)
+
+    return HostScopes(config, log)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         rel = Path(item.path).relative_to(TESTS).as_posix()

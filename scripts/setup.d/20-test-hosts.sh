@@ -19,6 +19,19 @@ if ((${#need_apt[@]})); then
   retry apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
 fi
 
+# Every booted host's systemd, journald, logind and dockerd each take inotify instances of the
+# machine's one per-user budget (root's, as nspawn runs them): at the kernel default of 128, two
+# test workers' hosts exhaust it and the next host's systemd exits at boot ("Failed to allocate
+# manager object: Too many open files"). Raised here, never lowered (kind's known-issues
+# page raises the same two limits for many nodes on one machine).
+raise_sysctl() {
+  local key=$1 want=$2 have
+  have=$(sysctl -n "$key")
+  if [ "$have" -lt "$want" ]; then sysctl -qw "$key=$want"; echo "$key: $have -> $want"; fi
+}
+raise_sysctl fs.inotify.max_user_instances 8192
+raise_sysctl fs.inotify.max_user_watches 524288
+
 # The base rootfs: what every test host boots (real systemd + sshd + python3 for Ansible).
 cache="${FLASHFLEET_TEST_HOSTS_CACHE:-/var/cache/flashfleet/test-hosts}"
 base="$cache/base-bookworm"

@@ -4,7 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 TIMINGS: dict[str, float] = {}
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    # under pytest-xdist each worker hands its steps to the controller, which prints them all
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output["e2e_timings"] = dict(TIMINGS)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    TIMINGS.update(getattr(node, "workeroutput", {}).get("e2e_timings", {}))
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

@@ -8,25 +8,20 @@ and restarts the unit with the new argv, then `flashfleet down` with one host go
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import shutil
 import signal
 import tempfile
-import threading
 import urllib.request
 from collections.abc import Iterator
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from hosts import standin_images
-from hosts.aptrepo import AptRepository
-from hosts.harness import CACHE, HostPool, HostSpec
-from roles.conftest import TOKEN, _hub, _QuietHandler
+from hosts.harness import HostSpec
+from roles.conftest import TOKEN, open_lab
 from roles.hardware import H200, NVIDIA_DEVICES
 from roles.test_preflight import SMALL_SIZES
 
@@ -44,45 +39,35 @@ NEW_NAME = "e2e-renamed-model"
 
 @pytest.fixture(scope="module")
 def engine() -> Iterator[Engine]:
+    # the role tests' lab (hosts, signed vendor repository, wheels, Hub), with the serving
+    # container replaced at the container boundary; the Pulumi project and state beside it
     workdir = Path(tempfile.mkdtemp(prefix="flashfleet-e2e-", dir="/var/tmp"))
-    pool = HostPool(workdir / "hosts")
-    server: ThreadingHTTPServer | None = None
-    hub = _hub()
+    eng: Engine | None = None
     try:
-        repo = AptRepository(workdir / "www", workdir / "gnupg")
-        repo.build()
-        shutil.copytree(CACHE / "wheels", workdir / "www/wheels")
-        handler = functools.partial(_QuietHandler, directory=str(workdir / "www"))
-        server = ThreadingHTTPServer((pool.gateway, 0), handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        base = f"http://{pool.gateway}:{server.server_address[1]}"
-        pool.start([HostSpec(h, H200, NVIDIA_DEVICES) for h in HOSTS])
-        for host in pool.hosts.values():
-            standin_images.write(host.root / "etc/flashfleet-test")
-            install_fake_docker(host.root)
-        role_vars = {
-            "nvidia_driver_repo_url": f"{base}/cuda/repos",
-            "container_runtime_docker_repo_url": f"{base}/docker/linux",
-            "container_runtime_nvidia_repo_url": f"{base}/libnvidia-container",
-            "model_weights_hf_endpoint": hub.start(pool.gateway),
-            "model_weights_pip_find_links": f"{base}/wheels/",
-            "model_weights_pip_trusted_host": pool.gateway,
-            "sglang_serve_docker": FAKE_DOCKER,
-            "sglang_serve_ready_timeout_s": 60,
-            "sglang_serve_ready_poll_s": 1,
-            **SMALL_SIZES,
-        }
-        eng = Engine(workdir, pool, role_vars)
-        eng.write_project([pool.hosts[h].address for h in HOSTS], {})
-        eng.run("pulumi", "stack", "init", eng.stack, "--non-interactive")
-        eng.pulumi("config", "set", "--secret", "flashfleet:hfToken", TOKEN)
-        yield eng
+        with open_lab([HostSpec(h, H200, NVIDIA_DEVICES) for h in HOSTS]) as lab:
+            pool, base = lab.pool, lab.base_url
+            for host in pool.hosts.values():
+                install_fake_docker(host.root)
+            role_vars = {
+                "nvidia_driver_repo_url": f"{base}/cuda/repos",
+                "container_runtime_docker_repo_url": f"{base}/docker/linux",
+                "container_runtime_nvidia_repo_url": f"{base}/libnvidia-container",
+                "model_weights_hf_endpoint": lab.hub_url,
+                "model_weights_pip_find_links": f"{base}/wheels/",
+                "model_weights_pip_trusted_host": pool.gateway,
+                "sglang_serve_docker": FAKE_DOCKER,
+                "sglang_serve_ready_timeout_s": 60,
+                "sglang_serve_ready_poll_s": 1,
+                **SMALL_SIZES,
+            }
+            eng = Engine(workdir, pool, role_vars)
+            eng.write_project([pool.hosts[h].address for h in HOSTS], {})
+            eng.run("pulumi", "stack", "init", eng.stack, "--non-interactive")
+            eng.pulumi("config", "set", "--secret", "flashfleet:hfToken", TOKEN)
+            yield eng
     finally:
-        TIMINGS.update(locals().get("eng", Engine(workdir, pool, {})).timings)
-        hub.stop()
-        if server is not None:
-            server.shutdown()
-        pool.close()
+        if eng is not None:
+            TIMINGS.update(eng.timings)
         shutil.rmtree(workdir, ignore_errors=True)
 
 
