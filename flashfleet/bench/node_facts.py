@@ -48,14 +48,14 @@ def stack_deployment(stack: str, stacks_dir: Path = DEFAULT_STACKS_DIR) -> Deplo
     return from_bringup(b)
 
 
-def from_bringup(b: StackPlan) -> Deployment:
-    spec = b.spec
+def from_bringup(plan: StackPlan) -> Deployment:
+    spec = plan.spec
     src = spec.nodes.source
     addresses = None
     if isinstance(src, ExistingSource):  # the recipe was rendered for these (multi-node rendezvous)
         addresses = [h.private_address or h.address for h in src.hosts]
     return Deployment(
-        stack=b.stack,
+        stack=plan.stack,
         recipe=RecipeSelection(
             spec.hardware,
             spec.strategy,
@@ -64,12 +64,12 @@ def from_bringup(b: StackPlan) -> Deployment:
             addresses=addresses,
         ),
         image=spec.image.ref(hardware_catalog()[spec.hardware]),
-        instance_type=b.instance.name if b.instance else None,
-        node_count=len(b.nodes),
-        hourly_usd_per_node=b.instance.price_usd_per_hour if b.instance else None,
-        price_source=b.instance.price_source if b.instance else None,
-        price_date=b.instance.price_date if b.instance else None,
-        region=b.region,
+        instance_type=plan.instance.name if plan.instance else None,
+        node_count=len(plan.nodes),
+        hourly_usd_per_node=plan.instance.price_usd_per_hour if plan.instance else None,
+        price_source=plan.instance.price_source if plan.instance else None,
+        price_date=plan.instance.price_date if plan.instance else None,
+        region=plan.region,
         thresholds={name: t.to_dict() for name, t in spec.bench.thresholds.items()},
     )
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from flashfleet.bench import plots
 from flashfleet.bench.store import REPORT, StoredRun
+from flashfleet.table import markdown
 
 
 def _f(value: Any, digits: int = 1) -> str:
@@ -17,10 +18,10 @@ def _f(value: Any, digits: int = 1) -> str:
 
 
 LEVEL_HEADER = (
-    "| concurrency | requests ok | output tok/s | tok/s per GPU | req/s | TTFT p50 / p90 / p99 (ms) "
-    "| TPOT p50 / p90 / p99 (ms) | ITL p50 / p90 / p99 (ms) | e2e p50 / p90 / p99 (ms) "
-    "| agentic 1/p90(e2e/len) | $ / M output tok |"
-)
+    "concurrency", "requests ok", "output tok/s", "tok/s per GPU", "req/s", "TTFT p50 / p90 / p99 (ms)",
+    "TPOT p50 / p90 / p99 (ms)", "ITL p50 / p90 / p99 (ms)", "e2e p50 / p90 / p99 (ms)",
+    "agentic 1/p90(e2e/len)", "$ / M output tok",
+)  # fmt: skip
 
 
 def _level_cells(row: dict[str, Any]) -> list[str]:
@@ -35,11 +36,6 @@ def _level_cells(row: dict[str, Any]) -> list[str]:
         _f(row["request_throughput"], 2), pct("ttft_ms", p3), pct("tpot_ms", p3), pct("itl_ms", p3),
         pct("e2e_latency_ms", p3), _f(row.get("agentic_rate"), 2), _f(row.get("cost_per_mtok_output_usd"), 2),
     ]  # fmt: skip
-
-
-def _table(header: str, rows: list[list[str]]) -> list[str]:
-    sep = "|" + "|".join("---" for _ in range(header.count("|") - 1)) + "|"
-    return [header, sep, *("| " + " | ".join(r) + " |" for r in rows)]
 
 
 def _fingerprint_lines(fp: dict[str, Any]) -> list[str]:
@@ -120,7 +116,7 @@ def run_markdown(run: StoredRun) -> str:
         f"Endpoint {s['endpoint']}, started {s['started_at']}, {s['wall_s']:.0f} s; "
         f"{gpus if gpus else 'unknown'} GPUs serving.",
         "",
-        *_table(LEVEL_HEADER, [_level_cells(r) for r in s["levels"]]),
+        *markdown(LEVEL_HEADER, [_level_cells(r) for r in s["levels"]]),
         "",
         f"![throughput per GPU vs TPOT]({plots.PARETO})",
         "",
@@ -170,9 +166,9 @@ def write_report(run: StoredRun) -> list[Path]:
 
 
 COMPARE_HEADER = (
-    "| run | valid | badge | instances | concurrency | output tok/s | tok/s per GPU | TTFT p50 / p99 (ms) "
-    "| TPOT p50 / p99 (ms) | $ / M output tok |"
-)
+    "run", "valid", "badge", "instances", "concurrency", "output tok/s", "tok/s per GPU",
+    "TTFT p50 / p99 (ms)", "TPOT p50 / p99 (ms)", "$ / M output tok",
+)  # fmt: skip
 
 
 def compare_markdown(runs: Sequence[StoredRun], method_differences: Sequence[str] = ()) -> str:
@@ -205,7 +201,7 @@ def compare_markdown(runs: Sequence[StoredRun], method_differences: Sequence[str
                 *(f"- {d}" for d in method_differences), ""]  # fmt: skip
     elif len(profiles) > 1:
         out += [f"Note: the runs used different profiles ({', '.join(profiles)}).", ""]
-    out += [*_table(COMPARE_HEADER, rows), ""]
+    out += [*markdown(COMPARE_HEADER, rows), ""]
     return "\n".join(out)
 
 

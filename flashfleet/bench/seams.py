@@ -1,4 +1,4 @@
-"""What `flashfleet bench` needs from the bring-up, as four small callables.
+"""What `flashfleet bench` needs from the bring-up, as five small callables (the fields of Seams).
 
 ``flashfleet.bench.node_seams`` provides them on the stack's nodes; tests pass their own.
 """

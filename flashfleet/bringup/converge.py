@@ -55,7 +55,7 @@ _NOT_INPUTS = {"flashfleet_converge"}
 # What each role manages on a node, as the drift check reads it back: file contents (sha256,
 # directories recursively), trees (names, sizes and times only: virtualenvs), dpkg packages by
 # pattern, systemd units (active and enabled state), docker images. The paths are the roles'
-# own (tests/contracts/test_converge_watch.py keeps them in step).
+# own (tests/bringup/test_converge.py::test_watched_paths_are_the_roles_own keeps them in step).
 _WATCH: dict[str, dict[str, list[str]]] = {
     "nvidia_driver": {
         "files": [
@@ -218,7 +218,8 @@ def converge_vars(
     reconverge: bool = False,
 ) -> dict[str, Any]:
     """The `flashfleet_converge` extra variable: per host its digests and watch (the chain itself
-    is the converge role's default, which a test keeps equal to CHAIN)."""
+    is the converge role's default, kept equal to CHAIN by
+    tests/bringup/test_converge.py::test_the_role_default_chain_is_pythons)."""
     inputs = role_inputs(project_root)
     ansible = metadata.version("ansible-core")
     common = {

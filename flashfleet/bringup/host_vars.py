@@ -18,6 +18,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic.fields import FieldInfo
 
 from flashfleet.catalog import DriverProfile
+from flashfleet.table import markdown
 
 _STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
 
@@ -235,14 +236,14 @@ def _type_text(annotation: Any) -> str:
     return getattr(annotation, "__name__", str(annotation))
 
 
-def _row(name: str, info: FieldInfo) -> str:
+def _row(name: str, info: FieldInfo) -> list[str]:
     required = "" if info.is_required() else " (optional)"
-    return f"| `{name}` | {_type_text(info.annotation)}{required} | {info.description} |"
+    return [f"`{name}`", f"{_type_text(info.annotation)}{required}", str(info.description)]
 
 
 def docs_table() -> str:
     rows = [_row(name, info) for name, info in HostVars.model_fields.items()]
-    return "\n".join([TABLE_BEGIN, "| variable | type | meaning |", "|---|---|---|", *rows, TABLE_END])
+    return "\n".join([TABLE_BEGIN, *markdown(("variable", "type", "meaning"), rows), TABLE_END])
 
 
 def with_table(doc: str) -> str:

@@ -88,18 +88,18 @@ class Reservation:
         return usable_until(self.end) if self.reservation_type == "capacity-block" else self.end
 
 
-def need(b: StackPlan) -> Need | None:
+def need(plan: StackPlan) -> Need | None:
     """The stack's capacity need, or None when it runs on-demand or off AWS."""
-    rid = reservation_id(b.spec)
-    src = b.spec.nodes.source
-    if rid is None or not isinstance(src, AwsSource) or b.instance is None:
+    rid = reservation_id(plan.spec)
+    src = plan.spec.nodes.source
+    if rid is None or not isinstance(src, AwsSource) or plan.instance is None:
         return None
     net = src.network
     return Need(
         reservation_id=rid,
         kind=src.capacity.kind,
-        instance_type=b.instance.name,
-        instance_count=b.spec.nodes.count,
+        instance_type=plan.instance.name,
+        instance_count=plan.spec.nodes.count,
         availability_zone=net.availability_zone if isinstance(net, NewNetwork) else None,
         subnet_id=None if isinstance(net, NewNetwork) else net.subnet_id,
     )
@@ -166,15 +166,15 @@ def _span(delta: timedelta) -> str:
     return (f"{days}d " if days else "") + f"{rest // 60}h {rest % 60:02d}m"
 
 
-def check(ec2: Any, b: StackPlan, now: datetime) -> Reservation | None:
+def check(ec2: Any, plan: StackPlan, now: datetime) -> Reservation | None:
     """The live reservation the stack may launch into now (None: the stack needs none)."""
-    n = need(b)
+    n = need(plan)
     if n is None:
         return None
     if n.reservation_id == PLACEHOLDER_RESERVATION:
         what = (
-            f"buy a block first: `flashfleet capacity offers {b.stack}`, then "
-            f"`flashfleet capacity buy {b.stack} --offering ID`"
+            f"buy a block first: `flashfleet capacity offers {plan.stack}`, then "
+            f"`flashfleet capacity buy {plan.stack} --offering ID`"
             if n.kind == "block"
             else "put the id of your On-Demand Capacity Reservation in the stack file"
         )
@@ -182,12 +182,12 @@ def check(ec2: Any, b: StackPlan, now: datetime) -> Reservation | None:
             n.reservation_id, f"is the placeholder in {FIELD}: {what}", "capacity-placeholder"
         )
     zone = n.availability_zone or subnet_zone(ec2, n.subnet_id or "")
-    return judge(n, describe(ec2, n.reservation_id), now, zone, b.region)
+    return judge(n, describe(ec2, n.reservation_id), now, zone, plan.region)
 
 
 def check_or_wait(
     ec2: Any,
-    b: StackPlan,
+    plan: StackPlan,
     *,
     wait: bool,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
@@ -197,7 +197,7 @@ def check_or_wait(
     """``check``; when the reservation has not started and ``wait`` is set, sleep until it has."""
     while True:
         try:
-            return check(ec2, b, clock())
+            return check(ec2, plan, clock())
         except NotStarted as err:
             if not wait:
                 raise
@@ -207,13 +207,13 @@ def check_or_wait(
             sleep(pause.total_seconds())
 
 
-def wait_requested(b: StackPlan) -> bool:
-    blk = block(b.spec)
+def wait_requested(plan: StackPlan) -> bool:
+    blk = block(plan.spec)
     return bool(blk and blk.wait_for_start)
 
 
 def run(
-    b: StackPlan,
+    plan: StackPlan,
     *,
     wait: bool | None = None,
     client: Callable[[str | None], Any] | None = None,
@@ -223,18 +223,18 @@ def run(
 
     ``wait`` None follows the stack's ``capacity.waitForStart``. AWS errors become CapacityRefused.
     """
-    n = need(b)
+    n = need(plan)
     if n is None:
         return None
     if n.reservation_id == PLACEHOLDER_RESERVATION:
-        check(None, b, datetime.now(UTC))  # refuses before any AWS call: no credentials needed
+        check(None, plan, datetime.now(UTC))  # refuses before any AWS call: no credentials needed
     from botocore.exceptions import BotoCoreError, ClientError
 
     from flashfleet.sweep import ec2_client
 
     try:
-        ec2 = (client or ec2_client)(b.region)
-        return check_or_wait(ec2, b, wait=wait_requested(b) if wait is None else wait, say=say)
+        ec2 = (client or ec2_client)(plan.region)
+        return check_or_wait(ec2, plan, wait=wait_requested(plan) if wait is None else wait, say=say)
     except (BotoCoreError, ClientError) as err:
         raise CapacityRefused(n.reservation_id, f"cannot be read from EC2: {err}", "capacity-aws") from None
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flashfleet.cli.common import UsageError, add_stack
+from flashfleet.table import aligned
 
 if TYPE_CHECKING:
     from flashfleet.bench.seams import Seams
@@ -98,9 +99,11 @@ def _thresholds(items: list[str]) -> dict[str, float]:
 def _list_profiles(path: Path | None) -> int:
     from flashfleet.bench.profiles import load_profiles
 
-    for name, prof in load_profiles(path).items():
-        levels = ",".join(map(str, prof.concurrency))
-        print(f"{name:16} {prof.backend:16} {prof.dataset:24} c={levels:18} {prof.description}")
+    rows = [
+        [name, prof.backend, prof.dataset, "c=" + ",".join(map(str, prof.concurrency)), prof.description]
+        for name, prof in load_profiles(path).items()
+    ]
+    print("\n".join(aligned(rows)))
     return 0
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from flashfleet.cli.common import UsageError, add_format, add_stack, print_json
+from flashfleet.table import aligned
 
 WARNING = (
     "A Capacity Block cannot be cancelled, and `pulumi destroy` cannot remove it: the whole "
@@ -198,15 +199,14 @@ def _offers(args: argparse.Namespace, ec2: Any, t: _Target) -> int:
     if not offers:
         print("none: try other --hours, --start-after or --end-before")
         return 0
-    head = ("offering", "type", "n", "hours", "start", "end", "zone", "upfront", "/GPU-h")
-    print("{:22} {:20} {:>3} {:>6} {:20} {:20} {:12} {:>12} {:>8}".format(*head))
+    rows = [["offering", "type", "n", "hours", "start", "end", "zone", "upfront", "/GPU-h"]]
     for o in offers:
         per = f"{o.price_per_gpu_hour:.2f}" if o.price_per_gpu_hour is not None else "-"
-        print(
-            f"{o.offering_id:22} {o.instance_type:20} {o.instance_count:>3} {o.hours:>6g} "
-            f"{o.to_dict()['start']:20} {o.to_dict()['end']:20} {o.availability_zone:12} "
-            f"{o.upfront_fee:>8.2f} {o.currency:3} {per:>8}"
-        )
+        rows.append([
+            o.offering_id, o.instance_type, str(o.instance_count), f"{o.hours:g}", iso(o.start), iso(o.end),
+            o.availability_zone, f"{o.upfront_fee:.2f} {o.currency}", per,
+        ])  # fmt: skip
+    print("\n".join(aligned(rows, right={2, 3, 7, 8})))  # the numbers right-aligned
     # buy searches again with the same terms: EC2 has no lookup by offering id.
     same = f"--hours {query.hours}"
     same += f" --start-after {iso(query.start_after)}" if query.start_after else ""

@@ -127,10 +127,10 @@ def aws_checks(region: str | None, online: bool) -> list[Check]:
     return out
 
 
-def ssh_checks(b: StackPlan, port: int) -> list[Check]:
+def ssh_checks(plan: StackPlan, port: int) -> list[Check]:
     from flashfleet.stack import ExistingSource
 
-    src = b.spec.nodes.source
+    src = plan.spec.nodes.source
     assert isinstance(src, ExistingSource)
     out = []
     for host in src.hosts:

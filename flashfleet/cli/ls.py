@@ -18,6 +18,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from flashfleet.cli.common import add_format, print_json
+from flashfleet.table import aligned
 
 
 class StackRow(BaseModel):
@@ -119,7 +120,5 @@ def run(args: argparse.Namespace) -> int:
                 cost,
             ]
         )
-    widths = [max(len(line[i]) for line in table) for i in range(len(table[0]) - 1)]
-    for line in table:
-        print("  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=False)) + "  " + line[-1])
+    print("\n".join(aligned(table)))
     return 0

@@ -6,6 +6,7 @@ import argparse
 
 from flashfleet.cli.common import add_format, print_json
 from flashfleet.recipes.matrix import matrix
+from flashfleet.table import aligned
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -24,12 +25,11 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         print_json([c.to_dict() for c in cells])
         return 0
-    width = max(len(f"{c.hardware} {c.strategy} {c.topology}") for c in cells)
+    rows = []
     for c in cells:
-        label = f"{c.hardware} {c.strategy} {c.topology}".ljust(width)
-        print(f"{label}  {c.badge}" if c.badge else f"{label}  disabled: {c.disabled_reason}")
-        if args.choices:
+        rows.append([f"{c.hardware} {c.strategy} {c.topology}", c.badge or f"disabled: {c.disabled_reason}"])
+        if args.choices:  # each refused choice on a line of its own, under the cell's status
             for option, choices in c.disabled_choices.items():
-                for choice, reason in choices.items():
-                    print(f"{'':{width}}    {option}={choice}: {reason}")
+                rows += [["", f"  {option}={choice}: {reason}"] for choice, reason in choices.items()]
+    print("\n".join(aligned(rows)))
     return 0

@@ -7,6 +7,7 @@ import argparse
 from flashfleet.cli.common import add_format, print_json
 from flashfleet.recipes.options import OPTION_DEFS
 from flashfleet.recipes.render import default_text
+from flashfleet.table import markdown
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -35,11 +36,8 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         print_json(rows)
     elif args.format == "markdown":
-        print("| option | values | default | effect |")
-        print("|---|---|---|---|")
-        for r in rows:
-            cells = [f"`{r['name']}`", r["values"], r["default"], r["help"]]
-            print("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+        cells = [[f"`{r['name']}`", r["values"], r["default"], r["help"]] for r in rows]
+        print("\n".join(markdown(("option", "values", "default", "effect"), cells)))
     else:
         for r in rows:
             print(f"{r['name']:<25} {r['values']}\n{'':<25} default: {r['default']}; {r['help']}")

@@ -40,16 +40,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=run)
 
 
-def preflight(stack: str, b: StackPlan, wait: bool) -> None:
+def preflight(stack: str, plan: StackPlan, wait: bool) -> None:
     """The stack's capacity must be usable before Pulumi starts (the program checks it again)."""
     from flashfleet.stack.capacity_block import reservation_id
 
-    if reservation_id(b.spec) is None:
+    if reservation_id(plan.spec) is None:
         return  # boto3 only for stacks with a reservation
     from flashfleet.capacity import preflight as capacity_preflight
 
     try:
-        capacity_preflight.run(b, wait=wait or None)
+        capacity_preflight.run(plan, wait=wait or None)
     except capacity_preflight.CapacityRefused as err:
         raise UsageError(f"stack {stack}: {err}") from None
 

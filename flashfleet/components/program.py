@@ -30,12 +30,12 @@ class NodeSource(Protocol):
     private_addresses: pulumi.Output[list[str]]
 
 
-def _aws(b: StackPlan, expires_at: str) -> NodeSource:
-    return AwsNodes(b.stack, AwsNodesArgs(plan=b, expires_at=expires_at))
+def _aws(plan: StackPlan, expires_at: str) -> NodeSource:
+    return AwsNodes(plan.stack, AwsNodesArgs(plan=plan, expires_at=expires_at))
 
 
-def _existing(b: StackPlan, expires_at: str) -> NodeSource:
-    return ExistingHosts(b.stack, ExistingHostsArgs(plan=b))
+def _existing(plan: StackPlan, expires_at: str) -> NodeSource:
+    return ExistingHosts(plan.stack, ExistingHostsArgs(plan=plan))
 
 
 NODE_SOURCES: dict[str, Callable[[StackPlan, str], NodeSource]] = {
@@ -44,28 +44,28 @@ NODE_SOURCES: dict[str, Callable[[StackPlan, str], NodeSource]] = {
 }
 
 
-def build_nodes(b: StackPlan, expires_at: str) -> NodeSource:
-    return NODE_SOURCES[b.spec.nodes.source.kind](b, expires_at)
+def build_nodes(plan: StackPlan, expires_at: str) -> NodeSource:
+    return NODE_SOURCES[plan.spec.nodes.source.kind](plan, expires_at)
 
 
-def build_kubernetes(b: StackPlan, hf_token: pulumi.Output[str] | None) -> KubernetesCluster:
-    src = b.spec.nodes.source
+def build_kubernetes(plan: StackPlan, hf_token: pulumi.Output[str] | None) -> KubernetesCluster:
+    src = plan.spec.nodes.source
     assert isinstance(src, KubernetesSource)
     args = KubernetesClusterArgs(
         source=src,
-        hardware=b.spec.hardware,
-        nodes=b.spec.nodes.count,
-        recipe_for=b.recipe_for,
-        launch_settings=b.launch_settings(),
-        mooncake=b.spec.mooncake,
+        hardware=plan.spec.hardware,
+        nodes=plan.spec.nodes.count,
+        recipe_for=plan.recipe_for,
+        launch_settings=plan.launch_settings(),
+        mooncake=plan.spec.mooncake,
         hf_token=hf_token,
     )
-    provider = kubernetes_provider(b.stack, src)
-    return KubernetesCluster(b.stack, args, opts=pulumi.ResourceOptions(provider=provider))
+    provider = kubernetes_provider(plan.stack, src)
+    return KubernetesCluster(plan.stack, args, opts=pulumi.ResourceOptions(provider=provider))
 
 
 def deploy(
-    b: StackPlan,
+    plan: StackPlan,
     hf_token: pulumi.Output[str] | None,
     now: datetime,
     block_end: datetime | None = None,
@@ -81,29 +81,29 @@ def deploy(
     ``api_key``: the serving API key (``flashfleet:apiKey``), a secret like the HF token: in the
     state and outputs only encrypted, and to the nodes only through the bring-up's environment.
     """
-    expires_at = iso_utc(node_deadline(b.spec, now, block_end))
-    if isinstance(b.spec.nodes.source, KubernetesSource):
+    expires_at = iso_utc(node_deadline(plan.spec, now, block_end))
+    if isinstance(plan.spec.nodes.source, KubernetesSource):
         # The token reaches the cluster as a Secret only; with no Ansible hand-off it is no output.
-        cluster = build_kubernetes(b, hf_token)
+        cluster = build_kubernetes(plan, hf_token)
         return {
             outputs.ENDPOINT: cluster.endpoint,
             outputs.NAMESPACE: cluster.namespace,
             outputs.WORKLOADS: cluster.workloads,
             outputs.EXPIRES_AT: expires_at,  # recorded for sweeping; nothing enforces it on a cluster
         }
-    nodes = build_nodes(b, expires_at)
+    nodes = build_nodes(plan, expires_at)
     # SSH host keys: AWS nodes' from their consoles; existing hosts list theirs in the stack.
     keys = nodes.host_keys if isinstance(nodes, AwsNodes) else pulumi.Output.from_input(None)
     inventory = pulumi.Output.all(nodes.ssh_addresses, nodes.private_addresses, keys).apply(
-        lambda a: build_inventory(b, a[0], a[1], host_keys=a[2])
+        lambda a: build_inventory(plan, a[0], a[1], host_keys=a[2])
     )
     exports: dict[str, Any] = {
         outputs.INVENTORY: inventory,
         outputs.INVENTORY_JSON: pulumi.Output.json_dumps(inventory),
         outputs.ADDRESSES: nodes.ssh_addresses,
         outputs.PRIVATE_ADDRESSES: nodes.private_addresses,
-        outputs.ENDPOINT: nodes.ssh_addresses.apply(lambda a: f"http://{a[0]}:{b.serving_port}/v1"),
-        outputs.NODE_NAMES: [n.name for n in b.nodes],
+        outputs.ENDPOINT: nodes.ssh_addresses.apply(lambda a: f"http://{a[0]}:{plan.serving_port}/v1"),
+        outputs.NODE_NAMES: [n.name for n in plan.nodes],
         outputs.EXPIRES_AT: expires_at,
     }
     if isinstance(nodes, AwsNodes):

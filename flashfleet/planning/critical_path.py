@@ -39,8 +39,8 @@ class Phase:
         return self.start_s + self.seconds
 
 
-def _source_kind(b: StackPlan) -> str:
-    src = b.spec.nodes.source
+def _source_kind(plan: StackPlan) -> str:
+    src = plan.spec.nodes.source
     if isinstance(src, KubernetesSource):
         return "kubernetes"
     return "aws" if isinstance(src, AwsSource) else "existing"
@@ -65,40 +65,40 @@ def _transfer(name: str, sizes: list[tuple[str, float | None, str, str | None]],
     return Phase(name, round(size * GBIT_PER_GB / gbps, 1), size, gbps, source, basis=basis)
 
 
-def _phases(b: StackPlan) -> dict[str, Phase]:
+def _phases(plan: StackPlan) -> dict[str, Phase]:
     cat = bringup_catalog()
-    kind = _source_kind(b)
+    kind = _source_kind(plan)
     defaults = cat["source"][kind]
-    over = b.spec.bringup
-    src = b.spec.nodes.source
+    over = plan.spec.bringup
+    src = plan.spec.nodes.source
     driver_s = over.driver_install_s
     driver_src = "the stack's bringup.driverInstallS"
     if driver_s is None:
         custom_ami = isinstance(src, AwsSource) and src.ami is not None
         driver_s = defaults["custom_ami_driver_install_s" if custom_ami else "driver_install_s"]
         driver_src = defaults["source"]
-    image = cat["image"][b.vendor]
+    image = cat["image"][plan.vendor]
     image_gbps = over.bandwidth.image_gbps or defaults["image_gbps"]
     out = {
         "driver": Phase("driver", float(driver_s), None, None, driver_src),
-        "image": _transfer("image", [_size(f"image.{b.vendor}", image)], image_gbps),
+        "image": _transfer("image", [_size(f"image.{plan.vendor}", image)], image_gbps),
     }
-    if b.spec.weights.prestaged:
-        out["weights"] = Phase("weights", 0.0, 0.0, None, f"prestaged in {b.spec.model_cache_dir}")
+    if plan.spec.weights.prestaged:
+        out["weights"] = Phase("weights", 0.0, 0.0, None, f"prestaged in {plan.spec.model_cache_dir}")
         return out
-    repos = [b.recipe_for().model]
-    if b.recipe_for().options.speculative == "dflash2":
+    repos = [plan.recipe_for().model]
+    if plan.recipe_for().options.speculative == "dflash2":
         repos.append(DFLASH2_DRAFT)
     sizes = [_size(r, cat["checkpoint"][r]) for r in repos]
     out["weights"] = _transfer("weights", sizes, over.bandwidth.weights_gbps or defaults["weights_gbps"])
     return out
 
 
-def critical_path(b: StackPlan) -> dict[str, Any]:
+def critical_path(plan: StackPlan) -> dict[str, Any]:
     """Phases with start and duration, which overlap, the total (the longest lane) and its ratio
     to the largest transfer."""
-    kind = _source_kind(b)
-    phases = _phases(b)
+    kind = _source_kind(plan)
+    phases = _phases(plan)
     lanes = bringup_catalog()["schedule"]["kubernetes" if kind == "kubernetes" else "host"]["lanes"]
     placed: list[Phase] = []
     ends: list[float | None] = []
@@ -119,7 +119,7 @@ def critical_path(b: StackPlan) -> dict[str, Any]:
     defaults = bringup_catalog()["source"][kind]
     return {
         "node_source": kind,
-        "nodes": len(b.nodes),
+        "nodes": len(plan.nodes),
         "phases": [
             {
                 "name": p.name,
@@ -139,7 +139,7 @@ def critical_path(b: StackPlan) -> dict[str, Any]:
         "largest_transfer": largest.name if largest else None,
         "ratio_to_largest_transfer": ratio,
         "unknown": unknown,
-        "weights_prestaged": b.spec.weights.prestaged,
+        "weights_prestaged": plan.spec.weights.prestaged,
         "defaults_source": defaults["source"],
     }
 

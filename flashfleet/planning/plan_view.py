@@ -31,22 +31,22 @@ def ttl_text(seconds: float) -> str:
     return f"{minutes}m"
 
 
-def plan_addresses(b: StackPlan) -> tuple[list[str], list[str]]:
+def plan_addresses(plan: StackPlan) -> tuple[list[str], list[str]]:
     """(SSH addresses, private addresses) as far as they are known offline."""
-    ssh = [n.address or f"node-{n.index}" for n in b.nodes]
-    private = [n.private_address or f"node-{n.index}" for n in b.nodes]
+    ssh = [n.address or f"node-{n.index}" for n in plan.nodes]
+    private = [n.private_address or f"node-{n.index}" for n in plan.nodes]
     return ssh, private
 
 
-def source_summary(b: StackPlan) -> dict[str, Any]:
-    src = b.spec.nodes.source
+def source_summary(plan: StackPlan) -> dict[str, Any]:
+    src = plan.spec.nodes.source
     if isinstance(src, ExistingSource):
         return {"kind": "existing", "hosts": [h.address for h in src.hosts]}
     assert isinstance(src, AwsSource)
-    inst = b.instance
+    inst = plan.instance
     return {
         "kind": "aws",
-        "region": b.region,
+        "region": plan.region,
         "instance_type": inst.name if inst else None,
         "arch": inst.arch if inst else None,
         "efa_network_cards": inst.efa_network_cards if inst else None,
@@ -56,12 +56,12 @@ def source_summary(b: StackPlan) -> dict[str, Any]:
         "network": src.network.model_dump(by_alias=True, mode="json"),
         "ingress": {
             "cidrs": [str(c) for c in src.allowed_cidrs],
-            "ports": [SSH_PORT, b.serving_port],
+            "ports": [SSH_PORT, plan.serving_port],
             "within_group": "all traffic",
         },
         "public_ip": src.public_ip,
         "ami": src.ami or f"DLAMI via SSM ({src.dlami_os}, {inst.arch if inst else '?'})",
-        "root_volume_gib": b.root_volume_gib,
+        "root_volume_gib": plan.root_volume_gib,
         "imdsv2": "required",
         "ttl_guard": "the node shuts itself down (terminate on shutdown) at flashfleet:expires-at, "
         "or at launch + ttl when that tag was never readable",
@@ -72,17 +72,17 @@ def _iso(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def capacity_summary(b: StackPlan) -> dict[str, Any] | None:
+def capacity_summary(plan: StackPlan) -> dict[str, Any] | None:
     """The reservation or block the nodes land in, and a bought block's window (None: on-demand)."""
-    rid = capacity_block.reservation_id(b.spec)
+    rid = capacity_block.reservation_id(plan.spec)
     if rid is None:
         return None
-    blk = capacity_block.block(b.spec)
+    blk = capacity_block.block(plan.spec)
     bought = blk.purchased if blk else None
     return {
         "kind": "block" if blk else "reservation",
         "reservation_id": rid,
-        "needs_purchase": b.needs_capacity_purchase,
+        "needs_purchase": plan.needs_capacity_purchase,
         "wait_for_start": bool(blk and blk.wait_for_start),
         "window": None
         if bought is None
@@ -140,15 +140,15 @@ def kubernetes_workloads(plan: KubernetesPlan) -> list[dict[str, Any]]:
     return out
 
 
-def kubernetes_summary(b: StackPlan, plan: KubernetesPlan) -> dict[str, Any]:
-    src = b.spec.nodes.source
+def kubernetes_summary(stack_plan: StackPlan, plan: KubernetesPlan) -> dict[str, Any]:
+    src = stack_plan.spec.nodes.source
     assert isinstance(src, KubernetesSource)
     return {
         "kind": "kubernetes",
         "context": src.context,  # None: the kubeconfig's current context
         "namespace": plan.namespace,
         "create_namespace": src.create_namespace,
-        "node_pool": src.node_pools[b.spec.hardware].model_dump(
+        "node_pool": src.node_pools[stack_plan.spec.hardware].model_dump(
             by_alias=True, mode="json", exclude_none=True
         ),
         "model_cache": src.model_cache.model_dump(by_alias=True, mode="json"),
@@ -156,7 +156,7 @@ def kubernetes_summary(b: StackPlan, plan: KubernetesPlan) -> dict[str, Any]:
         "service_type": src.service_type,
         "load_balancer_source_ranges": [str(c) for c in src.load_balancer_source_ranges],
         # The component makes the Secret from the flashfleet:hfToken secret, when the stack has one.
-        "secret": plan.secret_name if b.has_hf_token else None,
+        "secret": plan.secret_name if stack_plan.has_hf_token else None,
         "objects": [f"{o['kind']}/{o['metadata']['name']}" for o in plan.objects],
         "workloads": kubernetes_workloads(plan),
     }
@@ -169,17 +169,17 @@ def _pod_process(launch: ContainerLaunch) -> dict[str, Any]:
     return {k: full[k] for k in keys}
 
 
-def _kubernetes_parts(b: StackPlan) -> dict[str, Any]:
-    plan = checks.kubernetes_plan(b.stack, b.spec)
-    src = b.spec.nodes.source
+def _kubernetes_parts(stack_plan: StackPlan) -> dict[str, Any]:
+    plan = checks.kubernetes_plan(stack_plan.stack, stack_plan.spec)
+    src = stack_plan.spec.nodes.source
     assert isinstance(src, KubernetesSource)
     endpoint = plan.endpoint
     if src.service_type == "LoadBalancer":
-        endpoint = f"http://<load balancer of Service {plan.endpoint_service}>:{b.serving_port}/v1"
+        endpoint = f"http://<load balancer of Service {plan.endpoint_service}>:{stack_plan.serving_port}/v1"
     mooncake = None
-    if b.spec.mooncake is not None:
-        mc = b.spec.mooncake
-        cfg = k8s_mooncake.config(b.stack, plan.namespace, mc)
+    if stack_plan.spec.mooncake is not None:
+        mc = stack_plan.spec.mooncake
+        cfg = k8s_mooncake.config(stack_plan.stack, plan.namespace, mc)
         mooncake = {
             "master_node": None,  # its own Deployment and Service
             "master_server_address": cfg["master_server_address"],
@@ -188,49 +188,49 @@ def _kubernetes_parts(b: StackPlan) -> dict[str, Any]:
             "global_segment_gib": mc.global_segment_gib,
             "devices": list(mc.devices),
         }
-    by_node: dict[int, list[dict[str, Any]]] = {n.index: [] for n in b.nodes}
+    by_node: dict[int, list[dict[str, Any]]] = {n.index: [] for n in stack_plan.nodes}
     for launch in plan.launches:
         by_node[launch.node].append(_pod_process(launch))
     return {
         "recipe": plan.recipe,
-        "source": kubernetes_summary(b, plan),
-        "addresses": [None] * len(b.nodes),
+        "source": kubernetes_summary(stack_plan, plan),
+        "addresses": [None] * len(stack_plan.nodes),
         "processes": by_node,
         "mooncake": mooncake,
         "endpoint": endpoint,
     }
 
 
-def _host_parts(b: StackPlan) -> dict[str, Any]:
-    ssh, private = plan_addresses(b)
-    launches = b.launches_by_node(private)
+def _host_parts(plan: StackPlan) -> dict[str, Any]:
+    ssh, private = plan_addresses(plan)
+    launches = plan.launches_by_node(private)
     return {
-        "recipe": b.recipe_for(private),
-        "source": source_summary(b),
+        "recipe": plan.recipe_for(private),
+        "source": source_summary(plan),
         "addresses": ssh,
         "processes": {i: [launch.to_dict() for launch in group] for i, group in launches.items()},
-        "mooncake": b.mooncake.to_dict(private) if b.mooncake else None,
-        "endpoint": f"http://{ssh[0]}:{b.serving_port}/v1",
+        "mooncake": plan.mooncake.to_dict(private) if plan.mooncake else None,
+        "endpoint": f"http://{ssh[0]}:{plan.serving_port}/v1",
     }
 
 
-def plan_data(b: StackPlan) -> dict[str, Any]:
-    kube = isinstance(b.spec.nodes.source, KubernetesSource)
-    parts = _kubernetes_parts(b) if kube else _host_parts(b)
+def plan_data(plan: StackPlan) -> dict[str, Any]:
+    kube = isinstance(plan.spec.nodes.source, KubernetesSource)
+    parts = _kubernetes_parts(plan) if kube else _host_parts(plan)
     recipe = parts["recipe"]
-    cost = b.hourly_cost_usd
+    cost = plan.hourly_cost_usd
     return {
-        "stack": b.stack,
-        "description": b.spec.description,
-        "hardware": b.spec.hardware,
-        "strategy": b.spec.strategy,
-        "topology": b.spec.topology,
+        "stack": plan.stack,
+        "description": plan.spec.description,
+        "hardware": plan.spec.hardware,
+        "strategy": plan.spec.strategy,
+        "topology": plan.spec.topology,
         "badge": recipe.badge,
         "badge_source": recipe.badge_source,
         "model": recipe.model,
-        "image": b.spec.image.model_dump(mode="json"),
-        "ttl": b.spec.ttl if isinstance(b.spec.ttl, str) else ttl_text(b.spec.ttl.total_seconds()),
-        "capacity": capacity_summary(b),
+        "image": plan.spec.image.model_dump(mode="json"),
+        "ttl": plan.spec.ttl if isinstance(plan.spec.ttl, str) else ttl_text(plan.spec.ttl.total_seconds()),
+        "capacity": capacity_summary(plan),
         "source": parts["source"],
         "nodes": [
             {
@@ -246,14 +246,14 @@ def plan_data(b: StackPlan) -> dict[str, Any]:
                 "mooncake_master": n.mooncake_master,
                 "processes": parts["processes"][n.index],
             }
-            for n in b.nodes
+            for n in plan.nodes
         ],
         "start_order": [f"{p.name}@node-{p.node}" for p in recipe.start_order()],
         "mooncake": parts["mooncake"],
         "endpoint": parts["endpoint"],
         "hourly_cost_usd": cost,
-        "price_source": b.price_source,
-        "critical_path": critical_path(b),
-        "warnings": list(b.warnings),
+        "price_source": plan.price_source,
+        "critical_path": critical_path(plan),
+        "warnings": list(plan.warnings),
         "notes": list(recipe.notes),
     }

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from flashfleet.bench import seams as seams_mod
+from flashfleet.bench.profiles import load_profiles
 from flashfleet.bench.runner import Completed, Invocation, LocalRunner
 from flashfleet.bench.seams import Seams
 from flashfleet.cli import main
@@ -166,6 +167,29 @@ def test_list_profiles(capsys):
     assert main(["bench", "--list-profiles"]) == 0
     names = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
     assert names == ["chat-1k1k", "agentic-long", "multimodal", "sweep", "inferencex-8k1k"]
+
+
+def test_list_profiles_columns_line_up(capsys):
+    assert main(["bench", "--list-profiles"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    profiles = load_profiles()
+    assert len(lines) == len(profiles)
+    # every profile's backend, dataset, levels and description in its own row, each column starting
+    # at one offset in every row (the longest level list once pushed its description out of line)
+    starts = []
+    for line, (name, prof) in zip(lines, profiles.items(), strict=True):
+        levels = "c=" + ",".join(map(str, prof.concurrency))
+        assert line.startswith(name)
+        assert line.endswith(prof.description)
+        at, end = [], len(name)
+        for cell in (prof.backend, prof.dataset, levels, prof.description):
+            start = line.index(cell, end)
+            assert line[end:start] == " " * (start - end), line  # only a gap before it...
+            assert start - end >= 2, line  # ...of two spaces at least
+            at.append(start)
+            end = start + len(cell)
+        starts.append(at)
+    assert all(at == starts[0] for at in starts), starts
 
 
 def test_local_runner_runs_an_argv_list_and_reads_the_output(tmp_path):

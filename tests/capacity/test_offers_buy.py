@@ -146,6 +146,41 @@ def test_offers_cli_json(stacks: Path, ec2: Any, capsys: pytest.CaptureFixture[s
     assert offer["end"] > offer["usable_until"] > offer["start"]
 
 
+def test_offers_cli_text_lines_up_each_offer_under_the_header(
+    stacks: Path, ec2: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    later = START + timedelta(days=1)
+    ec2.add_response(
+        "describe_capacity_block_offerings",
+        {"CapacityBlockOfferings": [
+            offering("cbo-00000000000000001", start=START),
+            offering("cbo-00000000000000002", start=later, fee="12000.00", zone="us-east-2b"),
+        ]},
+        QUERY,
+    )  # fmt: skip
+    code, out, _ = _cli(
+        capsys, "capacity", "offers", "gb300-lowlat", "--hours", "48", "--stacks-dir", str(stacks)
+    )
+    assert code == 0
+    lines = out.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("offering"))
+    header, first, second = lines[head : head + 3]
+    assert header.split() == ["offering", "type", "n", "hours", "start", "end", "zone", "upfront", "/GPU-h"]
+    # each value in its own offer's row, under its column: text starts with its header, numbers end with it
+    for row, oid, start, zone, fee, per in (
+        (first, "cbo-00000000000000001", START, "us-east-2a", "2400.00 USD", "12.50"),
+        (second, "cbo-00000000000000002", later, "us-east-2b", "12000.00 USD", "62.50"),
+    ):
+        assert row.startswith(oid)
+        assert row.index(GB300) == header.index("type")
+        assert row.index(start.strftime("%Y-%m-%dT%H:%M:%SZ")) == header.index("start")
+        assert row.index(zone) == header.index("zone")
+        assert row.index(fee) + len(fee) == header.index("upfront") + len("upfront")
+        assert row.endswith(" " + per)
+        assert len(row) == len(header)  # /GPU-h, the last column, ends with its header
+    assert "flashfleet capacity buy gb300-lowlat --offering ID --hours 48" in lines[head + 3]
+
+
 def test_offers_for_an_on_demand_stack_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = _cli(capsys, "capacity", "offers", "h200-lowlat")
     assert code == 2

@@ -51,4 +51,4 @@ def test_an_invalid_stack_file_is_a_row_not_a_failure(
         "FAR",
     ]
     assert out[1].split()[:2] == ["broken", "-"], out
-    assert "invalid:" in out[1], out
+    assert out[1].index("invalid:") == out[0].index("STATE"), out  # the state under its header
