@@ -70,7 +70,7 @@ def from_bringup(b: StackPlan) -> Deployment:
         price_source=b.instance.price_source if b.instance else None,
         price_date=b.instance.price_date if b.instance else None,
         region=b.region,
-        thresholds={name: t.to_dict() for name, t in spec.bench.thresholds.items()},
+        thresholds={name: t.model_dump(exclude_none=True) for name, t in spec.bench.thresholds.items()},
     )
 
 
