@@ -121,8 +121,6 @@ class ContainerLaunch(BaseModel):
     api_key_file: str = Field(
         "", description="root-only YAML (`api-key:`) the process reads with --config; empty: no key"
     )
-    # For the CLI's notes only: the inventory does not carry them.
-    build_notes: Annotated[tuple[str, ...], _Seq] = Field((), exclude=True)
 
     @classmethod
     def of(cls, **fields: Any) -> ContainerLaunch:
@@ -215,7 +213,6 @@ def container_launches(recipe: Recipe, settings: LaunchSettings | None = None) -
     hw = hardware_catalog()[recipe.hardware]
     runtime = _VENDOR_RUNTIME[hw.vendor]
     rdma_devices, rdma_caps = _rdma_access(recipe)
-    notes = tuple(r.note() for r in applicable(recipe.hardware, recipe.options))
     launches = []
     for proc in recipe.start_order():
         serves_model = proc.role != "router"
@@ -248,7 +245,6 @@ def container_launches(recipe: Recipe, settings: LaunchSettings | None = None) -
                 mounts=mounts,
                 port=proc.port,
                 start_after=proc.start_after,
-                build_notes=notes,
                 rank=proc.rank,
                 api_key_file=API_KEY_CONFIG if keyed else "",
             )

@@ -187,8 +187,7 @@ def test_a_launch_round_trips_through_its_dump_and_refuses_a_disagreeing_copy():
     model; derived facts (docker_run, gpu_request...) that disagree with the rest are refused."""
     for launch in container_launches(render("gb300", "high-throughput", "pd")):
         dumped = launch.model_dump(mode="json")
-        assert "build_notes" not in dumped
-        assert ContainerLaunch.model_validate(dumped) == launch.model_copy(update={"build_notes": ()})
+        assert ContainerLaunch.model_validate(dumped) == launch
         for name, value in (
             ("docker_run", ["docker", "run", launch.image, *launch.argv]),
             ("gpu_request", None if launch.gpus else '"device=0"'),
