@@ -5,9 +5,9 @@ recipe change. The thresholds model is ``flashfleet.stack.thresholds.Thresholds`
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, computed_field
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, computed_field, model_serializer
 
 from flashfleet.stack.thresholds import Thresholds
 
@@ -43,6 +43,12 @@ class GateResult(BaseModel):
     @property
     def passed(self) -> bool:
         return not self.missing_levels and all(c.passed for c in self.checks)
+
+    @model_serializer(mode="wrap")
+    def _verdict_first(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # summary.json has always led the gate with its verdict (pydantic dumps computed fields last)
+        out = handler(self)
+        return {"passed": out.pop("passed"), **out}
 
 
 def _actual(name: str, level: LevelSummary, cost_per_mtok: float | None) -> float | None:
