@@ -40,7 +40,7 @@ def host_vars(
     keys = list(host_keys if host_keys is not None else node.host_keys)
     hw = hardware_catalog()[spec.hardware]
     recipe = plan.recipe_for(private_addresses)
-    launches = [launch.to_dict() for launch in plan.launches_by_node(private_addresses)[index]]
+    launches = [launch.model_dump(mode="json") for launch in plan.launches_by_node(private_addresses)[index]]
     api = [launch["port"] for launch in launches if launch["serves_api"]]
     layout = None
     if plan.mooncake is not None:

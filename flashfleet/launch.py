@@ -8,10 +8,9 @@ devices or mounts. Secrets never appear here: only the name of a root-only env f
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from flashfleet.catalog import Hardware, hardware_catalog
 from flashfleet.recipes.builds import applicable
@@ -60,8 +59,15 @@ _VENDOR_RUNTIME: dict[str, dict[str, Any]] = {
 _ULIMITS = (("memlock", "-1"), ("stack", "67108864"))
 
 
-@dataclass(frozen=True)
-class Mount:
+_STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
+# Sequences arrive as JSON lists when an inventory is read back (flashfleet.bringup.host_vars):
+# the container is lax, its items stay strict.
+_Seq = Field(strict=False)
+
+
+class Mount(BaseModel):
+    model_config = _STRICT
+
     source: str
     target: str
     read_only: bool = False
@@ -70,112 +76,100 @@ class Mount:
         return f"{self.source}:{self.target}{':ro' if self.read_only else ''}"
 
 
-@dataclass(frozen=True)
-class ContainerLaunch:
+def _gpu_request(vendor: str, gpus: tuple[int, ...]) -> str | None:
+    """Docker's --gpus value for NVIDIA (the devices the process owns)."""
+    if vendor != "nvidia" or not gpus:
+        return None
+    return '"device=' + ",".join(map(str, gpus)) + '"'
+
+
+class ContainerLaunch(BaseModel):
+    """One process of the recipe in its container; the inventory carries it as it is dumped.
+
+    ``gpu_request``, ``docker_run``, ``serves_http`` and ``serves_api`` follow from the other
+    fields: :meth:`of` fills them in, and a launch whose copies disagree (an inventory edited by
+    hand) is refused.
+    """
+
+    model_config = _STRICT
+
     name: str  # the recipe process name
     role: str
     node: int
     container_name: str
     image: str
-    argv: tuple[str, ...]  # command inside the container
+    argv: Annotated[tuple[str, ...], _Seq]  # command inside the container
     env: dict[str, str]  # non-secret environment
     env_file: str  # root-only file on the host holding the secret variables
-    secret_env_names: tuple[str, ...]
-    vendor: str
-    gpus: tuple[int, ...]
-    devices: tuple[str, ...]
-    group_add: tuple[str, ...]
-    security_opt: tuple[str, ...]
-    cap_add: tuple[str, ...]
+    secret_env_names: Annotated[tuple[str, ...], _Seq]
+    vendor: Literal["nvidia", "amd"]
+    gpus: Annotated[tuple[int, ...], _Seq]
+    gpu_request: str | None
+    devices: Annotated[tuple[str, ...], _Seq]
+    group_add: Annotated[tuple[str, ...], _Seq]
+    security_opt: Annotated[tuple[str, ...], _Seq]
+    cap_add: Annotated[tuple[str, ...], _Seq]
     shm_size: str
-    mounts: tuple[Mount, ...]
+    ulimits: dict[str, str]
+    mounts: Annotated[tuple[Mount, ...], _Seq]
     port: int
-    start_after: tuple[str, ...]
-    ulimits: tuple[tuple[str, str], ...] = _ULIMITS
-    build_notes: tuple[str, ...] = field(default_factory=tuple)
-    rank: int = 0  # of a multi-node server; ranks > 0 run no HTTP server
-    # Root-only YAML on the host holding `api-key:` (read with --config; "" when none).
-    api_key_file: str = ""
+    start_after: Annotated[tuple[str, ...], _Seq]
+    docker_run: Annotated[tuple[str, ...], _Seq]
+    rank: int = Field(description="rank of a multi-node server (0: the one that serves HTTP)")
+    serves_http: bool = Field(description="answers /health (not a rank > 0)")
+    serves_api: bool = Field(description="serves the OpenAI API (not an encoder, not a rank > 0)")
+    api_key_file: str = Field(
+        "", description="root-only YAML (`api-key:`) the process reads with --config; empty: no key"
+    )
 
-    @property
-    def serves_http(self) -> bool:
-        return self.rank == 0
+    @classmethod
+    def of(cls, **fields: Any) -> ContainerLaunch:
+        """The launch of these fields, with the facts that follow from them."""
+        fields.setdefault("ulimits", dict(_ULIMITS))
+        fields.setdefault("rank", 0)
+        return cls.model_validate({**fields, **_derived(cls.model_construct(**fields))})
 
-    @property
-    def serves_api(self) -> bool:
-        """The OpenAI API (/v1/models, chat): not an encoder-only server, not a rank > 0."""
-        return self.serves_http and self.role != "encoder"
+    @model_validator(mode="after")
+    def _derived_facts_agree(self) -> ContainerLaunch:
+        for name, value in _derived(self).items():
+            if getattr(self, name) != value:
+                raise ValueError(f"{name} is not what the launch's other fields give ({value!r})")
+        return self
 
-    def gpu_request(self) -> str | None:
-        """Docker's --gpus value for NVIDIA (the devices the process owns)."""
-        if self.vendor != "nvidia" or not self.gpus:
-            return None
-        return '"device=' + ",".join(map(str, self.gpus)) + '"'
-
-    def docker_run_argv(self) -> list[str]:
-        argv = [
-            "docker",
-            "run",
-            "--rm",
-            "--name",
-            self.container_name,
-            "--network",
-            "host",
-            "--ipc",
-            "host",
+    def docker_options(self) -> list[tuple[str, ...]]:
+        """The options of `docker run`, each flag with its value (if it takes one)."""
+        groups: list[tuple[str, ...]] = [
+            ("--rm",),
+            ("--name", self.container_name),
+            ("--network", "host"),
+            ("--ipc", "host"),
+            ("--shm-size", self.shm_size),
         ]
-        argv += ["--shm-size", self.shm_size]
-        for name, value in self.ulimits:
-            argv += ["--ulimit", f"{name}={value}"]
-        if (request := self.gpu_request()) is not None:
-            argv += ["--gpus", request]
-        for device in self.devices:
-            argv += ["--device", device]
-        for group in self.group_add:
-            argv += ["--group-add", group]
-        for opt in self.security_opt:
-            argv += ["--security-opt", opt]
-        for cap in self.cap_add:
-            argv += ["--cap-add", cap]
-        for mount in self.mounts:
-            argv += ["-v", mount.docker()]
+        groups += [("--ulimit", f"{name}={value}") for name, value in self.ulimits.items()]
+        if (request := _gpu_request(self.vendor, self.gpus)) is not None:
+            groups.append(("--gpus", request))
+        groups += [("--device", device) for device in self.devices]
+        groups += [("--group-add", group) for group in self.group_add]
+        groups += [("--security-opt", opt) for opt in self.security_opt]
+        groups += [("--cap-add", cap) for cap in self.cap_add]
+        groups += [("-v", mount.docker()) for mount in self.mounts]
         if self.env_file:
-            argv += ["--env-file", self.env_file]
-        for key, value in self.env.items():
-            argv += ["-e", f"{key}={value}"]
-        return [*argv, self.image, *self.argv]
+            groups.append(("--env-file", self.env_file))
+        groups += [("-e", f"{key}={value}") for key, value in self.env.items()]
+        return groups
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "role": self.role,
-            "node": self.node,
-            "container_name": self.container_name,
-            "image": self.image,
-            "argv": list(self.argv),
-            "env": dict(self.env),
-            "env_file": self.env_file,
-            "secret_env_names": list(self.secret_env_names),
-            "vendor": self.vendor,
-            "gpus": list(self.gpus),
-            "gpu_request": self.gpu_request(),
-            "devices": list(self.devices),
-            "group_add": list(self.group_add),
-            "security_opt": list(self.security_opt),
-            "cap_add": list(self.cap_add),
-            "shm_size": self.shm_size,
-            "ulimits": {k: v for k, v in self.ulimits},
-            "mounts": [
-                {"source": m.source, "target": m.target, "read_only": m.read_only} for m in self.mounts
-            ],
-            "port": self.port,
-            "start_after": list(self.start_after),
-            "docker_run": self.docker_run_argv(),
-            "rank": self.rank,
-            "serves_http": self.serves_http,
-            "serves_api": self.serves_api,
-            "api_key_file": self.api_key_file,
-        }
+
+def _derived(launch: ContainerLaunch) -> dict[str, Any]:
+    """The facts that follow from a launch's other fields."""
+    serves_http = launch.rank == 0
+    options = [word for group in launch.docker_options() for word in group]
+    return {
+        "gpu_request": _gpu_request(launch.vendor, launch.gpus),
+        "docker_run": ("docker", "run", *options, launch.image, *launch.argv),
+        "serves_http": serves_http,
+        # The OpenAI API (/v1/models, chat): not an encoder-only server, not a rank > 0.
+        "serves_api": serves_http and launch.role != "encoder",
+    }
 
 
 def container_argv(process: Process) -> tuple[str, ...]:
@@ -200,9 +194,9 @@ def _visible_devices_env(hw: Hardware, process: Process) -> dict[str, str]:
 
 
 def _mounts(recipe: Recipe, settings: LaunchSettings) -> tuple[Mount, ...]:
-    mounts = [Mount(settings.model_cache_dir, CONTAINER_HF_CACHE)]
+    mounts = [Mount(source=settings.model_cache_dir, target=CONTAINER_HF_CACHE)]
     if recipe.options.hicache == "l1l2l3":
-        mounts.append(Mount(MOONCAKE_CONFIG_DIR, MOONCAKE_CONFIG_DIR, read_only=True))
+        mounts.append(Mount(source=MOONCAKE_CONFIG_DIR, target=MOONCAKE_CONFIG_DIR, read_only=True))
     return tuple(mounts)
 
 
@@ -219,7 +213,6 @@ def container_launches(recipe: Recipe, settings: LaunchSettings | None = None) -
     hw = hardware_catalog()[recipe.hardware]
     runtime = _VENDOR_RUNTIME[hw.vendor]
     rdma_devices, rdma_caps = _rdma_access(recipe)
-    notes = tuple(r.note() for r in applicable(recipe.hardware, recipe.options))
     launches = []
     for proc in recipe.start_order():
         serves_model = proc.role != "router"
@@ -229,10 +222,10 @@ def container_launches(recipe: Recipe, settings: LaunchSettings | None = None) -
         mounts = _mounts(recipe, settings) if serves_model else ()
         argv = container_argv(proc)
         if keyed:
-            mounts = (*mounts, Mount(API_KEY_CONFIG, API_KEY_CONFIG, read_only=True))
+            mounts = (*mounts, Mount(source=API_KEY_CONFIG, target=API_KEY_CONFIG, read_only=True))
             argv = (*argv, "--config", API_KEY_CONFIG)
         launches.append(
-            ContainerLaunch(
+            ContainerLaunch.of(
                 name=proc.name,
                 role=proc.role,
                 node=proc.node,
@@ -252,7 +245,6 @@ def container_launches(recipe: Recipe, settings: LaunchSettings | None = None) -
                 mounts=mounts,
                 port=proc.port,
                 start_after=proc.start_after,
-                build_notes=notes,
                 rank=proc.rank,
                 api_key_file=API_KEY_CONFIG if keyed else "",
             )

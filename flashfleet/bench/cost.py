@@ -13,8 +13,9 @@ concurrency) and for the run as a whole.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict, computed_field
 
 from flashfleet.bench.summary import LevelSummary
 
@@ -42,8 +43,11 @@ def sourced_price(
     return SourcedPrice(float(usd_per_hour), source, date, kind)
 
 
-@dataclass(frozen=True)
-class Cost:
+class Cost(BaseModel):
+    """A run's cost; the figures that follow from the price are dumped after it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
     hourly_usd_per_node: float
     node_count: int
     wall_s: float
@@ -52,32 +56,27 @@ class Cost:
     price_source: str | None = None
     price_date: str | None = None
 
-    @property
-    def usd_per_gpu_hour(self) -> float | None:
-        return self.hourly_usd / self.gpus if self.gpus else None
-
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def hourly_usd(self) -> float:
         return self.hourly_usd_per_node * self.node_count
 
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def usd_per_gpu_hour(self) -> float | None:
+        return self.hourly_usd / self.gpus if self.gpus else None
+
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def run_usd(self) -> float:
         return self.hourly_usd * self.wall_s / 3600.0
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def per_mtok_output_usd(self) -> float | None:
         if self.output_tokens <= 0:
             return None
         return self.run_usd / (self.output_tokens / 1e6)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            **asdict(self),
-            "hourly_usd": self.hourly_usd,
-            "usd_per_gpu_hour": self.usd_per_gpu_hour,
-            "run_usd": self.run_usd,
-            "per_mtok_output_usd": self.per_mtok_output_usd,
-        }
 
 
 def level_cost_per_mtok(hourly_usd: float, level: LevelSummary) -> float | None:
@@ -102,4 +101,12 @@ def run_cost(
     if hourly_usd_per_node < 0 or node_count < 1:
         raise ValueError("hourly price must be >= 0 and node count >= 1")
     tokens = sum(lv.total_output_tokens for lv in levels)
-    return Cost(hourly_usd_per_node, node_count, wall_s, tokens, gpus, source, date)
+    return Cost(
+        hourly_usd_per_node=hourly_usd_per_node,
+        node_count=node_count,
+        wall_s=wall_s,
+        output_tokens=tokens,
+        gpus=gpus,
+        price_source=source,
+        price_date=date,
+    )

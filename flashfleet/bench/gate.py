@@ -5,8 +5,9 @@ recipe change. The thresholds model is ``flashfleet.stack.thresholds.Thresholds`
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, computed_field, model_serializer
 
 from flashfleet.stack.thresholds import Thresholds
 
@@ -14,8 +15,12 @@ if TYPE_CHECKING:
     from flashfleet.bench.summary import LevelSummary
 
 
-@dataclass(frozen=True)
-class Check:
+_SHAPE = ConfigDict(extra="forbid", frozen=True)
+
+
+class Check(BaseModel):
+    model_config = _SHAPE
+
     threshold: str
     limit: float
     concurrency: int | None
@@ -28,21 +33,22 @@ class Check:
         return f"{'PASS' if self.passed else 'FAIL'} {self.threshold} {where}: {shown} (limit {self.limit:g})"
 
 
-@dataclass(frozen=True)
-class GateResult:
+class GateResult(BaseModel):
+    model_config = _SHAPE
+
     checks: tuple[Check, ...]
     missing_levels: tuple[int, ...] = ()  # `concurrency` named a level the run does not have
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def passed(self) -> bool:
         return not self.missing_levels and all(c.passed for c in self.checks)
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "passed": self.passed,
-            "checks": [asdict(c) for c in self.checks],
-            "missing_levels": list(self.missing_levels),
-        }
+    @model_serializer(mode="wrap")
+    def _verdict_first(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # summary.json has always led the gate with its verdict (pydantic dumps computed fields last)
+        out = handler(self)
+        return {"passed": out.pop("passed"), **out}
 
 
 def _actual(name: str, level: LevelSummary, cost_per_mtok: float | None) -> float | None:
@@ -69,11 +75,13 @@ def evaluate(
     selected = [lv for lv in levels if thresholds.concurrency in (None, lv.concurrency)]
     missing = (thresholds.concurrency,) if thresholds.concurrency is not None and not selected else ()
     checks = []
-    for name, limit in thresholds.to_dict().items():
+    for name, limit in thresholds.model_dump(exclude_none=True).items():
         if name == "concurrency":
             continue
         for level in selected:
             actual = _actual(name, level, (cost_per_mtok or {}).get(level.concurrency))
             ok = actual is not None and (actual >= limit if name.startswith("min_") else actual <= limit)
-            checks.append(Check(name, limit, level.concurrency, actual, ok))
-    return GateResult(tuple(checks), tuple(m for m in missing if m is not None))
+            checks.append(
+                Check(threshold=name, limit=limit, concurrency=level.concurrency, actual=actual, passed=ok)
+            )
+    return GateResult(checks=tuple(checks), missing_levels=tuple(m for m in missing if m is not None))

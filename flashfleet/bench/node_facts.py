@@ -70,7 +70,7 @@ def from_bringup(plan: StackPlan) -> Deployment:
         price_source=plan.instance.price_source if plan.instance else None,
         price_date=plan.instance.price_date if plan.instance else None,
         region=plan.region,
-        thresholds={name: t.to_dict() for name, t in spec.bench.thresholds.items()},
+        thresholds={name: t.model_dump(exclude_none=True) for name, t in spec.bench.thresholds.items()},
     )
 
 

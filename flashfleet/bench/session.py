@@ -125,7 +125,7 @@ def gate_for(profile: Profile, deployment: Deployment) -> Thresholds:
     if not from_stack:
         return profile.gate
     try:
-        return Thresholds.from_mapping(from_stack).merged(profile.gate.to_dict())
+        return Thresholds.from_mapping(from_stack).merged(profile.gate.model_dump(exclude_none=True))
     except ValueError as err:
         raise BenchSetupError(f"stack {deployment.stack}: bench.thresholds.{profile.name}: {err}") from None
 

@@ -63,7 +63,7 @@ def summary_dict(
     hourly = cost.hourly_usd if cost else None
     levels = []
     for lv in run.summaries:
-        row = lv.to_dict()
+        row = lv.model_dump()
         row["cost_per_mtok_output_usd"] = level_cost_per_mtok(hourly, lv) if hourly is not None else None
         row["output_throughput_per_gpu"] = lv.output_throughput / gpus if gpus else None
         levels.append(row)
@@ -85,8 +85,8 @@ def summary_dict(
         "servers": [{"role": sv.role, "url": sv.url, "dp_ranks": sv.dp_ranks} for sv in servers],
         "pd_served": dict(pd_served or {}),
         "levels": levels,
-        "cost": cost.to_dict() if cost else None,
-        "gate": gate.to_dict() if gate else None,
+        "cost": cost.model_dump() if cost else None,
+        "gate": gate.model_dump() if gate else None,
     }
 
 
@@ -130,9 +130,9 @@ class StoredRun:
 
     @property
     def levels(self) -> list[LevelSummary]:
-        keep = set(LevelSummary.__dataclass_fields__)
+        keep = set(LevelSummary.model_fields)  # not the derived success_ratio, nor the costs
         return [
-            LevelSummary.from_dict({k: v for k, v in row.items() if k in keep})
+            LevelSummary.model_validate({k: v for k, v in row.items() if k in keep})
             for row in self.summary["levels"]
         ]
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict, computed_field
 
 METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_latency_ms")
 STATS = ("mean", "median", "std", "p90", "p95", "p99")
@@ -36,8 +37,12 @@ def _number(value: Any) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-@dataclass(frozen=True)
-class Percentiles:
+_SHAPE = ConfigDict(extra="forbid", frozen=True)
+
+
+class Percentiles(BaseModel):
+    model_config = _SHAPE
+
     mean: float | None
     median: float | None
     std: float | None
@@ -50,9 +55,11 @@ class Percentiles:
         return cls(**{stat: _number(record.get(f"{stat}_{metric}")) for stat in STATS})
 
 
-@dataclass(frozen=True)
-class LevelSummary:
-    """One bench_serving run: one concurrency level of a profile."""
+class LevelSummary(BaseModel):
+    """One bench_serving run: one concurrency level of a profile (stored as dumped, read back
+    with model_validate)."""
+
+    model_config = _SHAPE
 
     concurrency: int | None  # --max-concurrency (None: unlimited)
     num_prompts: int | None  # what the driver asked for, when known
@@ -79,24 +86,12 @@ class LevelSummary:
     # length for a request that streamed no text at all, so total_output_tokens alone can lie.
     total_output_tokens_retokenized: int | None = None
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def success_ratio(self) -> float | None:
         if not self.num_prompts:
             return None
         return self.completed / self.num_prompts
-
-    def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["success_ratio"] = self.success_ratio
-        return out
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> LevelSummary:
-        fields = dict(data)
-        fields.pop("success_ratio", None)
-        for metric in METRICS:
-            fields[metric] = Percentiles(**fields[metric])
-        return cls(**fields)
 
 
 def parse_record(record: Mapping[str, Any], *, num_prompts: int | None = None) -> LevelSummary:

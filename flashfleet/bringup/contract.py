@@ -42,6 +42,7 @@ _EXPECTED = {
     "string_type": "str",
     "bool_type": "bool",
     "list_type": "list",
+    "tuple_type": "list",  # a sequence fact (a launch's argv...): a list in the inventory
     "dict_type": "dict",
     "model_type": "dict",
     "dataclass_type": "dict",

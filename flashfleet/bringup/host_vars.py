@@ -18,52 +18,10 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from pydantic.fields import FieldInfo
 
 from flashfleet.catalog import DriverProfile
+from flashfleet.launch import ContainerLaunch
 from flashfleet.table import markdown
 
 _STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-
-class Mount(BaseModel):
-    model_config = _STRICT
-
-    source: str
-    target: str
-    read_only: bool
-
-
-class Launch(BaseModel):
-    """One container launch of the node (``flashfleet.launch.ContainerLaunch.to_dict()``)."""
-
-    model_config = _STRICT
-
-    name: str
-    role: str
-    node: int
-    container_name: str
-    image: str
-    argv: list[str]
-    env: dict[str, str]
-    env_file: str
-    secret_env_names: list[str]
-    vendor: Literal["nvidia", "amd"]
-    gpus: list[int]
-    gpu_request: str | None
-    devices: list[str]
-    group_add: list[str]
-    security_opt: list[str]
-    cap_add: list[str]
-    shm_size: str
-    ulimits: dict[str, str]
-    mounts: list[Mount]
-    port: int
-    start_after: list[str]
-    docker_run: list[str]
-    rank: int = Field(description="rank of a multi-node server (0: the one that serves HTTP)")
-    serves_http: bool = Field(description="answers /health (not a rank > 0)")
-    serves_api: bool = Field(description="serves the OpenAI API (not an encoder, not a rank > 0)")
-    api_key_file: str = Field(
-        "", description="root-only YAML (`api-key:`) the process reads with --config; empty: no key"
-    )
 
 
 class MooncakeLayout(BaseModel):
@@ -156,7 +114,7 @@ class HostVars(BaseModel):
         "catalog's one pin, which Kubernetes download containers install too"
     )
     flashfleet_mooncake: bool = Field(description="the stack uses the Mooncake L3 tier")
-    flashfleet_processes: list[Launch] = Field(
+    flashfleet_processes: list[ContainerLaunch] = Field(
         description="container launches of this node (`flashfleet.launch`), in start order, each with "
         "`rank`, `serves_http` and `serves_api`"
     )

@@ -32,8 +32,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
     from flashfleet.bench.method import differences
     from flashfleet.bench.store import load_run
+    from flashfleet.stack.errors import plain_message
 
     if len(args.runs) < 2:
         raise UsageError("give at least two runs to compare")
@@ -47,6 +50,11 @@ def run(args: argparse.Namespace) -> int:
         _check_shape(r.path, r.summary, r.fingerprint)
         try:
             r.levels  # noqa: B018 (parses every level row the table will read)
+        except ValidationError as err:  # the first problem, in one line
+            first = err.errors()[0]
+            where = ".".join(map(str, first["loc"]))
+            why = "missing" if first["type"] == "missing" else plain_message(first)
+            raise UsageError(f"{r.path}/summary.json: a level row is incomplete ({where}: {why})") from None
         except (KeyError, TypeError, ValueError) as err:
             raise UsageError(f"{r.path}/summary.json: a level row is incomplete ({err!r})") from None
     diffs = differences({str(r.path): r.method for r in runs})

@@ -36,8 +36,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _docker(process: dict[str, Any]) -> str:
     from flashfleet.cli.render import docker_lines
+    from flashfleet.launch import ContainerLaunch
 
-    return " \\\n    ".join(docker_lines(process["docker_run"], len(process["argv"])))
+    # The plan's process is a launch as it was dumped: read it back for its option groups.
+    return " \\\n    ".join(docker_lines(ContainerLaunch.model_validate(process)))
 
 
 def _command(words: list[str], env: dict[str, str]) -> str:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import shlex
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from flashfleet.cli.common import (
     UsageError,
@@ -14,6 +16,9 @@ from flashfleet.cli.common import (
 )
 from flashfleet.recipes import Recipe, render
 from flashfleet.recipes.flags import argv_units
+
+if TYPE_CHECKING:  # pydantic is imported on the docker path only
+    from flashfleet.launch import ContainerLaunch
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -66,7 +71,7 @@ def gpu_span(gpus: tuple[int, ...]) -> str:
     return ",".join(map(str, gpus))
 
 
-def _quoted(words: tuple[str, ...] | list[str]) -> str:
+def _quoted(words: Sequence[str]) -> str:
     return " ".join(shlex.quote(w) for w in words)
 
 
@@ -78,18 +83,12 @@ def command_lines(argv: tuple[str, ...], env: dict[str, str]) -> list[str]:
     return units
 
 
-def docker_lines(full: list[str], command_len: int) -> list[str]:
-    """`docker run` and its options one per line, then the image, then the container's
-    command one flag (with its values) per line."""
-    docker, image, command = full[: -command_len - 1], full[-command_len - 1], full[-command_len:]
-    lines = [_quoted(docker[:2])]
-    i = 2
-    while i < len(docker):
-        step = 2 if i + 1 < len(docker) and not docker[i + 1].startswith("-") else 1
-        lines.append(_quoted(docker[i : i + step]))
-        i += step
-    lines.append(shlex.quote(image))
-    return lines + [_quoted(unit) for unit in argv_units(command)]
+def docker_lines(launch: ContainerLaunch) -> list[str]:
+    """`docker run` and its options one per line (each flag with its value, as the launch groups
+    them), then the image, then the container's command one flag (with its values) per line."""
+    lines = ["docker run", *(_quoted(group) for group in launch.docker_options())]
+    lines.append(shlex.quote(launch.image))
+    return lines + [_quoted(unit) for unit in argv_units(launch.argv)]
 
 
 def _continued(lines: list[str]) -> str:
@@ -138,7 +137,7 @@ def docker_text(recipe: Recipe, version: str | None, derived: bool, includes: li
     out = _header(recipe)
     for launch in container_launches(recipe, LaunchSettings(image=image)):
         out += ["", _process_header(launch.name, launch.node, launch.gpus, launch.port, launch.start_after)]
-        out.append(_continued(docker_lines(launch.docker_run_argv(), len(launch.argv))))
+        out.append(_continued(docker_lines(launch)))
     out += [""] + [f"# note: {note}" for note in recipe.notes]
     out.append("# note: the --env-file holds HF_TOKEN=...; keep it root-only (chmod 600)")
     return "\n".join(out) + "\n"

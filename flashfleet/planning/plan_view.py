@@ -165,8 +165,7 @@ def kubernetes_summary(stack_plan: StackPlan, plan: KubernetesPlan) -> dict[str,
 def _pod_process(launch: ContainerLaunch) -> dict[str, Any]:
     """A process as its container sees it on Kubernetes (no docker flags, no host paths)."""
     keys = ("name", "role", "node", "image", "argv", "env", "secret_env_names", "gpus", "port", "start_after")
-    full = launch.to_dict()
-    return {k: full[k] for k in keys}
+    return launch.model_dump(mode="json", include=set(keys))
 
 
 def _kubernetes_parts(stack_plan: StackPlan) -> dict[str, Any]:
@@ -208,7 +207,7 @@ def _host_parts(plan: StackPlan) -> dict[str, Any]:
         "recipe": plan.recipe_for(private),
         "source": source_summary(plan),
         "addresses": ssh,
-        "processes": {i: [launch.to_dict() for launch in group] for i, group in launches.items()},
+        "processes": {i: [la.model_dump(mode="json") for la in group] for i, group in launches.items()},
         "mooncake": plan.mooncake.to_dict(private) if plan.mooncake else None,
         "endpoint": f"http://{ssh[0]}:{plan.serving_port}/v1",
     }

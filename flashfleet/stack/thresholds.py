@@ -52,10 +52,7 @@ class Thresholds(BaseModel):
             raise ValueError(f"{first['loc'][0]}: {plain_message(first)}") from None
 
     def merged(self, overrides: Mapping[str, Any]) -> Thresholds:
-        return Thresholds.from_mapping({**self.to_dict(), **overrides})
-
-    def to_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in self.model_dump().items() if v is not None}
+        return Thresholds.from_mapping({**self.model_dump(exclude_none=True), **overrides})
 
     def is_empty(self) -> bool:
         return not any(v is not None for k, v in self.model_dump().items() if k != "concurrency")

@@ -82,3 +82,24 @@ def test_cost_of_a_run_and_per_million_tokens():
     assert run_cost(None, 2, 1800.0, levels) is None
     with pytest.raises(ValueError, match="node count"):
         run_cost(1.0, 0, 1.0, levels)
+
+
+def test_the_stored_shapes_dump_their_derived_figures_in_place():
+    """summary.json's gate, cost and level rows: the models' dumps, derived figures included, in
+    the order the file has always had (the gate leads with its verdict)."""
+    levels = [parse_record(curve(c), num_prompts=8) for c in (1, 16)]
+    gate = evaluate(Thresholds(min_output_throughput=levels[1].output_throughput), levels)
+    dumped = gate.model_dump(mode="json")
+    assert list(dumped) == ["passed", "checks", "missing_levels"]
+    assert dumped["passed"] is False
+    assert list(dumped["checks"][0]) == ["threshold", "limit", "concurrency", "actual", "passed"]
+    cost = run_cost(60.0, 2, 1800.0, levels, gpus=16)
+    assert cost is not None
+    assert list(cost.model_dump())[-5:] == [
+        "price_date", "hourly_usd", "usd_per_gpu_hour", "run_usd", "per_mtok_output_usd",
+    ]  # fmt: skip
+    assert cost.model_dump()["usd_per_gpu_hour"] == pytest.approx(120.0 / 16)
+    row = levels[0].model_dump()
+    assert list(row)[-1] == "success_ratio"
+    assert row["success_ratio"] == levels[0].completed / 8
+    assert type(levels[0]).model_validate({k: v for k, v in row.items() if k != "success_ratio"}) == levels[0]

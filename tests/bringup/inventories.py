@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from flashfleet.inventory import weights_client_facts
+from flashfleet.launch import ContainerLaunch
 
 TOKEN = "hf_bringupTESTtoken0123456789abcdefXYZ"
 PROJECT = Path(__file__).parent / "project"
@@ -41,15 +42,12 @@ def facts(stack: str, index: int, cache_dir: Path, argv: list[str] | None = None
 
 
 def launch(argv: list[str]) -> dict[str, Any]:
-    """One container launch in flashfleet.launch's shape (the test roles read only its argv)."""
-    image = "lmsysorg/sglang:v0.5.23"
-    return {
-        "name": "serve", "role": "server", "node": 0, "container_name": "flashfleet-serve", "image": image,
-        "argv": argv, "env": {}, "env_file": "", "secret_env_names": [], "vendor": "nvidia", "gpus": [0],
-        "gpu_request": '"device=0"', "devices": [], "group_add": [], "security_opt": [], "cap_add": [],
-        "shm_size": "32g", "ulimits": {}, "mounts": [], "port": 30000, "start_after": [],
-        "docker_run": ["docker", "run", "--rm", image, *argv], "rank": 0, "serves_http": True, "serves_api": True,
-    }  # fmt: skip
+    """One container launch as flashfleet.launch dumps it (the test roles read only its argv)."""
+    return ContainerLaunch.of(
+        name="serve", role="server", node=0, container_name="flashfleet-serve", image="lmsysorg/sglang:v0.5.23",
+        argv=tuple(argv), env={}, env_file="", secret_env_names=(), vendor="nvidia", gpus=(0,), devices=(),
+        group_add=(), security_opt=(), cap_add=(), shm_size="32g", ulimits={}, mounts=(), port=30000, start_after=(),
+    ).model_dump(mode="json")  # fmt: skip
 
 
 def local_host() -> dict[str, Any]:

@@ -7,7 +7,7 @@ import pytest
 from pydantic import ValidationError
 
 from flashfleet.cli import main
-from flashfleet.launch import LaunchSettings, check_build_requirements, container_launches
+from flashfleet.launch import ContainerLaunch, LaunchSettings, check_build_requirements, container_launches
 from flashfleet.recipes import RecipeError, render
 from flashfleet.stack.image import ImageSpec
 
@@ -67,7 +67,7 @@ def test_pd_processes_each_on_their_own_gpus():
 def test_docker_command_carries_the_render_argv_and_env():
     recipe = render("gb300", "high-throughput", "pd")
     for launch, proc in zip(container_launches(recipe), recipe.start_order(), strict=True):
-        argv = launch.docker_run_argv()
+        argv = list(launch.docker_run)
         assert argv[-len(launch.argv) :] == list(launch.argv)
         assert argv[-len(launch.argv) - 1] == launch.image
         for key, value in proc.env.items():
@@ -78,7 +78,7 @@ def test_docker_command_carries_the_render_argv_and_env():
 
 def test_amd_device_access():
     (launch,) = container_launches(render("mi355x", "low-latency", overrides=AGENTX))
-    argv = launch.docker_run_argv()
+    argv = list(launch.docker_run)
     for device in ("/dev/kfd", "/dev/dri"):
         assert argv[argv.index(device) - 1] == "--device"
     assert argv[argv.index("--group-add") + 1] == "video"
@@ -164,5 +164,36 @@ def test_no_token_value_anywhere(capsys, monkeypatch):
         assert "--env-file /etc/flashfleet/secrets.env" in out
     recipe = render("gb300", "high-throughput", "pd")
     for launch in container_launches(recipe, LaunchSettings()):
-        assert token not in repr(launch.to_dict())
+        assert token not in repr(launch.model_dump(mode="json"))
         assert "HF_TOKEN" not in launch.env
+
+
+def test_docker_run_is_its_option_groups_then_image_then_command():
+    """The `docker run` argv and the CLI's one-option-per-line print come from the same groups:
+    an option's value is never guessed from how it looks (a value starting with '-' stays put)."""
+    recipe = render("mi355x", "low-latency", overrides={**AGENTX, "hicache": "l1l2l3"})
+    (launch,) = container_launches(recipe)
+    groups = launch.docker_options()
+    assert all(len(g) in (1, 2) and g[0].startswith("-") for g in groups)
+    flat = [word for group in groups for word in group]
+    assert list(launch.docker_run) == ["docker", "run", *flat, launch.image, *launch.argv]
+    odd = launch.model_copy(update={"env": {"X": "1"}, "ulimits": {"nofile": "-1"}})
+    assert ("--ulimit", "nofile=-1") in odd.docker_options()
+    assert ("-e", "X=1") in odd.docker_options()
+
+
+def test_a_launch_round_trips_through_its_dump_and_refuses_a_disagreeing_copy():
+    """The inventory carries the launch as dumped (JSON lists), and reads it back as the same
+    model; derived facts (docker_run, gpu_request...) that disagree with the rest are refused."""
+    for launch in container_launches(render("gb300", "high-throughput", "pd")):
+        dumped = launch.model_dump(mode="json")
+        assert ContainerLaunch.model_validate(dumped) == launch
+        for name, value in (
+            ("docker_run", ["docker", "run", launch.image, *launch.argv]),
+            ("gpu_request", None if launch.gpus else '"device=0"'),
+            ("serves_http", not launch.serves_http),
+        ):
+            with pytest.raises(ValidationError, match=f"{name} is not what the launch's other fields give"):
+                ContainerLaunch.model_validate({**dumped, name: value})
+        with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
+            ContainerLaunch.model_validate({**dumped, "ports": [1]})

@@ -177,7 +177,7 @@ def test_the_api_server_reads_its_key_from_a_read_only_config_file(keyed_plan: A
         mount = next(m for m in launch.mounts if m.target == API_KEY_CONFIG)
         assert mount.read_only
         assert mount.source == API_KEY_CONFIG
-        run = launch.docker_run_argv()
+        run = list(launch.docker_run)
         assert f"{API_KEY_CONFIG}:{API_KEY_CONFIG}:ro" in run
         assert not any("api-key" in word and word != API_KEY_CONFIG and "ro" not in word for word in run[:-2])
 

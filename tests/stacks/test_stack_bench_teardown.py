@@ -58,9 +58,15 @@ def test_thresholds_reach_the_session_and_the_profile_gate_wins(write_stack) -> 
     # the instance type and its price (the catalog's, or the stack's override) come with it
     assert (deployment.instance_type, deployment.hourly_usd_per_node) == ("p5en.48xlarge", 63.3)
     profile = get_profile("chat-1k1k")
-    assert gate_for(profile, deployment).to_dict() == {"max_p99_ttft_ms": 2000.0, "min_success_ratio": 0.99}
+    assert gate_for(profile, deployment).model_dump(exclude_none=True) == {
+        "max_p99_ttft_ms": 2000.0,
+        "min_success_ratio": 0.99,
+    }
     cli = profile.with_overrides(gate=profile.gate.merged({"max_p99_ttft_ms": 500}))
-    assert gate_for(cli, deployment).to_dict() == {"max_p99_ttft_ms": 500.0, "min_success_ratio": 0.99}
+    assert gate_for(cli, deployment).model_dump(exclude_none=True) == {
+        "max_p99_ttft_ms": 500.0,
+        "min_success_ratio": 0.99,
+    }
     assert gate_for(get_profile("agentic-long"), deployment).is_empty()
     assert gate_for(profile, Deployment("x")).is_empty()
 
