@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from flashfleet.polling import poll
 from flashfleet.stack.safe_values import UnknownKeyType, ssh_public_key
 
 BEGIN = "-----BEGIN SSH HOST KEY KEYS-----"
@@ -122,11 +123,11 @@ def read_host_keys(
 
     ``nodes``: (node name, instance id). Returns (keys by node, why not by node) for the nodes
     read and the nodes not read; a refused permission is not asked again."""
-    deadline = clock() + timeout_s
     keys: dict[str, list[str]] = {}
     why: dict[str, str] = {}
     pending = list(nodes)
-    while True:
+
+    def ask_pending() -> list[tuple[str, str]]:
         for name, instance_id in list(pending):
             try:
                 keys[name] = [f"{kind} {blob}" for kind, blob in ask_console(ec2, instance_id)]
@@ -137,10 +138,11 @@ def read_host_keys(
                 pending.remove((name, instance_id))
             except HostKeysUnavailable as err:
                 why[name] = f"{instance_id}: {err}"
-        if not pending:
-            return keys, why
-        if clock() + delay_s > deadline:
-            for name, _ in pending:
-                why[name] += f" after {timeout_s:g} s"
-            return keys, why
-        sleep(delay_s)
+        return pending
+
+    late = poll(
+        ask_pending, lambda left: not left, timeout_s=timeout_s, interval_s=delay_s, clock=clock, sleep=sleep
+    )
+    for name, _ in late:
+        why[name] += f" after {timeout_s:g} s"
+    return keys, why
