@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import TypeVar
 
 from ruamel.yaml import YAML
-from ruamel.yaml.comments import CommentedMap
+from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.util import load_yaml_guess_indent
 
 from flashfleet.stack.yamlfile import YamlFileError, parse_yaml, read_text
 
@@ -31,25 +32,22 @@ def round_trip_yaml() -> YAML:
     return yaml
 
 
-def indentation(text: str) -> tuple[int, int]:
-    """The file's mapping indent and how far its "- " items sit inside their key (default 2, 2)."""
-    mapping, dash = 0, -1
-    previous: tuple[int, str] | None = None
-    for line in text.splitlines():
-        body = line.lstrip(" ")
-        if not body or body.startswith("#"):
-            continue
-        depth = len(line) - len(body)
-        if previous is not None:
-            parent_depth, parent = previous
-            opens_block = parent.split("#")[0].rstrip().endswith(":")
-            if opens_block and depth > parent_depth:
-                if body.startswith("- ") and dash < 0:
-                    dash = depth - parent_depth
-                elif not body.startswith("- ") and not mapping:
-                    mapping = depth - parent_depth
-        previous = (depth, body)
-    return mapping or 2, dash if dash >= 0 else 2
+def mapping_indent(doc: object) -> int | None:
+    """How far the first nested block mapping's keys sit inside their key, from ruamel's positions.
+
+    ruamel's ``load_yaml_guess_indent`` gives the sequence layout but, once the file has a
+    sequence, not the mapping indent (its usual recipe would then indent mappings as sequences)."""
+    todo = [doc]
+    for node in todo:  # breadth first: the file's outer levels first
+        if isinstance(node, CommentedMap):
+            for key, child in node.items():
+                block = isinstance(child, CommentedMap) and child and not child.fa.flow_style()
+                if block and (step := int(child.lc.col - node.lc.key(key)[1])) > 0:
+                    return step
+                todo.append(child)
+        elif isinstance(node, CommentedSeq):
+            todo.extend(node)
+    return None
 
 
 def child_mapping(parent: CommentedMap, key: str, where: str) -> CommentedMap:
@@ -72,30 +70,41 @@ def _text(path: Path) -> str:
         raise YamlEditError(f"{path.name}: {err}") from None
 
 
-def load_round_trip(path: Path) -> CommentedMap:
-    """The document of ``path`` for reading (an empty file is an empty mapping)."""
+def _load(path: Path) -> tuple[CommentedMap, int | None, int | None]:
+    """The document of ``path`` (an empty file is an empty mapping), its sequences' indent and the
+    dash's offset within it (None when the file has no block sequence)."""
     try:
-        doc = round_trip_yaml().load(_text(path))
+        doc, sequence, dash = load_yaml_guess_indent(_text(path), yaml=round_trip_yaml())
+    except YamlEditError:
+        raise
     except Exception as err:  # ruamel raises several unrelated types for bad YAML
         raise YamlEditError(f"{path.name} is not valid YAML: {str(err).splitlines()[0]}") from None
     if doc is None:
-        return CommentedMap()
+        return CommentedMap(), sequence, dash
     if not isinstance(doc, CommentedMap):
         raise YamlEditError(f"{path.name}: the top level is not a mapping")
-    return doc
+    return doc, sequence, dash
+
+
+def load_round_trip(path: Path) -> CommentedMap:
+    """The document of ``path`` for reading (an empty file is an empty mapping)."""
+    return _load(path)[0]
 
 
 def edit_yaml(path: Path, change: Callable[[CommentedMap], T]) -> T:
-    """Load ``path``, let ``change`` edit the document in place, write it back in the file's layout.
+    """Load ``path``, let ``change`` edit the document in place, write it back in the file's layout
+    (indents measured before the change; 2 and "  - " when the file shows none).
 
     Nothing is written when ``change`` raises.
     """
-    text = _text(path)
-    doc = load_round_trip(path)
+    doc, sequence, dash = _load(path)
+    mapping = mapping_indent(doc) or 2
     result = change(doc)
     yaml = round_trip_yaml()
-    mapping, dash = indentation(text)
-    yaml.indent(mapping=mapping, sequence=dash + 2, offset=dash)
+    if dash is None or sequence is None:
+        yaml.indent(mapping=mapping, sequence=4, offset=2)
+    else:
+        yaml.indent(mapping=mapping, sequence=sequence, offset=dash)
     out = io.StringIO()
     yaml.dump(doc, out)
     path.write_text(out.getvalue(), encoding="utf-8")

@@ -22,6 +22,7 @@ from typing import Any
 
 from flashfleet.bench.runner import Invocation, Runner
 from flashfleet.bringup.secret_env import API_KEY_ENV
+from flashfleet.polling import poll
 
 # sglang 0.5.23 srt/observability/metrics_collector.py (TokenizerMetricsCollector)
 PROMPT_TOKENS = "sglang:prompt_tokens_total"
@@ -137,14 +138,15 @@ def wait_ready(
     interval_s: float = 5.0,
 ) -> list[str]:
     """Poll until every server and rank is ready; the reasons of those that never were."""
-    deadline = clock() + timeout_s
     urls = [f"{s.url}/{path}" for s in servers for path in ("health", "server_info")]
-    while True:
+
+    def waiting() -> list[str]:
         answers = fetch(urls)
-        waiting = [why for s in servers if (why := not_ready(s, answers)) is not None]
-        if not waiting or clock() >= deadline:
-            return waiting
-        sleep(interval_s)
+        return [why for s in servers if (why := not_ready(s, answers)) is not None]
+
+    return poll(
+        waiting, lambda left: not left, timeout_s=timeout_s, interval_s=interval_s, clock=clock, sleep=sleep
+    )
 
 
 Counters = dict[str, float]  # metric name -> sum over its label sets

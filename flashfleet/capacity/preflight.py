@@ -195,6 +195,8 @@ def check_or_wait(
     say: Callable[[str], None] = print,
 ) -> Reservation | None:
     """``check``; when the reservation has not started and ``wait`` is set, sleep until it has."""
+    # Not polling.poll: the pause is read from the reservation's start, and there is no timeout
+    # (the user asked to wait for a block they bought; it starts at a known time).
     while True:
         try:
             return check(ec2, plan, clock())

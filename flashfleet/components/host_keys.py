@@ -9,24 +9,24 @@ in the state, and every run pins them (``flashfleet_host_keys`` -> ``known_hosts
 whatever answers on the address.
 
 Only the first block counts (the first boot's, read while the node is new); every key is checked
-(its base64 decodes and names its own type). Standard library and botocore's exceptions; the
-EC2 client is passed in.
+as the stack's ``hostKeys`` are (``safe_values.ssh_public_key``: cryptography reads it as a key of
+the type it names). The EC2 client is passed in.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import re
-import struct
+import itertools
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from flashfleet.polling import poll
+from flashfleet.stack.safe_values import UnknownKeyType, ssh_public_key
+
 BEGIN = "-----BEGIN SSH HOST KEY KEYS-----"
 END = "-----END SSH HOST KEY KEYS-----"
-KEY_TYPES = ("ssh-ed25519", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp521", "ssh-rsa")
-_KEY = re.compile(r"(?:^|\s)(" + "|".join(map(re.escape, KEY_TYPES)) + r") ([A-Za-z0-9+/]+={0,2})(?:\s|$)")
 
 
 # EC2's codes for a missing permission: asking again will not help.
@@ -41,13 +41,20 @@ class HostKeysDenied(HostKeysUnavailable):
     """The credentials may not read the console (ec2:GetConsoleOutput)."""
 
 
-def _valid(key_type: str, blob: str) -> bool:
-    try:
-        raw = base64.b64decode(blob, validate=True)
-        (length,) = struct.unpack(">I", raw[:4])
-        return raw[4 : 4 + length].decode() == key_type
-    except (binascii.Error, struct.error, UnicodeDecodeError):
-        return False
+def _line_key(line: str) -> tuple[str, str] | None:
+    """(type, base64) of the key on one console line (after any prefix, before its comment); None
+    when the line holds none (another process's output among the keys)."""
+    for key_type, blob in itertools.pairwise(line.split()):
+        try:
+            ssh_public_key(key_type, blob)
+        except UnknownKeyType:
+            continue
+        except ValueError:
+            raise HostKeysUnavailable(
+                f"a {key_type} key on the console does not decode: refusing the block"
+            ) from None
+        return key_type, blob
+    return None
 
 
 def parse_console(text: str) -> list[tuple[str, str]]:
@@ -60,15 +67,7 @@ def parse_console(text: str) -> list[tuple[str, str]]:
     ends = [i for i, ln in enumerate(lines[start:], start) if ln.rstrip().endswith(END)]
     if not ends:
         raise HostKeysUnavailable("the console's host-key block is not complete yet")
-    keys = []
-    for line in lines[start + 1 : ends[0]]:
-        if (m := _KEY.search(line)) is None:
-            continue
-        if not _valid(m.group(1), m.group(2)):
-            raise HostKeysUnavailable(
-                f"a {m.group(1)} key on the console does not decode: refusing the block"
-            )
-        keys.append((m.group(1), m.group(2)))
+    keys = [key for line in lines[start + 1 : ends[0]] if (key := _line_key(line)) is not None]
     if not keys:
         raise HostKeysUnavailable("the console's host-key block holds no key")
     return keys
@@ -124,11 +123,11 @@ def read_host_keys(
 
     ``nodes``: (node name, instance id). Returns (keys by node, why not by node) for the nodes
     read and the nodes not read; a refused permission is not asked again."""
-    deadline = clock() + timeout_s
     keys: dict[str, list[str]] = {}
     why: dict[str, str] = {}
     pending = list(nodes)
-    while True:
+
+    def ask_pending() -> list[tuple[str, str]]:
         for name, instance_id in list(pending):
             try:
                 keys[name] = [f"{kind} {blob}" for kind, blob in ask_console(ec2, instance_id)]
@@ -139,10 +138,11 @@ def read_host_keys(
                 pending.remove((name, instance_id))
             except HostKeysUnavailable as err:
                 why[name] = f"{instance_id}: {err}"
-        if not pending:
-            return keys, why
-        if clock() + delay_s > deadline:
-            for name, _ in pending:
-                why[name] += f" after {timeout_s:g} s"
-            return keys, why
-        sleep(delay_s)
+        return pending
+
+    late = poll(
+        ask_pending, lambda left: not left, timeout_s=timeout_s, interval_s=delay_s, clock=clock, sleep=sleep
+    )
+    for name, _ in late:
+        why[name] += f" after {timeout_s:g} s"
+    return keys, why

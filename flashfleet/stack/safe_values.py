@@ -10,8 +10,10 @@ inventory contract all sit above this module.
 from __future__ import annotations
 
 import ipaddress
+import itertools
 import posixpath
 import re
+import warnings
 
 # --- host paths -----------------------------------------------------------------------------------
 
@@ -178,30 +180,52 @@ def device_name(value: str) -> str:
     return value
 
 
-_KEY_TYPES = {
-    "ssh-ed25519",
-    "ssh-rsa",
-    "ecdsa-sha2-nistp256",
-    "ecdsa-sha2-nistp384",
-    "ecdsa-sha2-nistp521",
-    "sk-ssh-ed25519@openssh.com",
-    "sk-ecdsa-sha2-nistp256@openssh.com",
-}
-_KEY_BLOB = re.compile(r"^[A-Za-z0-9+/]{32,}={0,3}$")
+_CANONICAL_BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
+
+
+class UnknownKeyType(ValueError):
+    """The word names no SSH public-key type (so the text beside it is not a key at all)."""
+
+
+def ssh_public_key(key_type: str, blob: str) -> str:
+    """`TYPE BASE64` when ``blob`` is an SSH public key of type ``key_type`` (ed25519, ECDSA, RSA
+    and their security-key forms), as cryptography reads it; ValueError (UnknownKeyType for an
+    unknown type) when not. DSA is refused as OpenSSH refuses it by default."""
+    # Imported here: cryptography costs about 0.1 s, and only stacks with host keys need it.
+    from cryptography.exceptions import UnsupportedAlgorithm
+    from cryptography.hazmat.primitives.asymmetric import dsa
+    from cryptography.hazmat.primitives.serialization import load_ssh_public_key
+
+    try:
+        with warnings.catch_warnings():  # its DSA deprecation notice would be a second stderr line
+            warnings.simplefilter("ignore")
+            key = load_ssh_public_key(f"{key_type} {blob}".encode())
+    except UnsupportedAlgorithm:
+        raise UnknownKeyType(f"{key_type!r} is not an SSH key type") from None
+    except (ValueError, UnicodeEncodeError):
+        raise ValueError(f"not a {key_type} key") from None
+    # cryptography's base64 is lenient (it skips stray bytes); the key goes into known_hosts as given
+    if not _CANONICAL_BASE64.fullmatch(blob):
+        raise ValueError(f"not a {key_type} key (its base64 holds other characters)")
+    if isinstance(key, dsa.DSAPublicKey):
+        raise ValueError("a DSA key (OpenSSH no longer accepts them)")
+    return f"{key_type} {blob}"
 
 
 def host_key(value: str) -> str:
     """A host public key as sshd keeps it (`/etc/ssh/ssh_host_ed25519_key.pub`) or as a
     known_hosts line gives it after the host name: `TYPE BASE64 [comment]`; returns `TYPE BASE64`."""
-    words = value.split()
-    if len(words) >= 3 and words[0] not in _KEY_TYPES and words[1] in _KEY_TYPES:
-        words = words[1:]  # a whole known_hosts line: drop its host field
-    if len(words) < 2 or words[0] not in _KEY_TYPES or not _KEY_BLOB.fullmatch(words[1]):
-        raise ValueError(
-            "must be a host public key such as 'ssh-ed25519 AAAAC3Nza...' "
-            "(cat /etc/ssh/ssh_host_ed25519_key.pub on the host)"
-        )
-    return f"{words[0]} {words[1]}"
+    for key_type, blob in itertools.pairwise(value.split()[:3]):  # a known_hosts line: host first
+        try:
+            return ssh_public_key(key_type, blob)
+        except UnknownKeyType:
+            continue
+        except ValueError:
+            break
+    raise ValueError(
+        "must be a host public key such as 'ssh-ed25519 AAAAC3Nza...' "
+        "(cat /etc/ssh/ssh_host_ed25519_key.pub on the host)"
+    )
 
 
 def plain_text(value: str, limit: int = 256) -> str:

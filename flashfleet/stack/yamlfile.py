@@ -1,44 +1,25 @@
 """Reading a user's YAML (or JSON) file strictly: UTF-8 only, no duplicate keys.
 
 PyYAML keeps the last of two equal keys without a word, so `strategy:` written twice would
-silently switch the recipe; here it is refused with the line of the second one. Every failure is
-one `YamlFileError` line (the caller prefixes the file's role), never a traceback.
+silently switch the recipe; ruamel.yaml's safe loader refuses it, and the line of the second one
+is reported. Every failure is one `YamlFileError` line (the caller prefixes the file's role),
+never a traceback.
 """
 
 from __future__ import annotations
 
+import re
+import warnings
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 
 class YamlFileError(ValueError):
     """The file cannot be read as YAML; the message is one line, without the path."""
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a key repeated within one mapping."""
-
-
-def _mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    loader.flatten_mapping(node)
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        try:
-            repeated = key in seen
-        except TypeError:  # an unhashable key: construct_mapping says so below
-            continue
-        if repeated:
-            raise YamlFileError(
-                f"key {key!r} appears twice in one mapping (line {key_node.start_mark.line + 1})"
-            )
-        seen.add(key)
-    return loader.construct_mapping(node, deep=True)
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
+# ruamel's wording of a repeated key; only the key is kept (the values may be secrets).
+_DUPLICATE = re.compile(r'found duplicate key "(.*)" with value ', re.DOTALL)
 
 
 # Deeper than any real file (a stack is about eight levels); far below Python's recursion limit,
@@ -62,10 +43,23 @@ def _depth_ok(doc: Any) -> bool:
 
 
 def parse_yaml(text: str) -> Any:
+    # Imported here: ruamel.yaml costs about 0.1 s, and refusals that never parse should not pay it.
+    from ruamel.yaml import YAML
+    from ruamel.yaml.constructor import DuplicateKeyError
+    from ruamel.yaml.error import YAMLError
+
     too_deep = f"nested more than {MAX_DEPTH} levels deep (a stack file needs about eight)"
+    loader = YAML(typ="safe", pure=True)
+    loader.version = (1, 1)  # read as PyYAML does (yes/no booleans, 0755 octal): files written for it
     try:
-        doc = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass
-    except yaml.YAMLError as exc:
+        with warnings.catch_warnings():  # its YAML 1.1 float advice is a paragraph on stderr
+            warnings.simplefilter("ignore")
+            doc = loader.load(text)
+    except DuplicateKeyError as exc:
+        named = f"key {m.group(1)!r}" if (m := _DUPLICATE.search(exc.problem or "")) else "a key"
+        line = f" (line {exc.problem_mark.line + 1})" if exc.problem_mark is not None else ""
+        raise YamlFileError(f"{named} appears twice in one mapping{line}") from None
+    except YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
         line = f" (line {where.line + 1})" if where is not None else ""
         problem = getattr(exc, "problem", None) or "syntax error"

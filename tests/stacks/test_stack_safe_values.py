@@ -251,3 +251,59 @@ def test_the_roles_assert_accepts_exactly_what_the_spec_keeps_as_written(value: 
     except ValueError:
         spec_keeps = False
     assert role_accepts == spec_keeps, value
+
+
+@pytest.fixture(scope="module")
+def real_keys(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    import subprocess
+
+    d = tmp_path_factory.mktemp("keys")
+    out = {}
+    for kind in ("ed25519", "ecdsa", "rsa", "dsa"):
+        done = subprocess.run(
+            ["ssh-keygen", "-q", "-t", kind, "-N", "", "-f", str(d / kind)], capture_output=True, check=False
+        )
+        if done.returncode == 0:  # OpenSSH builds without DSA refuse to make one
+            out[kind] = (d / f"{kind}.pub").read_text().strip()
+    return out
+
+
+def test_real_host_keys_pass_as_type_and_base64(real_keys: dict[str, str]) -> None:
+    for kind in ("ed25519", "ecdsa", "rsa"):
+        key_type, blob, _comment = real_keys[kind].split()
+        assert safe_values.host_key(real_keys[kind]) == f"{key_type} {blob}"
+        assert safe_values.host_key(f"192.0.2.10 {key_type} {blob}") == f"{key_type} {blob}"
+
+
+def test_a_security_key_host_key_passes() -> None:
+    import base64
+    import struct
+
+    def field(b: bytes) -> bytes:
+        return struct.pack(">I", len(b)) + b
+
+    kind = b"sk-ssh-ed25519@openssh.com"
+    blob = base64.b64encode(field(kind) + field(bytes(range(32))) + field(b"ssh:")).decode()
+    assert safe_values.host_key(f"{kind.decode()} {blob}") == f"{kind.decode()} {blob}"
+
+
+@pytest.mark.parametrize(
+    "mangle",
+    [
+        lambda t, b: f"ssh-rsa {b}" if t != "ssh-rsa" else f"ssh-ed25519 {b}",  # another type's name
+        lambda t, b: f"{t} {b[:-8]}",  # cut short
+        lambda t, b: f"{t} {b[:20]}%{b[20:]}",  # a byte cryptography's base64 would skip
+        lambda t, b: f"{t}",
+    ],
+)
+def test_a_mangled_key_is_refused(real_keys: dict[str, str], mangle: Callable[[str, str], str]) -> None:
+    key_type, blob, _ = real_keys["ed25519"].split()
+    with pytest.raises(ValueError, match="must be a host public key"):
+        safe_values.host_key(mangle(key_type, blob))
+
+
+def test_a_dsa_key_is_refused(real_keys: dict[str, str]) -> None:
+    if "dsa" not in real_keys:
+        pytest.skip("this OpenSSH cannot make a DSA key")
+    with pytest.raises(ValueError, match="must be a host public key"):
+        safe_values.host_key(real_keys["dsa"])

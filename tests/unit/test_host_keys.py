@@ -51,6 +51,17 @@ def test_prefixed_console_lines(host_keys: list[str]) -> None:
     assert len(parse_console(console(host_keys, prefix="ec2: "))) == 2
 
 
+def test_other_output_inside_the_block_is_skipped(host_keys: list[str]) -> None:
+    keys = [host_keys[0], "[   31.2] random: crng init done", host_keys[1]]
+    assert len(parse_console(console(keys, prefix="ec2: "))) == 2
+
+
+def test_a_key_that_names_another_type_is_refused(host_keys: list[str]) -> None:
+    _, blob, _ = host_keys[0].split()  # an ed25519 key called RSA
+    with pytest.raises(HostKeysUnavailable, match="a ssh-rsa key on the console does not decode"):
+        parse_console(console([f"ssh-rsa {blob}"]))
+
+
 @pytest.mark.parametrize(
     ("text", "why"),
     [
