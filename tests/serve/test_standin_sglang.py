@@ -42,7 +42,7 @@ def start(argv: list[str], mounts: list[list[str]] | None) -> tuple[subprocess.P
     if mounts is not None:
         env[MOUNTS_ENV] = json.dumps(mounts)
     proc = subprocess.Popen(
-        [sys.executable, str(HERE / "standin_openai.py"), "--model-path", "zai-org/GLM-5.3-Flash",
+        [sys.executable, str(HERE / "standin_sglang.py"), "--model-path", "zai-org/GLM-5.3-Flash",
          "--host", "127.0.0.1", "--port", str(port), *argv],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
