@@ -55,16 +55,8 @@ MOUNTS_ENV = "FLASHFLEET_TEST_MOUNTS"
 COUNTERS = ("sglang:prompt_tokens_total", "sglang:generation_tokens_total", "sglang:num_requests_total",
             "sglang:backuped_tokens_total", "sglang:storage_prefetch_hit_tokens_total")  # fmt: skip
 STORAGE_CACHED = 'sglang:cached_tokens_total{cache_source="storage"}'
-COLOURS = {
-    "red": (255, 0, 0),
-    "green": (0, 255, 0),
-    "blue": (0, 0, 255),
-    "yellow": (255, 255, 0),
-    "black": (0, 0, 0),
-    "white": (255, 255, 255),
-    "orange": (255, 128, 0),
-    "purple": (128, 0, 128),
-}
+COLOURS = {"red": (255, 0, 0), "green": (0, 255, 0), "blue": (0, 0, 255), "yellow": (255, 255, 0),
+           "black": (0, 0, 0), "white": (255, 255, 255), "orange": (255, 128, 0), "purple": (128, 0, 128)}  # fmt: skip
 
 
 class Store(Protocol):
