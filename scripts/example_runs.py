@@ -17,8 +17,8 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests" / "bench"))
-from standin_server import StandinServer, StandinState  # noqa: E402
+sys.path.insert(0, str(REPO / "tests" / "serve"))
+from standin_sglang import StandinServer, StandinState  # noqa: E402
 
 OUT = REPO / "examples" / "runs"
 RUNS = {"standin-itl2ms": 0.002, "standin-itl4ms": 0.004}

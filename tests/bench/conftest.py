@@ -10,7 +10,7 @@ import pytest
 
 from flashfleet.bench.profiles import Profile
 from flashfleet.bench.runner import LocalRunner
-from tests.bench.standin_server import StandinServer
+from tests.serve.standin_sglang import StandinServer
 
 ROOT = Path(__file__).resolve().parents[2]
 ORACLE = Path(os.environ.get("FLASHFLEET_ORACLE_PYTHON", ROOT / ".venv-oracle" / "bin" / "python"))

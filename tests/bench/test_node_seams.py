@@ -57,7 +57,7 @@ SERVE = f"""
 import sys
 sys.path.insert(0, "/opt/bench-standin")
 from http.server import ThreadingHTTPServer
-from standin_server import StandinState, _handler
+from standin_sglang import StandinState, _handler
 ThreadingHTTPServer(("0.0.0.0", {PORT}), _handler(StandinState())).serve_forever()
 """
 
@@ -142,7 +142,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
             _install(pool, host)
         standin = pool.hosts["bn0"].root / "opt/bench-standin"
         standin.mkdir(parents=True)
-        (standin / "standin_server.py").write_text((HERE / "standin_server.py").read_text())
+        (standin / "standin_sglang.py").write_text((HERE.parent / "serve/standin_sglang.py").read_text())
         (standin / "serve.py").write_text(SERVE)
         pool.ssh("bn0", "systemd-run --unit bench-standin /usr/bin/python3 /opt/bench-standin/serve.py")
         addresses = [pool.hosts[h].address for h in HOSTS]

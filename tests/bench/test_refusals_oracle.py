@@ -13,7 +13,7 @@ from flashfleet.bench.servers import Server
 from flashfleet.bench.session import EXIT_BENCH_FAILED, BenchRequest, bench
 from flashfleet.cli import main
 from tests.bench.conftest import ORACLE, tiny
-from tests.bench.standin_server import StandinServer, StandinState
+from tests.serve.standin_sglang import StandinServer, StandinState
 
 
 def run_bench(tmp_path, runner, url, *, servers=(), profile=None, timeout=3.0):

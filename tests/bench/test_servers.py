@@ -16,7 +16,7 @@ from flashfleet.bench.servers import (
     wait_ready,
 )
 from flashfleet.cli import main
-from tests.bench.standin_server import StandinState
+from tests.serve.standin_sglang import StandinState
 
 
 def test_pd_recipe_gives_its_prefill_and_decode_servers_not_the_router():

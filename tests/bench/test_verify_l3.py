@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from flashfleet.bringup.playbook_run import run_playbook
-from tests.bench.standin_server import StandinServer, StandinState
+from tests.serve.standin_sglang import StandinServer, StandinState
 
 ARGV = [
     "sglang",

@@ -59,7 +59,7 @@ def write_program(project: Path) -> None:
 def install_fake_docker(root: Path) -> None:
     lib = root / "usr/local/lib/fake-docker"
     lib.mkdir(parents=True, exist_ok=True)
-    (lib / "standin_openai.py").write_text((SERVE / "standin_openai.py").read_text())
+    (lib / "standin_sglang.py").write_text((SERVE / "standin_sglang.py").read_text())
     (lib / "docker").write_text((SERVE / "fake_docker.py").read_text())
     (lib / "docker").chmod(0o755)
 

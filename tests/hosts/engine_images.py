@@ -3,7 +3,7 @@
 `docker import` of the test-host rootfs (Debian 12 with python3, docs and apt lists left out)
 plus the files in `image/`: a `sglang` entry point and `python -m sglang_router.launch_router`
 that print what the container sees (`flashfleet-probe {json}`) and then run the
-OpenAI-compatible stand-in server (tests/serve/standin_openai.py). One import per host; every
+OpenAI-compatible stand-in server (tests/serve/standin_sglang.py). One import per host; every
 pinned name is a tag of it.
 
 Like the upstream images, the system Python takes `python3 -m pip install`: pip is the
@@ -24,7 +24,7 @@ from pathlib import Path
 from .harness import BASE_ROOTFS, HostPool
 
 HERE = Path(__file__).parent
-STANDIN_SERVER = HERE.parent / "serve/standin_openai.py"
+STANDIN_SERVER = HERE.parent / "serve/standin_sglang.py"
 # Left out of the image: what no stand-in server reads (about 120 MB of the rootfs).
 EXCLUDE = ("./usr/share/doc", "./usr/share/man", "./usr/share/locale", "./var/lib/apt/lists",
            "./var/cache/apt", "./etc/ssh/ssh_host_*", "./etc/apt/sources.list",
@@ -49,7 +49,7 @@ def _overlay(root: Path, apt_repo: str, apt_key: str) -> list[str]:
     top-level paths for tar."""
     standin = root / "opt/flashfleet-standin"
     standin.mkdir(parents=True)
-    shutil.copy(STANDIN_SERVER, standin / "standin_openai.py")
+    shutil.copy(STANDIN_SERVER, standin / "standin_sglang.py")
     shutil.copy(HERE / "image/entry.py", standin / "entry.py")
     bin_dir = root / "usr/local/bin"
     bin_dir.mkdir(parents=True)

@@ -12,8 +12,8 @@ import sys
 import time
 
 STATE = "/var/lib/fake-docker"
-STANDIN = "/usr/local/lib/fake-docker/standin_openai.py"
-MOUNTS_ENV = "FLASHFLEET_TEST_MOUNTS"  # read by the stand-in (standin_openai.host_path)
+STANDIN = "/usr/local/lib/fake-docker/standin_sglang.py"
+MOUNTS_ENV = "FLASHFLEET_TEST_MOUNTS"  # read by the stand-in (standin_sglang.host_path)
 MOONCAKE_PYTHON = "/opt/flashfleet/mooncake/venv/bin/python"  # the store client, for L3 stacks
 VALUE_FLAGS = {
     "--name",

@@ -154,8 +154,8 @@ def install_fake_docker(lab: ServeLab, host: str) -> None:
     """/usr/bin/docker on `host` becomes the recording fake that starts the OpenAI stand-in."""
     root = lab.pool.hosts[host].root
     (root / "usr/local/lib/fake-docker").mkdir(parents=True)
-    (root / "usr/local/lib/fake-docker/standin_openai.py").write_text(
-        (HERE / "standin_openai.py").read_text()
+    (root / "usr/local/lib/fake-docker/standin_sglang.py").write_text(
+        (HERE / "standin_sglang.py").read_text()
     )
     (root / "usr/bin/docker").write_text((HERE / "fake_docker.py").read_text())
     (root / "usr/bin/docker").chmod(0o755)

@@ -172,7 +172,7 @@ def test_the_key_is_nowhere_but_its_file(keyed: dict[str, Any]) -> None:
     assert f"--config {API_KEY_CONFIG}" in exec_start
     assert not leaks(exec_start)
     procs = lab.ssh(HOST, PROCESSES)
-    assert "standin_openai.py" in procs
+    assert "standin_sglang.py" in procs
     assert f"--config {API_KEY_CONFIG}" in procs
     assert not leaks(procs)
     assert not leaks(lab.ssh(HOST, "journalctl --no-pager -o cat", check=False))
@@ -202,7 +202,7 @@ def test_teardown_removes_the_key_file(keyed: dict[str, Any]) -> None:
     assert down.ok, lab.explain(down)
     assert lab.ssh(HOST, f"test -e {API_KEY_CONFIG} || echo gone").strip() == "gone"
     assert lab.ssh(HOST, f"systemctl is-active {UNIT}", check=False).strip() != "active"
-    assert "standin_openai" not in lab.ssh(HOST, "ps -eo args ww")
+    assert "standin_sglang" not in lab.ssh(HOST, "ps -eo args ww")
     assert disk_holders(lab) == set()
     for text in keyed["raw"][-1].values():
         assert not leaks(text)

@@ -230,6 +230,6 @@ def test_teardown_leaves_nothing_running_and_skips_a_gone_host(site: dict[str, A
             == ""
         )
         assert lab.ssh(host, "docker ps").strip() == ""
-        assert "standin_openai" not in lab.ssh(host, "ps -eo args ww")
+        assert "standin_sglang" not in lab.ssh(host, "ps -eo args ww")
         assert "mooncake_master" not in lab.ssh(host, "ps -eo args ww")
         assert lab.ssh(host, "test -e /etc/flashfleet/secrets.env || echo gone").strip() == "gone"

@@ -8,7 +8,7 @@ import resource
 import runpy
 import sys
 
-STANDIN = "/opt/flashfleet-standin/standin_openai.py"
+STANDIN = "/opt/flashfleet-standin/standin_sglang.py"
 
 
 def probe() -> dict[str, object]:

@@ -1,7 +1,7 @@
-"""The OpenAI stand-in refuses what SGLang 0.5.23 refuses: its API-key decisions match the real
+"""The stand-in SGLang server refuses what SGLang 0.5.23 refuses: its API-key decisions match the real
 `decide_request_auth` (run in the sglang oracle venv), and it reads `--config` the way the real
 ConfigArgumentMerger does, through the container's mounts under the fake docker. Runs the stand-in
-on the controller; no test host needed."""
+on the controller; no test host needed. Its HiCache tiers are checked in process."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.serve.standin_sglang import StandinState
 
 HERE = Path(__file__).parent
 ROOT = HERE.parents[1]
@@ -42,7 +44,7 @@ def start(argv: list[str], mounts: list[list[str]] | None) -> tuple[subprocess.P
     if mounts is not None:
         env[MOUNTS_ENV] = json.dumps(mounts)
     proc = subprocess.Popen(
-        [sys.executable, str(HERE / "standin_openai.py"), "--model-path", "zai-org/GLM-5.3-Flash",
+        [sys.executable, str(HERE / "standin_sglang.py"), "--model-path", "zai-org/GLM-5.3-Flash",
          "--host", "127.0.0.1", "--port", str(port), *argv],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
@@ -155,3 +157,41 @@ def test_without_a_key_the_api_is_open() -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_metrics_count_what_was_served_and_only_with_enable_metrics() -> None:
+    proc, url = start(["--enable-metrics", "--served-model-name", "glm"], None)
+    plain, plain_url = start([], None)
+    try:
+        body = json.dumps({"text": "one two three", "sampling_params": {"max_new_tokens": 2}}).encode()
+        with urllib.request.urlopen(urllib.request.Request(f"{url}/generate", data=body), timeout=5) as resp:
+            assert json.load(resp) == {
+                "text": "w0 w1",
+                "meta_info": {"prompt_tokens": 3, "completion_tokens": 2},
+            }
+        with urllib.request.urlopen(f"{url}/metrics", timeout=5) as resp:
+            metrics = resp.read().decode()
+        assert 'sglang:prompt_tokens_total{model_name="glm",engine_type="unified"} 3.0' in metrics
+        assert 'sglang:generation_tokens_total{model_name="glm",engine_type="unified"} 2.0' in metrics
+        assert status(plain_url, "/metrics", None) == 404
+    finally:
+        for p in (proc, plain):
+            p.kill()
+            p.wait()
+
+
+@pytest.mark.parametrize("reads", [True, False])
+def test_the_l3_tier_is_read_only_for_a_prefix_flushed_from_the_device_tier(reads: bool) -> None:
+    state = StandinState(l3_reads=reads)
+    prefix = "w0 w1 w2 w3"
+
+    def counter(name: str) -> float:
+        return state.counters.get(f"sglang:{name}_tokens_total", 0.0)
+
+    state.serve_prefix(prefix)
+    state.serve_prefix(prefix)  # still in the device tier: the store is not asked
+    assert (counter("backuped"), counter("storage_prefetch_hit")) == (4.0, 0.0)
+    state.flush()
+    state.serve_prefix(prefix)  # only the store holds it now; it is not written twice
+    assert (counter("backuped"), counter("storage_prefetch_hit")) == (4.0, 4.0 if reads else 0.0)
+    assert ('cache_source="storage"' in state.metrics_text()) is reads

@@ -1,0 +1,547 @@
+"""A stand-in SGLang server (or router), standard library only: what the tests, the examples and
+the stand-in images run in place of `sglang serve`.
+
+It speaks what flashfleet and bench_serving call: GET /health, /health_generate, /v1/models,
+/server_info (one internal state per ready DP rank), /model_info, /metrics (sglang's Prometheus
+counter names, counted from what it really served); POST /generate (SGLang native: cumulative
+"text" + meta_info), /v1/chat/completions and /v1/completions (OpenAI, SSE deltas with the usage
+in the last chunk when asked to stream), /flush_cache. The first output token comes after
+``ttft_s``, the next ones every ``itl_s``. Every request is recorded so tests can check what was
+really sent.
+
+Two entries, one server:
+- in process (``StandinServer(StandinState(...))`` on 127.0.0.1): each output token is the word
+  "wN"; switches make it misbehave on purpose: empty answers, failed requests, ranks that never
+  come up, an L3 tier that takes writes but never returns a hit. ``prefill``/``decode`` peers
+  make it a PD router: each generation's prompt tokens are counted on the prefill peer and its
+  output tokens on the decode peer, as the two servers of a real pair would count them; a router
+  whose prefill peer is None lets decode do everything (the silent fallback).
+- ``python3 standin_sglang.py ARGV...`` in a container: started with the container's argv and
+  environment, it answers the way the real server's flags say, and chat answers what the verify
+  checks ask (a sum, a greeting, a tool call, the colour of an image). Knobs, read per request,
+  live in /etc/flashfleet-test/standin.json: load_seconds (everything answers 503 this long after
+  start: weights loading); image_mode ("pixels" reads the colour from the image, "text-only"
+  ignores it). Like SGLang 0.5.23 it reads `--config FILE.yaml` (flags as top-level keys; the
+  command line wins) and exits when the file is missing, not YAML or unreadable; with an API key
+  (`--api-key` or `api-key:` there) every path but /health*, /ready* and /metrics* answers 401
+  unless the request carries `Authorization: Bearer <key>` (srt/utils/auth.py,
+  decide_request_auth, NORMAL level). `python -m sglang_router.launch_router` argv makes it the
+  router: it forwards to its `--decode` worker. With `--hicache-storage-backend mooncake` it joins
+  the real Mooncake store as its L3 tier.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+import re
+import sys
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Protocol
+
+MODEL = "glm-5.3-flash-standin"
+GENERATION_PATHS = ("/generate", "/v1/chat/completions", "/v1/completions")
+OPEN_PATHS = ("/health", "/ready", "/metrics")  # SGLang lets these through without a key
+KNOBS = "/etc/flashfleet-test/standin.json"
+# Set by tests/serve/fake_docker.py: the container's bind mounts as [[host path, container path]].
+MOUNTS_ENV = "FLASHFLEET_TEST_MOUNTS"
+COUNTERS = ("sglang:prompt_tokens_total", "sglang:generation_tokens_total", "sglang:num_requests_total",
+            "sglang:backuped_tokens_total", "sglang:storage_prefetch_hit_tokens_total")  # fmt: skip
+STORAGE_CACHED = 'sglang:cached_tokens_total{cache_source="storage"}'
+COLOURS = {"red": (255, 0, 0), "green": (0, 255, 0), "blue": (0, 0, 255), "yellow": (255, 255, 0),
+           "black": (0, 0, 0), "white": (255, 255, 255), "orange": (255, 128, 0), "purple": (128, 0, 128)}  # fmt: skip
+
+
+class Store(Protocol):
+    """The part of Mooncake's MooncakeDistributedStore the L3 tier uses."""
+
+    def is_exist(self, key: str) -> int: ...
+    def get(self, key: str) -> bytes: ...
+    def put(self, key: str, value: bytes) -> int: ...
+
+
+class MemoryStore:
+    """An L3 store in this process, for the in-process server."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, bytes] = {}
+
+    def is_exist(self, key: str) -> int:
+        return int(key in self.data)
+
+    def get(self, key: str) -> bytes:
+        return self.data.get(key, b"")
+
+    def put(self, key: str, value: bytes) -> int:
+        self.data[key] = value
+        return 0
+
+
+@dataclass
+class StandinState:
+    ttft_s: float = 0.02
+    itl_s: float = 0.002
+    fail_generation: bool = False  # answer every generation request with HTTP 500
+    fail_after: int | None = None  # answer generation requests after the first N with HTTP 500
+    zero_tokens: bool = False  # answer 200 with an empty completion (0 output tokens)
+    healthy: bool = True  # /health answers 200
+    dp_size: int = 1
+    dp_ready: int = 1  # ranks that report an internal state in /server_info
+    l3_reads: bool = True  # a prefix the L3 tier holds is read back (storage hits)
+    prefill: StandinState | None = None  # PD router: where prompt tokens are counted
+    decode: StandinState | None = None  # PD router: where output tokens are counted
+    # What the container's argv says (the defaults are the in-process server's).
+    model: str = MODEL  # --served-model-name, else --model-path
+    api_key: str | None = None  # --api-key
+    metrics: bool = True  # --enable-metrics
+    models_route: bool = True  # /v1/models (not with --encoder-only)
+    reasoning_parser: bool = False  # --reasoning-parser: reasoning_content apart from content
+    tool_call_parser: bool = False  # --tool-call-parser: tools answered with a tool call
+    answers: bool = False  # chat answers the question (the verify checks) instead of "wN" tokens
+    forward_to: str | None = None  # router: every path but /health goes to this worker
+    knobs_path: str | None = None  # JSON knobs read per request (load_seconds, image_mode)
+    l3: Store | None = field(default_factory=MemoryStore)  # HiCache's storage tier; None: no L3
+    started: float = field(default_factory=time.monotonic)
+    counters: dict[str, float] = field(default_factory=dict)
+    device: set[str] = field(default_factory=set)  # prefixes in the device and host tiers
+    requests: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def knobs(self) -> dict[str, Any]:
+        if self.knobs_path is None:
+            return {}
+        try:
+            with open(self.knobs_path) as f:
+                return dict(json.load(f))
+        except OSError:
+            return {}
+
+    def loaded(self) -> bool:
+        return time.monotonic() - self.started >= float(self.knobs().get("load_seconds", 0))
+
+    def count(self, name: str, value: float) -> None:
+        with self.lock:
+            self.counters[name] = self.counters.get(name, 0.0) + value
+
+    def served(self, prompt: str, output_tokens: int) -> None:
+        """Count one finished generation the way the servers behind this one would."""
+        prompt_tokens = tokens_of(prompt)
+        decode = self.decode or self
+        prefill = self.prefill or decode  # no prefill peer: decode prefills too (the silent fallback)
+        for server, metric, value in (
+            (prefill, "sglang:prompt_tokens_total", prompt_tokens),
+            (decode, "sglang:generation_tokens_total", output_tokens),
+            (prefill, "sglang:num_requests_total", 1),
+        ):
+            server.count(metric, value)
+        if decode is not prefill:
+            decode.count("sglang:num_requests_total", 1)
+        self.serve_prefix(prompt)
+
+    def serve_prefix(self, prompt: str) -> None:
+        """HiCache's tiers as far as its counters show them: a prefix served once sits in the
+        device tier (emptied by /flush_cache) and is written back to the L3 store once; a prefix
+        missing from the device tier is read back from the store when the store holds it (and
+        reads work). Without a storage tier nothing is written or read."""
+        key = "standin-prefix-" + hashlib.sha256(prompt.encode()).hexdigest()
+        with self.lock:
+            cached = key in self.device
+            self.device.add(key)
+        if cached or self.l3 is None:
+            return
+        if self.l3.is_exist(key) == 1:
+            if self.l3_reads and self.l3.get(key) == prompt.encode():  # read back, bytes checked
+                self.count("sglang:storage_prefetch_hit_tokens_total", tokens_of(prompt))
+                self.count(STORAGE_CACHED, tokens_of(prompt))
+        elif self.l3.put(key, prompt.encode()) == 0:
+            self.count("sglang:backuped_tokens_total", tokens_of(prompt))
+
+    def flush(self) -> None:
+        with self.lock:
+            self.device.clear()
+
+    def metrics_text(self) -> str:
+        with self.lock:
+            counters = dict(self.counters)
+        lines = []
+        for name in COUNTERS:  # every counter exists from the start, as prometheus_client exports them
+            lines += [f"# HELP {name} stand-in", f"# TYPE {name} counter",
+                      f'{name}{{model_name="{self.model}",engine_type="unified"}} {counters.get(name, 0.0)}']  # fmt: skip
+        storage = counters.get(STORAGE_CACHED)
+        lines += ["# HELP sglang:cached_tokens_total stand-in", "# TYPE sglang:cached_tokens_total counter"]
+        if storage is not None:
+            lines.append(
+                f'sglang:cached_tokens_total{{model_name="{self.model}",cache_source="storage"}} {storage}'
+            )
+        return "\n".join(lines) + "\n"
+
+    def record(self, path: str, body: dict[str, Any]) -> None:
+        with self.lock:
+            self.requests.append((path, body))
+
+    def paths(self) -> list[str]:
+        with self.lock:
+            return [p for p, _ in self.requests]
+
+
+def tokens_of(prompt: str) -> int:
+    return max(1, len(prompt.split()))
+
+
+def colour_of(data_url: str) -> str:
+    raw = base64.b64decode(data_url.split(",", 1)[1])
+    if raw[:2] != b"BM":
+        return "unreadable"
+    offset, width, height = (int.from_bytes(raw[a:b], "little") for a, b in ((10, 14), (18, 22), (22, 26)))
+    row = (width * 3 + 3) // 4 * 4
+    at = offset + (height // 2) * row + (width // 2) * 3
+    b, g, r = raw[at : at + 3]
+    return min(COLOURS, key=lambda n: sum((x - y) ** 2 for x, y in zip(COLOURS[n], (r, g, b), strict=True)))
+
+
+def answer(state: StandinState, req: dict[str, Any]) -> dict[str, Any]:
+    """The assistant message a chat request gets when the stand-in answers what it is asked."""
+    last = req["messages"][-1]["content"]
+    parts = last if isinstance(last, list) else [{"type": "text", "text": last}]
+    text = " ".join(p.get("text", "") for p in parts if p.get("type") == "text")
+    images = [p["image_url"]["url"] for p in parts if p.get("type") == "image_url"]
+    thinking = (req.get("chat_template_kwargs") or {}).get("thinking", True)
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": None,
+        "reasoning_content": None,
+        "tool_calls": None,
+    }
+    reasoning = f"The user asks: {text[:60]}"
+    if images:
+        pixels = state.knobs().get("image_mode", "pixels") == "pixels"
+        content = colour_of(images[0]).capitalize() + "." if pixels else "Red."
+    elif req.get("tools") and state.tool_call_parser:
+        found = re.search(r"in ([A-Z][a-z]+)", text)
+        call = {"name": req["tools"][0]["function"]["name"],
+                "arguments": json.dumps({"city": found.group(1) if found else "somewhere"})}  # fmt: skip
+        message["tool_calls"] = [{"id": "call_0", "type": "function", "index": 0, "function": call}]
+        content = ""
+    else:
+        content = "42" if any(c.isdigit() for c in text) else "Hello."
+    if thinking and state.reasoning_parser:
+        message["reasoning_content"] = reasoning
+    elif thinking:
+        content = f"<think>{reasoning}</think>{content}"
+    message["content"] = content or None
+    return message
+
+
+def _handler(state: StandinState) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.0"  # the body ends when the connection closes: simple streaming
+
+        def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
+            pass
+
+        def _json(self, code: int, body: Any) -> None:
+            self._send(code, "application/json", json.dumps(body))
+
+        def _send(self, code: int, kind: str, text: str) -> None:
+            data = text.encode()
+            self.send_response(code)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _authorized(self) -> bool:
+            if not state.api_key or self.command == "OPTIONS" or self.path.startswith(OPEN_PATHS):
+                return True
+            scheme, _, token = (self.headers.get("Authorization") or "").partition(" ")
+            return scheme.lower() == "bearer" and hmac.compare_digest(token.encode(), state.api_key.encode())
+
+        def _refused(self) -> bool:
+            """Answers what SGLang answers before any route: 401 without the key, 503 while loading."""
+            if not self._authorized():
+                self._json(401, {"error": "Unauthorized"})
+            elif not state.loaded():
+                self._json(503, {"error": "loading"})
+            else:
+                return False
+            return True
+
+        def _forward(self, body: bytes | None) -> None:
+            # The router forwards to its decode worker, as a PD router does.
+            req = urllib.request.Request(
+                f"{state.forward_to}{self.path}", data=body, method=self.command,
+                headers={"Content-Type": "application/json"},
+            )  # fmt: skip
+            try:
+                with urllib.request.urlopen(req, timeout=30) as resp:
+                    self._json(resp.status, json.load(resp))
+            except OSError as err:
+                self._json(502, {"error": f"worker unreachable: {err}"})
+
+        def do_GET(self) -> None:
+            state.record(self.path, {})
+            if self._refused():
+                return
+            if state.forward_to is not None and self.path != "/health":
+                self._forward(None)
+            elif self.path in ("/health", "/health_generate"):
+                if state.healthy:
+                    self._json(200, {})
+                else:
+                    self._json(503, {"error": "loading"})
+            elif self.path == "/metrics" and state.metrics:
+                self._send(200, "text/plain; version=0.0.4", state.metrics_text())
+            elif self.path == "/v1/models" and state.models_route:
+                self._json(200, {"object": "list", "data": [{"id": state.model, "object": "model", "owned_by": "sglang"}]})  # fmt: skip
+            elif self.path in ("/server_info", "/get_server_info"):
+                states = [{"dp_rank": r} for r in range(min(state.dp_ready, state.dp_size))]
+                self._json(200, {"version": "standin", "dp_size": state.dp_size, "internal_states": states})
+            elif self.path in ("/model_info", "/get_model_info"):
+                self._json(200, {"model_path": state.model, "tokenizer_path": state.model, "is_generation": True})  # fmt: skip
+            else:
+                self._json(404, {"error": "not found"})
+
+        def do_POST(self) -> None:
+            raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            body = json.loads(raw or b"{}")
+            state.record(self.path, body)
+            if self._refused():
+                return
+            if state.forward_to is not None:
+                self._forward(raw)
+            elif self.path in GENERATION_PATHS:
+                self._generate(body)
+            elif self.path == "/flush_cache":
+                state.flush()
+                self._json(200, {})
+            else:
+                self._json(404, {"error": "not found"})
+
+        def _generate(self, body: dict[str, Any]) -> None:
+            generations = sum(1 for p in state.paths() if p in GENERATION_PATHS)
+            if state.fail_generation or (state.fail_after is not None and generations > state.fail_after):
+                self._json(500, {"error": "stand-in told to fail"})
+                return
+            prompt = json.dumps(
+                body.get("text") or body.get("input_ids") or body.get("messages") or body.get("prompt")
+            )
+            message, words = self._output(body)
+            self._stream(prompt, words, message, bool(body.get("stream", False)))  # no stream unless asked
+            state.served(prompt, len(words))
+
+        def _output(self, body: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+            """The assistant message and its output tokens."""
+            if self.path == "/v1/chat/completions" and state.answers:
+                message = answer(state, body)
+                words = message["content"].split(" ") if message["content"] else []
+            else:
+                sp = body.get("sampling_params") or {}
+                asked = (sp.get("max_new_tokens"), body.get("max_completion_tokens"), body.get("max_tokens"))
+                n = int(next((a for a in asked if a is not None), 16))
+                words = [f"w{i % 1000}" for i in range(n)]
+                message = {"role": "assistant", "content": " ".join(words)}
+            if state.zero_tokens:
+                message["content"], words = "", []
+            return message, words
+
+        # one SSE event per token; the final one carries the usage like SGLang's last chunk
+        def _chunk(
+            self, prompt: str, words: list[str], message: dict[str, Any], final: bool
+        ) -> dict[str, Any]:
+            usage = {"prompt_tokens": tokens_of(prompt), "completion_tokens": len(words)}
+            if self.path == "/generate":
+                return {"text": " ".join(words), "meta_info": usage}
+            if final:
+                choices = [{"index": 0, "text": ""}] if self.path == "/v1/completions" else []
+                return {"choices": choices, "usage": usage}
+            piece = words[-1] if len(words) == 1 else " " + words[-1]
+            if self.path == "/v1/completions":
+                return {"choices": [{"index": 0, "text": piece}]}
+            delta = {"content": piece}
+            if len(words) == 1:  # the first delta also brings the role, reasoning, tool calls
+                delta = {k: v for k, v in message.items() if k != "content" and v} | delta
+            return {"choices": [{"index": 0, "delta": delta}]}
+
+        def _whole(self, prompt: str, words: list[str], message: dict[str, Any]) -> dict[str, Any]:
+            usage = {"prompt_tokens": tokens_of(prompt), "completion_tokens": len(words)}
+            if self.path == "/generate":
+                return {"text": " ".join(words), "meta_info": usage}
+            if self.path == "/v1/completions":
+                choice: dict[str, Any] = {"index": 0, "text": " ".join(words), "finish_reason": "length"}
+                return {
+                    "object": "text_completion",
+                    "model": state.model,
+                    "choices": [choice],
+                    "usage": usage,
+                }
+            finish = "tool_calls" if message.get("tool_calls") else "stop" if state.answers else "length"
+            choice = {"index": 0, "message": message, "finish_reason": finish}
+            return {"id": "chatcmpl-standin", "object": "chat.completion", "model": state.model,
+                    "choices": [choice], "usage": usage}  # fmt: skip
+
+        def _stream(self, prompt: str, words: list[str], message: dict[str, Any], stream: bool) -> None:
+            if not stream:
+                time.sleep(state.ttft_s + state.itl_s * max(0, len(words) - 1))
+                self._json(200, self._whole(prompt, words, message))
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            time.sleep(state.ttft_s)
+            for i in range(1, len(words) + 1):
+                if i > 1:
+                    time.sleep(state.itl_s)
+                self._event(self._chunk(prompt, words[:i], message, False))
+            self._event(self._chunk(prompt, words, message, True))
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+
+        def _event(self, chunk: dict[str, Any]) -> None:
+            self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+            self.wfile.flush()
+
+    return Handler
+
+
+class StandinServer:
+    """The stand-in on 127.0.0.1, a free port, in a thread of this process."""
+
+    def __init__(self, state: StandinState | None = None) -> None:
+        self.state = state or StandinState()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self.state))
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def __enter__(self) -> StandinServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+
+# --- the container entry: argv, --config, the knobs file ------------------------------------
+
+
+def host_path(path: str) -> str | None:
+    """Where the container's `path` is: in a real container, itself; under the fake docker (no
+    mount namespace) only what a -v mount brings in is there, at the mount's host path."""
+    table = os.environ.get(MOUNTS_ENV)
+    if table is None:
+        return path
+    for source, target in sorted(json.loads(table), key=lambda m: -len(m[1])):
+        if path == target or path.startswith(target.rstrip("/") + "/"):
+            return str(source) + path[len(target) :]
+    return None
+
+
+def yaml_scalar(text: str, where: str) -> str:
+    """A quoted YAML scalar. Plain scalars are refused (YAML would read `yes` or `0x10` as a bool
+    or a number). Never echoes the value: it may be a key."""
+    if text.startswith('"'):
+        try:
+            value = json.loads(text)  # JSON strings are YAML double-quoted scalars
+        except json.JSONDecodeError as err:
+            sys.exit(f"{where}: not a double-quoted YAML string ({err.msg}, column {err.colno})")
+        if isinstance(value, str):
+            return value
+    elif len(text) >= 2 and text[0] == text[-1] == "'" and "'" not in text[1:-1].replace("''", ""):
+        return text[1:-1].replace("''", "'")
+    sys.exit(f"{where}: the stand-in reads quoted string values only")
+
+
+def read_config(argv: list[str]) -> list[str]:
+    """`argv` with `--config FILE` replaced by the file's flags, after the command line's (the
+    first occurrence is the one `flag` reads: the command line wins over the file, as in SGLang's
+    ConfigArgumentMerger). Refuses what that merger refuses."""
+    if "--config" not in argv:
+        return argv
+    if argv.count("--config") > 1:
+        sys.exit("Multiple config files specified! Only one allowed.")
+    at = argv.index("--config")
+    if at == len(argv) - 1:
+        sys.exit("No config file specified after --config flag!")
+    path = argv[at + 1]
+    if os.path.splitext(path)[1].lower() not in (".yaml", ".yml"):
+        sys.exit(f"Config file must be YAML format, got: {path}")
+    found = host_path(path)
+    if found is None or not os.path.exists(found):
+        sys.exit(f"Config file not found: {path}")
+    with open(found) as f:  # a directory (docker -v of a missing file) raises, as in SGLang
+        lines = f.read().splitlines()
+    merged: list[str] = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        key, sep, value = line.partition(":")
+        if not sep or not key or key != key.strip() or not value.startswith(" "):
+            sys.exit(f"{path}:{n}: not a top-level `key: value` line")
+        merged += [f"--{key}", yaml_scalar(value.strip(), f"{path}:{n}")]
+    return argv[:at] + argv[at + 2 :] + merged
+
+
+def flag(argv: list[str], name: str, default: str | None = None) -> str | None:
+    return argv[argv.index(name) + 1] if name in argv else default
+
+
+def join_mooncake(argv: list[str]) -> Store | None:
+    """With the Mooncake backend, mount a segment through the config SGLang would read."""
+    path = os.environ.get("SGLANG_HICACHE_MOONCAKE_CONFIG_PATH")
+    if flag(argv, "--hicache-storage-backend") != "mooncake" or not path:
+        return None
+    from mooncake.store import MooncakeDistributedStore  # only in the mooncake venv
+
+    with open(path) as f:
+        config = json.load(f)
+    store = MooncakeDistributedStore()
+    rc = store.setup(config["local_hostname"], config["metadata_server"], 64 << 20, 16 << 20,
+                     config["protocol"], config["device_name"], config["master_server_address"])  # fmt: skip
+    if rc != 0:
+        sys.exit(f"mooncake setup failed: {rc}")
+    return store  # type: ignore[no-any-return]
+
+
+def state_from_argv(argv: list[str], knobs_path: str = KNOBS) -> StandinState:
+    """The server the container's (config-merged) argv asks for; answers come at once."""
+    router = "sglang_router.launch_router" in argv
+    return StandinState(
+        ttft_s=0.0, itl_s=0.0, answers=True, knobs_path=knobs_path,
+        model=flag(argv, "--served-model-name") or flag(argv, "--model-path") or "",
+        api_key=flag(argv, "--api-key"), metrics="--enable-metrics" in argv,
+        models_route="--encoder-only" not in argv,
+        reasoning_parser="--reasoning-parser" in argv, tool_call_parser="--tool-call-parser" in argv,
+        forward_to=flag(argv, "--decode") if router else None,
+        l3=None if router else join_mooncake(argv),
+    )  # fmt: skip
+
+
+def main(argv: list[str]) -> None:
+    argv = read_config(argv)
+    state = state_from_argv(argv)
+    if flag(argv, "--node-rank", "0") != "0":
+        while True:  # ranks > 0 serve no HTTP
+            time.sleep(3600)
+    host, port = flag(argv, "--host", "127.0.0.1") or "", int(flag(argv, "--port", "30000") or 30000)
+    server = ThreadingHTTPServer((host, port), _handler(state))
+    server.daemon_threads = True
+    # the line SGLang's HTTP server (uvicorn) prints once it listens: what a log reader sees first
+    print(f"INFO:     Uvicorn running on http://{host}:{port} (Press CTRL+C to quit)", flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
