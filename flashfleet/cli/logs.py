@@ -65,13 +65,16 @@ def run(args: argparse.Namespace) -> int:
     from flashfleet.bringup import handoff
     from flashfleet.bringup.cliargs import load_inventory
     from flashfleet.bringup.errors import BringupInputError
-    from flashfleet.cli.configure import stack_inputs
+    from flashfleet.bringup.stack_inventory import NoInventory, stack_inventory
 
     if args.lines < 1:
         raise UsageError(f"--lines {args.lines}: must be at least 1")
     try:
+        # the stack's outputs, else its last recorded `configure` run: what bench reads too
         inventory = (
-            load_inventory(args.inventory) if args.inventory is not None else stack_inputs(args.stack)[0]
+            load_inventory(args.inventory)
+            if args.inventory is not None
+            else stack_inventory(args.stack, args.runs_dir)
         )
         hosts = node_hosts(inventory, args.node)
         if not hosts:
@@ -80,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
             PLAYBOOK, inventory, runs_root=args.runs_dir, stack=args.stack,
             extravars={"flashfleet_logs_lines": args.lines}, limit=",".join(hosts),
         )  # fmt: skip
-    except BringupInputError as err:
+    except (BringupInputError, NoInventory) as err:
         raise UsageError(str(err)) from None
     for host, container, text in journals(result.events_log):
         print(f"==> {host} {container} <==")

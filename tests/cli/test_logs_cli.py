@@ -47,3 +47,23 @@ def test_bad_input_is_one_line_and_exit_2(
     assert message in err, err
     assert len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "runs").exists()  # no run was started
+
+
+def test_without_pulumi_the_last_configure_run_gives_the_hosts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "no-bin"))  # no Pulumi CLI to read outputs
+    runs = tmp_path / "runs"
+    assert main(["logs", "t1", "--runs-dir", str(runs)]) == 2
+    err = capsys.readouterr().err
+    assert "no Pulumi CLI" in err
+    assert "no `flashfleet configure t1` run recorded" in err
+    assert len(err.strip().splitlines()) == 1, err
+    # a recorded configure run (and a later teardown, which is not a deployment) gives the nodes
+    for name, nodes in (("20261201T100000Z-site", 2), ("20261201T110000Z-teardown", 1)):
+        run = runs / "t1" / name
+        run.mkdir(parents=True)
+        listed = [(f"n{i}", i, True) for i in range(nodes)]
+        (run / "inventory.json").write_text(json.dumps(_inventory(*listed)))
+    assert main(["logs", "t1", "--runs-dir", str(runs), "--node", "5"]) == 2
+    assert "--node 5: no such serving node (the stack's: 0, 1)" in capsys.readouterr().err
