@@ -14,7 +14,9 @@ from typing import Any
 
 from flashfleet.bringup.host_vars import HostVars
 from flashfleet.catalog import DFLASH2_DRAFT, download_client, hardware_catalog
+from flashfleet.launch import ContainerLaunch
 from flashfleet.planning import StackPlan
+from flashfleet.recipes import Recipe
 from flashfleet.stack.image import TRANSFORMERS_PIN
 
 HUGEPAGE_ENV = "MC_STORE_USE_HUGEPAGE"  # Mooncake's switch in a serving container's environment
@@ -35,12 +37,15 @@ def host_vars(
     ssh_address: str,
     private_addresses: Sequence[str],
     host_keys: Sequence[str] | None = None,
+    *,
+    recipe: Recipe,
+    node_launches: Sequence[ContainerLaunch],
 ) -> dict[str, Any]:
+    """One node's variables; ``recipe`` is the stack's, rendered with ``private_addresses``."""
     spec, node = plan.spec, plan.nodes[index]
     keys = list(host_keys if host_keys is not None else node.host_keys)
     hw = hardware_catalog()[spec.hardware]
-    recipe = plan.recipe_for(private_addresses)
-    launches = [launch.model_dump(mode="json") for launch in plan.launches_by_node(private_addresses)[index]]
+    launches = [launch.model_dump(mode="json") for launch in node_launches]
     api = [launch["port"] for launch in launches if launch["serves_api"]]
     layout = None
     if plan.mooncake is not None:
@@ -115,6 +120,9 @@ def build_inventory(
     hw = hardware_catalog()[plan.spec.hardware]
     if host_keys is not None and len(host_keys) != len(plan.nodes):
         raise ValueError(f"{len(plan.nodes)} nodes but host keys for {len(host_keys)}")
+    # rendered once for all nodes: every node's launches come from the same recipe
+    recipe = plan.recipe_for(private_addresses)
+    launches = plan.node_launches(recipe)
     hosts = {
         node.name: host_vars(
             plan,
@@ -122,6 +130,8 @@ def build_inventory(
             ssh_addresses[node.index],
             private_addresses,
             None if host_keys is None else host_keys[node.index],
+            recipe=recipe,
+            node_launches=launches[node.index],
         )
         for node in plan.nodes
     }

@@ -14,7 +14,8 @@ from flashfleet.catalog import hardware_catalog
 from flashfleet.catalog.instances import InstanceType, gib_to_gb, instance_catalog
 from flashfleet.k8s import KubernetesPlan, KubernetesRenderError, plan_kubernetes
 from flashfleet.launch import LaunchSettings, check_build_requirements
-from flashfleet.recipes import Recipe, RecipeError, render
+from flashfleet.planning.stack_recipe import recipe_path, recipe_problem, render_stack
+from flashfleet.recipes import Recipe, RecipeError
 from flashfleet.recipes.render import name_errors
 from flashfleet.sizing import SizingError, check_host_tier_fits, host_tier_need_gb
 from flashfleet.stack.errors import Problem
@@ -30,28 +31,6 @@ from flashfleet.stack.spec import (
 )
 
 HICACHE_FLAG = "--enable-hierarchical-cache"
-
-# Recipe fields that are keys of the stack itself, not options.
-_TOP_LEVEL = {"hardware": "hardware", "strategy": "strategy", "topology": "topology", "image": "image"}
-
-
-def recipe_path(spec: StackSpec | None, field: str) -> str:
-    """The stack key a RecipeError's field comes from."""
-    if field in _TOP_LEVEL:
-        return _TOP_LEVEL[field]
-    if field == "nodes":
-        return "nodes.count"
-    # Unknown or misspelled option names arrive as written in the stack.
-    return f"options.{field}"
-
-
-def render_stack(spec: StackSpec, addresses: list[str] | None = None) -> Recipe:
-    overrides = {**spec.options, "nodes": spec.nodes.count}
-    return render(spec.hardware, spec.strategy, spec.topology, overrides, addresses=addresses)
-
-
-def recipe_problem(spec: StackSpec, err: RecipeError, base: str) -> Problem:
-    return Problem(f"{base}.{recipe_path(spec, err.field)}", err.message, err.rule)
 
 
 @dataclass(frozen=True)

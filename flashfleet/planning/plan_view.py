@@ -202,9 +202,10 @@ def _kubernetes_parts(stack_plan: StackPlan) -> dict[str, Any]:
 
 def _host_parts(plan: StackPlan) -> dict[str, Any]:
     ssh, private = plan_addresses(plan)
-    launches = plan.launches_by_node(private)
+    recipe = plan.recipe_for(private)
+    launches = plan.node_launches(recipe)
     return {
-        "recipe": plan.recipe_for(private),
+        "recipe": recipe,
         "source": source_summary(plan),
         "addresses": ssh,
         "processes": {i: [la.model_dump(mode="json") for la in group] for i, group in launches.items()},

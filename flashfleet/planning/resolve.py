@@ -21,6 +21,7 @@ from flashfleet.catalog import hardware_catalog
 from flashfleet.catalog.instances import GIB_TO_GB, InstanceType, disk_figures
 from flashfleet.launch import ContainerLaunch, LaunchSettings, container_launches
 from flashfleet.planning import checks
+from flashfleet.planning.stack_recipe import recipe_problem, render_stack
 from flashfleet.recipes import Recipe, RecipeError
 from flashfleet.recipes.layouts import SERVE_PORT
 from flashfleet.stack import capacity_block
@@ -131,12 +132,16 @@ class StackPlan:
         """The recipe with the nodes' real addresses (multi-node rendezvous), or symbolic ones."""
         if private_addresses is None:
             return self.recipe
-        return checks.render_stack(self.spec, list(private_addresses))
+        return render_stack(self.spec, list(private_addresses))
 
     def launches_by_node(
         self, private_addresses: Sequence[str] | None = None
     ) -> dict[int, list[ContainerLaunch]]:
-        launches = container_launches(self.recipe_for(private_addresses), self.launch_settings())
+        return self.node_launches(self.recipe_for(private_addresses))
+
+    def node_launches(self, recipe: Recipe) -> dict[int, list[ContainerLaunch]]:
+        """Each node's containers, from a recipe already rendered (``recipe_for``)."""
+        launches = container_launches(recipe, self.launch_settings())
         out: dict[int, list[ContainerLaunch]] = {n.index: [] for n in self.nodes}
         for launch in launches:
             out[launch.node].append(launch)
@@ -191,9 +196,9 @@ def resolve_spec(
     if problems:
         raise StackError(stack, problems)
     try:
-        recipe = checks.render_stack(spec)
+        recipe = render_stack(spec)
     except RecipeError as err:
-        raise StackError(stack, [checks.recipe_problem(spec, err, base)]) from None
+        raise StackError(stack, [recipe_problem(spec, err, base)]) from None
     facts, problems = checks.node_facts(spec, base)
     if not problems:
         problems += checks.check_hosts(spec, recipe, facts)

@@ -18,7 +18,7 @@ from pulumi_harness import (
 
 from flashfleet.bringup.host_vars import HostVars
 from flashfleet.planning import load_stack
-from flashfleet.planning.checks import render_stack
+from flashfleet.planning.stack_recipe import render_stack
 from flashfleet.stack import ExistingSource, list_stacks
 
 # Stacks with hosts: an inventory and the token hand-off to Ansible (Kubernetes stacks have
