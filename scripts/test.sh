@@ -20,52 +20,66 @@ export UV_COMPILE_BYTECODE=1
 ensure_uv .
 uv sync --frozen --group dev --quiet
 
+# Each step's status is its own (`|| rc`), not errexit's: fast_tier runs in an `||` list, where
+# bash ignores `set -e` inside functions.
 python_lint() {
+  local rc=0
   echo "== ruff"
-  uv run --frozen --group dev ruff check .
-  uv run --frozen --group dev ruff format --check .
+  uv run --frozen --group dev ruff check . || rc=$?
+  uv run --frozen --group dev ruff format --check . || rc=$?
   echo "== mypy"
-  uv run --frozen --group dev mypy
+  uv run --frozen --group dev mypy || rc=$?
+  return "$rc"
 }
 
 has_roles() { [ -d roles ] && ls roles/*/tasks >/dev/null 2>&1; }
 ansible_lint() { uv run --frozen --group dev ansible-lint --offline --profile production roles playbooks; }
 
 lint() {
-  python_lint
+  python_lint || return
   if has_roles; then
     echo "== ansible-lint"
     ansible_lint
   fi
 }
 
-if [ "${1:-}" = --fast ]; then
-  shift
-  started=$SECONDS
-  python_lint
-  echo "== ruff and mypy took $((SECONDS - started)) s"
-  # ansible-lint (~40 s, mostly one `ansible-playbook --syntax-check` per playbook) runs beside
-  # pytest rather than before it; its output follows pytest's, and either failing fails the tier
+# ansible-lint (~40 s, mostly one `ansible-playbook --syntax-check` per playbook) runs beside the
+# fast tier's pytest rather than before it; its output follows pytest's, and either failing fails
+lint_pid= lint_log=
+start_ansible_lint() {
+  has_roles || return 0
   lint_log=$(mktemp)
   trap 'rm -f "$lint_log"' EXIT
-  lint_pid=
-  if has_roles; then
-    ansible_lint >"$lint_log" 2>&1 &
-    lint_pid=$!
-  fi
-  echo "== pytest, fast tier (-m 'not slow')"
-  # two workers (pytest-xdist): the fast tier is CPU-bound in-process work and short subprocesses;
-  # every test keeps to its own tmp_path and port-0 servers, so order and sharing do not matter
-  rc=0
+  ansible_lint >"$lint_log" 2>&1 &
+  lint_pid=$!
+}
+wait_ansible_lint() {
+  [ -n "$lint_pid" ] || return 0
+  echo "== ansible-lint (ran beside pytest)"
+  local lint_rc=0
+  wait "$lint_pid" || lint_rc=$?
+  cat "$lint_log"
+  return "$lint_rc"
+}
+
+# two workers (pytest-xdist): the fast tier is CPU-bound in-process work and short subprocesses;
+# every test keeps to its own tmp_path and port-0 servers, so order and sharing do not matter
+fast_tier() {
+  local started=$SECONDS rc=0
+  python_lint || rc=$?
+  echo "== ruff and mypy took $((SECONDS - started)) s"
+  start_ansible_lint
+  echo "== pytest, fast tier (-m 'not slow', 2 workers; needs no set-up)"
   uv run --frozen --group dev pytest -m "not slow" -n 2 --durations=10 "$@" || rc=$?
-  if [ -n "$lint_pid" ]; then
-    echo "== ansible-lint (ran beside pytest)"
-    lint_rc=0
-    wait "$lint_pid" || lint_rc=$?
-    cat "$lint_log"
-    [ "$lint_rc" -eq 0 ] || rc=$lint_rc
-  fi
+  wait_ansible_lint || rc=$?
   echo "== fast tier took $((SECONDS - started)) s"
+  return "$rc"
+}
+
+if [ "${1:-}" = --fast ]; then
+  shift
+  rc=0
+  fast_tier "$@" || rc=$?
   exit "$rc"
 fi
 
@@ -120,14 +134,8 @@ if [ "$#" -gt 0 ]; then
   echo "== pytest $*"
   exec uv run --frozen --group dev pytest "$@"
 fi
-started=$SECONDS
-lint
-echo "== lint took $((SECONDS - started)) s"
 rc=0
-started=$SECONDS
-echo "== pytest, fast tier (-m 'not slow', 2 workers; needs no set-up)"
-uv run --frozen --group dev pytest -m "not slow" -n 2 --durations=10 || rc=$?
-echo "== fast tier took $((SECONDS - started)) s"
+fast_tier || rc=$?
 wait_setup
 # two workers: a slow test mostly waits (on hosts booting, apt, ansible's SSH round trips, a
 # server loading), so two overlap well on two cores. `--dist loadscope` keeps each folder's
