@@ -293,30 +293,28 @@ def _check(news: Mapping[str, Any]) -> None:
 
 
 def _teardown(inputs: RunInputs) -> None:
-    from flashfleet.bringup import handoff
+    from functools import partial
+
     from flashfleet.bringup.isolated import run_isolated
+    from flashfleet.bringup.teardown import TeardownError, teardown_hosts
 
     try:
         inputs.project.playbook(inputs.teardown_playbook)
     except FileNotFoundError as err:
         # Never a silent skip: the hosts would keep their secrets and servers.
         raise PlaybookFailed(f"teardown cannot run: {err}") from None
-    result = run_isolated(
-        inputs.teardown_playbook,
-        inputs.inventory,
-        project=inputs.project,
-        runs_root=inputs.runs_root,
-        # the stack's role arguments (site mirrors, the container CLI) hold for the teardown too
-        extravars=inputs.extravars,
-        checked=False,  # the inventory was checked when it was deployed; roles may have moved on
-        timeout_s=handoff.TEARDOWN_TIMEOUT_S,
-    )
-    dark, failed = handoff.teardown_verdict(result, inputs.inventory.get("all", {}).get("hosts", {}))
-    if dark:
-        _warn(f"teardown: unreachable, left as they are: {', '.join(dark)} ({result.run_dir})")
-    if failed:
-        raise PlaybookFailed(
-            f"teardown did not finish on {', '.join(failed)}; their secrets or servers may remain. "
-            f"Fix and run the destroy again.\n{result.summary()}"
+    try:
+        result = teardown_hosts(
+            inputs.inventory,
+            project=inputs.project,
+            playbook=inputs.teardown_playbook,
+            runs_root=inputs.runs_root,
+            # the stack's role arguments (site mirrors, the container CLI) hold for the teardown too
+            extravars=inputs.extravars,
+            emit=_say,  # the engine shows the provider's stderr lines as the destroy's diagnostics
+            # the inventory was checked when it was deployed; roles may have moved on
+            runner=partial(run_isolated, checked=False),
         )
+    except TeardownError as err:
+        raise PlaybookFailed(f"{err}. Fix and run the destroy again.") from None
     _say(f"teardown done ({result.run_dir})")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from flashfleet.bringup import stackops
 from flashfleet.bringup.playbook_run import RunResult
@@ -22,6 +22,21 @@ def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+class TeardownRunner(Protocol):
+    """How teardown.yml runs: in this process (the CLI) or in a child (the Pulumi provider)."""
+
+    def __call__(
+        self,
+        playbook: str,
+        inventory: dict[str, Any],
+        *,
+        project: Project,
+        runs_root: Path | None,
+        extravars: dict[str, Any] | None,
+        timeout_s: int,
+    ) -> RunResult: ...
+
+
 def teardown_hosts(
     inventory: Mapping[str, Any],
     *,
@@ -31,26 +46,32 @@ def teardown_hosts(
     stack: str | None = None,
     emit: Callable[[str], None] | None = _stderr,
     extravars: Mapping[str, Any] | None = None,
+    runner: TeardownRunner | None = None,
 ) -> RunResult:
-    """teardown.yml on existing hosts. Unreachable hosts are reported, not failed; a task that
-    fails on a reachable host raises TeardownError (its services may still run)."""
+    """teardown.yml on the inventory's hosts: the one teardown of `flashfleet down` and of the
+    provider's delete. Unreachable hosts are reported, not failed; a reachable host the teardown
+    did not finish on raises TeardownError (its secrets or services may remain)."""
     from flashfleet.bringup import handoff
 
-    result = handoff.run(
+    def in_process(playbook: str, inventory: dict[str, Any], **kwargs: Any) -> RunResult:
+        return handoff.run(playbook, inventory, stack=stack, emit=emit, **kwargs)
+
+    result = (runner or in_process)(
         playbook,
-        inventory,
+        dict(inventory),
         project=project,
         runs_root=runs_root,
-        stack=stack,
-        emit=emit,
-        extravars=extravars,
+        extravars=dict(extravars or {}),
         timeout_s=handoff.TEARDOWN_TIMEOUT_S,
     )
     dark, failed = handoff.teardown_verdict(result, (inventory.get("all") or {}).get("hosts") or {})
     if dark and emit is not None:
-        emit(f"warning: unreachable, left as they are: {', '.join(dark)}")
+        emit(f"warning: teardown: unreachable, left as they are: {', '.join(dark)} ({result.run_dir})")
     if failed:
-        raise TeardownError(f"teardown failed on {', '.join(failed)}; see {result.run_dir}")
+        raise TeardownError(
+            f"teardown did not finish on {', '.join(failed)}; their secrets or servers may remain "
+            f"(see {result.run_dir})"
+        )
     return result
 
 

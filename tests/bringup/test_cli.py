@@ -143,7 +143,7 @@ def test_down_with_an_inventory_runs_teardown_and_warns_about_unreachable_hosts(
     assert rc == 0
     assert not (tmp_path / "n0" / "deployed.json").exists()
     seen = capsys.readouterr()
-    assert "warning: unreachable, left as they are: dead" in seen.err
+    assert "warning: teardown: unreachable, left as they are: dead" in seen.err
     # the last line says plainly what was and was not torn down
     assert (
         seen.out.splitlines()[-1]
