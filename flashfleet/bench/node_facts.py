@@ -86,7 +86,7 @@ def read_node_facts(
     stack: str, inventory: Mapping[str, Any], runs_root: Path, project: Project = DEFAULT_PROJECT
 ) -> NodeFacts:
     try:
-        result = handoff.run(
+        result = handoff.run_recorded(
             PLAYBOOK, inventory, project=project, runs_root=runs_root, stack=stack, tags="facts"
         )
     except BringupInputError as err:

@@ -73,7 +73,7 @@ class NodeRunner:
             if invocation.timeout_s is not None:
                 extravars["bench_timeout_s"] = max(1, math.ceil(invocation.timeout_s))
             try:
-                result = handoff.run(
+                result = handoff.run_recorded(
                     PLAYBOOK, self.inventory, project=self.project, runs_root=self.runs_root,
                     extravars=extravars, stack=self.stack, limit=node, tags="bench", api_key=self.api_key,
                 )  # fmt: skip

@@ -74,7 +74,7 @@ def validate(
     check_role_arguments(project, playbook, inventory, extravars)
 
 
-def run(
+def run_recorded(
     playbook: str,
     inventory: Mapping[str, Any],
     *,

@@ -3,8 +3,8 @@
 The provider serves gRPC from worker threads; ansible-runner starts ansible-playbook with a pty
 fork, and a fork of that threaded process crashed the child now and then (SIGSEGV before exec,
 seen as rc None). `subprocess` starts a clean interpreter with vfork+exec instead, which runs
-`handoff.run` there. The token travels in the child's environment only: never on its command
-line or its stdin; so does the serving API key (FLASHFLEET_API_KEY).
+`handoff.run_recorded` there. The token travels in the child's environment only: never on its
+command line or its stdin; so does the serving API key (FLASHFLEET_API_KEY).
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def _main() -> int:
 
     request = json.load(sys.stdin)
     try:
-        result = handoff.run(
+        result = handoff.run_recorded(
             request["playbook"],
             request["inventory"],
             project=Project(Path(request["project"])),

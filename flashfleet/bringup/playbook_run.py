@@ -1,5 +1,5 @@
-"""Runs a playbook of this repository through ansible-runner: the hand-off used by Pulumi and
-the CLI.
+"""Runs a playbook of this repository through ansible-runner: the layer under the hand-off
+(`handoff.run_recorded`, which the Pulumi provider and the CLI call).
 
 Playbooks come from `playbooks/` and roles from `roles/` at the repository root; the inventory
 is a dict (what `flashfleet.inventory` builds). The Hugging Face token travels only in the

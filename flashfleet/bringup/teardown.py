@@ -54,7 +54,7 @@ def teardown_hosts(
     from flashfleet.bringup import handoff
 
     def in_process(playbook: str, inventory: dict[str, Any], **kwargs: Any) -> RunResult:
-        return handoff.run(playbook, inventory, stack=stack, emit=emit, **kwargs)
+        return handoff.run_recorded(playbook, inventory, stack=stack, emit=emit, **kwargs)
 
     result = (runner or in_process)(
         playbook,

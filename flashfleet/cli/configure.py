@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
             inventory, token, key = stack_inputs(args.stack)
         key = os.environ.get(API_KEY_ENV) or key  # None: the run inherits no key but the caller's
         _require_api_key(inventory, key)
-        result = handoff.run(
+        result = handoff.run_recorded(
             args.playbook, inventory, project=project, runs_root=args.runs_dir, extravars=extravars,
             hf_token=token, api_key=key, stack=args.stack, check=args.check, limit=args.limit, tags=args.tags,
             reconverge=args.reconverge, emit=lambda line: print(line, file=sys.stderr, flush=True),

@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         hosts = node_hosts(inventory, args.node)
         if not hosts:
             raise UsageError(f"stack {args.stack}: no node serves (nothing to read)")
-        result = handoff.run(
+        result = handoff.run_recorded(
             PLAYBOOK, inventory, runs_root=args.runs_dir, stack=args.stack,
             extravars={"flashfleet_logs_lines": args.lines}, limit=",".join(hosts),
         )  # fmt: skip

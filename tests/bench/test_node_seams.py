@@ -241,7 +241,7 @@ def test_a_run_past_its_timeout_is_stopped_and_its_container_removed(lab: Lab) -
 
 def test_check_mode_reads_facts_and_runs_no_benchmark(lab: Lab) -> None:
     before = len(lab.docker_runs("bn0"))
-    result = handoff.run(
+    result = handoff.run_recorded(
         "bench.yml", lab.inventory, runs_root=bench_runs_root(lab.runs), stack=STACK, check=True,
         extravars={"bench_argv": ["python3", "-m", "sglang.benchmark.serving"], "bench_fetch_dir": "/nonexistent"},
     )  # fmt: skip

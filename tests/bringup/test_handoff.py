@@ -51,7 +51,7 @@ def test_a_broken_inventory_is_refused_naming_the_field_before_any_host_is_touch
     tmp_path: Path, two_local_nodes: dict[str, Any], change: dict[str, Any], field: str
 ) -> None:
     with pytest.raises(BringupInputError) as err:
-        handoff.run("site.yml", _broken(two_local_nodes, "node-1", **change), project=TEST_PROJECT,
+        handoff.run_recorded("site.yml", _broken(two_local_nodes, "node-1", **change), project=TEST_PROJECT,
                     runs_root=tmp_path / "runs", hf_token=TOKEN)  # fmt: skip
     assert str(err.value).startswith(field)
     assert "\n" not in str(err.value)
@@ -130,7 +130,7 @@ def test_a_key_with_a_quote_in_extra_variables_is_refused_in_any_form(
 
 def test_progress_lines_per_host_and_phase(tmp_path: Path, two_local_nodes: dict[str, Any]) -> None:
     lines: list[str] = []
-    result = handoff.run("site.yml", two_local_nodes, project=TEST_PROJECT, runs_root=tmp_path / "runs",
+    result = handoff.run_recorded("site.yml", two_local_nodes, project=TEST_PROJECT, runs_root=tmp_path / "runs",
                          hf_token=TOKEN, emit=lines.append)  # fmt: skip
     assert result.ok, result.summary()
     assert result.run_dir.parent == tmp_path / "runs" / "t1"

@@ -82,7 +82,7 @@ def test_figure_has_one_bar_per_host_and_phase_with_labels() -> None:
 def test_a_real_run_draws_its_timeline_and_the_cli_redraws_it(
     tmp_path: Path, two_local_nodes: dict[str, Any], capsys: Any
 ) -> None:
-    result = handoff.run(
+    result = handoff.run_recorded(
         "site.yml", two_local_nodes, project=Project(PROJECT), runs_root=tmp_path / "runs", hf_token=TOKEN
     )
     assert result.ok
