@@ -394,6 +394,33 @@ def check_kubernetes(stack: str, spec: StackSpec, base: str) -> list[Problem]:
     return []
 
 
+def check_cluster(spec: StackSpec, base: str) -> list[Problem]:
+    """The node count adds up to the cluster's instances; the source can carry a cluster."""
+    cluster = spec.cluster
+    if cluster is None:
+        return []
+    problems = []
+    need = cluster.node_count()
+    if need != spec.nodes.count:
+        problems.append(
+            Problem(
+                f"{base}.nodes.count",
+                f"count is {spec.nodes.count} but the cluster needs {need} nodes ({cluster.shape_text()})",
+                "cluster-node-count",
+            )
+        )
+    if isinstance(spec.nodes.source, KubernetesSource):
+        problems.append(
+            Problem(
+                f"{base}.cluster",
+                "clusters on Kubernetes (one workload per instance, the router as a Deployment and "
+                "Service) are not offered yet: use AWS or existing hosts",
+                "cluster-source",
+            )
+        )
+    return problems
+
+
 def check_capacity(spec: StackSpec, base: str) -> list[Problem]:
     """`ttl: block` only on block stacks; a recorded block sits in the stack's availability zone."""
     src = spec.nodes.source

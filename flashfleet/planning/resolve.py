@@ -193,6 +193,7 @@ def resolve_spec(
                     "zone-in-region",
                 )
             )
+    problems += checks.check_cluster(spec, base)
     if problems:
         raise StackError(stack, problems)
     try:

@@ -1,11 +1,14 @@
-"""A stack's recipe: the recipe engine's render of the stack's hardware, strategy, topology and
-options, and a RecipeError turned into a problem that names the stack key it comes from."""
+"""A stack's recipe: the recipe engine's render of the stack's hardware, strategy, topology,
+options and serving shape, and a RecipeError turned into a problem that names the stack key it
+comes from."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from flashfleet.recipes import Recipe, RecipeError, render
 from flashfleet.stack.errors import Problem
-from flashfleet.stack.spec import StackSpec
+from flashfleet.stack.spec import SHAPE_KEYS, StackSpec
 
 # Recipe fields that are keys of the stack itself, not options.
 _TOP_LEVEL = {"hardware": "hardware", "strategy": "strategy", "topology": "topology", "image": "image"}
@@ -16,13 +19,28 @@ def recipe_path(spec: StackSpec | None, field: str) -> str:
     if field in _TOP_LEVEL:
         return _TOP_LEVEL[field]
     if field == "nodes":
-        return "nodes.count"
+        return "cluster.nodesPerInstance" if spec is not None and spec.cluster else "nodes.count"
+    if field in SHAPE_KEYS and spec is not None and spec.cluster:
+        return SHAPE_KEYS[field]
     # Unknown or misspelled option names arrive as written in the stack.
     return f"options.{field}"
 
 
+def shape_overrides(spec: StackSpec) -> dict[str, Any]:
+    """The recipe options the stack's nodes and cluster section set."""
+    cluster = spec.cluster
+    if cluster is None:
+        return {"nodes": spec.nodes.count}  # one instance over every node
+    shape: dict[str, Any] = {"nodes": cluster.nodes_per_instance, "router_policy": cluster.router.policy}
+    if cluster.replicas is not None:
+        shape["replicas"] = cluster.replicas
+    else:
+        shape["prefill"], shape["decode"] = cluster.prefill, cluster.decode
+    return shape
+
+
 def render_stack(spec: StackSpec, addresses: list[str] | None = None) -> Recipe:
-    overrides = {**spec.options, "nodes": spec.nodes.count}
+    overrides = {**spec.options, **shape_overrides(spec)}
     return render(spec.hardware, spec.strategy, spec.topology, overrides, addresses=addresses)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from flashfleet.catalog import NOT_VERIFIED, badge_catalog
+from flashfleet.recipes.cluster import describe
 from flashfleet.recipes.options import Options
 from flashfleet.recipes.rules import Context
 
@@ -14,11 +15,27 @@ def changed_options(effective: Options, cell: Options) -> dict[str, Any]:
     return {k: v for k, v in effective.as_dict().items() if base[k] != v}
 
 
+# What a cluster changes by its shape alone: the instance counts, the router, and the per-instance
+# sizes that follow from them.
+_SHAPE = {"replicas", "prefill", "decode", "router_policy", "tp", "nodes"}
+
+
 def badge_for(ctx: Context, cell: Options) -> tuple[str, str]:
     """(badge, why). Any option moved away from the measured command gives Not Verified."""
     cells, measured = badge_catalog()
     key = (ctx.hardware.id, ctx.strategy, ctx.topology)
     changed = changed_options(ctx.options, cell)
+    shape = describe(ctx.options)
+    if shape:
+        # The seed validated one instance of each layout (PD as one node's pair): a cluster of
+        # them behind the router is a starting point, never a measurement.
+        others = sorted(set(changed) - _SHAPE)
+        also = f"; also changed from the measured command: {', '.join(others)}" if others else ""
+        pair = " (one node: prefill + decode)" if ctx.topology == "pd" else ""
+        return NOT_VERIFIED, (
+            f"{shape} behind the SGLang router ({ctx.options.router_policy}) was not validated: the "
+            f"seed measured one {ctx.topology} instance{pair}{also}"
+        )
     if not changed:
         for entry in cells:
             if (entry.hardware, entry.strategy, entry.topology) == key:

@@ -100,5 +100,11 @@ DIST_INIT_PORT = 5000
 LANGUAGE_MEM_FRACTION = "0.78"
 # Single-node NIXL goes over loopback UCX transports (seed operational note).
 PD_NIXL_ENV = {"UCX_NET_DEVICES": "lo", "UCX_TLS": "tcp,cuda_copy,cuda_ipc,self,sm"}
+# A cluster (replicas or PD across nodes): the router is the endpoint on SERVE_PORT, so a replica
+# worker serves on its own port, even on a node without the router (one port for every worker).
+WORKER_PORT = 31000
+# PD across nodes over Mooncake on the NVLink fabric of GB200/GB300 (sglang docs,
+# advanced_features/pd_disaggregation.md). NIXL across nodes takes no loopback UCX settings.
+MOONCAKE_MNNVL_ENV = {"SGLANG_MOONCAKE_CUSTOM_MEM_POOL": "True", "MC_FORCE_MNNVL": "True"}
 MOONCAKE_CONFIG_PATH = "/etc/flashfleet/mooncake/mooncake.json"
 MOONCAKE_CONFIG_ENV = "SGLANG_HICACHE_MOONCAKE_CONFIG_PATH"

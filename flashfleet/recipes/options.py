@@ -160,6 +160,22 @@ class Options:
     max_mamba_cache_size: int | None = option("Pin on KDA state slots (--max-mamba-cache-size)", minimum=1)
     max_running_requests: int | None = option("--max-running-requests", minimum=1)
     nodes: int = option("Nodes serving one model instance", minimum=1, default=1)
+    # The serving shape: several instances behind the SGLang router (each on its own nodes).
+    replicas: int = option(
+        "Instances of the recipe behind the router, each on its own nodes", minimum=1, default=1
+    )
+    prefill: int = option("PD across nodes: prefill instances, each on its own nodes", minimum=0, default=0)
+    decode: int = option("PD across nodes: decode instances, each on its own nodes", minimum=0, default=0)
+    router_policy: str = option(
+        "How the router picks a worker (--policy)",
+        choices=("cache_aware", "round_robin", "power_of_two"),
+        default="cache_aware",
+    )
+    kv_transfer: str = option(
+        "PD KV transfer backend (--disaggregation-transfer-backend)",
+        choices=("nixl", "mooncake"),
+        default="nixl",
+    )
     extra_args: tuple[str, ...] = option(
         "Playground escape hatch: extra sglang serve words, checked against the rules",
         default=(),

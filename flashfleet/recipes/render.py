@@ -6,19 +6,21 @@ Pure: no I/O beyond reading the packaged catalog, no pulumi/ansible imports.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from flashfleet.catalog import DFLASH2_DRAFT, hardware_catalog
 from flashfleet.recipes import flags as F
 from flashfleet.recipes.badges import badge_for
 from flashfleet.recipes.builds import applicable
+from flashfleet.recipes.cluster import ROUTER, ClusterShape, Instance, cluster_shape
 from flashfleet.recipes.errors import RecipeError
 from flashfleet.recipes.layouts import (
     DIST_INIT_PORT,
     ENCODER_PORT,
     LANGUAGE_MEM_FRACTION,
     MOONCAKE_CONFIG_PATH,
+    MOONCAKE_MNNVL_ENV,
     PD_BOOTSTRAP_PORT,
     PD_DECODE_NCCL_PORT,
     PD_DECODE_PORT,
@@ -28,13 +30,13 @@ from flashfleet.recipes.layouts import (
     SERVE_PORT,
     STRATEGIES,
     TOPOLOGIES,
+    WORKER_PORT,
     Topology,
 )
 from flashfleet.recipes.options import BY_STRATEGY, OPTION_DEFS, Options, hardware_layer, parse_overrides
 from flashfleet.recipes.rules import Context, check
 
 SGLANG_SERVE = ("sglang", "serve")
-ROUTER = ("python", "-m", "sglang_router.launch_router")
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,7 @@ class Process:
     start_after: tuple[str, ...] = ()
     node: int = 0
     rank: int = 0  # --node-rank of a multi-node server: only rank 0 serves HTTP
+    instance: str = ""  # the cluster instance it belongs to (replica-0, prefill-1, router); "" alone
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -59,6 +62,7 @@ class Process:
             "gpus": list(self.gpus),
             "start_after": list(self.start_after),
             "node": self.node,
+            "instance": self.instance,
         }
 
 
@@ -147,7 +151,10 @@ def resolve(
     layered.update(topo.defaults(hw))
     cell = Options(**layered)
     user = parse_overrides(overrides or {})
-    if "nodes" in user and "tp" not in user:
+    if user.get("prefill") and "tp" not in user:
+        # PD across nodes: each instance owns its nodes' GPUs (not half a node, as the pair does).
+        user["tp"] = hardware_layer(hw)["tp"] * user.get("nodes", 1)
+    elif "nodes" in user and "tp" not in user:
         user["tp"] = cell.tp * user["nodes"]  # one model instance over all nodes' GPUs
     effective = Options(**{**layered, **user})
     return Context(hw, strategy, topology, effective), cell
@@ -194,21 +201,26 @@ def render(
     overrides: Mapping[str, object] | None = None,
     *,
     addresses: Sequence[str] | None = None,
+    router_node: int | None = None,
 ) -> Recipe:
     """Render the processes of one recipe, or raise ``RecipeError`` naming the option and rule.
 
     ``addresses`` are the nodes' addresses for multi-node rendezvous; without them the
-    symbolic names ``node-0``, ``node-1``... are used.
+    symbolic names ``node-0``, ``node-1``... are used. ``router_node``: a cluster's router gets
+    that node to itself (default: beside the first instance).
     """
     ctx, cell = resolve(hardware, strategy, topology, overrides)
     check(ctx)
     topo = TOPOLOGIES[topology]
-    builder = _BUILDERS[topology]
-    nodes = ctx.options.nodes
+    shape = cluster_shape(ctx.options, router_node)
+    nodes = shape.node_count
     addrs = list(addresses) if addresses else [f"node-{i}" for i in range(nodes)]
     if len(addrs) != nodes:
         raise RecipeError("nodes", "addresses", f"nodes={nodes} but {len(addrs)} addresses were given")
-    processes = tuple(builder(ctx, topo, addrs))
+    if shape.is_cluster:
+        processes = tuple(_cluster(ctx, topo, shape, addrs))
+    else:
+        processes = tuple(_BUILDERS[topology](ctx, topo, addrs, SERVE_PORT))
     _refuse_repeated_flags(processes)
     badge, source = badge_for(ctx, cell)
     return Recipe(
@@ -227,6 +239,8 @@ def _refuse_repeated_flags(processes: tuple[Process, ...]) -> None:
     # Only extra_args can repeat a flag the recipe already sets (for example a topology's
     # --mem-fraction-static): refuse rather than leave sglang to pick one of the two.
     for proc in processes:
+        if proc.role == "router":
+            continue  # the router's --prefill and --decode repeat by design; extra_args never reach it
         seen: set[str] = set()
         for unit in F.argv_units(proc.argv)[1:]:
             if unit[0] in seen:
@@ -269,7 +283,7 @@ def _server_env(ctx: Context) -> dict[str, str]:
     return {**ctx.hardware.env, **F.hicache_env(ctx.options)}
 
 
-def _unified(ctx: Context, topo: Topology, addrs: list[str]) -> list[Process]:
+def _unified(ctx: Context, topo: Topology, addrs: list[str], port: int) -> list[Process]:
     o = ctx.options
     per_node = o.tp // o.nodes
     procs = []
@@ -288,9 +302,9 @@ def _unified(ctx: Context, topo: Topology, addrs: list[str]) -> list[Process]:
             Process(
                 name="server" if o.nodes == 1 else f"server-{rank}",
                 role="server",
-                argv=_server_argv(ctx, topo, tp=o.tp, port=SERVE_PORT, head=[], tail=tail),
+                argv=_server_argv(ctx, topo, tp=o.tp, port=port, head=[], tail=tail),
                 env=_server_env(ctx),
-                port=SERVE_PORT,
+                port=port,
                 gpus=tuple(range(per_node)),
                 node=rank,
                 rank=rank,
@@ -299,7 +313,7 @@ def _unified(ctx: Context, topo: Topology, addrs: list[str]) -> list[Process]:
     return procs
 
 
-def _prefill_cp(ctx: Context, topo: Topology, addrs: list[str]) -> list[Process]:
+def _prefill_cp(ctx: Context, topo: Topology, addrs: list[str], port: int) -> list[Process]:
     tp = ctx.options.tp
     head = [
         "--attn-cp-size",
@@ -316,15 +330,15 @@ def _prefill_cp(ctx: Context, topo: Topology, addrs: list[str]) -> list[Process]
         Process(
             name="server",
             role="server",
-            argv=_server_argv(ctx, topo, tp=tp, port=SERVE_PORT, head=head, tail=[]),
+            argv=_server_argv(ctx, topo, tp=tp, port=port, head=head, tail=[]),
             env=_server_env(ctx),
-            port=SERVE_PORT,
+            port=port,
             gpus=tuple(range(tp)),
         )
     ]
 
 
-def _encoder_disagg(ctx: Context, topo: Topology, addrs: list[str]) -> list[Process]:
+def _encoder_disagg(ctx: Context, topo: Topology, addrs: list[str], port: int) -> list[Process]:
     o = ctx.options
     gpus = tuple(range(o.tp))  # both processes share the node's GPUs
     encoder = Process(
@@ -359,46 +373,53 @@ def _encoder_disagg(ctx: Context, topo: Topology, addrs: list[str]) -> list[Proc
     language = Process(
         name="language",
         role="language",
-        argv=_server_argv(ctx, topo, tp=o.tp, port=SERVE_PORT, head=head, tail=tail),
+        argv=_server_argv(ctx, topo, tp=o.tp, port=port, head=head, tail=tail),
         env=_server_env(ctx),
-        port=SERVE_PORT,
+        port=port,
         gpus=gpus,
         start_after=("encoder",),
     )
     return [encoder, language]
 
 
-def _pd(ctx: Context, topo: Topology, addrs: list[str]) -> list[Process]:
+def _pd_tail(ctx: Context, mode: str, nccl_port: int | None) -> list[str]:
+    """The PD flags of one role; ``nccl_port`` keeps two roles on one node apart (seed note)."""
     o = ctx.options
-    tp = o.tp
-    env = {**_server_env(ctx), **PD_NIXL_ENV}
+    tail = ["--disaggregation-mode", mode]
+    if mode == "prefill":
+        tail += ["--disaggregation-bootstrap-port", str(PD_BOOTSTRAP_PORT)]
+    tail += ["--disaggregation-transfer-backend", o.kv_transfer]
+    if nccl_port is not None:
+        tail += ["--nccl-port", str(nccl_port)]
     # Each server's own counters show the benchmark that prefill and decode served their shares;
     # the L3 tier's flags already turn them on.
-    metrics = [] if "--enable-metrics" in F.hicache_flags(o) else ["--enable-metrics"]
-    prefill_tail = [
-        "--disaggregation-mode",
-        "prefill",
-        "--disaggregation-bootstrap-port",
-        str(PD_BOOTSTRAP_PORT),
-        "--disaggregation-transfer-backend",
-        "nixl",
-        "--nccl-port",
-        str(PD_PREFILL_NCCL_PORT),
-        *metrics,
-    ]
-    decode_tail = [
-        "--disaggregation-mode",
-        "decode",
-        "--disaggregation-transfer-backend",
-        "nixl",
-        "--nccl-port",
-        str(PD_DECODE_NCCL_PORT),
-        *metrics,
-    ]
+    if "--enable-metrics" not in F.hicache_flags(o):
+        tail.append("--enable-metrics")
+    return tail
+
+
+def _pd_env(ctx: Context, *, one_node: bool) -> dict[str, str]:
+    if ctx.options.kv_transfer == "nixl":
+        # Single-node NIXL goes over loopback UCX transports; across nodes UCX picks the fabric.
+        return {**_server_env(ctx), **(PD_NIXL_ENV if one_node else {})}
+    mnnvl = MOONCAKE_MNNVL_ENV if ctx.hardware.has("mnnvl") and not one_node else {}
+    return {**_server_env(ctx), **mnnvl}
+
+
+def _pd(ctx: Context, topo: Topology, addrs: list[str], port: int) -> list[Process]:
+    tp = ctx.options.tp
+    env = _pd_env(ctx, one_node=True)
     prefill = Process(
         name="prefill",
         role="prefill",
-        argv=_server_argv(ctx, topo, tp=tp, port=PD_PREFILL_PORT, head=[], tail=prefill_tail),
+        argv=_server_argv(
+            ctx,
+            topo,
+            tp=tp,
+            port=PD_PREFILL_PORT,
+            head=[],
+            tail=_pd_tail(ctx, "prefill", PD_PREFILL_NCCL_PORT),
+        ),
         env=env,
         port=PD_PREFILL_PORT,
         gpus=tuple(range(tp)),
@@ -407,7 +428,12 @@ def _pd(ctx: Context, topo: Topology, addrs: list[str]) -> list[Process]:
         name="decode",
         role="decode",
         argv=_server_argv(
-            ctx, topo, tp=tp, port=PD_DECODE_PORT, head=["--base-gpu-id", str(tp)], tail=decode_tail
+            ctx,
+            topo,
+            tp=tp,
+            port=PD_DECODE_PORT,
+            head=["--base-gpu-id", str(tp)],
+            tail=_pd_tail(ctx, "decode", PD_DECODE_NCCL_PORT),
         ),
         env=env,
         port=PD_DECODE_PORT,
@@ -425,14 +451,106 @@ def _pd(ctx: Context, topo: Topology, addrs: list[str]) -> list[Process]:
             str(PD_BOOTSTRAP_PORT),
             "--decode",
             f"http://127.0.0.1:{PD_DECODE_PORT}",
-            *F.network_flags(SERVE_PORT),
+            *F.network_flags(port),
         ),
         env={},
-        port=SERVE_PORT,
+        port=port,
         gpus=(),
         start_after=("prefill", "decode"),
     )
     return [prefill, decode, router]
+
+
+def _pd_instance(ctx: Context, topo: Topology, addrs: list[str], mode: str) -> list[Process]:
+    """One prefill or decode instance of PD across nodes: on nodes of its own, all their GPUs."""
+    o = ctx.options
+    port = PD_PREFILL_PORT if mode == "prefill" else PD_DECODE_PORT
+    procs = []
+    for rank in range(len(addrs)):
+        tail = _pd_tail(ctx, mode, None)
+        if len(addrs) > 1:
+            tail += ["--dist-init-addr", f"{addrs[0]}:{DIST_INIT_PORT}", "--nnodes", str(len(addrs)),
+                     "--node-rank", str(rank)]  # fmt: skip
+        procs.append(
+            Process(
+                name=mode if len(addrs) == 1 else f"{mode}-{rank}",
+                role=mode,
+                argv=_server_argv(ctx, topo, tp=o.tp, port=port, head=[], tail=tail),
+                env=_pd_env(ctx, one_node=False),
+                port=port,
+                gpus=tuple(range(o.tp // len(addrs))),
+                node=rank,
+                rank=rank,
+            )
+        )
+    return procs
+
+
+def _cluster(ctx: Context, topo: Topology, shape: ClusterShape, addrs: list[str]) -> list[Process]:
+    """Every instance's processes on its own nodes, then the router in front of them all."""
+    procs: list[Process] = []
+    entries: list[tuple[Instance, Process]] = []  # each instance's process that serves the API
+    for inst in shape.instances:
+        own = [addrs[n] for n in inst.nodes]
+        if inst.role == "replica":
+            parts = _BUILDERS[ctx.topology](ctx, topo, own, WORKER_PORT)
+        else:
+            parts = _pd_instance(ctx, topo, own, inst.role)
+        names = {p.name: _instance_process_name(inst, p, len(parts)) for p in parts}
+        for part in parts:
+            proc = replace(
+                part,
+                name=names[part.name],
+                node=inst.nodes[part.node],
+                start_after=tuple(names[n] for n in part.start_after),
+                instance=inst.name,
+            )
+            procs.append(proc)
+            if proc.rank == 0 and proc.role != "encoder":
+                entries.append((inst, proc))
+    router_beside = [p.name for _, p in entries if p.node == shape.router_node]
+    procs.append(
+        Process(
+            name="router",
+            role="router",
+            argv=_router_argv(ctx, entries, addrs),
+            env={},
+            port=SERVE_PORT,
+            gpus=(),
+            # A worker on the router's own node starts first; the others are on other nodes,
+            # where the bring-up waits for them (the router lists them all under /workers).
+            start_after=tuple(router_beside),
+            node=shape.router_node if shape.router_node is not None else 0,
+            instance="router",
+        )
+    )
+    return procs
+
+
+def _instance_process_name(inst: Instance, part: Process, parts: int) -> str:
+    if parts == 1:
+        return inst.name
+    if part.role in ("server", "prefill", "decode"):
+        return f"{inst.name}-rank-{part.rank}"
+    return f"{inst.name}-{part.name}"  # an encoder-disaggregation replica's encoder and language
+
+
+def _router_argv(ctx: Context, entries: list[tuple[Instance, Process]], addrs: list[str]) -> tuple[str, ...]:
+    """The real router's argv: every worker by URL (each prefill with its bootstrap port)."""
+    url = {p.name: f"http://{addrs[p.node]}:{p.port}" for _, p in entries}
+    argv: list[str] = [*ROUTER]
+    if ctx.topology == "pd":
+        argv.append("--pd-disaggregation")
+        for inst, p in entries:
+            if inst.role == "prefill":
+                argv += ["--prefill", url[p.name], str(PD_BOOTSTRAP_PORT)]
+        for inst, p in entries:
+            if inst.role == "decode":
+                argv += ["--decode", url[p.name]]
+    else:
+        argv += ["--worker-urls", *(url[p.name] for _, p in entries)]
+    argv += ["--policy", ctx.options.router_policy, *F.network_flags(SERVE_PORT)]
+    return tuple(argv)
 
 
 _BUILDERS = {

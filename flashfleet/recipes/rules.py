@@ -73,14 +73,57 @@ def _topology_on_hardware(c: Context) -> str | None:
 def _multi_node_topology(c: Context) -> str | None:
     from flashfleet.recipes.layouts import TOPOLOGIES
 
-    if c.options.nodes > 1 and TOPOLOGIES[c.topology].single_node:
-        return f"{c.topology} is rendered as the single-node layout it was validated on; nodes must be 1"
+    if c.options.nodes <= 1 or not TOPOLOGIES[c.topology].single_node:
+        return None
+    if c.topology == "pd" and c.options.prefill:
+        return None  # PD across nodes: an instance may span nodes (multi-node TP)
+    if c.topology == "pd":
+        return (
+            "pd on one node is the seed's validated pair; across nodes, give the instances "
+            "(prefill=1 decode=1 or more, each on nodes of its own)"
+        )
+    return f"{c.topology} is rendered as the single-node layout it was validated on; nodes must be 1"
+
+
+def _cluster_shape(c: Context) -> str | None:
+    o = c.options
+    if (o.prefill or o.decode) and c.topology != "pd":
+        return "prefill and decode instances are the pd topology's; other topologies scale by replicas"
+    if bool(o.prefill) != bool(o.decode):
+        return (
+            f"prefill={o.prefill} decode={o.decode}: PD across nodes needs at least one of each "
+            "(both 0: the seed's single-node pair)"
+        )
+    return None
+
+
+def _pd_replicas(c: Context) -> str | None:
+    if c.options.replicas > 1 and c.topology == "pd":
+        return "pd scales by its prefill and decode instances (prefill=N decode=M), not by replicas"
+    return None
+
+
+def _router_policy(c: Context) -> str | None:
+    o = c.options
+    if o.router_policy == "cache_aware" or o.prefill or o.replicas > 1:
+        return None
+    if c.topology == "pd":
+        return (
+            "the seed's single-node PD router is the Python mini load balancer (--mini-lb), which "
+            "takes no policy; set prefill and decode instances for the routed layout"
+        )
+    return "one instance has no router to pick workers; set replicas"
+
+
+def _kv_transfer(c: Context) -> str | None:
+    if c.options.kv_transfer != "nixl" and c.topology != "pd":
+        return "kv_transfer applies to the pd topology only"
     return None
 
 
 def _tp_fits(c: Context) -> str | None:
     o, hw = c.options, c.hardware
-    if c.topology == "pd":
+    if c.topology == "pd" and not o.prefill:
         need = o.tp + (o.pd_decode_tp or o.tp)
         if need > hw.gpus_per_node:
             return (
@@ -269,7 +312,21 @@ RULES: tuple[Rule, ...] = (
     Rule("topology-hardware", "topology", "hardware catalog (topologies)", _topology_on_hardware),
     Rule("precision-hardware", "precision", "seed: model introduction (precision row)", _precision),
     Rule("checkpoint-precision", "checkpoint", "seed: model introduction (checkpoints)", _checkpoint),
+    Rule("pd-replicas", "replicas", "sglang router: PD mode takes prefill and decode workers", _pd_replicas),
+    Rule(
+        "cluster-shape",
+        "prefill",
+        "sglang router: regular workers, or prefill and decode workers",
+        _cluster_shape,
+    ),
     Rule("multi-node-topology", "nodes", "seed 3.4-3.6: single-node layouts", _multi_node_topology),
+    Rule("router-policy", "router_policy", "seed 3.6 PD router command (--mini-lb)", _router_policy),
+    Rule(
+        "kv-transfer-pd",
+        "kv_transfer",
+        "sglang server args (--disaggregation-transfer-backend)",
+        _kv_transfer,
+    ),
     Rule("tp-fits", "tp", "hardware catalog (GPUs per node)", _tp_fits),
     Rule(
         "tilelang-fp8-kv-cuda",

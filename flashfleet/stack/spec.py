@@ -275,6 +275,52 @@ class Nodes(Strict):
         return self
 
 
+# --- Cluster: several instances behind the SGLang router ------------------------------------------
+
+
+class RouterSpec(Strict):
+    """The stack's endpoint: the SGLang router, beside the first instance's server on node 0."""
+
+    # How the router picks a worker (sglang_router --policy); cache_aware is its default.
+    policy: Literal["cache_aware", "round_robin", "power_of_two"] = "cache_aware"
+
+
+class ClusterSpec(Strict):
+    """The serving shape: replicas, or prefill and decode instances (pd), behind one router.
+
+    Each instance has nodes of its own; ``nodes.count`` is instances x nodesPerInstance.
+    """
+
+    replicas: StrictInt | None = Field(default=None, ge=2, le=64)
+    prefill: StrictInt | None = Field(default=None, ge=1, le=64)
+    decode: StrictInt | None = Field(default=None, ge=1, le=64)
+    nodes_per_instance: StrictInt = Field(default=1, ge=1, le=64)
+    router: RouterSpec = RouterSpec()
+
+    @model_validator(mode="after")
+    def _one_shape(self) -> ClusterSpec:
+        if self.replicas is not None and (self.prefill is not None or self.decode is not None):
+            raise ValueError("set replicas, or prefill and decode (topology: pd), not both")
+        if self.replicas is None and (self.prefill is None) != (self.decode is None):
+            raise ValueError("prefill and decode go together: set both (at least 1 each)")
+        if self.replicas is None and self.prefill is None:
+            raise ValueError("set replicas (2 or more), or prefill and decode (topology: pd)")
+        return self
+
+    @property
+    def instances(self) -> int:
+        return self.replicas or (self.prefill or 0) + (self.decode or 0)
+
+    def node_count(self) -> int:
+        return self.instances * self.nodes_per_instance
+
+    def shape_text(self) -> str:
+        shape = (
+            f"{self.replicas} replicas" if self.replicas else f"{self.prefill} prefill + {self.decode} decode"
+        )
+        return f"{shape} x {self.nodes_per_instance} node(s) each"
+
+
 # --- Mooncake L3 tier ------------------------------------------------------------------------------
 
 
@@ -355,6 +401,14 @@ class WeightsSpec(Strict):
     prestaged: StrictBool = False
 
 
+# Recipe options a stack sets through its cluster section, never in options.
+SHAPE_KEYS = {
+    "replicas": "cluster.replicas",
+    "prefill": "cluster.prefill",
+    "decode": "cluster.decode",
+    "router_policy": "cluster.router.policy",
+}
+
 # --- The stack --------------------------------------------------------------------------------------
 
 
@@ -368,6 +422,7 @@ class StackSpec(Strict):
     image: ImageSpec
     nodes: Nodes
     mooncake: Mooncake | None = None
+    cluster: ClusterSpec | None = None  # None: one instance (one server, or one multi-node server)
     # Created, chmodded, mounted read-write into every container and, with keepCaches: false,
     # deleted on teardown: only strictly below a root flashfleet may own (safe_values.host_path).
     model_cache_dir: HostPath = "/opt/flashfleet/hf-cache"
@@ -382,4 +437,7 @@ class StackSpec(Strict):
     def _nodes_not_an_option(cls, value: dict[str, Any]) -> dict[str, Any]:
         if "nodes" in value:
             raise ValueError("nodes is set by nodes.count, not in options")
+        for name, key in SHAPE_KEYS.items():
+            if name in value:
+                raise ValueError(f"{name} is set by {key}, not in options")
         return value

@@ -1,6 +1,8 @@
 """Runs inside the oracle venv: parse argv lists with sglang's and sglang_router's own parsers.
 
-stdin: {"id": {"kind": "server"|"router", "argv": [...]}}; stdout: {"id": null | "error text"}.
+stdin: {"id": {"kind": "server"|"router", "argv": [...], "expect": {...}?}}; stdout: {"id": null |
+"error text"}. ``expect`` (routers): what the router's parser must read, e.g. {"worker_urls": [...],
+"prefill_urls": [[url, port], ...], "decode_urls": [...], "policy": "...", "port": 30000}.
 """
 
 import argparse
@@ -38,9 +40,18 @@ def main() -> None:
                 assert argv[:3] == ["python", "-m", "sglang_router.launch_router"], argv[:3]
                 with contextlib.redirect_stderr(io.StringIO()) as err:
                     try:
-                        parse_router_args(argv[3:])
+                        args = parse_router_args(argv[3:])
                     except SystemExit as exc:
                         raise ValueError(err.getvalue().strip() or f"exit {exc.code}") from None
+                for name, want in case.get("expect", {}).items():
+                    got = getattr(args, name)
+                    got = (
+                        [list(u) if isinstance(u, tuple) else u for u in got]
+                        if isinstance(got, list)
+                        else got
+                    )
+                    if got != want:
+                        raise ValueError(f"the router reads {name} = {got!r}, expected {want!r}")
             out[key] = None
         except (ValueError, AssertionError, argparse.ArgumentError) as exc:
             out[key] = str(exc) or type(exc).__name__

@@ -132,7 +132,8 @@ def test_the_download_client_is_the_catalogs_on_hosts_and_on_clusters() -> None:
     assert mapped["model_weights_hub_version"] == "{{ flashfleet_weights_client.hub_version }}"
     assert mapped["model_weights_revision"] == "{{ flashfleet_weights_client.revision }}"
     assert mapped["model_weights_max_workers"] == "{{ flashfleet_weights_client.max_workers }}"
-    hosts = build_inventory(load_stack(HOST_STACKS[0]), ["198.51.100.1"], ["10.0.0.1"])
+    one_node = next(s for s in HOST_STACKS if load_stack(s).spec.nodes.count == 1)
+    hosts = build_inventory(load_stack(one_node), ["198.51.100.1"], ["10.0.0.1"])
     (facts,) = [h["flashfleet_weights_client"] for h in hosts["all"]["hosts"].values()][:1]
     assert facts == {
         "hub_version": client.hub_version,

@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from flashfleet.catalog import hardware_catalog
+from flashfleet.planning import load_stack
 from flashfleet.recipes import OPTION_DEFS, STRATEGIES, TOPOLOGIES, RecipeError, render
+from flashfleet.stack import list_stacks
 
 ROOT = Path(__file__).resolve().parents[2]
 ORACLE = Path(os.environ.get("FLASHFLEET_ORACLE_PYTHON", ROOT / ".venv-oracle" / "bin" / "python"))
@@ -32,6 +34,50 @@ SAMPLES: dict[str, list[object]] = {
 }
 
 
+# Clusters behind the real router: replicas, and PD across nodes (1P2D, 2P1D) with each policy.
+CLUSTER_SHAPES: list[dict[str, object]] = [
+    {"replicas": 2},
+    {"replicas": 3, "router_policy": "round_robin"},
+    {"prefill": 1, "decode": 2, "router_policy": "power_of_two"},
+    {"prefill": 2, "decode": 1},
+    {"prefill": 1, "decode": 1, "kv_transfer": "mooncake"},
+]
+
+
+def catalog_renders():
+    """Every catalog stack's processes as its nodes run them (addresses, not node names); a
+    cluster's router must read every instance's worker from its argv."""
+    cases = {}
+    for stack in list_stacks():
+        b = load_stack(stack)
+        addresses = [f"10.0.0.{i + 1}" for i in range(len(b.nodes))]
+        procs = b.recipe_for(addresses).processes
+        for proc in procs:
+            case: dict[str, object] = {"kind": "router" if proc.role == "router" else "server",
+                                       "argv": list(proc.argv)}  # fmt: skip
+            if proc.role == "router" and b.spec.cluster is not None:
+                case["expect"] = _router_reads(
+                    b.spec.topology, procs, addresses, b.spec.cluster.router.policy
+                )
+            cases[f"{stack}/{proc.name}"] = case
+    return cases
+
+
+def _router_reads(topology, procs, addresses, policy) -> dict[str, object]:
+    """What the router must read: each instance's serving process by its node's address."""
+    entries = [p for p in procs if p.role != "router" and p.rank == 0 and p.role != "encoder"]
+    url = {p.name: f"http://{addresses[p.node]}:{p.port}" for p in entries}
+    if topology == "pd":
+        return {
+            "pd_disaggregation": True,
+            "prefill_urls": [[url[p.name], 8998] for p in entries if p.role == "prefill"],
+            "decode_urls": [url[p.name] for p in entries if p.role == "decode"],
+            "policy": policy,
+            "port": 30000,
+        }
+    return {"worker_urls": [url[p.name] for p in entries], "policy": policy, "port": 30000}
+
+
 def enabled_renders():
     """Every cell with default options, and with each single-option override that renders."""
     cases = {}
@@ -42,6 +88,7 @@ def enabled_renders():
                 for name, definition in OPTION_DEFS.items():
                     values = list(definition.choices) or SAMPLES.get(name, [])
                     variants += [{name: v} for v in values]
+                variants += CLUSTER_SHAPES
                 for overrides in variants:
                     try:
                         recipe = render(hw, strategy, topology, overrides)
@@ -81,6 +128,19 @@ def test_every_enabled_render_parses_with_real_sglang():
     assert kinds == {"server", "router"}
     failures = {k: v for k, v in oracle(cases).items() if v is not None}
     assert failures == {}
+
+
+def test_every_catalog_stack_parses_and_its_router_reads_every_worker():
+    cases = catalog_renders()
+    routed = [k for k, c in cases.items() if "expect" in c]
+    assert len(routed) >= 3  # the replica and PD-across-nodes catalog stacks
+    failures = {k: v for k, v in oracle(cases).items() if v is not None}
+    assert failures == {}
+    # the check itself bites: a router that lost a worker is refused
+    key = routed[0]
+    lost = dict(cases[key])
+    lost["argv"] = [w for w in cases[key]["argv"] if not w.endswith("10.0.0.2:31000")]
+    assert oracle({key: lost})[key]
 
 
 def test_oracle_rejects_a_bad_flag_and_a_bad_value():

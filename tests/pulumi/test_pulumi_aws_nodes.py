@@ -53,8 +53,8 @@ def program(stack: str) -> Result:
 
 
 def test_the_aws_catalog_is_covered() -> None:
-    assert len(AWS_STACKS) == 8
-    assert {"gb300-lowlat", "h200-l3", "gb300-pd"} <= set(AWS_STACKS)
+    assert len(AWS_STACKS) == 10
+    assert {"gb300-lowlat", "h200-l3", "gb300-pd", "h200-replicas", "gb300-2p1d"} <= set(AWS_STACKS)
 
 
 @pytest.mark.parametrize("stack", AWS_STACKS)

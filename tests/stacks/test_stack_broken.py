@@ -209,7 +209,7 @@ CASES: list[tuple[str, str, Callable[[Doc], None], str, str]] = [
         "gb300-pd",
         lambda d: spec(d)["nodes"].update(count=2),
         f"{S}.nodes.count",
-        "nodes must be 1",
+        "pd on one node is the seed's validated pair",
     ),
     (
         "nodes as an option",

@@ -26,6 +26,9 @@ CATALOG = {
     "mi355x-throughput": ("mi355x", "high-throughput", "unified", "existing", 1),
     "mi355x-agentx": ("mi355x", "low-latency", "unified", "existing", 1),
     "mi355x-k8s": ("mi355x", "low-latency", "unified", "kubernetes", 1),
+    "h200-replicas": ("h200", "high-throughput", "unified", "aws", 2),
+    "gb300-2p1d": ("gb300", "high-throughput", "pd", "aws", 3),
+    "mi355x-replicas": ("mi355x", "high-throughput", "unified", "existing", 2),
 }
 
 

@@ -1,0 +1,166 @@
+"""Clusters: replicas and PD across nodes behind the router, from the stack file to each node's
+processes; what does not add up is refused naming the field."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flashfleet.cli import main
+from flashfleet.planning import load_stack
+from flashfleet.recipes import render
+from flashfleet.stack import StackError
+
+S = "flashfleet:stack"
+Doc = dict[str, Any]
+ADDRS = ["10.0.0.1", "10.0.0.2", "10.0.0.3"]
+
+
+def spec(doc: Doc) -> Doc:
+    return doc["config"][S]
+
+
+def _procs(stack: str, addresses: list[str]) -> dict[str, Any]:
+    return {p.name: p for p in load_stack(stack).recipe_for(addresses).processes}
+
+
+def test_replicas_each_serve_on_their_own_node_behind_one_router() -> None:
+    b = load_stack("h200-replicas")
+    procs = _procs("h200-replicas", ADDRS[:2])
+    assert set(procs) == {"replica-0", "replica-1", "router"}
+    r0, r1, router = procs["replica-0"], procs["replica-1"], procs["router"]
+    assert (r0.node, r1.node, router.node) == (0, 1, 0)
+    assert r0.argv[-2:] == r1.argv[-2:] == ("--port", "31000")
+    assert r0.argv == r1.argv  # the same recipe on each node
+    assert r0.gpus == tuple(range(8))
+    assert router.gpus == ()
+    assert router.port == b.serving_port == 30000
+    words = list(router.argv)
+    urls = words[words.index("--worker-urls") + 1 : words.index("--policy")]
+    assert urls == ["http://10.0.0.1:31000", "http://10.0.0.2:31000"]
+    assert words[words.index("--policy") + 1] == "cache_aware"
+    assert router.start_after == ("replica-0",)  # the worker beside it; the other one is remote
+    assert [n.role for n in b.nodes] == ["server+router", "server"]
+
+
+def test_pd_across_nodes_lists_every_prefill_with_its_bootstrap_port_and_every_decode() -> None:
+    procs = _procs("gb300-2p1d", ADDRS)
+    assert set(procs) == {"prefill-0", "prefill-1", "decode-0", "router"}
+    for name, node, mode, port in (("prefill-0", 0, "prefill", 31000), ("prefill-1", 1, "prefill", 31000),
+                                   ("decode-0", 2, "decode", 32000)):  # fmt: skip
+        p = procs[name]
+        words = list(p.argv)
+        assert (p.node, p.port) == (node, port)
+        assert words[words.index("--disaggregation-mode") + 1] == mode
+        assert words[words.index("--tp-size") + 1] == "4"  # the same TP on both roles, a node each
+        assert not {"--nccl-port", "--base-gpu-id"} & set(words)  # one role per node
+        assert ("--disaggregation-bootstrap-port" in words) == (mode == "prefill")
+        assert "UCX_NET_DEVICES" not in p.env  # the loopback-only UCX settings are the pair's
+        assert "--speculative-algorithm" not in words
+    router = list(procs["router"].argv)
+    assert "--mini-lb" not in router  # the Rust router, with its policy
+    assert router[router.index("--pd-disaggregation") :][:1] == ["--pd-disaggregation"]
+    pairs = [router[i + 1 : i + 3] for i, w in enumerate(router) if w == "--prefill"]
+    assert pairs == [["http://10.0.0.1:31000", "8998"], ["http://10.0.0.2:31000", "8998"]]
+    assert [router[i + 1] for i, w in enumerate(router) if w == "--decode"] == ["http://10.0.0.3:32000"]
+
+
+def test_the_seed_pd_pair_renders_as_before() -> None:
+    pair = {p.name: p for p in load_stack("gb300-pd").recipe.processes}
+    assert set(pair) == {"prefill", "decode", "router"}
+    assert "--mini-lb" in pair["router"].argv
+    assert "--policy" not in pair["router"].argv
+    assert pair["prefill"].env["UCX_NET_DEVICES"] == "lo"
+
+
+def test_multi_node_replicas_rendezvous_inside_their_own_instance() -> None:
+    r = render("h200", "high-throughput", "unified", {"replicas": 2, "nodes": 2})
+    procs = {p.name: p for p in r.processes}
+    assert [procs[f"replica-1-rank-{k}"].node for k in (0, 1)] == [2, 3]
+    words = list(procs["replica-1-rank-1"].argv)
+    assert words[words.index("--dist-init-addr") + 1] == "node-2:5000"
+    assert words[words.index("--tp-size") + 1] == "16"
+    router = list(procs["router"].argv)
+    assert router[router.index("--worker-urls") + 1 : router.index("--policy")] == [
+        "http://node-0:31000",
+        "http://node-2:31000",
+    ]  # only rank 0 of each instance serves HTTP
+
+
+def test_a_cluster_is_not_verified_and_says_what_was_not_validated() -> None:
+    single = render("gb300", "low-latency", "unified")
+    assert single.badge == "Verified"
+    replicas = render("gb300", "low-latency", "unified", {"replicas": 2})
+    assert replicas.badge == "Not Verified"
+    assert "2 replicas behind the SGLang router" in replicas.badge_source
+    assert "the seed measured one unified instance" in replicas.badge_source
+
+
+@pytest.mark.parametrize(
+    ("change", "path", "fragment"),
+    [
+        (
+            lambda d: spec(d)["nodes"].update(count=3),
+            "nodes.count",
+            "count is 3 but the cluster needs 2 nodes",
+        ),
+        (lambda d: spec(d)["options"].update(replicas=3), "options", "replicas is set by cluster.replicas"),
+        (lambda d: spec(d)["cluster"].update(prefill=1), "cluster", "not both"),
+        (
+            lambda d: spec(d)["cluster"]["router"].update(policy="random"),
+            "cluster.router.policy",
+            "cache_aware",
+        ),
+        (lambda d: spec(d).update(topology="pd"), "cluster.replicas", "pd scales by its prefill and decode"),
+    ],
+    ids=["count", "replicas-as-option", "two-shapes", "policy", "pd-replicas"],
+)
+def test_a_cluster_that_does_not_add_up_is_refused_naming_the_field(
+    write_stack: Callable[[str, Callable[[Doc], None]], Path],
+    change: Callable[[Doc], None],
+    path: str,
+    fragment: str,
+) -> None:
+    with pytest.raises(StackError) as info:
+        load_stack("broken", write_stack("h200-replicas", change))
+    problems = {p.path.removeprefix(f"{S}."): p.message for p in info.value.problems}
+    hits = [k for k in problems if k == path or k.startswith(path)]
+    assert hits, problems
+    assert any(fragment in problems[k] for k in hits), problems
+
+
+def test_speculative_decoding_stays_refused_under_pd_across_nodes(
+    write_stack: Callable[[str, Callable[[Doc], None]], Path],
+) -> None:
+    with pytest.raises(StackError) as info:
+        load_stack("broken", write_stack("gb300-2p1d", lambda d: spec(d).update(strategy="low-latency")))
+    assert any(p.rule == "speculative-pd" for p in info.value.problems)
+
+
+def test_a_cluster_on_kubernetes_is_refused_for_now(
+    write_stack: Callable[[str, Callable[[Doc], None]], Path],
+) -> None:
+    def change(d: Doc) -> None:
+        k8s = __import__("yaml").safe_load(Path("stacks/Pulumi.mi355x-k8s.yaml").read_text())
+        spec(d)["nodes"] = {"count": 2, "source": spec(k8s)["nodes"]["source"]}
+        spec(d).pop("ttl", None)
+        spec(d)["ttl"] = spec(k8s)["ttl"]
+
+    with pytest.raises(StackError) as info:
+        load_stack("broken", write_stack("mi355x-replicas", change))
+    assert any(p.rule == "cluster-source" for p in info.value.problems), info.value.problems
+
+
+def test_render_cli_points_pd_on_two_nodes_to_the_instance_counts(capsys: pytest.CaptureFixture[str]) -> None:
+    base = ["render", "--hardware", "h200", "--strategy", "high-throughput", "--topology", "pd"]
+    assert main([*base, "--set", "nodes=2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert "prefill=1 decode=1" in err[0]
+    assert main([*base, "--set", "prefill=1", "--set", "decode=1"]) == 0
+    out = capsys.readouterr().out
+    for words in ("--pd-disaggregation", "http://node-0:31000 8998", "http://node-1:32000"):
+        assert words in out
