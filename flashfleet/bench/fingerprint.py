@@ -66,18 +66,7 @@ def recipe_fingerprint(selection: RecipeSelection) -> dict[str, Any]:
         "badge": recipe.badge,
         "badge_source": recipe.badge_source,
         "model": recipe.model,
-        "processes": [
-            {
-                "name": p.name,
-                "role": p.role,
-                "node": p.node,
-                "port": p.port,
-                "gpus": list(p.gpus),
-                "argv": list(p.argv),
-                "env": dict(p.env),
-            }
-            for p in recipe.start_order()
-        ],
+        "processes": [p.to_dict() for p in recipe.start_order()],
     }
 
 

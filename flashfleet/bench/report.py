@@ -61,7 +61,7 @@ def verdict_lines(run: StoredRun) -> list[str]:
     if run.valid:
         return ["**Verdict: valid.** Every level completed all its requests with output tokens"
                 + (", every server and rank was ready" if s.get("servers") else "")
-                + (", and prefill and decode each served their share" if s.get("pd_served") else "")
+                + (", and every worker behind the router served its share" if s.get("worker_shares") else "")
                 + "."]  # fmt: skip
     reasons = s.get("verdict") or [f"concurrency {f['concurrency']}: {f['error']}" for f in s["failures"]]
     return ["**Verdict: NOT valid** (these figures measured nothing you can use):", "",
@@ -132,11 +132,12 @@ def run_markdown(run: StoredRun) -> str:
         for level in gate["missing_levels"]:
             out.append(f"- **FAIL** the gate names concurrency {level}, which this run does not have")
         out.append("")
-    if s.get("pd_served"):
-        out += ["## What each PD server did during the run", ""]
-        for url, d in s["pd_served"].items():
-            out.append(f"- {d['role']} {url}: " + ", ".join(
-                f"{k.split(':')[-1]} +{v:,.0f}" for k, v in d.items() if k != "role"))  # fmt: skip
+    if s.get("worker_shares"):
+        out += ["## What each worker did during the run", ""]
+        for url, d in s["worker_shares"].items():
+            counts = {k: v for k, v in d.items() if k not in ("role", "instance")}
+            out.append(f"- {d.get('instance') or d['role']} {url}: "
+                       + ", ".join(f"{k.split(':')[-1]} +{v:,.0f}" for k, v in counts.items()))  # fmt: skip
         out.append("")
     out += ["## Method", ""]
     if method:

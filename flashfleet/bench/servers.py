@@ -1,10 +1,11 @@
 """Every server behind the endpoint, asked directly: ready before the first measured request,
-and, on the PD topology, each one's own counters showing it served its share.
+and, on PD and behind a cluster's router, each one's own counters showing it served its share.
 
 A router answers /health while a prefill or decode server behind it is still loading, and a
 data-parallel server answers while one of its ranks is not; bench_serving only checks the
 endpoint it loads. A PD pair whose prefill never sees a request (a port mismatch, a bootstrap
-that fell back) still answers every request from decode, so the run looks fine from outside.
+that fell back) still answers every request from decode, so the run looks fine from outside;
+a replica the router never registered (or that died) leaves the others to answer everything.
 Both are found here from the servers' own answers: /health, /server_info (one internal state
 per DP rank) and /metrics (sglang's Prometheus counters; the servers run with --enable-metrics).
 """
@@ -30,6 +31,7 @@ GENERATION_TOKENS = "sglang:generation_tokens_total"
 REQUESTS = "sglang:num_requests_total"
 # What each PD role must have done during the run for the split to be real.
 PD_SHARE = {"prefill": PROMPT_TOKENS, "decode": GENERATION_TOKENS}
+SHARE_COUNTERS = (PROMPT_TOKENS, GENERATION_TOKENS, REQUESTS)
 HTTP_ROLES = ("server", "language", "encoder", "prefill", "decode")
 
 
@@ -38,10 +40,18 @@ class Server:
     role: str  # server | language | encoder | prefill | decode
     url: str  # base URL, e.g. http://10.0.0.5:31000
     dp_ranks: int = 1  # data-parallel ranks that must each report an internal state
+    instance: str = ""  # the cluster instance it serves (replica-1, prefill-0); "" alone
 
     @property
     def label(self) -> str:
-        return f"{self.role} {self.url}"
+        return f"{self.instance or self.role} {self.url}"
+
+    @property
+    def share_metric(self) -> str | None:
+        """The counter that shows this server did its part of the run, or None (nothing to show)."""
+        if self.role in PD_SHARE:
+            return PD_SHARE[self.role]
+        return REQUESTS if self.instance and self.role != "encoder" else None  # a replica
 
 
 # Several URLs at once -> {url: (status, body)}: one round trip through a runner on a node.
@@ -183,15 +193,15 @@ def read_counters(
     return out
 
 
-def pd_share_problems(
+def share_problems(
     servers: Sequence[Server],
     before: Mapping[str, Counters | str],
     after: Mapping[str, Counters | str],
 ) -> tuple[list[str], dict[str, Any]]:
-    """Refusals, and what each PD server did during the run (for the summary)."""
+    """Refusals, and what each PD server or replica did during the run (for the summary)."""
     problems, served = [], {}
     for server in servers:
-        metric = PD_SHARE.get(server.role)
+        metric = server.share_metric
         if metric is None:
             continue
         b, a = before.get(server.url), after.get(server.url)
@@ -200,8 +210,17 @@ def pd_share_problems(
             problems.append(f"cannot show that {server.label} served its share: {why}")
             continue
         delta = {name: a[name] - b.get(name, 0.0) for name in a}
-        served[server.url] = {"role": server.role, **delta}
-        if delta[metric] <= 0:
+        served[server.url] = {
+            "role": server.role,
+            **({"instance": server.instance} if server.instance else {}),
+            **delta,
+        }
+        if delta[metric] <= 0 and server.role not in PD_SHARE:
+            problems.append(
+                f"{server.label} served 0 requests during the run: a replica the router never "
+                "registered, or one that died, left the others to answer everything"
+            )
+        elif delta[metric] <= 0:
             other = "decode" if server.role == "prefill" else "prefill"
             problems.append(
                 f"silent PD fallback: {server.label} counted 0 {metric.split(':')[1]} during the run "
@@ -225,7 +244,8 @@ def servers_from_recipe(recipe: Mapping[str, Any], addresses: Sequence[str]) -> 
         if node >= len(addresses):
             continue
         dp = int(argv[argv.index("--dp-size") + 1]) if "--dp-size" in argv else 1
-        out.append(Server(proc["role"], f"http://{addresses[node]}:{proc['port']}", dp))
+        url = f"http://{addresses[node]}:{proc['port']}"
+        out.append(Server(proc["role"], url, dp, instance=str(proc.get("instance", ""))))
     return out
 
 

@@ -30,17 +30,14 @@ from flashfleet.bench.report import write_report
 from flashfleet.bench.runner import LocalRunner, Runner
 from flashfleet.bench.seams import Seams
 from flashfleet.bench.servers import (
-    GENERATION_TOKENS,
-    PD_SHARE,
-    PROMPT_TOKENS,
-    REQUESTS,
+    SHARE_COUNTERS,
     FetchMany,
     Server,
     fetch_here,
     fetch_through,
-    pd_share_problems,
     read_counters,
     servers_from_recipe,
+    share_problems,
     wait_ready,
 )
 from flashfleet.bench.store import load_run, write_run
@@ -156,7 +153,7 @@ def _measure(request: BenchRequest, seams: Seams, log: Callable[[str], None]) ->
 
     # Servers are asked from where the benchmark runs (their ports need not be open to here).
     fetch = fetch_here if local else fetch_through(runner, request.python)
-    run, pd_served = _guarded_run(
+    run, worker_shares = _guarded_run(
         request, profile=profile, endpoint=endpoint, runner=runner, servers=servers, log=log, fetch=fetch
     )
 
@@ -180,7 +177,7 @@ def _measure(request: BenchRequest, seams: Seams, log: Callable[[str], None]) ->
     )
     run_dir = write_run(
         request.results_root, request.stack, run, fingerprint=fingerprint, cost=cost, gate=gate,
-        gpus=gpus, servers=servers, pd_served=pd_served,
+        gpus=gpus, servers=servers, worker_shares=worker_shares,
     )  # fmt: skip
     write_report(load_run(run_dir))
     return BenchOutcome(run, run_dir, gate)
@@ -218,7 +215,7 @@ def _guarded_run(
     log: Callable[[str], None],
     fetch: FetchMany,
 ) -> tuple[BenchRun, dict[str, Any]]:
-    """The levels, after every server and rank is ready; on PD, each side's share checked."""
+    """The levels, after every server and rank is ready; each PD side's and replica's share checked."""
     if servers:
         log(f"bench: waiting for {len(servers)} server(s) and their data-parallel ranks")
         waiting = wait_ready(servers, timeout_s=request.ready_timeout_s, fetch=fetch)
@@ -229,13 +226,12 @@ def _guarded_run(
             empty = run_profile(replace(profile, concurrency=()), endpoint, runner, python=request.python,
                                 module=request.module)  # fmt: skip
             return replace(empty, problems=problems), {}
-    pd = [s for s in servers if s.role in PD_SHARE]
-    names = (PROMPT_TOKENS, GENERATION_TOKENS, REQUESTS)
-    before = read_counters(pd, names, fetch) if pd else {}
+    workers = [s for s in servers if s.share_metric]
+    before = read_counters(workers, SHARE_COUNTERS, fetch) if workers else {}
     run = run_profile(profile, endpoint, runner, python=request.python, module=request.module, log=log)
-    if not pd:
+    if not workers:
         return run, {}
-    share, served = pd_share_problems(pd, before, read_counters(pd, names, fetch))
+    share, served = share_problems(workers, before, read_counters(workers, SHARE_COUNTERS, fetch))
     for line in share:
         log(f"bench: {line}")
     return replace(run, problems=(*run.problems, *share)), served

@@ -58,7 +58,7 @@ def summary_dict(
     *,
     gpus: int | None = None,
     servers: Sequence[Server] = (),
-    pd_served: Mapping[str, Any] | None = None,
+    worker_shares: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     hourly = cost.hourly_usd if cost else None
     levels = []
@@ -83,7 +83,7 @@ def summary_dict(
         "problems": list(run.problems),
         "gpus": gpus,
         "servers": [{"role": sv.role, "url": sv.url, "dp_ranks": sv.dp_ranks} for sv in servers],
-        "pd_served": dict(pd_served or {}),
+        "worker_shares": dict(worker_shares or {}),
         "levels": levels,
         "cost": cost.model_dump() if cost else None,
         "gate": gate.model_dump() if gate else None,
@@ -100,7 +100,7 @@ def write_run(
     gate: GateResult | None,
     gpus: int | None = None,
     servers: Sequence[Server] = (),
-    pd_served: Mapping[str, Any] | None = None,
+    worker_shares: Mapping[str, Any] | None = None,
 ) -> Path:
     out = run_dir(results_root, stack, run.started_at)
     raw = out / "raw"
@@ -111,7 +111,7 @@ def write_run(
         note = f"\n[flashfleet] {lv.completed.runner_error}\n" if lv.completed.runner_error else ""
         (raw / f"{stem}.log").write_text(lv.completed.log + note)
         (raw / f"{stem}.argv.json").write_text(json.dumps(list(lv.argv), indent=2) + "\n")
-    summary = summary_dict(stack, run, cost, gate, gpus=gpus, servers=servers, pd_served=pd_served)
+    summary = summary_dict(stack, run, cost, gate, gpus=gpus, servers=servers, worker_shares=worker_shares)
     _write_json(out / SUMMARY, summary)
     _write_json(out / FINGERPRINT, fingerprint)
     return out

@@ -72,7 +72,7 @@ def test_pd_pair_where_decode_answers_everything_is_refused(tmp_path, oracle_run
     assert problem.startswith(f"silent PD fallback: prefill {p.url} counted 0 prompt_tokens_total")
     assert f"bench: {problem}" in lines
     assert f"- {problem}" in report
-    assert summary["pd_served"][d.url]["sglang:prompt_tokens_total"] > 0  # decode prefilled itself
+    assert summary["worker_shares"][d.url]["sglang:prompt_tokens_total"] > 0  # decode prefilled itself
 
 
 def test_pd_pair_that_shares_the_work_is_valid(tmp_path, oracle_runner):
@@ -82,7 +82,7 @@ def test_pd_pair_that_shares_the_work_is_valid(tmp_path, oracle_runner):
         servers = [Server("prefill", p.url), Server("decode", d.url)]
         outcome, summary, report, _ = run_bench(tmp_path, oracle_runner, r.url, servers=servers)
     assert outcome.exit_code == 0, summary["verdict"]
-    served = summary["pd_served"]
+    served = summary["worker_shares"]
     assert served[p.url]["sglang:prompt_tokens_total"] > 0
     assert served[p.url]["sglang:generation_tokens_total"] == 0
     # warm-up + 4 measured requests of 8 tokens, all decoded on the decode server

@@ -8,11 +8,12 @@ from flashfleet.bench.fingerprint import RecipeSelection, recipe_fingerprint, re
 from flashfleet.bench.servers import (
     GENERATION_TOKENS,
     PROMPT_TOKENS,
+    REQUESTS,
     Server,
     parse_counters,
     parse_server,
-    pd_share_problems,
     servers_from_recipe,
+    share_problems,
     wait_ready,
 )
 from flashfleet.cli import main
@@ -69,11 +70,30 @@ def test_metrics_that_cannot_be_read_refuse_the_pd_claim():
         prefill.url: "/metrics answered 404 (is --enable-metrics on?)",
         decode.url: {GENERATION_TOKENS: 9.0},
     }
-    problems, served = pd_share_problems([prefill, decode], before, after)
+    problems, served = share_problems([prefill, decode], before, after)
     assert problems == [
         "cannot show that prefill http://p:1 served its share: /metrics answered 404 (is --enable-metrics on?)"
     ]
     assert served == {decode.url: {"role": "decode", GENERATION_TOKENS: 9.0}}
+
+
+def test_a_replica_cluster_gives_every_replica_and_refuses_one_that_served_nothing():
+    fp = recipe_fingerprint(RecipeSelection("h200", "high-throughput", overrides={"replicas": 2}))
+    servers = servers_from_recipe(fp, ["10.0.0.5", "10.0.0.6"])
+    assert servers == [
+        Server("server", "http://10.0.0.5:31000", instance="replica-0"),
+        Server("server", "http://10.0.0.6:31000", instance="replica-1"),
+    ]  # the workers, not the router in front of them
+    before = {s.url: {REQUESTS: 3.0} for s in servers}
+    after = {servers[0].url: {REQUESTS: 19.0}, servers[1].url: {REQUESTS: 3.0}}
+    problems, served = share_problems(servers, before, after)
+    assert problems == [
+        "replica-1 http://10.0.0.6:31000 served 0 requests during the run: a replica the router never "
+        "registered, or one that died, left the others to answer everything"
+    ]
+    assert served[servers[0].url] == {"role": "server", "instance": "replica-0", REQUESTS: 16.0}
+    # one server alone has no share to show
+    assert Server("server", "http://s:1").share_metric is None
 
 
 def test_wait_ready_polls_until_every_rank_reports():
