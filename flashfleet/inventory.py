@@ -144,4 +144,23 @@ def build_inventory(
     masters: dict[str, dict[str, Any]] = {n.name: {} for n in plan.nodes if n.mooncake_master}
     if masters:
         children["mooncake_master"] = {"hosts": masters}
+    children.update(instance_groups(plan, launches))
     return {"all": {"hosts": hosts, "children": children}}
+
+
+def instance_groups(plan: StackPlan, launches: dict[int, list[ContainerLaunch]]) -> dict[str, Any]:
+    """A cluster's groups: `instance_<name>` per instance (its nodes), and `serve_batch`, the first
+    instance's nodes: serve.yml updates that many nodes at a time, one instance after another, so
+    the router keeps the others serving."""
+    groups: dict[str, dict[str, dict[str, Any]]] = {}
+    for node in plan.nodes:
+        for launch in launches[node.index]:
+            if launch.instance and launch.role != "router":
+                groups.setdefault(f"instance_{launch.instance.replace('-', '_')}", {})[node.name] = {}
+    if len(groups) < 2:
+        return {}
+    first = next(iter(groups.values()))
+    return {
+        **{name: {"hosts": hosts} for name, hosts in groups.items()},
+        "serve_batch": {"hosts": dict(first)},
+    }

@@ -121,6 +121,15 @@ class ContainerLaunch(BaseModel):
     api_key_file: str = Field(
         "", description="root-only YAML (`api-key:`) the process reads with --config; empty: no key"
     )
+    instance: str = Field("", description="the cluster instance it belongs to (replica-0, prefill-1, router)")
+    workers: Annotated[tuple[str, ...], _Seq] = Field(
+        (), description="a cluster's router: every worker's base URL (its unit waits for their /health)"
+    )
+    router_url: str = Field("", description="a worker behind a cluster's router: the router's base URL")
+    router_entry: dict[str, str | int] = Field(
+        default_factory=dict,
+        description="a worker behind a router: how the router lists it (`POST /workers` body)",
+    )
 
     @classmethod
     def of(cls, **fields: Any) -> ContainerLaunch:
@@ -247,6 +256,10 @@ def container_launches(recipe: Recipe, settings: LaunchSettings | None = None) -
                 start_after=proc.start_after,
                 rank=proc.rank,
                 api_key_file=API_KEY_CONFIG if keyed else "",
+                instance=proc.instance,
+                workers=proc.workers,
+                router_url=proc.router_url,
+                router_entry=proc.router_entry,
             )
         )
     return launches

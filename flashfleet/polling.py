@@ -9,7 +9,9 @@ known time and has no timeout.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -34,3 +36,16 @@ def poll(
         if until(answer) or clock() + interval_s > deadline:
             return answer
         sleep(interval_s)
+
+
+def http_get(url: str, timeout_s: float, headers: Mapping[str, str] | None = None) -> tuple[int, str]:
+    """What a poll of a server asks: (status, body) of one GET; status 0 when nothing answered."""
+    try:
+        with urllib.request.urlopen(
+            urllib.request.Request(url, headers=dict(headers or {})), timeout=timeout_s
+        ) as resp:
+            return resp.status, resp.read().decode(errors="replace")
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode(errors="replace")
+    except (urllib.error.URLError, OSError, TimeoutError) as err:
+        return 0, str(getattr(err, "reason", err))

@@ -15,12 +15,11 @@ from __future__ import annotations
 import json
 import os
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from flashfleet import polling
 from flashfleet.bench.runner import Invocation, Runner
 from flashfleet.bringup.secret_env import API_KEY_ENV
 from flashfleet.polling import poll
@@ -85,16 +84,8 @@ def auth_headers() -> dict[str, str]:
 
 
 def http_get(url: str, timeout_s: float) -> tuple[int, str]:
-    """(status, body); status 0 when nothing answered."""
-    try:
-        with urllib.request.urlopen(
-            urllib.request.Request(url, headers=auth_headers()), timeout=timeout_s
-        ) as resp:
-            return resp.status, resp.read().decode(errors="replace")
-    except urllib.error.HTTPError as err:
-        return err.code, err.read().decode(errors="replace")
-    except (urllib.error.URLError, OSError, TimeoutError) as err:
-        return 0, str(getattr(err, "reason", err))
+    """(status, body), with this environment's API key; status 0 when nothing answered."""
+    return polling.http_get(url, timeout_s, auth_headers())
 
 
 def fetch_here(urls: Sequence[str]) -> dict[str, tuple[int, str]]:

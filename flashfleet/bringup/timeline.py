@@ -123,7 +123,19 @@ def _starts_async_job(res: Mapping[str, Any]) -> bool:
     return any(i.get("ansible_job_id") and i.get("started") and not i.get("finished") for i in items)
 
 
-def timeline_figure(timeline: Timeline) -> Figure:
+def instance_labels(inventory: Mapping[str, Any]) -> dict[str, str]:
+    """Each host's row label in a cluster: the host and the instances it runs (replica-0+router);
+    hosts of a stack of one instance keep their names."""
+    hosts = (inventory.get("all") or {}).get("hosts") or {}
+    labels = {}
+    for host, facts in hosts.items():
+        names = [p.get("instance") for p in facts.get("flashfleet_processes") or [] if p.get("instance")]
+        if names:
+            labels[host] = f"{host} ({'+'.join(dict.fromkeys(names))})"
+    return labels
+
+
+def timeline_figure(timeline: Timeline, labels: Mapping[str, str] | None = None) -> Figure:
     """One row per host (first host on top), one coloured bar per phase; failed spans hatched."""
     # matplotlib only when a chart is drawn: progress and every refusal import this module
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -154,7 +166,7 @@ def timeline_figure(timeline: Timeline) -> Figure:
         if span.duration > 0.06 * total:
             ax.text(span.start + span.duration / 2, row[span.host], span.phase,
                     ha="center", va="center", fontsize=7, clip_on=True)  # fmt: skip
-    ax.set_yticks([row[h] for h in hosts], hosts)
+    ax.set_yticks([row[h] for h in hosts], [(labels or {}).get(h, h) for h in hosts])
     ax.set_xlabel("seconds since the first task")
     ax.set_xlim(0, total * 1.02)
     title = f"bring-up timeline: {timeline.playbook or 'playbook'} ({timeline.total:.0f} s)"

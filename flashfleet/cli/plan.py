@@ -170,6 +170,15 @@ def plan_text(d: dict[str, Any]) -> str:
             f"  mooncake master on {where} ({m['master_server_address']}, "
             f"{m['metadata_server']}), protocol {m['protocol']}, {m['global_segment_gib']} GiB per node"
         )
+    if d.get("cluster"):
+        c = d["cluster"]
+        out.append(f"  cluster  {c['shape']}, behind the SGLang router on node {c['router']['node']}")
+        for inst in c["instances"]:
+            nodes = ", ".join(
+                f"node {n} ({a})" for n, a in zip(inst["nodes"], inst["addresses"], strict=True)
+            )
+            out.append(f"           {inst['name']:<10} {nodes}: {inst['url']}")
+        out.append(f"  path     {c['request_path']}")
     out.append(f"  start    {' -> '.join(d['start_order'])}")
     out += _critical_path_lines(d["critical_path"])
     # Kubernetes: the workloads and their containers' commands instead of hosts and docker runs.

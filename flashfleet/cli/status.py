@@ -1,5 +1,6 @@
 """`flashfleet status STACK`: the stack's outputs (secrets masked), its last Pulumi operation
-and the latest bring-up runs recorded on this machine.
+and the latest bring-up runs recorded on this machine; for a cluster, whether its endpoint serves
+with every instance (degraded names the instances down; exit 1 unless serving).
 
 Without the Pulumi CLI (or when Pulumi cannot select the stack) it still shows the runs recorded
 here, which is all an existing-hosts stack worked through `flashfleet configure` has; with
@@ -20,6 +21,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("status", help="outputs, last operation and latest bring-up runs of a stack")
     add_stack(p, "stack name")
     p.add_argument("--runs-dir", type=Path, default=None, metavar="DIR", help="where run directories are")
+    p.add_argument(
+        "--inventory", type=Path, default=None, metavar="FILE",
+        help="the stack's inventory (default: its outputs, or its latest configure run here)",
+    )  # fmt: skip
     add_format(p, "text", "json")
     p.set_defaults(func=run)
 
@@ -53,9 +58,12 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"{err}; and no run of {args.stack} is recorded here") from None
         report["pulumi"] = str(err)
     report["runs"] = runs
+    health = _endpoint_health(args, runs_root=args.runs_dir or default_runs_root())
+    report["endpoint"] = None if health is None else {"state": health.state, **health.model_dump(mode="json")}
+    code = 0 if health is None or health.state == "serving" else 1
     if args.format == "json":
         print_json(report)
-        return 0
+        return code
     print(f"stack: {args.stack}")
     if report["pulumi"] != "ok":
         print(f"pulumi: not read ({report['pulumi']})", file=sys.stderr)
@@ -65,4 +73,25 @@ def run(args: argparse.Namespace) -> int:
             print(f"{key}: {value}")
     for r in runs:
         print(f"run {r['run']}: {r['summary']}")
-    return 0
+    if health is not None:
+        print(health.line())
+    return code
+
+
+def _endpoint_health(args: argparse.Namespace, runs_root: Path) -> Any:
+    """A cluster's endpoint health from its inventory; None without a cluster or an inventory."""
+    from flashfleet.bringup.cliargs import load_inventory
+    from flashfleet.bringup.endpoint_health import endpoint_health
+    from flashfleet.bringup.errors import BringupInputError
+    from flashfleet.bringup.stack_inventory import NoInventory, stack_inventory
+
+    if args.inventory:
+        try:
+            return endpoint_health(load_inventory(args.inventory))
+        except BringupInputError as err:
+            raise UsageError(str(err)) from None
+    try:
+        inventory = stack_inventory(args.stack, runs_root)
+    except NoInventory:
+        return None
+    return endpoint_health(inventory)

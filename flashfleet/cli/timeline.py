@@ -17,7 +17,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from flashfleet.bringup.timeline import build_timeline, read_events, timeline_figure
+    import json
+
+    from flashfleet.bringup.timeline import build_timeline, instance_labels, read_events, timeline_figure
 
     events = args.run_dir if args.run_dir.is_file() else args.run_dir / "events.jsonl"
     if not events.is_file():
@@ -29,11 +31,17 @@ def run(args: argparse.Namespace) -> int:
     if not timeline.spans:
         raise UsageError(f"{events}: no task ran, nothing to chart")
     png = writable_file(args.output, "--output") if args.output else events.with_name("timeline.png")
-    timeline_figure(timeline).savefig(png, dpi=110)
+    # The run's inventory (beside its events) names each cluster instance's row.
+    recorded = events.with_name("inventory.json")
+    try:
+        labels = instance_labels(json.loads(recorded.read_text())) if recorded.is_file() else {}
+    except (OSError, ValueError, AttributeError):
+        labels = {}
+    timeline_figure(timeline, labels).savefig(png, dpi=110)
     for host in timeline.hosts:
         spans = [s for s in timeline.spans if s.host == host and not s.background]
         slowest = max(spans, key=lambda s: s.duration)
         took = max(s.end for s in spans) - min(s.start for s in spans)
-        print(f"{host}: {took:.1f}s, slowest phase {slowest.phase} {slowest.duration:.1f}s")
+        print(f"{labels.get(host, host)}: {took:.1f}s, slowest phase {slowest.phase} {slowest.duration:.1f}s")
     print(f"timeline: {png}")
     return 0

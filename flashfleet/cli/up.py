@@ -76,9 +76,21 @@ def phases(data: dict[str, Any]) -> list[str]:
         out += [
             f"  2. site.yml: {' -> '.join(steps)}",
             f"     start order {' -> '.join(data['start_order'])}; endpoint {data['endpoint']}",
+            f"     {restart_text(data)}",
         ]
     out.append(f"  ttl {data['ttl']}; cost {data['hourly_cost_usd'] or 'unknown'} USD/h")
     return out
+
+
+def restart_text(data: dict[str, Any]) -> str:
+    """What a change of options or image does to the endpoint, said before it is made."""
+    cluster = data.get("cluster")
+    if cluster and len(cluster["instances"]) > 1:
+        return (
+            "a changed server restarts one instance at a time (out of the router, back once ready): "
+            "the endpoint keeps serving"
+        )
+    return "a changed server restarts in place: one instance, so the endpoint is down until it is ready again"
 
 
 def run(args: argparse.Namespace) -> int:

@@ -16,6 +16,7 @@ from flashfleet.launch import ContainerLaunch
 from flashfleet.planning import checks
 from flashfleet.planning.critical_path import critical_path
 from flashfleet.planning.resolve import SSH_PORT, StackPlan
+from flashfleet.recipes import Recipe
 from flashfleet.stack import capacity_block
 from flashfleet.stack.kubernetes_source import KubernetesSource
 from flashfleet.stack.spec import AwsSource, ExistingSource
@@ -214,6 +215,44 @@ def _host_parts(plan: StackPlan) -> dict[str, Any]:
     }
 
 
+def cluster_summary(plan: StackPlan, recipe: Recipe, addresses: list[str | None]) -> dict[str, Any] | None:
+    """A cluster's instances (which node runs what), its router and the path a request takes."""
+    cluster = plan.spec.cluster
+    if cluster is None:
+        return None
+    router = next(p for p in recipe.processes if p.role == "router")
+    instances: dict[str, dict[str, Any]] = {}
+    for proc in recipe.start_order():
+        if proc.role == "router":
+            continue
+        inst = instances.setdefault(
+            proc.instance,
+            {"name": proc.instance, "role": proc.role, "nodes": [], "addresses": [], "url": None},
+        )
+        if proc.node not in inst["nodes"]:
+            inst["nodes"].append(proc.node)
+            inst["addresses"].append(addresses[proc.node])
+        if proc.url:
+            inst["url"] = proc.url
+    names = [i["name"] for i in instances.values()]
+    if plan.spec.topology == "pd":
+        prefill = [n for n in names if n.startswith("prefill")]
+        decode = [n for n in names if n.startswith("decode")]
+        hops = [" | ".join(prefill) + f" (prefill; KV over {recipe.options.kv_transfer})", " | ".join(decode)]
+    else:
+        hops = [" | ".join(names)]
+    where = addresses[router.node] or f"node-{router.node}"
+    return {
+        "shape": cluster.shape_text(),
+        "policy": cluster.router.policy,
+        "router": {"node": router.node, "address": where, "port": router.port},
+        "instances": list(instances.values()),
+        "request_path": " -> ".join(
+            [f"client -> router {where}:{router.port} ({cluster.router.policy})", *hops]
+        ),
+    }
+
+
 def plan_data(plan: StackPlan) -> dict[str, Any]:
     kube = isinstance(plan.spec.nodes.source, KubernetesSource)
     parts = _kubernetes_parts(plan) if kube else _host_parts(plan)
@@ -248,6 +287,7 @@ def plan_data(plan: StackPlan) -> dict[str, Any]:
             }
             for n in plan.nodes
         ],
+        "cluster": None if kube else cluster_summary(plan, recipe, parts["addresses"]),
         "start_order": [f"{p.name}@node-{p.node}" for p in recipe.start_order()],
         "mooncake": parts["mooncake"],
         "endpoint": parts["endpoint"],

@@ -51,6 +51,16 @@ class Process:
     node: int = 0
     rank: int = 0  # --node-rank of a multi-node server: only rank 0 serves HTTP
     instance: str = ""  # the cluster instance it belongs to (replica-0, prefill-1, router); "" alone
+    # A cluster's router: the base URL of every worker it fronts (it starts once they are ready).
+    workers: tuple[str, ...] = ()
+    # A worker behind a cluster's router: the router's base URL, and the entry the router lists it
+    # by (what `POST /workers` takes back after a rolling update took it out).
+    router_url: str = ""
+    router_entry: dict[str, str | int] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return str(self.router_entry.get("url", ""))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -63,6 +73,9 @@ class Process:
             "start_after": list(self.start_after),
             "node": self.node,
             "instance": self.instance,
+            "workers": list(self.workers),
+            "router_url": self.router_url,
+            "router_entry": dict(self.router_entry),
         }
 
 
@@ -490,6 +503,8 @@ def _cluster(ctx: Context, topo: Topology, shape: ClusterShape, addrs: list[str]
     """Every instance's processes on its own nodes, then the router in front of them all."""
     procs: list[Process] = []
     entries: list[tuple[Instance, Process]] = []  # each instance's process that serves the API
+    router_node = shape.router_node if shape.router_node is not None else 0
+    router_url = f"http://{addrs[router_node]}:{SERVE_PORT}"
     for inst in shape.instances:
         own = [addrs[n] for n in inst.nodes]
         if inst.role == "replica":
@@ -505,26 +520,43 @@ def _cluster(ctx: Context, topo: Topology, shape: ClusterShape, addrs: list[str]
                 start_after=tuple(names[n] for n in part.start_after),
                 instance=inst.name,
             )
-            procs.append(proc)
             if proc.rank == 0 and proc.role != "encoder":
+                url = f"http://{addrs[proc.node]}:{proc.port}"
+                # Its own counters show that it served a share (bench) and when it is idle (drain).
+                net = len(F.network_flags(proc.port))  # the last words, as every server ends
+                metrics = () if "--enable-metrics" in proc.argv else ("--enable-metrics",)
+                argv = (*proc.argv[:-net], *metrics, *proc.argv[-net:])
+                proc = replace(proc, argv=argv, router_url=router_url, router_entry=_router_entry(inst, url))
                 entries.append((inst, proc))
-    router_beside = [p.name for _, p in entries if p.node == shape.router_node]
+            procs.append(proc)
+    router_beside = [p.name for _, p in entries if p.node == router_node]
     procs.append(
         Process(
             name="router",
             role="router",
-            argv=_router_argv(ctx, entries, addrs),
+            argv=_router_argv(ctx, entries),
             env={},
             port=SERVE_PORT,
             gpus=(),
-            # A worker on the router's own node starts first; the others are on other nodes,
-            # where the bring-up waits for them (the router lists them all under /workers).
+            # The worker beside it starts first; the unit waits for every worker's /health, on
+            # every node, before the router starts (and is ready once /workers lists them all).
             start_after=tuple(router_beside),
-            node=shape.router_node if shape.router_node is not None else 0,
+            node=router_node,
             instance="router",
+            workers=tuple(p.url for _, p in entries),
         )
     )
     return procs
+
+
+def _router_entry(inst: Instance, url: str) -> dict[str, str | int]:
+    """How the real router lists a worker (its `POST /workers` body): PD workers by their type,
+    a prefill with its bootstrap port."""
+    if inst.role == "prefill":
+        return {"url": url, "worker_type": "prefill", "bootstrap_port": PD_BOOTSTRAP_PORT}
+    if inst.role == "decode":
+        return {"url": url, "worker_type": "decode"}
+    return {"url": url}
 
 
 def _instance_process_name(inst: Instance, part: Process, parts: int) -> str:
@@ -535,9 +567,9 @@ def _instance_process_name(inst: Instance, part: Process, parts: int) -> str:
     return f"{inst.name}-{part.name}"  # an encoder-disaggregation replica's encoder and language
 
 
-def _router_argv(ctx: Context, entries: list[tuple[Instance, Process]], addrs: list[str]) -> tuple[str, ...]:
+def _router_argv(ctx: Context, entries: list[tuple[Instance, Process]]) -> tuple[str, ...]:
     """The real router's argv: every worker by URL (each prefill with its bootstrap port)."""
-    url = {p.name: f"http://{addrs[p.node]}:{p.port}" for _, p in entries}
+    url = {p.name: p.url for _, p in entries}
     argv: list[str] = [*ROUTER]
     if ctx.topology == "pd":
         argv.append("--pd-disaggregation")

@@ -139,3 +139,19 @@ def test_one_background_job_per_node_is_drawn_too() -> None:
     events = [start, _result("n0", "nvidia_driver", 2, 30), _result("n0", "model_weights", 30, 40)]
     [bg] = [s for s in build_timeline(events).spans if s.background]
     assert (bg.phase, bg.start, bg.end) == ("model_weights", 0.0, 39.0)
+
+
+def test_a_cluster_rows_name_the_instances_each_host_runs():
+    from flashfleet.bringup.timeline import instance_labels
+    from flashfleet.inventory import build_inventory
+    from flashfleet.planning import load_stack
+
+    inv = build_inventory(
+        load_stack("mi355x-replicas"), ["192.0.2.10", "192.0.2.11"], ["10.1.0.10", "10.1.0.11"]
+    )
+    assert instance_labels(inv) == {
+        "mi355x-replicas-node-0": "mi355x-replicas-node-0 (replica-0+router)",
+        "mi355x-replicas-node-1": "mi355x-replicas-node-1 (replica-1)",
+    }
+    single = build_inventory(load_stack("mi355x-throughput"), ["192.0.2.10"], ["10.1.0.10"])
+    assert instance_labels(single) == {}

@@ -164,3 +164,52 @@ def test_render_cli_points_pd_on_two_nodes_to_the_instance_counts(capsys: pytest
     out = capsys.readouterr().out
     for words in ("--pd-disaggregation", "http://node-0:31000 8998", "http://node-1:32000"):
         assert words in out
+
+
+def test_plan_shows_which_host_runs_what_and_the_request_path(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "mi355x-replicas", "--format", "json"]) == 0
+    cluster = __import__("json").loads(capsys.readouterr().out)["cluster"]
+    assert [(i["name"], i["addresses"], i["url"]) for i in cluster["instances"]] == [
+        ("replica-0", ["192.0.2.10"], "http://192.0.2.10:31000"),
+        ("replica-1", ["192.0.2.11"], "http://192.0.2.11:31000"),
+    ]  # hosts are assigned to instances in the order the stack lists them
+    assert cluster["router"] == {"node": 0, "address": "192.0.2.10", "port": 30000}
+    assert main(["plan", "gb300-2p1d"]) == 0
+    text = capsys.readouterr().out
+    assert "  cluster  2 prefill + 1 decode x 1 node(s) each, behind the SGLang router on node 0" in text
+    assert (
+        "client -> router node-0:30000 (cache_aware) -> prefill-0 | prefill-1 (prefill; KV over nixl) -> decode-0"
+        in text
+    )
+
+
+def test_the_inventory_groups_each_instance_and_batches_updates_by_one_instance() -> None:
+    from flashfleet.inventory import build_inventory
+
+    b = load_stack("gb300-2p1d")
+    inv = build_inventory(b, ["198.51.100.1", "198.51.100.2", "198.51.100.3"], ADDRS)
+    children = inv["all"]["children"]
+    names = [n.name for n in b.nodes]
+    assert {g: sorted(children[g]["hosts"]) for g in children if g.startswith("instance_")} == {
+        "instance_prefill_0": [names[0]],
+        "instance_prefill_1": [names[1]],
+        "instance_decode_0": [names[2]],
+    }
+    assert sorted(children["serve_batch"]["hosts"]) == [names[0]]  # one instance's nodes at a time
+    router = next(p for p in inv["all"]["hosts"][names[0]]["flashfleet_processes"] if p["role"] == "router")
+    assert router["workers"] == ["http://10.0.0.1:31000", "http://10.0.0.2:31000", "http://10.0.0.3:32000"]
+    decode = inv["all"]["hosts"][names[2]]["flashfleet_processes"][0]
+    assert decode["router_url"] == "http://10.0.0.1:30000"
+    assert decode["router_entry"] == {"url": "http://10.0.0.3:32000", "worker_type": "decode"}
+    single = build_inventory(load_stack("h200-throughput"), ["198.51.100.1"], ["10.0.0.1"])
+    assert "serve_batch" not in single["all"]["children"]  # one instance: every node at once
+
+
+def test_up_says_before_a_change_whether_the_endpoint_stays_up() -> None:
+    from flashfleet.cli.up import phases
+    from flashfleet.planning.plan_view import plan_data
+
+    replicated = "\n".join(phases(plan_data(load_stack("mi355x-replicas"))))
+    assert "restarts one instance at a time (out of the router, back once ready)" in replicated
+    single = "\n".join(phases(plan_data(load_stack("mi355x-throughput"))))
+    assert "one instance, so the endpoint is down until it is ready again" in single

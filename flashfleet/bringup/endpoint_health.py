@@ -1,0 +1,112 @@
+"""Is a cluster's endpoint serving with every instance, from its inventory: the router's own list
+(`GET /workers`) and each worker's `/health`, asked from where flashfleet runs.
+
+The router keeps listing a dead worker as healthy until its health checks fail several times in a
+row (sglang-router 0.3.2: every 60 s, 3 failures), and its retries hide the failures from
+clients; each worker's own answer is what shows an instance down. A worker port the firewall
+keeps closed to this machine is reported as not reachable from here, never as healthy.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from flashfleet.polling import http_get
+
+Fetch = Callable[[str, float], tuple[int, str]]
+
+
+class InstanceHealth(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    instance: str  # replica-1, prefill-0
+    url: str  # as the router lists it
+    listed: bool  # the router lists it healthy
+    health: str  # its own /health: "ok", or why not
+
+    def why_down(self) -> str:
+        return self.health if self.health != "ok" else "the router does not list it healthy"
+
+
+class EndpointHealth(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    router: str  # the router's URL from here
+    router_answer: str  # "ok", or why its /workers did not answer
+    instances: tuple[InstanceHealth, ...]
+
+    @property
+    def down(self) -> list[InstanceHealth]:
+        return [i for i in self.instances if not i.listed or i.health != "ok"]
+
+    @property
+    def state(self) -> str:
+        if self.router_answer != "ok":
+            return "down"
+        return "degraded" if self.down else "serving"
+
+    def line(self) -> str:
+        """One line for `flashfleet status`."""
+        total = len(self.instances)
+        if self.state == "down":
+            return f"endpoint: down: the router at {self.router} does not answer ({self.router_answer})"
+        if self.state == "serving":
+            return (
+                f"endpoint: serving: {total} of {total} instances healthy behind the router at {self.router}"
+            )
+        names = ", ".join(f"{i.instance} ({i.url}: {i.why_down()})" for i in self.down)
+        return f"endpoint: degraded: {total - len(self.down)} of {total} instances healthy; down: {names}"
+
+
+def _hosts(inventory: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    return dict((inventory.get("all") or {}).get("hosts") or {})
+
+
+def endpoint_health(inventory: Mapping[str, Any], fetch: Fetch = http_get) -> EndpointHealth | None:
+    """The cluster's health, or None when the inventory has no cluster router."""
+    hosts = _hosts(inventory)
+    router = next(
+        ((h, p) for h, v in hosts.items() for p in v.get("flashfleet_processes") or [] if p.get("workers")),
+        None,
+    )
+    if router is None:
+        return None
+    host, launch = router
+    router_url = f"http://{hosts[host]['ansible_host']}:{launch['port']}"
+    status, body = fetch(f"{router_url}/workers", 10.0)
+    healthy: set[str] = set()
+    answer = "ok"
+    try:
+        if status != 200:
+            raise ValueError(f"/workers answered {status or body}")
+        healthy = {w["url"] for w in json.loads(body).get("workers", []) if w.get("is_healthy")}
+    except (ValueError, TypeError, KeyError) as err:
+        answer = str(err)
+    instances = []
+    for name, vars_ in hosts.items():
+        for p in vars_.get("flashfleet_processes") or []:
+            entry = p.get("router_entry") or {}
+            if not entry:
+                continue
+            # The worker as this machine reaches its node (its SSH address), on the worker's port.
+            code, text = fetch(f"http://{vars_['ansible_host']}:{p['port']}/health", 10.0)
+            health = (
+                "ok"
+                if code == 200
+                else f"/health answered {code}"
+                if code
+                else f"not reachable from here ({text})"
+            )
+            instances.append(
+                InstanceHealth(
+                    instance=p.get("instance") or name,
+                    url=entry["url"],
+                    listed=entry["url"] in healthy,
+                    health=health,
+                )
+            )
+    return EndpointHealth(router=router_url, router_answer=answer, instances=tuple(instances))
