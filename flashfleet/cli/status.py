@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
         report["last_operation"] = stackops.last_update(args.stack)
         report["outputs"] = {k: v.shown() for k, v in sorted(outs.items()) if k != "inventory"}
     except (stackops.PulumiUnavailable, stackops.StackError) as err:
-        if not runs:
+        if not runs and args.inventory is None:
             raise UsageError(f"{err}; and no run of {args.stack} is recorded here") from None
         report["pulumi"] = str(err)
     report["runs"] = runs

@@ -40,6 +40,7 @@ def make_stack(
     mooncake: dict[str, Any] | None = None,
     strategy: str = "low-latency",
     serving: dict[str, Any] | None = None,
+    cluster: dict[str, Any] | None = None,
 ) -> StackPlan:
     """An existing-hosts H200 stack on the given addresses (what `configure --inventory` gets)."""
     spec = {
@@ -55,6 +56,8 @@ def make_stack(
         spec["mooncake"] = mooncake
     if serving:
         spec["serving"] = serving
+    if cluster:
+        spec["cluster"] = cluster
     has_api_key = (serving or {}).get("apiKey") == "required"  # the secret is set with it
     return resolve_spec(name, parse_spec(name, spec), region=None, has_hf_token=True, has_api_key=has_api_key)
 
