@@ -72,8 +72,7 @@ def _kubernetes_source(nodes: int) -> KubernetesSource:
     )
 
 
-# A cluster on the Kubernetes source is refused by planning (tests/stacks/test_cluster_stacks.py).
-@pytest.mark.parametrize("stack", [s for s in list_stacks() if load_stack(s).spec.cluster is None])
+@pytest.mark.parametrize("stack", list_stacks())
 def test_every_catalog_stack_on_kubernetes(stack: str) -> None:
     """The same bring-up, moved onto a Kubernetes source: containers are the launches."""
     b = load_stack(stack)
