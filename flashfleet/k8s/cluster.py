@@ -63,6 +63,7 @@ def cluster_addresses(stack: str, namespace: str, recipe: Recipe, *, leader_work
 def cluster_workloads(
     stack: str,
     namespace: str,
+    *,
     recipe: Recipe,
     launches: Sequence[ContainerLaunch],
     res: PodResources,

@@ -174,17 +174,20 @@ def plan_kubernetes(
 
     serve = names.serve_name(stack)
     router = None
+    workloads: tuple[str, ...]
     if cluster:
         # The router's pod: the stack's node placement (the image is pre-pulled there), no GPU,
         # no model cache, no token.
         router_shape = PodShape(placement=placement, volumes=[], init_downloads=[], gpu_claim_template=None)
-        made, workloads = kc.cluster_workloads(stack, ns, recipe, launches, res, shape, router_shape)
+        made, workloads = kc.cluster_workloads(
+            stack, ns, recipe=recipe, launches=launches, res=res, shape=shape, router_shape=router_shape
+        )
         objects += made
         router = workloads[-1]
     elif len(pods) == 1:
         group = by_node[pods[0]]
         objects.append(deployment(serve, ns, stack, "serve", pod_spec(group, res, shape), endpoint=True))
-        workloads: tuple[str, ...] = (serve,)
+        workloads = (serve,)
     else:
         ranks = [group[0] for group in by_node.values()]
         if any(len(group) != 1 for group in by_node.values()):
