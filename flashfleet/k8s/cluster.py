@@ -12,6 +12,7 @@ from each rank's argv by nothing but the rank.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from flashfleet.k8s import names
@@ -123,7 +124,7 @@ def cluster_workloads(
             namespace,
             stack,
             ROUTER,
-            pod_spec([router], res, router_shape),
+            pod_spec([router], replace(res, gpu_claim=None), router_shape),  # no share of the GPUs' claim
             endpoint=True,
             component=ROUTER,
             extra_labels={names.LABEL_CLUSTER_INSTANCE: ROUTER},

@@ -144,8 +144,9 @@ def worker_command(leader: ContainerLaunch, workers: Sequence[ContainerLaunch]) 
     at = template.index(NODE_RANK) + 1
     template[at] = f"$({LWS_WORKER_INDEX})"
     for worker in workers:
-        expected = [w if w != f"$({LWS_WORKER_INDEX})" else str(worker.node) for w in template]
-        if list(worker.argv) != expected or worker.argv[at] != str(worker.node):
+        # The rank within its instance: a cluster's instance 1 starts past instance 0's nodes.
+        expected = [w if w != f"$({LWS_WORKER_INDEX})" else str(worker.rank) for w in template]
+        if list(worker.argv) != expected or worker.argv[at] != str(worker.rank):
             raise KubernetesRenderError(
                 "topology", f"{worker.name}: workers differ by more than {NODE_RANK}; no shared template"
             )
