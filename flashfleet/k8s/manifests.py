@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from flashfleet.catalog import hardware_catalog
-from flashfleet.k8s import cluster as kc
 from flashfleet.k8s import mooncake as mc
 from flashfleet.k8s import names, prepull, weights
+from flashfleet.k8s import replicas as kc
 from flashfleet.k8s.containers import CACHE_VOLUME, MOONCAKE_VOLUME, PodResources
 from flashfleet.k8s.errors import KubernetesRenderError
 from flashfleet.k8s.workloads import (

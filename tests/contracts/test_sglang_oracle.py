@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from flashfleet.catalog import hardware_catalog
-from flashfleet.k8s.cluster import cluster_addresses
+from flashfleet.k8s.replicas import cluster_addresses
 from flashfleet.planning import load_stack
 from flashfleet.recipes import OPTION_DEFS, STRATEGIES, TOPOLOGIES, RecipeError, render
 from flashfleet.stack import KubernetesSource, list_stacks
