@@ -72,7 +72,8 @@ def _kubernetes_source(src: dict[str, Any]) -> list[str]:
 def _workloads_text(src: dict[str, Any]) -> list[str]:
     out = []
     for w in src["workloads"]:
-        out += ["", f"{w['kind']} {w['name']}{' (serves the model)' if w['serves'] else ''}:"]
+        role = " (serves the model)" if w["serves"] else " (the router: the endpoint)" if w["routes"] else ""
+        out += ["", f"{w['kind']} {w['name']}{role}:"]
         for c in w["containers"]:
             pod = f"{c['pod']} " if c["pod"] != "pod" else ""
             limits = ", ".join(f"{k}={v}" for k, v in c["resources"].get("limits", {}).items())

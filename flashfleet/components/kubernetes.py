@@ -91,7 +91,7 @@ class KubernetesCluster(pulumi.ComponentResource):
     """The OpenAI-compatible base URL (``.../v1``): in-cluster DNS, or the load balancer."""
     namespace: pulumi.Output[str]
     workloads: pulumi.Output[list[str]]
-    """The Deployments, StatefulSets or LeaderWorkerSet that serve the model."""
+    """The Deployments, StatefulSets or LeaderWorkerSets that serve the model (a cluster's router last)."""
 
     def __init__(
         self, name: str, args: KubernetesClusterArgs, opts: pulumi.ResourceOptions | None = None
@@ -110,6 +110,7 @@ class KubernetesCluster(pulumi.ComponentResource):
         self.resources: dict[str, pulumi.CustomResource] = {}
         namespace: list[pulumi.Resource] = []
         before_serving: list[pulumi.Resource] = []
+        instances: list[pulumi.Resource] = []  # a cluster's workloads, which its router lists
         if plan.objects and plan.objects[0]["kind"] == "Namespace":
             namespace.append(self._create(name, plan.objects[0], pulumi.ResourceOptions(parent=self)))
         # The token is in place before anything that downloads starts (its reference is optional).
@@ -117,8 +118,14 @@ class KubernetesCluster(pulumi.ComponentResource):
         for obj in plan.objects[len(namespace) :]:
             kind = obj["kind"]
             deps = [*namespace, *([self.secret] if self.secret else [])]
-            if kind in ("Deployment", "StatefulSet", "LeaderWorkerSet") and _serves(obj):
+            serves = kind in ("Deployment", "StatefulSet", "LeaderWorkerSet") and _serves(obj)
+            if serves:
                 deps += before_serving  # the weights are in the cache before any server starts
+            object_name = obj["metadata"]["name"]
+            if plan.router is not None and kind == "Deployment" and object_name == plan.router:
+                deps += instances  # Pulumi awaits each instance's Deployment: serving before the router
+            if plan.router is not None and kind == "Service" and object_name == plan.endpoint_service:
+                deps.append(self.resources[f"Deployment/{plan.router}"])  # its endpoints: the router's pod
             child = pulumi.ResourceOptions(
                 parent=self,
                 depends_on=deps,
@@ -127,6 +134,8 @@ class KubernetesCluster(pulumi.ComponentResource):
             resource = self._create(name, obj, child)
             if kind == "Job":
                 before_serving.append(resource)
+            if serves and plan.router is not None:
+                instances.append(resource)
         self.namespace = pulumi.Output.from_input(plan.namespace)
         self.workloads = pulumi.Output.from_input(list(plan.workloads))
         self.endpoint = self._endpoint(plan, args.source)

@@ -1,8 +1,9 @@
 """A stack on the ``kubernetes`` source -> plain Kubernetes manifest dicts, in apply order.
 
 Pure: no pulumi import. The recipe is rendered with the stable DNS name of rank 0's pod as the
-rendezvous address, so every container's argv is the recipe engine's, and the container
-launches (``flashfleet.launch``) are the only description of how each process runs.
+rendezvous address (a cluster's: each instance's, which its router lists too), so every
+container's argv is the recipe engine's, and the container launches (``flashfleet.launch``) are
+the only description of how each process runs.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from flashfleet.catalog import hardware_catalog
 from flashfleet.k8s import mooncake as mc
 from flashfleet.k8s import names, prepull, weights
+from flashfleet.k8s import replicas as kc
 from flashfleet.k8s.containers import CACHE_VOLUME, MOONCAKE_VOLUME, PodResources
 from flashfleet.k8s.errors import KubernetesRenderError
 from flashfleet.k8s.workloads import (
@@ -43,7 +45,8 @@ class KubernetesPlan:
     objects: tuple[dict[str, Any], ...]  # apply order; the Secret is the component's (its value)
     secret_name: str
     endpoint_service: str
-    workloads: tuple[str, ...]  # Deployments, StatefulSets or the LeaderWorkerSet serving the model
+    workloads: tuple[str, ...]  # Deployments, StatefulSets or LeaderWorkerSets serving the model
+    router: str | None  # a cluster's router Deployment (the last workload); None for one instance
     weights_job: str | None  # the Job the workloads wait for, when the cache is shared
 
     @property
@@ -63,8 +66,8 @@ def plan_kubernetes(
 ) -> KubernetesPlan:
     """Render the recipe for the cluster and every object that serves it.
 
-    ``recipe_for(addresses)`` is ``StackPlan.recipe_for``: the stack's recipe with the ranks'
-    addresses (None for one node).
+    ``recipe_for(addresses)`` is ``StackPlan.recipe_for``: the stack's recipe with the nodes'
+    addresses (None: symbolic ones, for one node; a cluster's shape is read from that render).
     """
     names.check_stack_name(stack)
     ns = source.namespace
@@ -75,10 +78,17 @@ def plan_kubernetes(
             "the derived image is built on each host by the sglang_image role; a Kubernetes cluster "
             "pulls its images: set image.derived: false to run the pinned upstream release",
         )
-    addresses = (
-        rank_addresses(stack, ns, nodes, leader_worker_set=source.leader_worker_set) if nodes > 1 else None
-    )
-    recipe = recipe_for(addresses)
+    shape_only = recipe_for(None)
+    cluster = kc.is_cluster(shape_only)
+    if cluster:
+        addresses: list[str] | None = kc.cluster_addresses(
+            stack, ns, shape_only, leader_worker_set=source.leader_worker_set
+        )
+    elif nodes > 1:
+        addresses = rank_addresses(stack, ns, nodes, leader_worker_set=source.leader_worker_set)
+    else:
+        addresses = None
+    recipe = recipe_for(addresses) if addresses is not None else shape_only
     launches = container_launches(recipe, settings)
     l3 = recipe.options.hicache == "l1l2l3"
     if l3 and mooncake is None:
@@ -96,7 +106,10 @@ def plan_kubernetes(
     shared_cache = (
         isinstance(source.model_cache, PvcCache) and source.model_cache.access_mode == "ReadWriteMany"
     )
-    pods = sorted({launch.node for launch in launches})
+    # What loads the model: a cluster's router gets a pod of its own, without the cache.
+    routers = {p.name for p in recipe.processes if p.instance == kc.ROUTER}
+    serving = [launch for launch in launches if launch.name not in routers]
+    pods = sorted({launch.node for launch in serving})
     if not shared_cache and isinstance(source.model_cache, PvcCache) and len(pods) > 1:
         raise KubernetesRenderError(
             "nodes.source.modelCache.accessMode",
@@ -138,7 +151,7 @@ def plan_kubernetes(
                 },
             }
         )
-    by_node = {node: [launch for launch in launches if launch.node == node] for node in pods}
+    by_node = {node: [launch for launch in serving if launch.node == node] for node in pods}
     gpu_sharing = any(shares_gpus(group) for group in by_node.values())
     claim_template = names.gpu_claim_template(stack) if gpu_sharing else None
     if gpu_sharing:
@@ -160,10 +173,21 @@ def plan_kubernetes(
     )
 
     serve = names.serve_name(stack)
-    if len(pods) == 1:
+    router = None
+    workloads: tuple[str, ...]
+    if cluster:
+        # The router's pod: the stack's node placement (the image is pre-pulled there), no GPU,
+        # no model cache, no token.
+        router_shape = PodShape(placement=placement, volumes=[], init_downloads=[], gpu_claim_template=None)
+        made, workloads = kc.cluster_workloads(
+            stack, ns, recipe=recipe, launches=launches, res=res, shape=shape, router_shape=router_shape
+        )
+        objects += made
+        router = workloads[-1]
+    elif len(pods) == 1:
         group = by_node[pods[0]]
         objects.append(deployment(serve, ns, stack, "serve", pod_spec(group, res, shape), endpoint=True))
-        workloads: tuple[str, ...] = (serve,)
+        workloads = (serve,)
     else:
         ranks = [group[0] for group in by_node.values()]
         if any(len(group) != 1 for group in by_node.values()):
@@ -184,6 +208,7 @@ def plan_kubernetes(
         secret_name=secret,
         endpoint_service=names.endpoint_service(stack),
         workloads=workloads,
+        router=router,
         weights_job=job_name,
     )
 

@@ -12,6 +12,7 @@ LABEL_COMPONENT = "app.kubernetes.io/component"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 LABEL_POD = "flashfleet.dev/pod"  # which pod of the stack (serve, serve-rank-1, ...)
 LABEL_ENDPOINT = "flashfleet.dev/endpoint"  # the pod behind the stack's endpoint Service
+LABEL_CLUSTER_INSTANCE = "flashfleet.dev/cluster-instance"  # replica-0, prefill-1, router: a cluster's
 
 # StatefulSet pods are named <statefulset>-<ordinal> and the StatefulSet adds a revision label of
 # its own name plus a hash, so the longest name here (<stack>-serve-rank-NN) must stay within 52.
@@ -55,6 +56,16 @@ def serve_name(stack: str) -> str:
 def rank_name(stack: str, rank: int) -> str:
     """One rank's StatefulSet when the LeaderWorkerSet CRD is absent."""
     return f"{stack}-serve-rank-{rank}"
+
+
+def instance_name(stack: str, instance: str) -> str:
+    """A cluster instance's workload (Deployment or LeaderWorkerSet) and, for one node, its Service."""
+    return f"{stack}-{instance}"
+
+
+def router_name(stack: str) -> str:
+    """A cluster's router Deployment (the endpoint Service selects its pod)."""
+    return f"{stack}-router"
 
 
 def endpoint_service(stack: str) -> str:

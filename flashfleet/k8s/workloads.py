@@ -107,9 +107,17 @@ def _template(pod_labels: dict[str, str], spec: dict[str, Any]) -> dict[str, Any
 
 
 def deployment(
-    name: str, namespace: str, stack: str, pod: str, spec: dict[str, Any], *, endpoint: bool
+    name: str,
+    namespace: str,
+    stack: str,
+    pod: str,
+    spec: dict[str, Any],
+    *,
+    endpoint: bool,
+    component: str = "serve",
+    extra_labels: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    lbl = names.labels(stack, "serve")
+    lbl = names.labels(stack, component, **(extra_labels or {}))
     pod_labels = {**lbl, **names.selector(stack, pod)}
     if endpoint:
         pod_labels[names.LABEL_ENDPOINT] = "true"
@@ -136,8 +144,9 @@ def worker_command(leader: ContainerLaunch, workers: Sequence[ContainerLaunch]) 
     at = template.index(NODE_RANK) + 1
     template[at] = f"$({LWS_WORKER_INDEX})"
     for worker in workers:
-        expected = [w if w != f"$({LWS_WORKER_INDEX})" else str(worker.node) for w in template]
-        if list(worker.argv) != expected or worker.argv[at] != str(worker.node):
+        # The rank within its instance: a cluster's instance 1 starts past instance 0's nodes.
+        expected = [w if w != f"$({LWS_WORKER_INDEX})" else str(worker.rank) for w in template]
+        if list(worker.argv) != expected or worker.argv[at] != str(worker.rank):
             raise KubernetesRenderError(
                 "topology", f"{worker.name}: workers differ by more than {NODE_RANK}; no shared template"
             )
@@ -152,12 +161,19 @@ def leader_worker_set(
     ranks: Sequence[ContainerLaunch],
     res: PodResources,
     shape: PodShape,
+    pod: str = "serve",
+    endpoint: bool = True,
+    extra_labels: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    lbl = names.labels(stack, "serve")
+    """``pod``: the pods' label prefix (``<pod>-rank-0``, ``<pod>-worker``); ``endpoint``: the
+    leader is behind the stack's endpoint Service (not a cluster instance's: the router is)."""
+    lbl = names.labels(stack, "serve", **(extra_labels or {}))
     leader, workers = ranks[0], list(ranks[1:])
     command = worker_command(leader, workers)
-    leader_labels = {**lbl, **names.selector(stack, "serve-rank-0"), names.LABEL_ENDPOINT: "true"}
-    worker_labels = {**lbl, **names.selector(stack, "serve-worker")}
+    leader_labels = {**lbl, **names.selector(stack, f"{pod}-rank-0")}
+    if endpoint:
+        leader_labels[names.LABEL_ENDPOINT] = "true"
+    worker_labels = {**lbl, **names.selector(stack, f"{pod}-worker")}
     return {
         "apiVersion": LWS_API,
         "kind": "LeaderWorkerSet",
@@ -223,10 +239,15 @@ def rank_stateful_sets(
     return out
 
 
+def leader_address(lws: str, namespace: str) -> str:
+    """The stable DNS name of a LeaderWorkerSet's leader pod (group 0)."""
+    return f"{lws}-0.{lws}.{namespace}"  # the LWS controller names its headless Service after the set
+
+
 def rank_addresses(stack: str, namespace: str, nodes: int, *, leader_worker_set: bool) -> list[str]:
     """Stable DNS names of the ranks' pods, rank 0 first (the ``--dist-init-addr`` host)."""
     if leader_worker_set:
-        lws = names.serve_name(stack)  # the LWS controller names its headless Service after the set
-        return [f"{lws}-0.{lws}.{namespace}"] + [f"{lws}-0-{r}.{lws}.{namespace}" for r in range(1, nodes)]
+        lws = names.serve_name(stack)
+        return [leader_address(lws, namespace)] + [f"{lws}-0-{r}.{lws}.{namespace}" for r in range(1, nodes)]
     headless = names.serve_name(stack)
     return [f"{names.rank_name(stack, r)}-0.{headless}.{namespace}" for r in range(nodes)]

@@ -395,7 +395,7 @@ def check_kubernetes(stack: str, spec: StackSpec, base: str) -> list[Problem]:
 
 
 def check_cluster(spec: StackSpec, base: str) -> list[Problem]:
-    """The node count adds up to the cluster's instances; the source can carry a cluster."""
+    """The node count adds up to the cluster's instances."""
     cluster = spec.cluster
     if cluster is None:
         return []
@@ -407,15 +407,6 @@ def check_cluster(spec: StackSpec, base: str) -> list[Problem]:
                 f"{base}.nodes.count",
                 f"count is {spec.nodes.count} but the cluster needs {need} nodes ({cluster.shape_text()})",
                 "cluster-node-count",
-            )
-        )
-    if isinstance(spec.nodes.source, KubernetesSource):
-        problems.append(
-            Problem(
-                f"{base}.cluster",
-                "clusters on Kubernetes (one workload per instance, the router as a Deployment and "
-                "Service) are not offered yet: use AWS or existing hosts",
-                "cluster-source",
             )
         )
     return problems

@@ -136,7 +136,13 @@ def kubernetes_workloads(plan: KubernetesPlan) -> list[dict[str, Any]]:
         ]
         name = obj["metadata"]["name"]
         out.append(
-            {"kind": obj["kind"], "name": name, "serves": name in plan.workloads, "containers": containers}
+            {
+                "kind": obj["kind"],
+                "name": name,
+                "serves": name in plan.workloads and name != plan.router,
+                "routes": name == plan.router,  # a cluster's router, behind the endpoint Service
+                "containers": containers,
+            }
         )
     return out
 

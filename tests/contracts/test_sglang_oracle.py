@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from flashfleet.catalog import hardware_catalog
+from flashfleet.k8s.replicas import cluster_addresses
 from flashfleet.planning import load_stack
 from flashfleet.recipes import OPTION_DEFS, STRATEGIES, TOPOLOGIES, RecipeError, render
-from flashfleet.stack import list_stacks
+from flashfleet.stack import KubernetesSource, list_stacks
 
 ROOT = Path(__file__).resolve().parents[2]
 ORACLE = Path(os.environ.get("FLASHFLEET_ORACLE_PYTHON", ROOT / ".venv-oracle" / "bin" / "python"))
@@ -51,6 +52,12 @@ def catalog_renders():
     for stack in list_stacks():
         b = load_stack(stack)
         addresses = [f"10.0.0.{i + 1}" for i in range(len(b.nodes))]
+        src = b.spec.nodes.source
+        if isinstance(src, KubernetesSource) and b.spec.cluster is not None:
+            # On Kubernetes the router lists the instances by their Services' DNS names.
+            addresses = cluster_addresses(
+                stack, src.namespace, b.recipe, leader_worker_set=src.leader_worker_set
+            )
         procs = b.recipe_for(addresses).processes
         for proc in procs:
             case: dict[str, object] = {"kind": "router" if proc.role == "router" else "server",
@@ -134,6 +141,8 @@ def test_every_catalog_stack_parses_and_its_router_reads_every_worker():
     cases = catalog_renders()
     routed = [k for k, c in cases.items() if "expect" in c]
     assert len(routed) >= 3  # the replica and PD-across-nodes catalog stacks
+    # a Kubernetes cluster's router reads its workers by the instances' Service DNS names
+    assert "http://mi355x-k8s-replicas-replica-1.glm:31000" in cases["mi355x-k8s-replicas/router"]["argv"]
     failures = {k: v for k, v in oracle(cases).items() if v is not None}
     assert failures == {}
     # the check itself bites: a router that lost a worker is refused

@@ -1,4 +1,5 @@
-"""Kubernetes sources and stacks the tests render: GB300 low latency, MI355X AgentX, PD, L3."""
+"""Kubernetes sources and stacks the tests render: GB300 low latency, MI355X AgentX, PD, L3, and
+clusters (replicas, PD across nodes, multi-node replicas, encoder-disaggregated replicas)."""
 
 from __future__ import annotations
 
@@ -108,7 +109,38 @@ H200_L3_STATEFULSETS = Case(
 )
 GB300_ENCODER = Case("gb300-encoder", "gb300", "low-latency", topology="encoder-disagg")
 H200_DFLASH2 = Case("h200-dflash2", "h200", "low-latency", options={"speculative": "dflash2"})
-ALL = (GB300_LOWLAT, MI355X_AGENTX, GB300_PD, H200_L3, H200_L3_STATEFULSETS, GB300_ENCODER, H200_DFLASH2)
+# Clusters: ``nodes`` is each instance's node count (the recipe's nodes option).
+H200_REPLICAS = Case("h200-replicas", "h200", "high-throughput", options={"replicas": 2})
+GB300_2P1D = Case(
+    "gb300-2p1d", "gb300", "high-throughput", topology="pd", options={"prefill": 2, "decode": 1}
+)
+H200_REPLICAS_LWS = Case(
+    "h200-2x2",
+    "h200",
+    "high-throughput",
+    options={"replicas": 2},
+    nodes=2,
+    source=source(leaderWorkerSet=True),
+)
+GB300_ENCODER_REPLICAS = Case(
+    "gb300-enc-replicas",
+    "gb300",
+    "low-latency",
+    topology="encoder-disagg",
+    options={"replicas": 2},
+    source=source(modelCache=HOST_PATH),
+)
+CLUSTERS = (H200_REPLICAS, GB300_2P1D, H200_REPLICAS_LWS, GB300_ENCODER_REPLICAS)
+ALL = (
+    GB300_LOWLAT,
+    MI355X_AGENTX,
+    GB300_PD,
+    H200_L3,
+    H200_L3_STATEFULSETS,
+    GB300_ENCODER,
+    H200_DFLASH2,
+    *CLUSTERS,
+)
 
 
 def objects_of(plan: KubernetesPlan, kind: str) -> list[dict[str, Any]]:

@@ -10,7 +10,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 import pytest
-from k8s_cases import GB300_LOWLAT, GB300_PD, H200_L3, MI355X_AGENTX, Case, source
+from k8s_cases import GB300_2P1D, GB300_LOWLAT, GB300_PD, H200_L3, MI355X_AGENTX, Case, source
 from pulumi.runtime import rpc
 
 from flashfleet.components.kubernetes import KubernetesCluster, KubernetesClusterArgs, kubernetes_provider
@@ -232,10 +232,8 @@ def test_l3_mooncake_objects() -> None:
     )
 
 
-@pytest.mark.parametrize("case", [GB300_LOWLAT, MI355X_AGENTX], ids=["ReadWriteMany Job", "hostPath init"])
-def test_the_pre_pull_starts_with_the_download_and_nothing_waits_for_it(
-    case: Case, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _record_depends(monkeypatch: pytest.MonkeyPatch) -> dict[str, list[str]]:
+    """What each object the component creates depends on, as ``Kind/name`` keys."""
     depends: dict[str, list[str]] = {}
     create = KubernetesCluster._create
 
@@ -249,6 +247,14 @@ def test_the_pre_pull_starts_with_the_download_and_nothing_waits_for_it(
         return create(self, name, obj, opts)
 
     monkeypatch.setattr(KubernetesCluster, "_create", recording)
+    return depends
+
+
+@pytest.mark.parametrize("case", [GB300_LOWLAT, MI355X_AGENTX], ids=["ReadWriteMany Job", "hostPath init"])
+def test_the_pre_pull_starts_with_the_download_and_nothing_waits_for_it(
+    case: Case, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    depends = _record_depends(monkeypatch)
     d = deploy(case)
     (ds,) = d.mocks.of_type("kubernetes:apps/v1:DaemonSet")
     # `up` does not wait for every pool node to pull: the servers wait for what they need
@@ -287,3 +293,22 @@ def test_load_balancer_endpoint() -> None:
 
 def test_provider_helper_uses_the_context() -> None:
     assert kubernetes_provider("x", source()) is None
+
+
+def test_a_cluster_starts_its_router_after_every_instance(monkeypatch: pytest.MonkeyPatch) -> None:
+    depends = _record_depends(monkeypatch)
+    d = deploy(GB300_2P1D)
+    instances = [f"Deployment/gb300-2p1d-{i}" for i in ("prefill-0", "prefill-1", "decode-0")]
+    router, endpoint = "Deployment/gb300-2p1d-router", "Service/gb300-2p1d"
+    (job,) = [key for key in depends if key.startswith("Job/")]  # a ReadWriteMany cache: one download
+    for instance in instances:
+        assert job in depends[instance]  # the weights first
+        assert router not in depends[instance]
+        assert f"Service/{instance.split('/')[1]}" in d.cluster.resources
+    # Pulumi awaits each instance's Deployment, so the router lists workers that serve.
+    assert [dep for dep in depends[router] if dep in instances] == instances
+    assert job not in depends[router]  # the router loads no weights (it waits through the instances)
+    assert router in depends[endpoint]
+    assert d.outputs["workloads"] == [key.split("/")[1] for key in instances] + ["gb300-2p1d-router"]
+    assert d.outputs["endpoint"] == "http://gb300-2p1d.glm.svc:30000/v1"
+    assert Counter(r.typ for r in d.mocks.resources)[DEPLOYMENT] == 4

@@ -166,8 +166,6 @@ def _catalog_plans() -> Iterator[tuple[str, Any]]:
     """Every catalog stack on the Kubernetes source, with a shared claim and with a host path."""
     for stack in list_stacks():
         b = load_stack(stack)
-        if b.spec.cluster is not None:
-            continue  # planning refuses a cluster on the Kubernetes source (test_cluster_stacks.py)
         settings = b.launch_settings()
         settings = settings.model_copy(update={"image": settings.image.model_copy(update={"derived": False})})
         for cache in (PVC, HOST_PATH):

@@ -3,6 +3,7 @@ contract: the container spec carries the launch's image, argv and environment na
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -72,8 +73,7 @@ def _kubernetes_source(nodes: int) -> KubernetesSource:
     )
 
 
-# A cluster on the Kubernetes source is refused by planning (tests/stacks/test_cluster_stacks.py).
-@pytest.mark.parametrize("stack", [s for s in list_stacks() if load_stack(s).spec.cluster is None])
+@pytest.mark.parametrize("stack", list_stacks())
 def test_every_catalog_stack_on_kubernetes(stack: str) -> None:
     """The same bring-up, moved onto a Kubernetes source: containers are the launches."""
     b = load_stack(stack)
@@ -94,9 +94,10 @@ def test_every_catalog_stack_on_kubernetes(stack: str) -> None:
         for pod in pod_specs(obj):
             seen.update(containers(pod))
     for launch in plan.launches:
-        c = seen[launch.name] if launch.name in seen else seen["server-1"]  # LWS worker template
+        # An LWS worker template carries rank 1's name (server-1, replica-0-rank-1).
+        c = seen[launch.name] if launch.name in seen else seen[re.sub(r"\d+$", "1", launch.name)]
         assert c["image"] == launch.image == settings.image.ref(hardware_catalog()[b.spec.hardware])
-        words = [w.replace("$(LWS_WORKER_INDEX)", str(launch.node)) for w in c["command"]]
+        words = [w.replace("$(LWS_WORKER_INDEX)", str(launch.rank)) for w in c["command"]]
         assert words == list(launch.argv)
         names = [e["name"] for e in c["env"]]
         extra = [MOONCAKE_HOSTNAME_ENV] if b.spec.mooncake else []

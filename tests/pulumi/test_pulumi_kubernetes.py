@@ -23,7 +23,7 @@ def program(stack: str) -> Result:
 
 
 def test_the_catalog_has_a_kubernetes_stack() -> None:
-    assert K8S_STACKS == ["mi355x-k8s"]
+    assert K8S_STACKS == ["mi355x-k8s", "mi355x-k8s-replicas"]
 
 
 @pytest.mark.parametrize("stack", K8S_STACKS)
@@ -52,7 +52,9 @@ def test_exports_endpoint_namespace_and_workloads_only(stack: str) -> None:
     assert set(r.outputs) == {"endpoint", "namespace", "workloads", "expiresAt"}
     assert r.outputs["endpoint"] == plan.endpoint == f"http://{stack}.glm.svc:30000/v1"
     assert r.outputs["namespace"] == "glm"
-    assert r.outputs["workloads"] == list(plan.workloads) == [f"{stack}-serve"]
+    single = [f"{stack}-serve"]
+    cluster = [f"{stack}-replica-0", f"{stack}-replica-1", f"{stack}-router"]
+    assert r.outputs["workloads"] == list(plan.workloads) == (cluster if r.bringup.spec.cluster else single)
     assert r.outputs["expiresAt"] == "2026-11-29T18:00:00Z"
 
 
@@ -64,17 +66,50 @@ def test_hf_token_only_inside_the_secret(stack: str) -> None:
     (secret,) = r.mocks.of_type(SECRET)
     assert is_secret(secret.inputs["stringData"])
     assert secret.inputs["stringData"]["value"] == {"HF_TOKEN": TOKEN}
-    (serve,) = [x for x in r.mocks.resources if x.typ == "kubernetes:apps/v1:Deployment"]
-    pod = serve.inputs["spec"]["template"]["spec"]
-    (server,) = pod["containers"]
-    # The server reads the Secret as a file (HF_TOKEN_PATH), never as an environment value.
-    env = {e["name"]: e for e in server["env"]}
-    assert "HF_TOKEN" not in env
-    (volume,) = [v for v in pod["volumes"] if "secret" in v]
-    assert volume["secret"]["secretName"] == secret.inputs["metadata"]["name"]
-    (mount,) = [m for m in server["volumeMounts"] if m["name"] == volume["name"]]
-    assert mount["readOnly"] is True
-    assert env["HF_TOKEN_PATH"]["value"] == f"{mount['mountPath']}/HF_TOKEN"
+    deployments = [x for x in r.mocks.resources if x.typ == "kubernetes:apps/v1:Deployment"]
+    serving = [
+        d for d in deployments if d.inputs["metadata"]["labels"]["app.kubernetes.io/component"] == "serve"
+    ]
+    assert len(serving) == (r.bringup.spec.cluster.instances if r.bringup.spec.cluster else 1)
+    for serve in serving:
+        pod = serve.inputs["spec"]["template"]["spec"]
+        (server,) = pod["containers"]
+        # The server reads the Secret as a file (HF_TOKEN_PATH), never as an environment value.
+        env = {e["name"]: e for e in server["env"]}
+        assert "HF_TOKEN" not in env
+        (volume,) = [v for v in pod["volumes"] if "secret" in v]
+        assert volume["secret"]["secretName"] == secret.inputs["metadata"]["name"]
+        (mount,) = [m for m in server["volumeMounts"] if m["name"] == volume["name"]]
+        assert mount["readOnly"] is True
+        assert env["HF_TOKEN_PATH"]["value"] == f"{mount['mountPath']}/HF_TOKEN"
+    for router in [d for d in deployments if d not in serving]:  # a cluster's router: no Secret at all
+        pod = router.inputs["spec"]["template"]["spec"]
+        assert not [v for v in pod["volumes"] if "secret" in v]
+        assert all(not c.get("env") for c in pod["containers"])
+
+
+def test_a_cluster_registers_each_instance_and_its_router() -> None:
+    stack = "mi355x-k8s-replicas"
+    r = program(stack)
+    kinds = {
+        (x.typ.rsplit(":", 1)[1], x.inputs["metadata"]["name"])
+        for x in r.mocks.resources
+        if x.typ.startswith("kubernetes:")
+    }
+    for instance in ("replica-0", "replica-1"):
+        assert {("Deployment", f"{stack}-{instance}"), ("Service", f"{stack}-{instance}")} <= kinds
+    assert {("Deployment", f"{stack}-router"), ("Service", stack)} <= kinds
+    assert ("Deployment", f"{stack}-serve") not in kinds
+    (endpoint,) = [
+        x for x in r.mocks.of_type("kubernetes:core/v1:Service") if x.inputs["metadata"]["name"] == stack
+    ]
+    (router,) = [
+        x
+        for x in r.mocks.of_type("kubernetes:apps/v1:Deployment")
+        if x.inputs["metadata"]["name"] == f"{stack}-router"
+    ]
+    labels = router.inputs["spec"]["template"]["metadata"]["labels"]
+    assert endpoint.inputs["spec"]["selector"].items() <= labels.items()
 
 
 @pytest.mark.parametrize("stack", K8S_STACKS)

@@ -11,6 +11,7 @@ import pytest
 
 from flashfleet.cli import main
 from flashfleet.planning import load_stack
+from flashfleet.planning.checks import kubernetes_plan
 from flashfleet.recipes import render
 from flashfleet.stack import StackError
 
@@ -140,18 +141,26 @@ def test_speculative_decoding_stays_refused_under_pd_across_nodes(
     assert any(p.rule == "speculative-pd" for p in info.value.problems)
 
 
-def test_a_cluster_on_kubernetes_is_refused_for_now(
+def test_a_cluster_moved_onto_kubernetes_is_planned_behind_its_router(
     write_stack: Callable[[str, Callable[[Doc], None]], Path],
 ) -> None:
     def change(d: Doc) -> None:
         k8s = __import__("yaml").safe_load(Path("stacks/Pulumi.mi355x-k8s.yaml").read_text())
         spec(d)["nodes"] = {"count": 2, "source": spec(k8s)["nodes"]["source"]}
-        spec(d).pop("ttl", None)
         spec(d)["ttl"] = spec(k8s)["ttl"]
+        spec(d)["image"] = spec(k8s)["image"]
 
+    b = load_stack("broken", write_stack("mi355x-replicas", change))
+    plan = kubernetes_plan("broken", b.spec)
+    words = list({launch.name: launch for launch in plan.launches}["router"].argv)
+    assert words[words.index("--worker-urls") + 1 : words.index("--policy")] == [
+        "http://broken-replica-0.glm:31000",
+        "http://broken-replica-1.glm:31000",
+    ]
+    # The node count still adds up, on Kubernetes as anywhere.
     with pytest.raises(StackError) as info:
-        load_stack("broken", write_stack("mi355x-replicas", change))
-    assert any(p.rule == "cluster-source" for p in info.value.problems), info.value.problems
+        load_stack("broken", write_stack("mi355x-k8s-replicas", lambda d: spec(d)["nodes"].update(count=3)))
+    assert [p.rule for p in info.value.problems] == ["cluster-node-count"]
 
 
 def test_render_cli_points_pd_on_two_nodes_to_the_instance_counts(capsys: pytest.CaptureFixture[str]) -> None:

@@ -29,6 +29,7 @@ CATALOG = {
     "h200-replicas": ("h200", "high-throughput", "unified", "aws", 2),
     "gb300-2p1d": ("gb300", "high-throughput", "pd", "aws", 3),
     "mi355x-replicas": ("mi355x", "high-throughput", "unified", "existing", 2),
+    "mi355x-k8s-replicas": ("mi355x", "high-throughput", "unified", "kubernetes", 2),
 }
 
 

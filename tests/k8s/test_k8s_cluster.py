@@ -1,0 +1,229 @@
+"""Clusters on the Kubernetes source: one workload per instance, each reachable by a stable DNS
+name the router lists, and the router in a pod of its own behind the stack's endpoint Service.
+(Every object's schema: test_k8s_schema.py, which renders these cases too.)"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from k8s_cases import CLUSTERS, GB300_2P1D, H200_REPLICAS, H200_REPLICAS_LWS, Case, containers, pod_specs
+from k8s_schema import validate
+
+from flashfleet.k8s import KubernetesRenderError, names
+from flashfleet.k8s.workloads import LWS_WORKER_INDEX
+from flashfleet.planning import load_stack
+from flashfleet.planning.checks import kubernetes_plan
+
+POD_KINDS = ("Deployment", "StatefulSet", "LeaderWorkerSet")
+
+
+def _ids(case: Case) -> str:
+    return case.stack
+
+
+def _instances(case: Case) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for p in case.recipe_for(None).processes:
+        if p.instance != "router" and p.node not in out.setdefault(p.instance, []):
+            out[p.instance].append(p.node)
+    return out
+
+
+def _templates(obj: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every pod template (metadata and spec) a workload carries."""
+    if obj["kind"] == "LeaderWorkerSet":
+        lwt = obj["spec"]["leaderWorkerTemplate"]
+        return [lwt["leaderTemplate"], lwt["workerTemplate"]]
+    return [obj["spec"]["template"]]
+
+
+def _selected(objects: list[dict[str, Any]], selector: dict[str, str]) -> list[tuple[str, dict[str, Any]]]:
+    """(workload, pod template) of every template whose labels carry the whole selector."""
+    return [
+        (obj["metadata"]["name"], t)
+        for obj in objects
+        if obj["kind"] in POD_KINDS
+        for t in _templates(obj)
+        if selector.items() <= t["metadata"]["labels"].items()
+    ]
+
+
+def _router_urls(argv: list[str]) -> list[str]:
+    if "--worker-urls" in argv:
+        return argv[argv.index("--worker-urls") + 1 : argv.index("--policy")]
+    return [argv[i + 1] for i, w in enumerate(argv) if w in ("--prefill", "--decode")]
+
+
+@pytest.mark.parametrize("case", CLUSTERS, ids=_ids)
+def test_one_workload_per_instance_then_the_router(case: Case) -> None:
+    plan = case.plan()
+    instances = _instances(case)
+    assert len(instances) >= 2
+    expected = [names.instance_name(case.stack, i) for i in instances]
+    assert list(plan.workloads) == [*expected, f"{case.stack}-router"]
+    assert plan.router == f"{case.stack}-router"
+    workloads = {o["metadata"]["name"]: o for o in plan.objects if o["kind"] in POD_KINDS}
+    assert set(workloads) == set(plan.workloads)  # no single-instance `<stack>-serve` beside them
+    for instance, nodes in instances.items():
+        obj = workloads[names.instance_name(case.stack, instance)]
+        assert obj["kind"] == ("Deployment" if len(nodes) == 1 else "LeaderWorkerSet")
+        assert obj["metadata"]["labels"][names.LABEL_CLUSTER_INSTANCE] == instance
+        for t in _templates(obj):
+            assert t["metadata"]["labels"][names.LABEL_CLUSTER_INSTANCE] == instance
+        if obj["kind"] == "LeaderWorkerSet":
+            assert obj["spec"]["leaderWorkerTemplate"]["size"] == len(nodes)
+    assert workloads[plan.router]["kind"] == "Deployment"
+    # Every launch runs in exactly one template (LWS: ranks 1.. share the worker template).
+    launched = {launch.name for launch in plan.launches}
+    by_template = [
+        n for o in workloads.values() for pod in pod_specs(o) for n in containers(pod) if n in launched
+    ]
+    assert len(by_template) == len(set(by_template))
+    ranks_above_1 = {launch.name for launch in plan.launches if launch.rank > 1}
+    assert set(by_template) == launched - ranks_above_1
+
+
+@pytest.mark.parametrize("case", CLUSTERS, ids=_ids)
+def test_every_selector_matches_its_own_templates_only(case: Case) -> None:
+    plan = case.plan()
+    objects = list(plan.objects)
+    for obj in objects:
+        if obj["kind"] in ("Deployment", "StatefulSet"):
+            selected = _selected(objects, obj["spec"]["selector"]["matchLabels"])
+            assert selected == [(obj["metadata"]["name"], obj["spec"]["template"])], obj["metadata"]["name"]
+    services = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Service"}
+    for instance, nodes in _instances(case).items():
+        name = names.instance_name(case.stack, instance)
+        if len(nodes) > 1:
+            assert name not in services  # the LWS controller's headless Service has that name
+            continue
+        svc = services[name]
+        assert svc["spec"]["clusterIP"] == "None"
+        assert svc["spec"]["publishNotReadyAddresses"] is True
+        ((workload, _),) = _selected(objects, svc["spec"]["selector"])
+        assert workload == name
+    endpoint = services[plan.endpoint_service]
+    ((workload, template),) = _selected(objects, endpoint["spec"]["selector"])
+    assert workload == plan.router
+    (router,) = template["spec"]["containers"]
+    assert router["name"] == "router"
+    assert endpoint["spec"]["ports"][0]["port"] == router["ports"][0]["containerPort"] == 30000
+    assert plan.endpoint == f"http://{case.stack}.glm.svc:30000/v1"
+
+
+@pytest.mark.parametrize("case", CLUSTERS, ids=_ids)
+def test_the_router_names_every_instance_by_its_stable_dns_name_and_port(case: Case) -> None:
+    plan = case.plan()
+    objects = {(o["kind"], o["metadata"]["name"]): o for o in plan.objects}
+    (router,) = [launch for launch in plan.launches if launch.name == "router"]
+    urls = _router_urls(list(router.argv))
+    instances = _instances(case)
+    assert len(urls) == len(instances)
+    for url, (instance, nodes) in zip(urls, instances.items(), strict=True):
+        name = names.instance_name(case.stack, instance)
+        host, port = url.removeprefix("http://").rsplit(":", 1)
+        if len(nodes) == 1:
+            assert host == f"{name}.glm"
+            svc = objects[("Service", name)]
+            assert int(port) in [p["port"] for p in svc["spec"]["ports"]]
+            (template,) = _templates(objects[("Deployment", name)])
+        else:
+            assert host == f"{name}-0.{name}.glm"  # the leader pod, by the LWS headless Service
+            template = _templates(objects[("LeaderWorkerSet", name)])[0]
+        # The pod behind that name listens on the port the router calls.
+        listening = [p["containerPort"] for c in template["spec"]["containers"] for p in c.get("ports", [])]
+        assert int(port) in listening, (url, listening)
+
+
+def test_a_prefill_service_carries_its_bootstrap_port() -> None:
+    plan = GB300_2P1D.plan()
+    argv = list(next(launch for launch in plan.launches if launch.name == "router").argv)
+    pairs = [argv[i + 1 : i + 3] for i, w in enumerate(argv) if w == "--prefill"]
+    assert pairs == [
+        ["http://gb300-2p1d-prefill-0.glm:31000", "8998"],
+        ["http://gb300-2p1d-prefill-1.glm:31000", "8998"],
+    ]
+    assert [argv[i + 1] for i, w in enumerate(argv) if w == "--decode"] == [
+        "http://gb300-2p1d-decode-0.glm:32000"
+    ]
+    services = {o["metadata"]["name"]: o for o in plan.objects if o["kind"] == "Service"}
+    for name, ports in (("prefill-0", [31000, 8998]), ("prefill-1", [31000, 8998]), ("decode-0", [32000])):
+        assert [p["port"] for p in services[f"gb300-2p1d-{name}"]["spec"]["ports"]] == ports
+
+
+@pytest.mark.parametrize("case", CLUSTERS, ids=_ids)
+def test_the_router_pod_takes_no_gpu_no_model_cache_no_token(case: Case) -> None:
+    plan = case.plan()
+    (deployment,) = [o for o in plan.objects if o["metadata"]["name"] == plan.router]
+    assert deployment["metadata"]["labels"][names.LABEL_COMPONENT] == "router"
+    pod = deployment["spec"]["template"]["spec"]
+    assert "initContainers" not in pod  # no weight download
+    assert "resourceClaims" not in pod
+    assert [v["name"] for v in pod["volumes"]] == ["dshm"]  # no cache, no Secret
+    (c,) = pod["containers"]
+    assert c["volumeMounts"] == [{"name": "dshm", "mountPath": "/dev/shm"}]
+    assert c["env"] == []
+    assert set(c["resources"]["limits"]) == {"cpu", "memory"}
+    assert "claims" not in c["resources"]
+    # Placed with the stack's pods, where the image was pre-pulled.
+    (prepull,) = [o for o in plan.objects if o["kind"] == "DaemonSet"]
+    assert pod["nodeSelector"] == prepull["spec"]["template"]["spec"]["nodeSelector"]
+    # The instances' pods, by contrast, carry the cache and the token and are not the endpoint.
+    for obj in plan.objects:
+        if obj["kind"] in POD_KINDS and obj["metadata"]["name"] != plan.router:
+            for t in _templates(obj):
+                assert names.LABEL_ENDPOINT not in t["metadata"]["labels"]
+                assert "model-cache" in [v["name"] for v in t["spec"]["volumes"]]
+
+
+def test_a_multi_node_instance_rendezvouses_on_its_own_leader() -> None:
+    plan = H200_REPLICAS_LWS.plan()
+    for instance in ("replica-0", "replica-1"):
+        (lws,) = [o for o in plan.objects if o["metadata"]["name"] == f"h200-2x2-{instance}"]
+        validate(lws)
+        leader_spec, worker_spec = pod_specs(lws)
+        leader_argv = next(iter(containers(leader_spec).values()))["command"]
+        worker_argv = next(iter(containers(worker_spec).values()))["command"]
+        address = f"h200-2x2-{instance}-0.h200-2x2-{instance}.glm:5000"
+        for argv in (leader_argv, worker_argv):
+            assert argv[argv.index("--dist-init-addr") + 1] == address
+        assert leader_argv[leader_argv.index("--node-rank") + 1] == "0"
+        # The rank within the instance, not the recipe's node number (2 and 3 for replica-1).
+        assert worker_argv[worker_argv.index("--node-rank") + 1] == f"$({LWS_WORKER_INDEX})"
+
+
+def test_a_multi_node_instance_without_the_lws_crd_is_refused_naming_the_field() -> None:
+    case = Case("h200-2x2", "h200", "high-throughput", options={"replicas": 2}, nodes=2)
+    with pytest.raises(KubernetesRenderError) as info:
+        case.plan()
+    assert info.value.field == "nodes.source.leaderWorkerSet"
+    assert "replica-0 runs on 2 nodes" in info.value.message
+
+
+def test_one_node_replicas_need_no_lws() -> None:
+    assert not H200_REPLICAS.source.leader_worker_set
+    assert [o["kind"] for o in H200_REPLICAS.plan().objects if o["kind"] in POD_KINDS] == ["Deployment"] * 3
+
+
+def test_the_catalog_cluster_on_kubernetes() -> None:
+    b = load_stack("mi355x-k8s-replicas")
+    plan = kubernetes_plan("mi355x-k8s-replicas", b.spec)
+    for obj in plan.objects:
+        validate(obj)
+    router = next(launch for launch in plan.launches if launch.name == "router")
+    assert _router_urls(list(router.argv)) == [
+        "http://mi355x-k8s-replicas-replica-0.glm:31000",
+        "http://mi355x-k8s-replicas-replica-1.glm:31000",
+    ]
+    assert router.argv[router.argv.index("--policy") + 1] == "round_robin"
+    assert plan.endpoint == "http://mi355x-k8s-replicas.glm.svc:30000/v1"
+    # hostPath cache: each replica downloads into its own node's cache before it serves.
+    for instance in ("replica-0", "replica-1"):
+        (dep,) = [
+            o
+            for o in plan.objects
+            if o["kind"] == "Deployment" and o["metadata"]["name"] == f"mi355x-k8s-replicas-{instance}"
+        ]
+        inits = [c["name"] for c in dep["spec"]["template"]["spec"]["initContainers"]]
+        assert inits[0] == "weights-client"
