@@ -42,6 +42,20 @@ def _depth_ok(doc: Any) -> bool:
     return True
 
 
+# YAML 1.1's booleans as PyYAML reads them: without the single letters y, Y, n and N, which YAML
+# 1.1 lists and ruamel.yaml takes, so `sshUser: n` stays the text a PyYAML writer meant.
+_PYYAML_BOOL = re.compile(r"^(?:yes|Yes|YES|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF)$")
+
+
+def _pyyaml_booleans(resolver: Any) -> None:
+    from ruamel.yaml.resolver import implicit_resolvers
+
+    for versions, tag, regexp, first in implicit_resolvers:
+        if (1, 1) in versions:
+            bool_tag = tag == "tag:yaml.org,2002:bool"
+            resolver.add_version_implicit_resolver((1, 1), tag, _PYYAML_BOOL if bool_tag else regexp, first)
+
+
 def parse_yaml(text: str) -> Any:
     # Imported here: ruamel.yaml costs about 0.1 s, and refusals that never parse should not pay it.
     from ruamel.yaml import YAML
@@ -51,6 +65,7 @@ def parse_yaml(text: str) -> Any:
     too_deep = f"nested more than {MAX_DEPTH} levels deep (a stack file needs about eight)"
     loader = YAML(typ="safe", pure=True)
     loader.version = (1, 1)  # read as PyYAML does (yes/no booleans, 0755 octal): files written for it
+    _pyyaml_booleans(loader.resolver)
     try:
         with warnings.catch_warnings():  # its YAML 1.1 float advice is a paragraph on stderr
             warnings.simplefilter("ignore")

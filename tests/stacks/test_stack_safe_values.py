@@ -315,3 +315,15 @@ def _dsa_public_key() -> str:
 
     public = dsa.generate_private_key(key_size=1024).public_key()
     return public.public_bytes(Encoding.OpenSSH, PublicFormat.OpenSSH).decode()
+
+
+def test_single_letters_stay_text_as_pyyaml_reads_them():
+    """YAML 1.1 lists y/n as booleans and ruamel.yaml takes them; PyYAML, which writes the files a
+    script produces, does not: `N` must come back as the text written."""
+    import yaml
+
+    from flashfleet.stack.yamlfile import parse_yaml
+
+    doc = {"a": "N", "b": "y", "c": "off", "d": True, "e": "0755"}
+    assert parse_yaml(yaml.safe_dump(doc)) == doc
+    assert parse_yaml("a: yes\nb: Off\nc: 0755\n") == {"a": True, "b": False, "c": 493}
