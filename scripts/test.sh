@@ -62,15 +62,16 @@ wait_ansible_lint() {
   return "$lint_rc"
 }
 
-# two workers (pytest-xdist): the fast tier is CPU-bound in-process work and short subprocesses;
-# every test keeps to its own tmp_path and port-0 servers, so order and sharing do not matter
+# two workers (pytest-xdist): the fast tier is CPU-bound in-process work and short subprocesses.
+# --dist loadscope keeps each module on one worker: the README walkthrough's blocks build on the
+# files earlier blocks wrote in its module's scratch folder, which a split across workers loses.
 fast_tier() {
   local started=$SECONDS rc=0
   python_lint || rc=$?
   echo "== ruff and mypy took $((SECONDS - started)) s"
   start_ansible_lint
   echo "== pytest, fast tier (-m 'not slow', 2 workers; needs no set-up)"
-  uv run --frozen --group dev pytest -m "not slow" -n 2 --durations=10 "$@" || rc=$?
+  uv run --frozen --group dev pytest -m "not slow" -n 2 --dist loadscope --durations=10 "$@" || rc=$?
   wait_ansible_lint || rc=$?
   echo "== fast tier took $((SECONDS - started)) s"
   return "$rc"
