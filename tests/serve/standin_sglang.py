@@ -1,4 +1,4 @@
-"""A stand-in SGLang server (or router), standard library only: what the tests, the examples and
+"""A stand-in SGLang server, standard library only: what the tests, the examples and
 the stand-in images run in place of `sglang serve`.
 
 It speaks what flashfleet and bench_serving call: GET /health, /health_generate, /v1/models,
@@ -35,8 +35,8 @@ Two entries, one server:
   command line wins) and exits when the file is missing, not YAML or unreadable; with an API key
   (`--api-key` or `api-key:` there) every path but /health*, /ready* and /metrics* answers 401
   unless the request carries `Authorization: Bearer <key>` (srt/utils/auth.py,
-  decide_request_auth, NORMAL level). `python -m sglang_router.launch_router` argv makes it the
-  router: it forwards to its `--decode` worker. With `--hicache-storage-backend mooncake` it joins
+  decide_request_auth, NORMAL level). It is no router: where a router runs, the tests run the
+  real one (tests/serve/real_router.py, tests/serve/fake_docker.py). With `--hicache-storage-backend mooncake` it joins
   the real Mooncake store as its L3 tier.
 """
 
@@ -127,7 +127,6 @@ class StandinState:
     reasoning_parser: bool = False  # --reasoning-parser: reasoning_content apart from content
     tool_call_parser: bool = False  # --tool-call-parser: tools answered with a tool call
     answers: bool = False  # chat answers the question (the verify checks) instead of "wN" tokens
-    forward_to: str | None = None  # router: every path but /health goes to this worker
     knobs_path: str | None = None  # JSON knobs read per request (load_seconds, image_mode)
     l3: Store | None = field(default_factory=MemoryStore)  # HiCache's storage tier; None: no L3
     model_path: str = MODEL  # --model-path (what /server_info and /model_info report)
@@ -360,25 +359,11 @@ def _handler(state: StandinState) -> type[BaseHTTPRequestHandler]:
                 return False
             return True
 
-        def _forward(self, body: bytes | None) -> None:
-            # The router forwards to its decode worker, as a PD router does.
-            req = urllib.request.Request(
-                f"{state.forward_to}{self.path}", data=body, method=self.command,
-                headers={"Content-Type": "application/json"},
-            )  # fmt: skip
-            try:
-                with urllib.request.urlopen(req, timeout=30) as resp:
-                    self._json(resp.status, json.load(resp))
-            except OSError as err:
-                self._json(502, {"error": f"worker unreachable: {err}"})
-
         def do_GET(self) -> None:
             state.record(self.path, {})
             if self._refused():
                 return
-            if state.forward_to is not None and self.path != "/health":
-                self._forward(None)
-            elif self.path in ("/health", "/health_generate"):
+            if self.path in ("/health", "/health_generate"):
                 if state.healthy:
                     self._json(200, {})
                 else:
@@ -407,9 +392,7 @@ def _handler(state: StandinState) -> type[BaseHTTPRequestHandler]:
             state.record(self.path, body)
             if self._refused():
                 return
-            if state.forward_to is not None:
-                self._forward(raw)
-            elif self.path in GENERATION_PATHS:
+            if self.path in GENERATION_PATHS:
                 self._generate(body)
             elif self.path == "/flush_cache":
                 state.flush()
@@ -666,19 +649,19 @@ def join_mooncake(argv: list[str]) -> Store | None:
 
 def state_from_argv(argv: list[str], knobs_path: str = KNOBS) -> StandinState:
     """The server the container's (config-merged) argv asks for; answers come at once."""
-    router = "sglang_router.launch_router" in argv
+    if "sglang_router.launch_router" in argv:
+        sys.exit("the stand-in is no router: run the real sglang_router")
     mode = flag(argv, "--disaggregation-mode")  # "null" (the default), "prefill" or "decode"
     return StandinState(
         ttft_s=0.0, itl_s=0.0, answers=True, knobs_path=knobs_path,
         model=flag(argv, "--served-model-name") or flag(argv, "--model-path") or "",
         model_path=flag(argv, "--model-path") or "",
-        disaggregation=None if router or mode not in ("prefill", "decode") else mode,
+        disaggregation=mode if mode in ("prefill", "decode") else None,
         bootstrap_port=int(flag(argv, "--disaggregation-bootstrap-port", "8998") or 8998),
         api_key=flag(argv, "--api-key"), metrics="--enable-metrics" in argv,
         models_route="--encoder-only" not in argv,
         reasoning_parser="--reasoning-parser" in argv, tool_call_parser="--tool-call-parser" in argv,
-        forward_to=flag(argv, "--decode") if router else None,
-        l3=None if router else join_mooncake(argv),
+        l3=join_mooncake(argv),
     )  # fmt: skip
 
 
