@@ -36,8 +36,8 @@ Two entries, one server:
   (`--api-key` or `api-key:` there) every path but /health*, /ready* and /metrics* answers 401
   unless the request carries `Authorization: Bearer <key>` (srt/utils/auth.py,
   decide_request_auth, NORMAL level). It is no router: where a router runs, the tests run the
-  real one (tests/serve/real_router.py, tests/serve/fake_docker.py). With `--hicache-storage-backend mooncake` it joins
-  the real Mooncake store as its L3 tier.
+  real one (tests/serve/real_router.py, tests/serve/fake_docker.py). With
+  `--hicache-storage-backend mooncake` it joins the real Mooncake store as its L3 tier.
 """
 
 from __future__ import annotations
@@ -297,7 +297,7 @@ def fetch_kv(body: dict[str, Any], wait_s: float) -> str | None:
             return None
         except OSError as err:  # 404 until the prefill holds the room, or no bootstrap server
             if time.monotonic() >= deadline:
-                return f"KV transfer for bootstrap_room {body['bootstrap_room']} failed: {url}: {err}"
+                return f"Decode handshake failed for bootstrap_room {body['bootstrap_room']}: {url}: {err}"
         time.sleep(0.005)
 
 
@@ -425,7 +425,8 @@ def _handler(state: StandinState) -> type[BaseHTTPRequestHandler]:
             elif state.disaggregation == "decode" and room is not None:
                 missing = fetch_kv(body, state.kv_wait_s)
                 if missing:
-                    self._abort(stream, 500, "INTERNAL_SERVER_ERROR", missing)
+                    # as SGLang's decode aborts a failed handshake (decode.py, KVPoll.Failed)
+                    self._abort(stream, 500, "INTERNAL_SERVER_ERROR" if stream else "500", missing)
                     state.log(Served(self.path, prompt, tokens_of(prompt), 0, room, missing))
                     return
                 wait = 0.0  # the first token follows the transfer
@@ -434,8 +435,9 @@ def _handler(state: StandinState) -> type[BaseHTTPRequestHandler]:
             state.log(Served(self.path, prompt, tokens_of(prompt), len(words), room))
 
         def _abort(self, stream: bool, code: int, kind: str, message: str) -> None:
-            """SGLang's answer to an aborted request: the OpenAI error body with its status, or,
-            once a stream has started, 200 and one error chunk (serving_base.py)."""
+            """SGLang's answer to an aborted request: the OpenAI error body with its status (type
+            "BadRequestError" for 400, the code for others), or, once a stream has started, 200
+            and one error chunk typed by the status's name (serving_base.py, serving_chat.py)."""
             error = {"object": "error", "message": message, "type": kind, "param": None, "code": code}
             if not stream:
                 self._json(code, error)

@@ -271,7 +271,8 @@ def test_a_decode_whose_room_never_reaches_the_prefill_fails() -> None:
         }
         code, text = post(f"{d.url}/v1/chat/completions", body)
     assert code == 500
-    assert "bootstrap_room 9" in json.loads(text)["message"]
+    assert json.loads(text)["type"] == "500"
+    assert "Decode handshake failed for bootstrap_room 9" in json.loads(text)["message"]
     assert "sglang:generation_tokens_total" not in decode.counters
 
 
