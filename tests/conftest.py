@@ -99,6 +99,7 @@ SLOW_PATHS = {
     "serve/test_api_key_host.py": ("hosts",),
     "serve/test_converge_skip.py": ("hosts",),
     "serve/test_site.py": ("hosts",),
+    "serve/test_real_router.py": ("oracle",),  # the router comes with the oracle venv
     "serve/test_standin_sglang.py::test_auth_decisions_match_sglangs": ("oracle",),
     "serve/test_teardown_converges.py": ("hosts",),
     "stacks/test_api_key.py::test_real_sglang_reads_the_key_from_the_config_file_the_role_writes": (

@@ -31,6 +31,9 @@ STACKS = sorted(
     if yaml.safe_load(p.read_text())["config"]["flashfleet:stack"]["nodes"]["source"]["kind"] != "kubernetes"
 )
 PROBE = "flashfleet-probe "
+ROUTER = ["-m", "sglang_router.launch_router"]
+# what the real router prints once it listens: --mini-lb's uvicorn, or the Rust router
+ROUTER_UP = ("Uvicorn running on http://", "Starting server on")
 _RUNS = itertools.count()  # one unit name per launch: a journal per container
 
 
@@ -173,6 +176,16 @@ def _run_as_rendered(engine: Engine, host: str, unit: str, argv: list[str]) -> t
     )
 
 
+def _wait_for_output(engine: Engine, host: str, unit: str, lines: tuple[str, ...]) -> None:
+    deadline, log = time.monotonic() + 120, ""
+    while time.monotonic() < deadline:
+        log = engine.sh(host, f"cat /run/{unit}.log").stdout
+        if any(line in log for line in lines):
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"{unit} never printed any of {lines}:\n{log[-3000:]}")
+
+
 def _stop(engine: Engine, host: str, unit: str, name: str) -> None:
     engine.sh(
         host,
@@ -227,5 +240,7 @@ def test_catalog_launch_runs_on_the_real_engine(engine: Engine, stack: str) -> N
             if process["vendor"] == "nvidia" and process["gpus"]:
                 last = engine.sh(host, "tail -1 /run/flashfleet-test/gpu-requests.jsonl").stdout
                 assert json.loads(last)["devices"] == process["gpus"]
+            if process["argv"][1:3] == ROUTER:  # the image's real sglang_router starts
+                _wait_for_output(engine, host, unit, ROUTER_UP)
         finally:
             _stop(engine, host, unit, process["container_name"])

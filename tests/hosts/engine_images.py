@@ -1,10 +1,11 @@
 """Stand-in SGLang base images for a real Docker engine on a test host, made without a registry.
 
 `docker import` of the test-host rootfs (Debian 12 with python3, docs and apt lists left out)
-plus the files in `image/`: a `sglang` entry point and `python -m sglang_router.launch_router`
-that print what the container sees (`flashfleet-probe {json}`) and then run the
-OpenAI-compatible stand-in server (tests/serve/standin_sglang.py). One import per host; every
-pinned name is a tag of it.
+plus the files in `image/`: a `sglang` entry point that prints what the container sees
+(`flashfleet-probe {json}`) and then runs the OpenAI-compatible stand-in server
+(tests/serve/standin_sglang.py), and the real SGLang router (sglang-router with what it imports,
+tests/hosts/router_site.py) in the image's dist-packages, behind a `python` that prints the same
+probe line and then runs python3. One import per host; every pinned name is a tag of it.
 
 Like the upstream images, the system Python takes `python3 -m pip install`: pip is the
 rootfs's own wheel (Debian's python3-pip-whl) unpacked into site-packages, and Debian's
@@ -22,6 +23,7 @@ import zipfile
 from pathlib import Path
 
 from .harness import BASE_ROOTFS, HostPool
+from .router_site import copy_router_site
 
 HERE = Path(__file__).parent
 STANDIN_SERVER = HERE.parent / "serve/standin_sglang.py"
@@ -32,7 +34,7 @@ EXCLUDE = ("./usr/share/doc", "./usr/share/man", "./usr/share/locale", "./var/li
 SITE = "usr/local/lib/python3.11/dist-packages"
 # What the overlay adds, named one by one: docker import refuses a path twice in its tarball.
 ADDED = ("./opt/flashfleet-standin", "./usr/local/bin/sglang", "./usr/local/bin/python",
-         f"./{SITE}/sglang_router", "./etc/apt/sources.list.d/debian.sources")  # fmt: skip
+         "./etc/apt/sources.list.d/debian.sources")  # fmt: skip
 APT_KEY = "./etc/apt/trusted.gpg.d/flashfleet-test.asc"
 
 
@@ -54,18 +56,15 @@ def _overlay(root: Path, apt_repo: str, apt_key: str) -> list[str]:
     bin_dir = root / "usr/local/bin"
     bin_dir.mkdir(parents=True)
     shutil.copy(HERE / "image/sglang", bin_dir / "sglang")
-    (bin_dir / "python").symlink_to("/usr/bin/python3")  # the upstream images have `python`
-    router = root / SITE / "sglang_router"
-    router.mkdir(parents=True)
-    (router / "__init__.py").write_text("")
-    shutil.copy(HERE / "image/launch_router.py", router / "launch_router.py")
+    shutil.copy(HERE / "image/python", bin_dir / "python")  # the upstream images have `python`
+    router = [f"./{SITE}/{name}" for name in copy_router_site(root / SITE)]
     sources = root / "etc/apt/sources.list.d/debian.sources"
     sources.parent.mkdir(parents=True)
     sources.write_text(f"Types: deb\nURIs: {apt_repo}\nSuites: bookworm\nComponents: main\n")
     key = root / APT_KEY
     key.parent.mkdir(parents=True)
     key.write_text(apt_key)
-    return [*ADDED, APT_KEY, *_pip(root)]
+    return [*ADDED, APT_KEY, *router, *_pip(root)]
 
 
 def import_image(pool: HostPool, host: str, ref: str, apt_repo: str, apt_key: str) -> str:

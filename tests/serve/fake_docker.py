@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """The container boundary on a test host: `docker run ... IMAGE CMD...` records the argv and the
 environment the container would get (--env-file and -e) and execs the OpenAI-compatible stand-in
-in its place; `stop`, `rm -f`, `container inspect` and `ps` act on those stand-ins. There is no
+in its place, or, for `python -m sglang_router.launch_router ...`, the real SGLang router (installed
+on the host by tests/serve/lab.py); `stop`, `rm -f`, `container inspect` and `ps` act on those
+processes. There is no
 mount namespace: the stand-in is told the -v bind mounts and opens the files its flags name
 (`--config`) only through them, so a file the container was not given is not there."""
 
@@ -15,6 +17,8 @@ STATE = "/var/lib/fake-docker"
 STANDIN = "/usr/local/lib/fake-docker/standin_sglang.py"
 MOUNTS_ENV = "FLASHFLEET_TEST_MOUNTS"  # read by the stand-in (standin_sglang.host_path)
 MOONCAKE_PYTHON = "/opt/flashfleet/mooncake/venv/bin/python"  # the store client, for L3 stacks
+ROUTER_SITE = "/usr/local/lib/fake-docker/sglang-router"  # sglang-router and what it imports
+ROUTER = ["-m", "sglang_router.launch_router"]
 VALUE_FLAGS = {
     "--name",
     "--network",
@@ -93,6 +97,14 @@ def run(args: list[str]) -> None:
         f.write(json.dumps(rec) + "\n")
     # -v HOST:CONTAINER[:OPTIONS]
     mounts = [value.split(":")[:2] for flag, value in opts if flag in ("-v", "--volume")]
+    if cmd[:1] in (["python"], ["python3"]) and cmd[1:3] == ROUTER:
+        if not os.path.isdir(ROUTER_SITE):
+            sys.exit(f"fake docker: no real router on this host ({ROUTER_SITE} missing)")
+        os.execve(
+            "/usr/bin/python3",
+            ["/usr/bin/python3", *cmd[1:]],
+            {"PATH": "/usr/bin:/bin", **env, "PYTHONPATH": ROUTER_SITE},
+        )
     python = MOONCAKE_PYTHON if os.path.exists(MOONCAKE_PYTHON) else "/usr/bin/python3"
     os.execve(
         python,

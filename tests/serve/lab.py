@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from hosts.harness import CACHE, LOGIN_USER, HostPool, HostSpec
+from hosts.router_site import copy_router_site
 
 from flashfleet.bringup.playbook_run import Progress, RunResult, run_playbook
 from flashfleet.inventory import build_inventory
@@ -154,9 +155,11 @@ def serve_lab(names: Sequence[str]) -> Iterator[ServeLab]:
 
 
 def install_fake_docker(lab: ServeLab, host: str) -> None:
-    """/usr/bin/docker on `host` becomes the recording fake that starts the OpenAI stand-in."""
+    """/usr/bin/docker on `host` becomes the recording fake that starts the OpenAI stand-in, or
+    the real SGLang router for a router container (its packages copied onto the host)."""
     root = lab.pool.hosts[host].root
     (root / "usr/local/lib/fake-docker").mkdir(parents=True)
+    copy_router_site(root / "usr/local/lib/fake-docker/sglang-router")
     (root / "usr/local/lib/fake-docker/standin_sglang.py").write_text(
         (HERE / "standin_sglang.py").read_text()
     )

@@ -1,4 +1,4 @@
-"""A stand-in SGLang server (or router), standard library only: what the tests, the examples and
+"""A stand-in SGLang server, standard library only: what the tests, the examples and
 the stand-in images run in place of `sglang serve`.
 
 It speaks what flashfleet and bench_serving call: GET /health, /health_generate, /v1/models,
@@ -12,10 +12,20 @@ really sent.
 Two entries, one server:
 - in process (``StandinServer(StandinState(...))`` on 127.0.0.1): each output token is the word
   "wN"; switches make it misbehave on purpose: empty answers, failed requests, ranks that never
-  come up, an L3 tier that takes writes but never returns a hit. ``prefill``/``decode`` peers
+  come up, an L3 tier that takes writes but never returns a hit. ``disaggregation`` makes it
+  one server of a PD pair as the real router drives it (below). ``prefill``/``decode`` peers
   make it a PD router: each generation's prompt tokens are counted on the prefill peer and its
   output tokens on the decode peer, as the two servers of a real pair would count them; a router
   whose prefill peer is None lets decode do everything (the silent fallback).
+- a PD pair under the real router (``--disaggregation-mode prefill|decode``): the router sends
+  the same request to a prefill and a decode server with ``bootstrap_host``, ``bootstrap_port``
+  (the prefill's) and ``bootstrap_room`` added. As in SGLang 0.5.23 (scheduler.py,
+  "Disaggregated request received without bootstrap room id") either server refuses a request
+  without a room with 400 (an error chunk after 200 when streaming). The prefill counts the
+  prompt tokens, answers its one token and holds the room's "KV" on its bootstrap server
+  (``--disaggregation-bootstrap-port``, default 8998); the decode fetches that room from
+  ``bootstrap_host:bootstrap_port`` (waiting for the prefill, as a real decode waits for the
+  transfer), then streams and counts the output tokens: a room that never arrives fails it.
 - ``python3 standin_sglang.py ARGV...`` in a container: started with the container's argv and
   environment, it answers the way the real server's flags say, and chat answers what the verify
   checks ask (a sum, a greeting, a tool call, the colour of an image). Knobs, read per request,
@@ -25,9 +35,9 @@ Two entries, one server:
   command line wins) and exits when the file is missing, not YAML or unreadable; with an API key
   (`--api-key` or `api-key:` there) every path but /health*, /ready* and /metrics* answers 401
   unless the request carries `Authorization: Bearer <key>` (srt/utils/auth.py,
-  decide_request_auth, NORMAL level). `python -m sglang_router.launch_router` argv makes it the
-  router: it forwards to its `--decode` worker. With `--hicache-storage-backend mooncake` it joins
-  the real Mooncake store as its L3 tier.
+  decide_request_auth, NORMAL level). It is no router: where a router runs, the tests run the
+  real one (tests/serve/real_router.py, tests/serve/fake_docker.py). With
+  `--hicache-storage-backend mooncake` it joins the real Mooncake store as its L3 tier.
 """
 
 from __future__ import annotations
@@ -84,6 +94,18 @@ class MemoryStore:
         return 0
 
 
+@dataclass(frozen=True)
+class Served:
+    """One generation a server answered: what a test reads to see which worker got which request."""
+
+    path: str
+    prompt: str
+    prompt_tokens: int
+    output_tokens: int
+    bootstrap_room: int | None = None
+    error: str | None = None  # the refusal or failure it answered instead
+
+
 @dataclass
 class StandinState:
     ttft_s: float = 0.02
@@ -105,9 +127,14 @@ class StandinState:
     reasoning_parser: bool = False  # --reasoning-parser: reasoning_content apart from content
     tool_call_parser: bool = False  # --tool-call-parser: tools answered with a tool call
     answers: bool = False  # chat answers the question (the verify checks) instead of "wN" tokens
-    forward_to: str | None = None  # router: every path but /health goes to this worker
     knobs_path: str | None = None  # JSON knobs read per request (load_seconds, image_mode)
     l3: Store | None = field(default_factory=MemoryStore)  # HiCache's storage tier; None: no L3
+    model_path: str = MODEL  # --model-path (what /server_info and /model_info report)
+    disaggregation: str | None = None  # --disaggregation-mode: "prefill" or "decode"
+    bootstrap_port: int = 8998  # prefill: its bootstrap server's port (0: a free one, in process)
+    kv_wait_s: float = 10.0  # decode: how long a room's KV may take to arrive from the prefill
+    kv: dict[int, int] = field(default_factory=dict)  # prefill: bootstrap_room -> prompt tokens
+    served_log: list[Served] = field(default_factory=list)  # every generation answered, in order
     started: float = field(default_factory=time.monotonic)
     counters: dict[str, float] = field(default_factory=dict)
     device: set[str] = field(default_factory=set)  # prefixes in the device and host tiers
@@ -130,9 +157,24 @@ class StandinState:
         with self.lock:
             self.counters[name] = self.counters.get(name, 0.0) + value
 
+    def log(self, served: Served) -> None:
+        with self.lock:
+            self.served_log.append(served)
+
     def served(self, prompt: str, output_tokens: int) -> None:
         """Count one finished generation the way the servers behind this one would."""
         prompt_tokens = tokens_of(prompt)
+        if self.disaggregation == "prefill":  # no peers: the prefill of a real pair
+            for metric, value in (("sglang:prompt_tokens_total", prompt_tokens),
+                                  ("sglang:generation_tokens_total", output_tokens),
+                                  ("sglang:num_requests_total", 1)):  # fmt: skip
+                self.count(metric, value)
+            self.serve_prefix(prompt)
+            return
+        if self.disaggregation == "decode":  # the prompt was prefilled (and counted) elsewhere
+            self.count("sglang:generation_tokens_total", output_tokens)
+            self.count("sglang:num_requests_total", 1)
+            return
         decode = self.decode or self
         prefill = self.prefill or decode  # no prefill peer: decode prefills too (the silent fallback)
         for server, metric, value in (
@@ -239,6 +281,50 @@ def answer(state: StandinState, req: dict[str, Any]) -> dict[str, Any]:
     return message
 
 
+def _room(body: dict[str, Any]) -> int | None:
+    room = body.get("bootstrap_room")
+    return None if room is None else int(room)
+
+
+def fetch_kv(body: dict[str, Any], wait_s: float) -> str | None:
+    """A decode server's transfer: the room's KV from the prefill's bootstrap server, waited for
+    while that prefill runs. Returns why it failed, or None once the KV is there."""
+    url = f"http://{body.get('bootstrap_host')}:{body.get('bootstrap_port')}/kv/{body['bootstrap_room']}"
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=2).close()
+            return None
+        except OSError as err:  # 404 until the prefill holds the room, or no bootstrap server
+            if time.monotonic() >= deadline:
+                return f"Decode handshake failed for bootstrap_room {body['bootstrap_room']}: {url}: {err}"
+        time.sleep(0.005)
+
+
+def _bootstrap_handler(state: StandinState) -> type[BaseHTTPRequestHandler]:
+    """The prefill's bootstrap server: GET /kv/ROOM answers once that room has been prefilled."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            room = self.path.removeprefix("/kv/")
+            with state.lock:
+                tokens = state.kv.get(int(room)) if room.isdigit() else None
+            code, body = (
+                (404, b"{}") if tokens is None else (200, json.dumps({"prompt_tokens": tokens}).encode())
+            )
+            if self.path == "/health":
+                code, body = 200, b"{}"
+            self.send_response(code)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    return Handler
+
+
 def _handler(state: StandinState) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.0"  # the body ends when the connection closes: simple streaming
@@ -273,25 +359,11 @@ def _handler(state: StandinState) -> type[BaseHTTPRequestHandler]:
                 return False
             return True
 
-        def _forward(self, body: bytes | None) -> None:
-            # The router forwards to its decode worker, as a PD router does.
-            req = urllib.request.Request(
-                f"{state.forward_to}{self.path}", data=body, method=self.command,
-                headers={"Content-Type": "application/json"},
-            )  # fmt: skip
-            try:
-                with urllib.request.urlopen(req, timeout=30) as resp:
-                    self._json(resp.status, json.load(resp))
-            except OSError as err:
-                self._json(502, {"error": f"worker unreachable: {err}"})
-
         def do_GET(self) -> None:
             state.record(self.path, {})
             if self._refused():
                 return
-            if state.forward_to is not None and self.path != "/health":
-                self._forward(None)
-            elif self.path in ("/health", "/health_generate"):
+            if self.path in ("/health", "/health_generate"):
                 if state.healthy:
                     self._json(200, {})
                 else:
@@ -301,10 +373,16 @@ def _handler(state: StandinState) -> type[BaseHTTPRequestHandler]:
             elif self.path == "/v1/models" and state.models_route:
                 self._json(200, {"object": "list", "data": [{"id": state.model, "object": "model", "owned_by": "sglang"}]})  # fmt: skip
             elif self.path in ("/server_info", "/get_server_info"):
+                # SGLang answers its server args plus the scheduler's state; the router reads
+                # model_path, served_model_name and dp_size from it
                 states = [{"dp_rank": r} for r in range(min(state.dp_ready, state.dp_size))]
-                self._json(200, {"version": "standin", "dp_size": state.dp_size, "internal_states": states})
+                self._json(200, {"version": "standin", "model_path": state.model_path,
+                                 "tokenizer_path": state.model_path, "served_model_name": state.model,
+                                 "dp_size": state.dp_size, "disaggregation_mode": state.disaggregation or "null",
+                                 "internal_states": states})  # fmt: skip
             elif self.path in ("/model_info", "/get_model_info"):
-                self._json(200, {"model_path": state.model, "tokenizer_path": state.model, "is_generation": True})  # fmt: skip
+                self._json(200, {"model_path": state.model_path, "tokenizer_path": state.model_path,
+                                 "is_generation": True})  # fmt: skip
             else:
                 self._json(404, {"error": "not found"})
 
@@ -314,9 +392,7 @@ def _handler(state: StandinState) -> type[BaseHTTPRequestHandler]:
             state.record(self.path, body)
             if self._refused():
                 return
-            if state.forward_to is not None:
-                self._forward(raw)
-            elif self.path in GENERATION_PATHS:
+            if self.path in GENERATION_PATHS:
                 self._generate(body)
             elif self.path == "/flush_cache":
                 state.flush()
@@ -332,9 +408,45 @@ def _handler(state: StandinState) -> type[BaseHTTPRequestHandler]:
             prompt = json.dumps(
                 body.get("text") or body.get("input_ids") or body.get("messages") or body.get("prompt")
             )
+            stream, room = bool(body.get("stream", False)), _room(body)
+            if state.disaggregation is not None and room is None:
+                why = "Invalid request: Disaggregated request received without bootstrap room id."
+                self._abort(stream, 400, "BadRequestError" if not stream else "BAD_REQUEST", why)
+                state.log(Served(self.path, prompt, tokens_of(prompt), 0, None, why))
+                return
             message, words = self._output(body)
-            self._stream(prompt, words, message, bool(body.get("stream", False)))  # no stream unless asked
+            wait = state.ttft_s
+            if state.disaggregation == "prefill" and room is not None:
+                time.sleep(state.ttft_s)  # the prefill's forward pass, then the KV is ready
+                with state.lock:
+                    state.kv[room] = tokens_of(prompt)
+                words, wait = words[:1], 0.0  # a prefill server answers its first token only
+                message = {**message, "content": " ".join(words)} if message.get("content") else message
+            elif state.disaggregation == "decode" and room is not None:
+                missing = fetch_kv(body, state.kv_wait_s)
+                if missing:
+                    # as SGLang's decode aborts a failed handshake (decode.py, KVPoll.Failed)
+                    self._abort(stream, 500, "INTERNAL_SERVER_ERROR" if stream else "500", missing)
+                    state.log(Served(self.path, prompt, tokens_of(prompt), 0, room, missing))
+                    return
+                wait = 0.0  # the first token follows the transfer
+            self._stream(prompt, words, message, stream, wait)  # no stream unless asked
             state.served(prompt, len(words))
+            state.log(Served(self.path, prompt, tokens_of(prompt), len(words), room))
+
+        def _abort(self, stream: bool, code: int, kind: str, message: str) -> None:
+            """SGLang's answer to an aborted request: the OpenAI error body with its status (type
+            "BadRequestError" for 400, the code for others), or, once a stream has started, 200
+            and one error chunk typed by the status's name (serving_base.py, serving_chat.py)."""
+            error = {"object": "error", "message": message, "type": kind, "param": None, "code": code}
+            if not stream:
+                self._json(code, error)
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.end_headers()
+            self._event({"error": error})
+            self.wfile.write(b"data: [DONE]\n\n")
 
         def _output(self, body: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
             """The assistant message and its output tokens."""
@@ -386,15 +498,17 @@ def _handler(state: StandinState) -> type[BaseHTTPRequestHandler]:
             return {"id": "chatcmpl-standin", "object": "chat.completion", "model": state.model,
                     "choices": [choice], "usage": usage}  # fmt: skip
 
-        def _stream(self, prompt: str, words: list[str], message: dict[str, Any], stream: bool) -> None:
+        def _stream(
+            self, prompt: str, words: list[str], message: dict[str, Any], stream: bool, ttft_s: float
+        ) -> None:
             if not stream:
-                time.sleep(state.ttft_s + state.itl_s * max(0, len(words) - 1))
+                time.sleep(ttft_s + state.itl_s * max(0, len(words) - 1))
                 self._json(200, self._whole(prompt, words, message))
                 return
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.end_headers()
-            time.sleep(state.ttft_s)
+            time.sleep(ttft_s)
             for i in range(1, len(words) + 1):
                 if i > 1:
                     time.sleep(state.itl_s)
@@ -411,13 +525,26 @@ def _handler(state: StandinState) -> type[BaseHTTPRequestHandler]:
 
 
 class StandinServer:
-    """The stand-in on 127.0.0.1, a free port, in a thread of this process."""
+    """The stand-in on 127.0.0.1, a free port, in a thread of this process; a prefill server
+    also runs its bootstrap server (on ``state.bootstrap_port``; 0: a free one, then set)."""
 
     def __init__(self, state: StandinState | None = None) -> None:
         self.state = state or StandinState()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self.state))
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._servers = [ThreadingHTTPServer(("127.0.0.1", 0), _handler(self.state))]
+        if self.state.disaggregation == "prefill":
+            bootstrap = ThreadingHTTPServer(
+                ("127.0.0.1", self.state.bootstrap_port), _bootstrap_handler(self.state)
+            )
+            self.state.bootstrap_port = int(bootstrap.server_address[1])
+            self._servers.append(bootstrap)
+        self._threads = []
+        for server in self._servers:
+            server.daemon_threads = True
+            self._threads.append(threading.Thread(target=server.serve_forever, daemon=True))
+
+    @property
+    def _server(self) -> ThreadingHTTPServer:
+        return self._servers[0]
 
     @property
     def url(self) -> str:
@@ -425,13 +552,20 @@ class StandinServer:
         return f"http://{host!s}:{port}"
 
     def __enter__(self) -> StandinServer:
-        self._thread.start()
+        for thread in self._threads:
+            thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+        self.stop()
+
+    def stop(self) -> None:
+        """Stops answering and closes the ports (a killed worker); idempotent."""
+        for server, thread in zip(self._servers, self._threads, strict=True):
+            if thread.is_alive():
+                server.shutdown()
+                thread.join(timeout=5)
+            server.server_close()
 
 
 # --- the container entry: argv, --config, the knobs file ------------------------------------
@@ -517,15 +651,19 @@ def join_mooncake(argv: list[str]) -> Store | None:
 
 def state_from_argv(argv: list[str], knobs_path: str = KNOBS) -> StandinState:
     """The server the container's (config-merged) argv asks for; answers come at once."""
-    router = "sglang_router.launch_router" in argv
+    if "sglang_router.launch_router" in argv:
+        sys.exit("the stand-in is no router: run the real sglang_router")
+    mode = flag(argv, "--disaggregation-mode")  # "null" (the default), "prefill" or "decode"
     return StandinState(
         ttft_s=0.0, itl_s=0.0, answers=True, knobs_path=knobs_path,
         model=flag(argv, "--served-model-name") or flag(argv, "--model-path") or "",
+        model_path=flag(argv, "--model-path") or "",
+        disaggregation=mode if mode in ("prefill", "decode") else None,
+        bootstrap_port=int(flag(argv, "--disaggregation-bootstrap-port", "8998") or 8998),
         api_key=flag(argv, "--api-key"), metrics="--enable-metrics" in argv,
         models_route="--encoder-only" not in argv,
         reasoning_parser="--reasoning-parser" in argv, tool_call_parser="--tool-call-parser" in argv,
-        forward_to=flag(argv, "--decode") if router else None,
-        l3=None if router else join_mooncake(argv),
+        l3=join_mooncake(argv),
     )  # fmt: skip
 
 
@@ -538,6 +676,10 @@ def main(argv: list[str]) -> None:
     host, port = flag(argv, "--host", "127.0.0.1") or "", int(flag(argv, "--port", "30000") or 30000)
     server = ThreadingHTTPServer((host, port), _handler(state))
     server.daemon_threads = True
+    if state.disaggregation == "prefill":  # SGLang's prefill binds its bootstrap server at start
+        bootstrap = ThreadingHTTPServer((host, state.bootstrap_port), _bootstrap_handler(state))
+        bootstrap.daemon_threads = True
+        threading.Thread(target=bootstrap.serve_forever, daemon=True).start()
     # the line SGLang's HTTP server (uvicorn) prints once it listens: what a log reader sees first
     print(f"INFO:     Uvicorn running on http://{host}:{port} (Press CTRL+C to quit)", flush=True)
     server.serve_forever()

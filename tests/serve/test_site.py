@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shlex
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -202,6 +203,29 @@ def test_logs_prints_each_serving_containers_output(
     assert "--node 1: no such serving node (the stack's: 0)" in capsys.readouterr().err
     # it read, it started nothing
     assert len(records(lab, "pd")) == before
+
+
+def test_the_pd_router_is_the_real_one_and_the_pair_shares_the_work(site: dict[str, Any]) -> None:
+    """The router container runs sglang_router itself (its --mini-lb here, as the seed's command
+    says); verify's requests went through it to both servers, bootstrap fields and all: the
+    prefill counted the prompts, the decode the output tokens and no prompt of its own."""
+    lab = site["lab"]
+    processes = lab.ssh("pd", "ps -eo args ww")
+    assert "sglang::router" in processes  # launch_router's own process title
+    counters = {}
+    for launch in launches(site, "pd"):
+        role = launch["container_name"].removeprefix("flashfleet-")
+        if role in ("prefill", "decode"):
+            get = f"import urllib.request as u; print(u.urlopen('http://127.0.0.1:{launch['port']}/metrics').read().decode())"
+            metrics = lab.ssh("pd", f"python3 -c {shlex.quote(get)}")
+            counters[role] = {
+                m.group(1): float(m.group(2))
+                for m in re.finditer(r"^sglang:(\w+)_total\{[^}]*\} (\S+)$", metrics, re.M)
+            }
+    assert counters["prefill"]["prompt_tokens"] > 0
+    assert counters["decode"]["prompt_tokens"] == 0
+    assert counters["decode"]["generation_tokens"] > 0
+    assert counters["decode"]["num_requests"] == counters["prefill"]["num_requests"] > 0
 
 
 def test_teardown_leaves_nothing_running_and_skips_a_gone_host(site: dict[str, Any]) -> None:

@@ -10,6 +10,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.serve.standin_sglang import StandinState
+from tests.serve.standin_sglang import StandinServer, StandinState
 
 HERE = Path(__file__).parent
 ROOT = HERE.parents[1]
@@ -195,3 +196,99 @@ def test_the_l3_tier_is_read_only_for_a_prefix_flushed_from_the_device_tier(read
     state.serve_prefix(prefix)  # only the store holds it now; it is not written twice
     assert (counter("backuped"), counter("storage_prefetch_hit")) == (4.0, 4.0 if reads else 0.0)
     assert ('cache_source="storage"' in state.metrics_text()) is reads
+
+
+def post(url: str, body: dict[str, object]) -> tuple[int, str]:
+    req = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return int(resp.status), resp.read().decode()
+    except urllib.error.HTTPError as err:
+        return int(err.code), err.read().decode()
+
+
+CHAT = {"model": "m", "messages": [{"role": "user", "content": "one two three"}], "max_tokens": 3}
+NO_ROOM = "Invalid request: Disaggregated request received without bootstrap room id."
+
+
+@pytest.mark.parametrize("mode", ["prefill", "decode"])
+def test_a_pd_server_refuses_a_request_without_a_bootstrap_room(mode: str) -> None:
+    state = StandinState(disaggregation=mode, bootstrap_port=0)
+    with StandinServer(state) as server:
+        code, body = post(f"{server.url}/v1/chat/completions", CHAT)
+        assert (code, json.loads(body)["message"], json.loads(body)["type"]) == (
+            400,
+            NO_ROOM,
+            "BadRequestError",
+        )
+        # streaming: SGLang has sent 200 already; the error comes as one chunk, then [DONE]
+        code, body = post(f"{server.url}/v1/chat/completions", {**CHAT, "stream": True})
+        events = [line.removeprefix("data: ") for line in body.splitlines() if line.startswith("data: ")]
+        assert code == 200
+        assert events[-1] == "[DONE]"
+        assert json.loads(events[0])["error"] == {"object": "error", "message": NO_ROOM, "type": "BAD_REQUEST",
+                                                  "param": None, "code": 400}  # fmt: skip
+    assert [s.error for s in state.served_log] == [NO_ROOM, NO_ROOM]
+    assert "sglang:num_requests_total" not in state.counters
+
+
+def test_a_pd_pair_shares_one_request_through_its_bootstrap_room() -> None:
+    """What the router does, by hand: the same request with the same room to both servers."""
+    prefill = StandinState(disaggregation="prefill", bootstrap_port=0, ttft_s=0.2)
+    decode = StandinState(disaggregation="decode")
+    with StandinServer(prefill) as p, StandinServer(decode) as d:
+        body = {
+            **CHAT,
+            "bootstrap_host": "127.0.0.1",
+            "bootstrap_port": prefill.bootstrap_port,
+            "bootstrap_room": 7,
+        }
+        got: dict[str, tuple[int, str]] = {}
+        sent = threading.Thread(target=lambda: got.update(decode=post(f"{d.url}/v1/chat/completions", body)))
+        sent.start()  # the decode waits for the prefill's KV
+        time.sleep(0.05)
+        got["prefill"] = post(f"{p.url}/v1/chat/completions", body)
+        sent.join(10)
+    assert json.loads(got["prefill"][1])["choices"][0]["message"]["content"] == "w0"  # its first token only
+    assert json.loads(got["decode"][1])["choices"][0]["message"]["content"] == "w0 w1 w2"
+    assert [s.bootstrap_room for s in prefill.served_log + decode.served_log] == [7, 7]
+    assert prefill.counters["sglang:prompt_tokens_total"] == decode.served_log[0].prompt_tokens
+    assert decode.counters["sglang:generation_tokens_total"] == 3
+    assert "sglang:prompt_tokens_total" not in decode.counters
+
+
+def test_a_decode_whose_room_never_reaches_the_prefill_fails() -> None:
+    prefill = StandinState(disaggregation="prefill", bootstrap_port=0)
+    decode = StandinState(disaggregation="decode", kv_wait_s=0.3)
+    with StandinServer(prefill), StandinServer(decode) as d:
+        body = {
+            **CHAT,
+            "bootstrap_host": "127.0.0.1",
+            "bootstrap_port": prefill.bootstrap_port,
+            "bootstrap_room": 9,
+        }
+        code, text = post(f"{d.url}/v1/chat/completions", body)
+    assert code == 500
+    assert json.loads(text)["type"] == "500"
+    assert "Decode handshake failed for bootstrap_room 9" in json.loads(text)["message"]
+    assert "sglang:generation_tokens_total" not in decode.counters
+
+
+def test_the_container_prefill_serves_its_bootstrap_port() -> None:
+    bootstrap = free_port()
+    proc, url = start(
+        ["--disaggregation-mode", "prefill", "--disaggregation-bootstrap-port", str(bootstrap)], None
+    )
+    try:
+        body = {**CHAT, "bootstrap_host": "127.0.0.1", "bootstrap_port": bootstrap, "bootstrap_room": 3}
+        assert post(f"{url}/v1/chat/completions", body)[0] == 200
+        with urllib.request.urlopen(f"http://127.0.0.1:{bootstrap}/kv/3", timeout=5) as resp:
+            assert json.load(resp)["prompt_tokens"] > 0  # the room is held once prefilled
+        with urllib.request.urlopen(f"{url}/server_info", timeout=5) as resp:
+            info = json.load(resp)
+        assert (info["disaggregation_mode"], info["model_path"]) == ("prefill", "zai-org/GLM-5.3-Flash")
+    finally:
+        proc.kill()
+        proc.wait()

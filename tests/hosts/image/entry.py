@@ -1,6 +1,8 @@
 """Entry point of the stand-in SGLang images: prints one `flashfleet-probe {json}` line with
 what the container was given (environment names, namespaces, mounts, devices, limits), then
-runs the OpenAI-compatible stand-in server with the container's argv."""
+runs the OpenAI-compatible stand-in server with the container's argv; as `python` (`--python
+ARGV...`), it prints the same line and then runs the image's python3 with ARGV (the real
+router's `python -m sglang_router.launch_router`)."""
 
 import json
 import os
@@ -11,11 +13,11 @@ import sys
 STANDIN = "/opt/flashfleet-standin/standin_sglang.py"
 
 
-def probe() -> dict[str, object]:
+def probe(argv: list[str]) -> dict[str, object]:
     with open("/proc/self/mountinfo") as f:
         mounts = sorted({line.split()[4] for line in f})
     return {
-        "argv": sys.argv[1:],
+        "argv": argv,
         "env": sorted(os.environ),
         "ns": {kind: os.readlink(f"/proc/self/ns/{kind}") for kind in ("ipc", "net", "pid")},
         "mounts": mounts,
@@ -27,8 +29,11 @@ def probe() -> dict[str, object]:
 
 
 def main(argv: list[str]) -> None:
+    if argv[:1] == ["--python"]:
+        print("flashfleet-probe " + json.dumps(probe(argv[1:])), flush=True)
+        os.execv("/usr/bin/python3", ["python3", *argv[1:]])
+    print("flashfleet-probe " + json.dumps(probe(argv)), flush=True)
     sys.argv = [STANDIN, *argv]
-    print("flashfleet-probe " + json.dumps(probe()), flush=True)
     runpy.run_path(STANDIN, run_name="__main__")
 
 
