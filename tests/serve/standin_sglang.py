@@ -64,6 +64,7 @@ KNOBS = "/etc/flashfleet-test/standin.json"
 MOUNTS_ENV = "FLASHFLEET_TEST_MOUNTS"
 COUNTERS = ("sglang:prompt_tokens_total", "sglang:generation_tokens_total", "sglang:num_requests_total",
             "sglang:backuped_tokens_total", "sglang:storage_prefetch_hit_tokens_total")  # fmt: skip
+RUNNING = "sglang:num_running_reqs"  # a gauge (sglang's SchedulerMetricsCollector)
 STORAGE_CACHED = 'sglang:cached_tokens_total{cache_source="storage"}'
 COLOURS = {"red": (255, 0, 0), "green": (0, 255, 0), "blue": (0, 0, 255), "yellow": (255, 255, 0),
            "black": (0, 0, 0), "white": (255, 255, 255), "orange": (255, 128, 0), "purple": (128, 0, 128)}  # fmt: skip
@@ -216,6 +217,8 @@ class StandinState:
         for name in COUNTERS:  # every counter exists from the start, as prometheus_client exports them
             lines += [f"# HELP {name} stand-in", f"# TYPE {name} counter",
                       f'{name}{{model_name="{self.model}",engine_type="unified"}} {counters.get(name, 0.0)}']  # fmt: skip
+        lines += [f"# HELP {RUNNING} stand-in", f"# TYPE {RUNNING} gauge",
+                  f'{RUNNING}{{model_name="{self.model}",engine_type="unified"}} {counters.get(RUNNING, 0.0)}']  # fmt: skip
         storage = counters.get(STORAGE_CACHED)
         lines += ["# HELP sglang:cached_tokens_total stand-in", "# TYPE sglang:cached_tokens_total counter"]
         if storage is not None:
@@ -393,7 +396,11 @@ def _handler(state: StandinState) -> type[BaseHTTPRequestHandler]:
             if self._refused():
                 return
             if self.path in GENERATION_PATHS:
-                self._generate(body)
+                state.count(RUNNING, 1)  # sglang:num_running_reqs: what a drain waits on
+                try:
+                    self._generate(body)
+                finally:
+                    state.count(RUNNING, -1)
             elif self.path == "/flush_cache":
                 state.flush()
                 self._json(200, {})
