@@ -400,6 +400,25 @@ def check_cluster(spec: StackSpec, base: str) -> list[Problem]:
     if cluster is None:
         return []
     problems = []
+    host = cluster.router.host
+    src = spec.nodes.source
+    if host is not None and not isinstance(src, ExistingSource):
+        problems.append(
+            Problem(
+                f"{base}.cluster.router.host",
+                "a router host of its own is one of the existing hosts (nodes.source.kind: existing); "
+                "on AWS and Kubernetes leave it unset",
+                "router-host-source",
+            )
+        )
+    elif host is not None and isinstance(src, ExistingSource) and host not in [h.address for h in src.hosts]:
+        problems.append(
+            Problem(
+                f"{base}.cluster.router.host",
+                f"{host} is not one of nodes.source.hosts (their address)",
+                "router-host-unknown",
+            )
+        )
     need = cluster.node_count()
     if need != spec.nodes.count:
         problems.append(
