@@ -210,6 +210,8 @@ def test_the_inventory_groups_each_instance_and_batches_updates_by_one_instance(
     decode = inv["all"]["hosts"][names[2]]["flashfleet_processes"][0]
     assert decode["router_url"] == "http://10.0.0.1:30000"
     assert decode["router_entry"] == {"url": "http://10.0.0.3:32000", "worker_type": "decode"}
+    # Clients (and verify) reach PD workers through the router only: a decode answers no chat.
+    assert [inv["all"]["hosts"][n]["flashfleet_api_port"] for n in names] == [30000, None, None]
     single = build_inventory(load_stack("h200-throughput"), ["198.51.100.1"], ["10.0.0.1"])
     assert "serve_batch" not in single["all"]["children"]  # one instance: every node at once
 
