@@ -43,8 +43,9 @@ def _prose(file: Path, text: str) -> list[tuple[int, str]]:
         return list(enumerate(text.splitlines(), 1))
     out: list[tuple[int, str]] = []
     previous = tokenize.NEWLINE
+    starts = {tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT}  # a string alone: a docstring
     for tok in tokenize.generate_tokens(io.StringIO(text).readline):
-        docstring = tok.type == tokenize.STRING and previous in {tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT}
+        docstring = tok.type == tokenize.STRING and previous in starts
         if tok.type == tokenize.COMMENT or docstring:
             out += [(tok.start[0] + i, line) for i, line in enumerate(tok.string.splitlines())]
         if tok.type not in {tokenize.COMMENT, tokenize.NL}:

@@ -14,14 +14,17 @@ SCRIPT = ROOT / "scripts" / "stale_paths.py"
 
 def _script():
     spec = importlib.util.spec_from_file_location("stale_paths", SCRIPT)
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
 def test_the_repository_names_nothing_that_is_gone() -> None:
-    done = subprocess.run([sys.executable, str(SCRIPT)], cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT)], check=False, cwd=ROOT, capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stdout
 
 
