@@ -97,6 +97,7 @@ SLOW_PATHS = {
     "roles/test_model_weights_job.py": (),
     "readme/test_first_command.py": ("index",),
     "serve/test_api_key_host.py": ("hosts",),
+    "serve/test_cluster_hosts.py": ("hosts",),
     "serve/test_converge_skip.py": ("hosts",),
     "serve/test_site.py": ("hosts",),
     "serve/test_real_router.py": ("oracle",),  # the router comes with the oracle venv
