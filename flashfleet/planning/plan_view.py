@@ -14,7 +14,6 @@ from typing import Any
 from flashfleet.k8s import KubernetesPlan
 from flashfleet.k8s import mooncake as k8s_mooncake
 from flashfleet.launch import ContainerLaunch
-from flashfleet.planning import checks
 from flashfleet.planning.critical_path import critical_path
 from flashfleet.planning.plan_model import (
     AwsSourceView,
@@ -35,6 +34,7 @@ from flashfleet.planning.plan_model import (
     WorkloadContainer,
 )
 from flashfleet.planning.resolve import SSH_PORT, MooncakeEndpoints, StackPlan
+from flashfleet.planning.stack_recipe import kubernetes_plan
 from flashfleet.recipes import Recipe
 from flashfleet.stack import capacity_block
 from flashfleet.stack.kubernetes_source import KubernetesSource
@@ -204,7 +204,7 @@ class _Parts:
 
 
 def _kubernetes_parts(stack_plan: StackPlan) -> _Parts:
-    plan = checks.kubernetes_plan(stack_plan.stack, stack_plan.spec)
+    plan = kubernetes_plan(stack_plan.stack, stack_plan.spec)
     src = stack_plan.spec.nodes.source
     assert isinstance(src, KubernetesSource)
     endpoint = plan.endpoint
@@ -236,7 +236,9 @@ def _kubernetes_parts(stack_plan: StackPlan) -> _Parts:
 
 def _host_parts(plan: StackPlan) -> _Parts:
     ssh, private = plan_addresses(plan)
-    recipe = plan.recipe_for(private)
+    # Before `pulumi up` the addresses are the symbolic ones the stack's recipe already has.
+    known = any(n.private_address for n in plan.nodes)
+    recipe = plan.recipe_for(private if known else None)
     launches = plan.node_launches(recipe)
     return _Parts(
         recipe=recipe,

@@ -19,8 +19,8 @@ from flashfleet.cli import main
 from flashfleet.inventory import build_inventory
 from flashfleet.planning import critical_path as critical_path_module
 from flashfleet.planning import load_stack
-from flashfleet.planning.checks import kubernetes_plan
 from flashfleet.planning.critical_path import critical_path
+from flashfleet.planning.stack_recipe import kubernetes_plan
 from flashfleet.stack import StackError, list_stacks
 
 Doc = dict[str, Any]
