@@ -57,7 +57,7 @@ def host_vars(
         # Hugepages only when the serving containers are told to use them.
         hugepages = any(HUGEPAGE_ENV in launch["env"] for launch in launches)
         layout = {
-            **plan.mooncake.to_dict(private_addresses),
+            **plan.mooncake.endpoints(private_addresses).model_dump(),
             "hugepages_gib": plan.mooncake.spec.global_segment_gib if hugepages else 0,
         }
     hvars = HostVars.model_validate(

@@ -1,13 +1,16 @@
-"""A stack's recipe: the recipe engine's render of the stack's hardware, strategy, topology,
-options and serving shape, and a RecipeError turned into a problem that names the stack key it
-comes from."""
+"""A stack's renders: the recipe engine's render of the stack's hardware, strategy, topology,
+options and serving shape, on the Kubernetes source its manifests, and a RecipeError turned into
+a problem that names the stack key it comes from."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from flashfleet.k8s import KubernetesPlan, plan_kubernetes
+from flashfleet.launch import LaunchSettings
 from flashfleet.recipes import Recipe, RecipeError, render
 from flashfleet.stack.errors import Problem
+from flashfleet.stack.kubernetes_source import KubernetesSource
 from flashfleet.stack.spec import SHAPE_KEYS, ExistingSource, StackSpec
 
 # Recipe fields that are keys of the stack itself, not options.
@@ -60,6 +63,21 @@ def render_stack(spec: StackSpec, addresses: list[str] | None = None) -> Recipe:
         overrides,
         addresses=addresses,
         router_node=router_node(spec),
+    )
+
+
+def kubernetes_plan(stack: str, spec: StackSpec) -> KubernetesPlan:
+    """The stack's manifests (raises KubernetesRenderError, RecipeError)."""
+    src = spec.nodes.source
+    assert isinstance(src, KubernetesSource)
+    return plan_kubernetes(
+        stack,
+        src,
+        hardware=spec.hardware,
+        nodes=spec.nodes.count,
+        recipe_for=lambda addresses: render_stack(spec, None if addresses is None else list(addresses)),
+        settings=LaunchSettings(image=spec.image, model_cache_dir=spec.model_cache_dir),
+        mooncake=spec.mooncake,
     )
 
 

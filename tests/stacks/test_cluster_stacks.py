@@ -11,7 +11,7 @@ import pytest
 
 from flashfleet.cli import main
 from flashfleet.planning import load_stack
-from flashfleet.planning.checks import kubernetes_plan
+from flashfleet.planning.stack_recipe import kubernetes_plan
 from flashfleet.recipes import render
 from flashfleet.stack import StackError
 

@@ -1,4 +1,4 @@
-"""What `flashfleet bench` takes from the bring-up (see flashfleet.bench.seams).
+"""The stack's nodes as `flashfleet bench` measures them (a bench.cluster_protocol.Cluster).
 
 endpoint: the stack's `endpoint` output; teardown: `teardown_stack`; runner: bench.yml on node 0
 (flashfleet.bench.node_runner); deployment: the stack file plus what bench.yml reads on the
@@ -13,26 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from flashfleet import outputs
+from flashfleet.bench.errors import BenchSetupError
 from flashfleet.bench.fingerprint import Deployment
 from flashfleet.bench.runner import Runner
-from flashfleet.bench.seams import Seams
 from flashfleet.bringup.project import DEFAULT_PROJECT, Project
 from flashfleet.bringup.teardown import teardown_stack
 from flashfleet.stack.files import DEFAULT_STACKS_DIR
-
-
-def endpoint(stack: str) -> str:
-    from flashfleet.bench.session import BenchSetupError
-    from flashfleet.bringup import stackops
-
-    try:
-        out = stackops.outputs(stack).get(outputs.ENDPOINT)
-    except (stackops.PulumiUnavailable, stackops.StackError) as err:
-        raise BenchSetupError(f"no --endpoint given and {err}") from None
-    if out is None:
-        raise BenchSetupError(f"stack {stack} has no {outputs.ENDPOINT} output yet (flashfleet up {stack})")
-    # The output is the OpenAI base (…/v1); bench_serving wants the server's root and adds the paths.
-    return str(out.value).rstrip("/").removesuffix("/v1")
 
 
 def api_key_of(stack: str) -> str | None:
@@ -40,7 +26,6 @@ def api_key_of(stack: str) -> str | None:
     the stack has none, or Pulumi is not at hand)."""
     import os
 
-    from flashfleet.bench.session import BenchSetupError
     from flashfleet.bringup import stackops
     from flashfleet.bringup.errors import BringupInputError
     from flashfleet.bringup.secret_env import API_KEY_ENV, check_secret
@@ -61,12 +46,29 @@ def api_key_of(stack: str) -> str | None:
 
 
 @dataclass(frozen=True)
-class NodeSeams:
-    """Runner and facts on the stack's nodes; the folders are parameters for the tests."""
+class StackCluster:
+    """The stack's nodes, through the bring-up; the folders are parameters for the tests."""
 
     runs_root: Path | None = None  # None: the hand-off's (FLASHFLEET_RUNS_DIR or ./.runner)
     stacks_dir: Path = DEFAULT_STACKS_DIR
     project: Project = DEFAULT_PROJECT
+
+    def endpoint(self, stack: str) -> str:
+        from flashfleet.bringup import stackops
+
+        try:
+            out = stackops.outputs(stack).get(outputs.ENDPOINT)
+        except (stackops.PulumiUnavailable, stackops.StackError) as err:
+            raise BenchSetupError(f"no --endpoint given and {err}") from None
+        if out is None:
+            raise BenchSetupError(
+                f"stack {stack} has no {outputs.ENDPOINT} output yet (flashfleet up {stack})"
+            )
+        # The output is the OpenAI base (…/v1); bench_serving wants the server's root and adds the paths.
+        return str(out.value).rstrip("/").removesuffix("/v1")
+
+    def teardown(self, stack: str) -> None:
+        teardown_stack(stack)
 
     def _runs_root(self) -> Path:
         from flashfleet.bringup.run_dirs import default_runs_root
@@ -80,7 +82,6 @@ class NodeSeams:
 
     def runner(self, stack: str) -> Runner:
         from flashfleet.bench.node_runner import NodeRunner
-        from flashfleet.bench.session import BenchSetupError
         from flashfleet.bringup.stack_inventory import NoInventory, bench_runs_root, node_zero
 
         try:
@@ -95,7 +96,6 @@ class NodeSeams:
 
     def deployment(self, stack: str) -> Deployment:
         from flashfleet.bench.node_facts import StackRefused, deployment_facts
-        from flashfleet.bench.session import BenchSetupError
         from flashfleet.bringup.stack_inventory import bench_runs_root
 
         try:
@@ -105,8 +105,3 @@ class NodeSeams:
             )  # fmt: skip
         except StackRefused as err:
             raise BenchSetupError(str(err)) from None
-
-
-def bench_seams(node: NodeSeams | None = None) -> Seams:
-    node = node or NodeSeams()
-    return Seams(endpoint=endpoint, teardown=teardown_stack, runner=node.runner, deployment=node.deployment)
