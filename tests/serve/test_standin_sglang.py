@@ -50,7 +50,10 @@ def start(argv: list[str], mounts: list[list[str]] | None) -> tuple[subprocess.P
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}"
-    for _ in range(100):
+    # A deadline, not a count of tries: a refused connection returns at once, and 100 quick
+    # tries (5 s) were shorter than a Python start on a loaded 2-core machine.
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
         if proc.poll() is not None:
             return proc, url
         try:
