@@ -246,7 +246,7 @@ def _host_parts(plan: StackPlan) -> _Parts:
         addresses=list(ssh),
         processes={i: list(group) for i, group in launches.items()},
         mooncake=plan.mooncake.endpoints(private) if plan.mooncake else None,
-        endpoint=f"http://{ssh[0]}:{plan.serving_port}/v1",
+        endpoint=f"http://{ssh[plan.endpoint_node]}:{plan.serving_port}/v1",
     )
 
 

@@ -107,6 +107,13 @@ class StackPlan:
     has_api_key: bool = False  # the stack file holds the flashfleet:apiKey secret
 
     @property
+    def endpoint_node(self) -> int:
+        """The node whose serving port is the stack's endpoint: a cluster's router's (node 0 unless
+        cluster.router.host gives it a host of its own), else node 0."""
+        routers = [p.node for p in self.recipe.processes if p.role == "router" and p.workers]
+        return routers[0] if routers else 0
+
+    @property
     def api_key_required(self) -> bool:
         """serving.apiKey: required: the OpenAI API demands `Authorization: Bearer <key>`."""
         return self.spec.serving.api_key == "required"

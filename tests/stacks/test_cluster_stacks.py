@@ -254,6 +254,8 @@ def test_a_router_host_of_its_own_runs_the_router_alone_and_counts_as_a_node(
     assert router.start_after == ()  # no worker beside it: its unit waits for the remote ones
     assert {p.router_url for p in procs if p.role != "router"} == {"http://10.0.0.3:30000"}
     assert [n.role for n in b.nodes][2] == "router"
+    assert b.endpoint_node == 2  # the stack's endpoint (plan, the endpoint output, bench) is the router's
+    assert load_stack("mi355x-replicas").endpoint_node == 0  # beside replica-0 by default
 
 
 @pytest.mark.parametrize(
