@@ -1,6 +1,7 @@
 """What `flashfleet bench` needs from the bring-up, as five small callables (the fields of Seams).
 
-``flashfleet.bench.node_seams`` provides them on the stack's nodes; tests pass their own.
+``flashfleet.cli.shared.node_seams`` provides them on the stack's nodes (it reads the stack through
+Pulumi, a CLI concern); tests pass their own.
 """
 
 from __future__ import annotations
@@ -31,10 +32,3 @@ class Seams:
     runner: RunnerFactory | None = None
     deployment: DeploymentFacts | None = None
     servers: ServerList | None = None  # None: derived from the recipe and the node addresses
-
-
-def load_seams() -> Seams:
-    """The seams on the stack's nodes (imported on this path only: they pull in the bring-up)."""
-    from flashfleet.bench.node_seams import bench_seams
-
-    return bench_seams()

@@ -1,7 +1,7 @@
-"""Bring-up orchestration: runs the repository's playbooks against a stack's nodes.
+"""Bring-up: runs the repository's playbooks against an inventory's hosts. Knows nothing of stacks.
 
-`handoff` is the one entry point (validation, run directory, progress, timeline) used by the
-Pulumi dynamic resource (`resource`), the CLI (`up`/`down`/`status`/`configure`) and the
-benchmark's seams (`flashfleet.bench.node_seams`). Nothing here imports pulumi at module level except
-`resource` and `stackops`.
+`resource` is the Pulumi layer (`attach()` and its dynamic provider); `handoff` is the hand-off
+every caller goes through (validation, run directory, progress, timeline, teardown), in this
+process or a child; `playbook_run` drives ansible-runner. Nothing here imports pulumi at module
+level except `resource`.
 """

@@ -110,8 +110,8 @@ def _list_profiles(path: Path | None) -> int:
 def run(args: argparse.Namespace) -> int:
     from flashfleet.bench.fingerprint import RecipeSelection
     from flashfleet.bench.profiles import ProfileError, get_profile
-    from flashfleet.bench.seams import load_seams
     from flashfleet.bench.session import BenchRequest
+    from flashfleet.cli.shared.node_seams import load_seams
 
     try:
         if args.list_profiles:

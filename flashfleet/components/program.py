@@ -115,6 +115,8 @@ def deploy(
     if api_key is not None:
         # For `flashfleet configure` and `bench` (the Authorization header); secret like the token.
         exports[outputs.API_KEY] = pulumi.Output.secret(api_key)
-    run = attach("bringup", inventory, hf_token, playbook="site.yml", extravars=role_vars, api_key=api_key)
-    exports[outputs.BRINGUP_RUN_DIR] = run.runDir
+    bringup = attach(
+        "bringup", inventory, hf_token, playbook="site.yml", extravars=role_vars, api_key=api_key
+    )
+    exports[outputs.BRINGUP_RUN_DIR] = bringup.runDir
     return exports

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from flashfleet.bench import seams as seams_mod
 from flashfleet.bench.profiles import load_profiles
 from flashfleet.bench.runner import Completed, Invocation, LocalRunner
 from flashfleet.bench.seams import Seams
 from flashfleet.cli import main
+from flashfleet.cli.shared import node_seams as seams_mod
 from tests.bench.fakes import FakeRunner
 
 URL = "http://127.0.0.1:9"

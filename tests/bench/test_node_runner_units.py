@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from flashfleet.bench import node_seams
 from flashfleet.bench.node_runner import in_container
-from flashfleet.bringup import stackops
+from flashfleet.cli.shared import node_seams, stackops
 
 
 def test_output_goes_to_results_and_node_zeros_address_to_loopback() -> None:

@@ -113,7 +113,7 @@ def test_an_unhealthy_node_is_refused(tmp_path, oracle_runner):
 
 def test_the_cause_reaches_the_user(tmp_path, monkeypatch, capsys):
     """An interpreter without sglang: the CLI and report.md show `No module named 'sglang'`."""
-    from flashfleet.bench import seams as seams_mod
+    from flashfleet.cli.shared import node_seams as seams_mod
 
     monkeypatch.setattr(seams_mod, "load_seams", Seams)
     with StandinServer() as server:

@@ -1,9 +1,10 @@
-"""What `flashfleet bench` takes from the bring-up (see flashfleet.bench.seams).
+"""What `flashfleet bench` takes from a deployed stack (the fields of flashfleet.bench.seams.Seams).
 
 endpoint: the stack's `endpoint` output; teardown: `teardown_stack`; runner: bench.yml on node 0
 (flashfleet.bench.node_runner); deployment: the stack file plus what bench.yml reads on the
 nodes (flashfleet.bench.node_facts). Runner and facts find the nodes through the stack's
-outputs or its latest `flashfleet configure` run here (flashfleet.bringup.stack_inventory).
+outputs or its latest `flashfleet configure` run here (`stack_inventory`). Here, not in bench/:
+they read the stack through Pulumi, which only the CLI knows.
 """
 
 from __future__ import annotations
@@ -17,13 +18,13 @@ from flashfleet.bench.fingerprint import Deployment
 from flashfleet.bench.runner import Runner
 from flashfleet.bench.seams import Seams
 from flashfleet.bringup.project import DEFAULT_PROJECT, Project
-from flashfleet.bringup.teardown import teardown_stack
+from flashfleet.cli.shared.stack_teardown import teardown_stack
 from flashfleet.stack.files import DEFAULT_STACKS_DIR
 
 
 def endpoint(stack: str) -> str:
     from flashfleet.bench.session import BenchSetupError
-    from flashfleet.bringup import stackops
+    from flashfleet.cli.shared import stackops
 
     try:
         out = stackops.outputs(stack).get(outputs.ENDPOINT)
@@ -41,9 +42,9 @@ def api_key_of(stack: str) -> str | None:
     import os
 
     from flashfleet.bench.session import BenchSetupError
-    from flashfleet.bringup import stackops
     from flashfleet.bringup.errors import BringupInputError
     from flashfleet.bringup.secret_env import API_KEY_ENV, check_secret
+    from flashfleet.cli.shared import stackops
     from flashfleet.stack.files import API_KEY_KEY
 
     name, key = API_KEY_ENV, os.environ.get(API_KEY_ENV)
@@ -74,14 +75,15 @@ class NodeSeams:
         return self.runs_root or default_runs_root()
 
     def inventory(self, stack: str) -> dict[str, Any]:
-        from flashfleet.bringup.stack_inventory import stack_inventory
+        from flashfleet.cli.shared.stack_inventory import stack_inventory
 
         return stack_inventory(stack, self._runs_root())
 
     def runner(self, stack: str) -> Runner:
-        from flashfleet.bench.node_runner import NodeRunner
+        from flashfleet.bench.node_runner import NodeRunner, bench_runs_root
         from flashfleet.bench.session import BenchSetupError
-        from flashfleet.bringup.stack_inventory import NoInventory, bench_runs_root, node_zero
+        from flashfleet.bringup.contract import node_zero
+        from flashfleet.bringup.errors import NoInventory
 
         try:
             inventory = self.inventory(stack)
@@ -95,8 +97,8 @@ class NodeSeams:
 
     def deployment(self, stack: str) -> Deployment:
         from flashfleet.bench.node_facts import StackRefused, deployment_facts
+        from flashfleet.bench.node_runner import bench_runs_root
         from flashfleet.bench.session import BenchSetupError
-        from flashfleet.bringup.stack_inventory import bench_runs_root
 
         try:
             return deployment_facts(
@@ -105,6 +107,12 @@ class NodeSeams:
             )  # fmt: skip
         except StackRefused as err:
             raise BenchSetupError(str(err)) from None
+
+
+def load_seams() -> Seams:
+    """The seams on the stack's nodes (imported on `flashfleet bench`'s path only: they pull in
+    the bring-up)."""
+    return bench_seams()
 
 
 def bench_seams(node: NodeSeams | None = None) -> Seams:
