@@ -1,7 +1,7 @@
 """Bring-up: runs the repository's playbooks against an inventory's hosts. Knows nothing of stacks.
 
-`resource` is the Pulumi layer (`attach()` and its dynamic provider); `handoff` is the hand-off
+`provider` is the Pulumi layer (`attach()`, its resource and dynamic provider); `handoff` is the hand-off
 every caller goes through (validation, run directory, progress, timeline, teardown), in this
 process or a child; `playbook_run` drives ansible-runner. Nothing here imports pulumi at module
-level except `resource`.
+level except `provider`.
 """

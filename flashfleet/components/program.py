@@ -14,7 +14,7 @@ from typing import Any, Protocol
 import pulumi
 
 from flashfleet import outputs
-from flashfleet.bringup.resource import attach
+from flashfleet.bringup.provider import attach
 from flashfleet.components.aws import AwsNodes, AwsNodesArgs
 from flashfleet.components.existing import ExistingHosts, ExistingHostsArgs
 from flashfleet.components.kubernetes import KubernetesCluster, KubernetesClusterArgs, kubernetes_provider

@@ -22,7 +22,7 @@ from pulumi.dynamic.dynamic import serialize_provider
 from pulumi.runtime import proto, rpc
 from pulumi.runtime.proto import provider_pb2_grpc
 
-from flashfleet.bringup.resource import PlaybookRunProvider
+from flashfleet.bringup.provider import PlaybookRunProvider
 
 URN = "urn:pulumi:test::flashfleet::pulumi-python:dynamic/flashfleet:PlaybookRun::bringup"
 

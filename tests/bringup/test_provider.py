@@ -21,11 +21,11 @@ import grpc
 import pytest
 from pulumi.runtime import proto, rpc
 
-from flashfleet.bringup import resource as provider_module
+from flashfleet.bringup import provider as provider_module
 from flashfleet.bringup.errors import BringupInputError
 from flashfleet.bringup.playbook_run import RunResult
 from flashfleet.bringup.project import Project
-from flashfleet.bringup.resource import PlaybookRunProvider, stored_path
+from flashfleet.bringup.provider import PlaybookRunProvider, stored_path
 
 from .conftest import resource_inputs
 from .engine import URN, ProviderHost, serialized_provider
@@ -51,7 +51,7 @@ def test_the_provider_unpickles_in_a_fresh_process_with_no_captured_state() -> N
     out = subprocess.run(
         [sys.executable, "-c", code], input=serialized_provider(), capture_output=True, text=True, check=True
     )
-    assert out.stdout.split() == ["flashfleet.bringup.resource", "PlaybookRunProvider", "[]"]
+    assert out.stdout.split() == ["flashfleet.bringup.provider", "PlaybookRunProvider", "[]"]
 
 
 def test_diff_after_an_in_process_dill_round_trip(tmp_path: Path, two_local_nodes: dict[str, Any]) -> None:

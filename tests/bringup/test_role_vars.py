@@ -16,7 +16,7 @@ import yaml
 from pulumi.runtime import proto
 
 from flashfleet.bringup.project import DEFAULT_PROJECT, REPO
-from flashfleet.bringup.resource import PlaybookRunProvider
+from flashfleet.bringup.provider import PlaybookRunProvider
 from flashfleet.bringup.role_vars import KINDS, REFUSED, STACK_PLAYBOOKS, check_role_vars, documented_options
 from flashfleet.cli import main
 from flashfleet.stack import safe_values

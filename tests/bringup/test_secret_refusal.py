@@ -93,7 +93,7 @@ def test_the_provider_check_refuses_an_unsafe_secret_before_any_run(
 ) -> None:
     from pulumi.runtime.rpc import wrap_rpc_secret  # how the engine hands a secret input over
 
-    from flashfleet.bringup.resource import PlaybookRunProvider
+    from flashfleet.bringup.provider import PlaybookRunProvider
 
     from .conftest import resource_inputs
 

@@ -18,7 +18,7 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from flashfleet.bringup.resource import RunInputs
+from flashfleet.bringup.provider import RunInputs
 from flashfleet.cli import main
 from flashfleet.stack import safe_values
 from tests.stacks.conftest import catalog_doc

@@ -18,7 +18,9 @@ them on `destroy`). Its provider runs the playbooks inside `pulumi up` / `pulumi
 
 The engine pickles the provider with dill and unpickles it in its own process, so the provider
 holds no state at all: the class is pickled by reference (this module must stay importable) and
-everything a call needs arrives in its inputs, as plain values. The inventory and the extra
+everything a call needs arrives in its inputs, as plain values. Every stack's state holds that
+pickle, and a delete unpickles the one its create stored: this module keeps its name and the
+class its place, or no stack deployed before could be destroyed. The inventory and the extra
 variables travel as one JSON string each, in the inputs and in the state: a protobuf Struct would
 drop every null-valued key and turn every int into a float. The project and runs directory are
 stored relative to this repository, so a destroy from another checkout still finds the playbooks
