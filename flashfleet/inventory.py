@@ -22,6 +22,9 @@ from flashfleet.stack.image import TRANSFORMERS_PIN
 HUGEPAGE_ENV = "MC_STORE_USE_HUGEPAGE"  # Mooncake's switch in a serving container's environment
 
 
+PD_WORKERS = ("prefill", "decode")
+
+
 def weights_client_facts() -> dict[str, Any]:
     """``flashfleet_weights_client``: the catalog's download client, as the host is told it."""
     client = download_client()
@@ -46,13 +49,15 @@ def host_vars(
     keys = list(host_keys if host_keys is not None else node.host_keys)
     hw = hardware_catalog()[spec.hardware]
     launches = [launch.model_dump(mode="json") for launch in node_launches]
-    api = [launch["port"] for launch in launches if launch["serves_api"]]
+    # A PD worker answers /v1/models but not a client's chat (decode waits for its prefill's KV):
+    # clients, and verify, reach prefill and decode only through a router.
+    api = [launch["port"] for launch in launches if launch["serves_api"] and launch["role"] not in PD_WORKERS]
     layout = None
     if plan.mooncake is not None:
         # Hugepages only when the serving containers are told to use them.
         hugepages = any(HUGEPAGE_ENV in launch["env"] for launch in launches)
         layout = {
-            **plan.mooncake.to_dict(private_addresses),
+            **plan.mooncake.endpoints(private_addresses).model_dump(),
             "hugepages_gib": plan.mooncake.spec.global_segment_gib if hugepages else 0,
         }
     hvars = HostVars.model_validate(

@@ -1,5 +1,5 @@
 """Stack output keys: written by the Pulumi program (``__main__.py``, through components/program.py),
-read by the CLI (cli/shared: stack_inventory, node_seams) and the tests."""
+read by the CLI (cli/shared: stack_inventory, stack_cluster) and the tests."""
 
 from __future__ import annotations
 

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
 from flashfleet.components.tags import (
     EXPIRES_TAG,
     ROLE_TAG,
@@ -86,9 +88,22 @@ class Finding:
     detail: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     orphan: bool = False  # of a stack the Pulumi backend asked does not know
 
-    def to_dict(self) -> dict[str, Any]:
-        keys = ("kind", "id", "stack", "role", "expires_at", "stale", "orphan", "reason")
-        return {k: getattr(self, k) for k in keys}
+    def row(self) -> FindingRow:
+        """The finding as `sweep --format json` lists it (its evidence without the API's detail)."""
+        return FindingRow.model_validate(self, from_attributes=True)
+
+
+class FindingRow(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: str
+    id: str
+    stack: str | None
+    role: str | None
+    expires_at: str | None
+    stale: bool
+    orphan: bool
+    reason: str
 
 
 @dataclass(frozen=True)

@@ -65,7 +65,7 @@ _REFUSED_PROGRAMS = {
 # The slow tier by place: folders, modules and single tests (paths under tests/).
 SLOW_PATHS = {
     "bench/test_driver_oracle.py": ("oracle",),
-    "bench/test_node_seams.py": ("hosts",),
+    "bench/test_stack_cluster.py": ("hosts",),
     "bench/test_profiles.py::test_flag_table_is_exactly_the_real_parsers_flags": ("oracle",),
     "bench/test_profiles.py::test_every_profile_argv_parses_with_the_real_parser": ("oracle",),
     "bench/test_profiles.py::test_the_real_parser_rejects_what_a_typo_would_produce": ("oracle",),
@@ -81,7 +81,7 @@ SLOW_PATHS = {
     "bringup/test_cli.py::test_down_with_an_inventory_runs_teardown_and_warns_about_unreachable_hosts": (
         "runner",
     ),
-    "bringup/test_cli.py::test_bench_destroy_seam_tears_down_what_configure_brought_up": ("runner",),
+    "bringup/test_cli.py::test_bench_cluster_tears_down_what_configure_brought_up": ("runner",),
     "bringup/test_handoff.py::test_progress_lines_per_host_and_phase": ("runner",),
     "bringup/test_timeline.py::test_a_real_run_draws_its_timeline_and_the_cli_redraws_it": ("runner",),
     "cli/test_careless_cli.py::test_a_failing_stack_selection_is_one_line": ("runner",),
@@ -97,6 +97,7 @@ SLOW_PATHS = {
     "roles/test_model_weights_job.py": (),
     "readme/test_first_command.py": ("index",),
     "serve/test_api_key_host.py": ("hosts",),
+    "serve/test_cluster_hosts.py": ("hosts",),
     "serve/test_converge_skip.py": ("hosts",),
     "serve/test_site.py": ("hosts",),
     "serve/test_real_router.py": ("oracle",),  # the router comes with the oracle venv

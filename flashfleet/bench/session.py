@@ -1,8 +1,8 @@
 """`flashfleet bench` as one guarded step: measure, store, report, and tear down if asked.
 
 With ``destroy`` the teardown runs in a ``finally``: after a failed benchmark, a failed endpoint
-lookup, an exception in the driver or a Ctrl-C, the stack still goes. When a
-teardown is asked for but not available, nothing runs at all.
+lookup, an exception in the driver or a Ctrl-C, the stack still goes. What the session needs of
+the stack comes in as its ``Cluster`` (flashfleet.bench.cluster_protocol).
 """
 
 from __future__ import annotations
@@ -14,8 +14,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from flashfleet.bench.argv import check_base_url
+from flashfleet.bench.cluster_protocol import Cluster
 from flashfleet.bench.cost import level_cost_per_mtok, run_cost
 from flashfleet.bench.driver import BenchRun, run_profile
+from flashfleet.bench.errors import BenchSetupError
 from flashfleet.bench.fingerprint import (
     Deployment,
     RecipeSelection,
@@ -28,7 +30,6 @@ from flashfleet.bench.method import method_of, probe_client_version
 from flashfleet.bench.profiles import BENCH_MODULES, Profile
 from flashfleet.bench.report import write_report
 from flashfleet.bench.runner import LocalRunner, Runner
-from flashfleet.bench.seams import Seams
 from flashfleet.bench.servers import (
     SHARE_COUNTERS,
     FetchMany,
@@ -46,10 +47,6 @@ from flashfleet.stack.thresholds import Thresholds
 EXIT_OK, EXIT_GATE_FAILED, EXIT_BENCH_FAILED, EXIT_TEARDOWN_FAILED = 0, 1, 3, 4
 
 
-class BenchSetupError(Exception):
-    """The request cannot be carried out as given (nothing was run)."""
-
-
 class TeardownFailed(Exception):
     """The benchmark is done (and stored) but the stack may still exist and bill."""
 
@@ -59,14 +56,14 @@ class BenchRequest:
     stack: str
     profile: Profile
     results_root: Path = Path("results")
-    endpoint: str | None = None  # None: ask the bring-up (the stack's outputs)
+    endpoint: str | None = None  # None: ask the cluster (the stack's outputs)
     destroy: bool = False
-    local: bool = False  # run bench_serving here even when the bring-up offers a node runner
+    local: bool = False  # run bench_serving here, not on one of the cluster's nodes
     python: str = "python3"
     module: str = BENCH_MODULES[0]
     recipe: RecipeSelection | None = None  # overrides what the bring-up reports
     facts: Mapping[str, Any] | None = None  # Deployment fields given on the command line
-    servers: tuple[Server, ...] | None = None  # every server behind the endpoint (None: ask the seams)
+    servers: tuple[Server, ...] | None = None  # every server behind the endpoint (None: from the recipe)
     ready_timeout_s: float = 600.0  # how long every server and rank may take to become ready
 
 
@@ -85,29 +82,26 @@ class BenchOutcome:
         return EXIT_OK
 
 
-def bench(request: BenchRequest, seams: Seams, log: Callable[[str], None] = print) -> BenchOutcome:
-    teardown = seams.teardown
-    if request.destroy and teardown is None:
-        raise BenchSetupError("--destroy needs the bring-up's teardown, which is not available yet")
+def bench(request: BenchRequest, cluster: Cluster, log: Callable[[str], None] = print) -> BenchOutcome:
     failure: BaseException | None = None
     try:
-        return _measure(request, seams, log)
+        return _measure(request, cluster, log)
     except BaseException as err:
         failure = err
         raise
     finally:
-        if request.destroy and teardown is not None:
+        if request.destroy:
             log(f"bench: tearing down stack {request.stack}")
             try:
-                teardown(request.stack)
+                cluster.teardown(request.stack)
             except Exception as td_err:
                 if failure is None:
                     raise TeardownFailed(f"teardown of stack {request.stack} failed: {td_err}") from td_err
                 failure.add_note(f"teardown of stack {request.stack} also failed: {td_err}")
 
 
-def _deployment(request: BenchRequest, seams: Seams) -> Deployment:
-    deployment = seams.deployment(request.stack) if seams.deployment else Deployment(stack=request.stack)
+def _deployment(request: BenchRequest, cluster: Cluster) -> Deployment:
+    deployment = cluster.deployment(request.stack)
     if request.recipe is not None:
         deployment = replace(deployment, recipe=request.recipe)
     if request.facts:
@@ -127,23 +121,21 @@ def gate_for(profile: Profile, deployment: Deployment) -> Thresholds:
         raise BenchSetupError(f"stack {deployment.stack}: bench.thresholds.{profile.name}: {err}") from None
 
 
-def _measure(request: BenchRequest, seams: Seams, log: Callable[[str], None]) -> BenchOutcome:
-    deployment = _deployment(request, seams)
+def _measure(request: BenchRequest, cluster: Cluster, log: Callable[[str], None]) -> BenchOutcome:
+    deployment = _deployment(request, cluster)
     recipe = recipe_fingerprint(deployment.recipe) if deployment.recipe else None  # fail before running
     thresholds = gate_for(request.profile, deployment)
     endpoint = request.endpoint
     if endpoint is None:
-        if seams.endpoint is None:
-            raise BenchSetupError("no --endpoint given and the stack's outputs are not readable yet")
-        endpoint = seams.endpoint(request.stack)
+        endpoint = cluster.endpoint(request.stack)
     try:
         endpoint = check_base_url(endpoint)
     except ValueError as err:
         raise BenchSetupError(str(err)) from None
-    local = request.local or seams.runner is None
-    runner: Runner = LocalRunner() if local else seams.runner(request.stack)  # type: ignore[misc]
+    local = request.local
+    runner: Runner = LocalRunner() if local else cluster.runner(request.stack)
     profile = request.profile.for_hardware(deployment.recipe.hardware if deployment.recipe else None)
-    servers = _servers(request, seams, recipe, deployment, endpoint)
+    servers = _servers(request, recipe, deployment, endpoint)
 
     client_version, note = probe_client_version(runner, request.python)
     if note:
@@ -185,17 +177,14 @@ def _measure(request: BenchRequest, seams: Seams, log: Callable[[str], None]) ->
 
 def _servers(
     request: BenchRequest,
-    seams: Seams,
     recipe: dict[str, Any] | None,
     deployment: Deployment,
     endpoint: str,
 ) -> tuple[Server, ...]:
-    """Every server to check: as given, from the bring-up, else from the recipe at the nodes'
-    addresses (the endpoint's host is node 0's when the addresses are not known)."""
+    """Every server to check: as given, else from the recipe at the nodes' addresses (the
+    endpoint's host is node 0's when the addresses are not known)."""
     if request.servers is not None:
         return request.servers
-    if seams.servers is not None:
-        return tuple(seams.servers(request.stack))
     if recipe is None:
         return ()
     selection = deployment.recipe

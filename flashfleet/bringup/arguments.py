@@ -10,86 +10,16 @@ more templated is left to the check Ansible runs when the role starts.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
-import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from flashfleet.bringup.errors import BringupInputError
+from flashfleet.bringup.playbook_walk import load_yaml, role_uses
 from flashfleet.bringup.project import Project
 
 _ONE_FACT = re.compile(r"^\{\{\s*(flashfleet_\w+)\s*\}\}$")
-_ROLE_TASKS = {
-    "include_role", "import_role", "ansible.builtin.include_role", "ansible.builtin.import_role",
-}  # fmt: skip
-_IMPORT_PLAYBOOK = {"import_playbook", "ansible.builtin.import_playbook"}
-
-
-@dataclass(frozen=True)
-class RoleUse:
-    playbook: str
-    play: str
-    hosts: str
-    role: str
-    variables: Mapping[str, Any]
-    entry: str = "main"  # the argument-spec entry point (include_role's tasks_from)
-
-
-# libyaml's loader where PyYAML was built with it: the same safe schema, ~10x faster; every
-# validate/plan reads ~80 role and playbook files.
-_SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-def _load_yaml(path: Path) -> Any:
-    try:
-        return yaml.load(path.read_text(encoding="utf-8"), Loader=_SAFE_LOADER)
-    except yaml.YAMLError as err:
-        raise BringupInputError(f"{path.name}: not valid YAML: {err}") from None
-
-
-def _flat(tasks: Any) -> Iterator[Mapping[str, Any]]:
-    """The tasks of a task list, those inside block/rescue/always sections included."""
-    for task in tasks if isinstance(tasks, list) else []:
-        if not isinstance(task, Mapping):
-            continue
-        if "block" in task:
-            for section in ("block", "rescue", "always"):
-                yield from _flat(task.get(section) or [])
-        else:
-            yield task
-
-
-def role_uses(project: Project, playbook: str, _seen: frozenset[str] = frozenset()) -> Iterator[RoleUse]:
-    """Every role a playbook applies (through imported playbooks too), with the vars it passes."""
-    if playbook in _seen:
-        return
-    plays = _load_yaml(project.playbook(playbook)) or []
-    for play in plays:
-        if not isinstance(play, Mapping):
-            continue
-        imported = next((play[k] for k in _IMPORT_PLAYBOOK if k in play), None)
-        if imported is not None:
-            yield from role_uses(project, str(imported), _seen | {playbook})
-            continue
-        name, hosts = str(play.get("name", "")), str(play.get("hosts", "all"))
-        for entry in play.get("roles") or []:
-            if isinstance(entry, str):
-                yield RoleUse(playbook, name, hosts, entry, {})
-            elif isinstance(entry, Mapping):
-                role = entry.get("role") or entry.get("name")
-                yield RoleUse(playbook, name, hosts, str(role), dict(entry.get("vars") or {}))
-        for section in ("pre_tasks", "tasks", "post_tasks"):
-            for task in _flat(play.get(section) or []):
-                action = next((k for k in _ROLE_TASKS if k in task), None)
-                if action is None:
-                    continue
-                target = task[action]
-                role = target.get("name") if isinstance(target, Mapping) else target
-                entry = str(target.get("tasks_from", "main")) if isinstance(target, Mapping) else "main"
-                yield RoleUse(playbook, name, hosts, str(role), dict(task.get("vars") or {}), entry)
 
 
 def _role_spec(project: Project, role: str, entry: str = "main") -> tuple[dict[str, Any], set[str]] | None:
@@ -101,12 +31,12 @@ def _role_spec(project: Project, role: str, entry: str = "main") -> tuple[dict[s
     spec_file = project.roles / role / "meta" / "argument_specs.yml"
     if not spec_file.is_file():
         return None
-    specs = (_load_yaml(spec_file) or {}).get("argument_specs", {})
+    specs = (load_yaml(spec_file) or {}).get("argument_specs", {})
     if entry != "main" and entry not in specs:
         raise BringupInputError(f"role {role}: no entry point {entry!r} in its meta/argument_specs.yml")
     options = dict((specs.get(entry) or {}).get("options") or {})
     defaults_file = project.roles / role / "defaults" / "main.yml"
-    defaults = _load_yaml(defaults_file) if defaults_file.is_file() else None
+    defaults = load_yaml(defaults_file) if defaults_file.is_file() else None
     return options, set(defaults or {})
 
 
@@ -115,7 +45,7 @@ def role_spec_entries(project: Project, role: str) -> list[dict[str, Any]]:
     spec_file = project.roles / role / "meta" / "argument_specs.yml"
     if "{{" in role or not spec_file.is_file():
         return []
-    specs = (_load_yaml(spec_file) or {}).get("argument_specs", {})
+    specs = (load_yaml(spec_file) or {}).get("argument_specs", {})
     return [dict((entry or {}).get("options") or {}) for entry in specs.values()]
 
 

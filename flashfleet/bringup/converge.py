@@ -25,10 +25,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from flashfleet.bringup.hashes import content_hash
-from flashfleet.bringup.project import files_hash
+from flashfleet.bringup.playbook_walk import role_uses
+from flashfleet.bringup.project import Project, files_hash
 
 # The bring-up chain in site.yml's order: (role, playbook that runs it, site.yml's tag for it).
 CHAIN: tuple[tuple[str, str, str], ...] = (
@@ -125,35 +124,23 @@ class PlayInputs:
     playbook_text: str
 
 
-def _role_entries(play: Mapping[str, Any]) -> list[tuple[str, Any]]:
-    """(role, entry) for each role a play runs: its `roles:`, and import_role/include_role tasks
-    (a role split over plays, like the weights download started early and waited for later)."""
-    out = []
-    for entry in play.get("roles") or []:
-        out.append((entry if isinstance(entry, str) else str(entry.get("role")), entry))
-    for section in ("pre_tasks", "tasks"):
-        for task in play.get(section) or []:
-            for action in ("ansible.builtin.import_role", "ansible.builtin.include_role"):
-                if isinstance(task, Mapping) and action in task:
-                    out.append((str(task[action].get("name")), task))
-    return out
-
-
 def role_inputs(project_root: Path) -> dict[str, PlayInputs]:
-    """Per role, the flashfleet_* facts its play reads (play vars, pre_tasks, the role entry)."""
+    """Per role, the flashfleet_* facts its play reads (play vars, pre_tasks and tasks, the
+    `roles:` item or import_role/include_role task that applies it; a role split over plays,
+    like the weights download started early and waited for later, reads the facts of both)."""
+    project = Project(project_root)
     out: dict[str, PlayInputs] = {}
     for playbook in dict.fromkeys(book for _, book, _ in CHAIN):
-        text = (project_root / "playbooks" / playbook).read_text(encoding="utf-8")
-        for play in yaml.safe_load(text) or []:
-            shared = {k: v for k, v in play.items() if k not in {"roles", "name", "post_tasks"}}
-            for role, entry in _role_entries(play):
-                if role not in ROLES:
-                    continue
-                read = json.dumps([shared, entry], default=str)
-                seen = out.get(role)
-                facts = frozenset(_FACT.findall(read)) - _NOT_INPUTS | (seen.facts if seen else frozenset())
-                topology = bool(_TOPOLOGY.search(read)) or (seen.topology if seen else False)
-                out[role] = PlayInputs(facts, topology, text)
+        text = project.playbook(playbook).read_text(encoding="utf-8")
+        for use in role_uses(project, playbook):
+            if use.playbook != playbook or use.role not in ROLES:
+                continue  # an imported playbook's plays (the converge role's own) are not inputs
+            shared = {k: v for k, v in use.play_source.items() if k not in {"roles", "name", "post_tasks"}}
+            read = json.dumps([shared, use.source], default=str)
+            seen = out.get(use.role)
+            facts = frozenset(_FACT.findall(read)) - _NOT_INPUTS | (seen.facts if seen else frozenset())
+            topology = bool(_TOPOLOGY.search(read)) or (seen.topology if seen else False)
+            out[use.role] = PlayInputs(facts, topology, text)
     missing = [r for r in ROLES if r not in out]
     if missing:
         raise ValueError(f"playbooks run no play for roles {missing}: the converge chain is out of date")

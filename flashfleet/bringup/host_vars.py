@@ -125,8 +125,8 @@ class HostVars(BaseModel):
     )
     flashfleet_api_port: int | None = Field(
         None,
-        description="port of the process that serves the OpenAI API here (the last in start order); "
-        "null: none does (a worker node)",
+        description="port of the process that serves clients the OpenAI API here (the last in start "
+        "order; a PD prefill or decode only through a router); null: none does (a worker node)",
     )
     flashfleet_api_key_required: bool = Field(
         False,

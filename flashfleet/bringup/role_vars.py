@@ -379,7 +379,8 @@ def _no_rule(value: Any) -> Any:
 
 def documented_options(project: Project, playbooks: Iterable[str]) -> dict[str, Mapping[str, Any]]:
     """Every argument of every entry point of every role the playbooks run, by name."""
-    from flashfleet.bringup.arguments import role_spec_entries, role_uses
+    from flashfleet.bringup.arguments import role_spec_entries
+    from flashfleet.bringup.playbook_walk import role_uses
 
     out: dict[str, Mapping[str, Any]] = {}
     for playbook in playbooks:

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
 from flashfleet.stack.capacity_block import MAX_BLOCK, usable_until
 from flashfleet.stack.errors import STACK_KEY
 
@@ -67,22 +69,43 @@ class Offer:
         n = self.instance_count * self.hours
         return self.upfront_fee / n if n > 0 else None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "offering_id": self.offering_id,
-            "instance_type": self.instance_type,
-            "instance_count": self.instance_count,
-            "ultraserver_type": self.ultraserver_type,
-            "ultraserver_count": self.ultraserver_count,
-            "availability_zone": self.availability_zone,
-            "start": iso(self.start),
-            "end": iso(self.end),
-            "usable_until": iso(usable_until(self.end)),
-            "duration_hours": self.hours,
-            "upfront_fee": self.upfront_fee,
-            "currency": self.currency,
-            "price_per_gpu_hour": self.price_per_gpu_hour,
-        }
+    def row(self) -> OfferRow:
+        """The offering as `capacity offers --format json` lists it."""
+        return OfferRow(
+            offering_id=self.offering_id,
+            instance_type=self.instance_type,
+            instance_count=self.instance_count,
+            ultraserver_type=self.ultraserver_type,
+            ultraserver_count=self.ultraserver_count,
+            availability_zone=self.availability_zone,
+            start=iso(self.start),
+            end=iso(self.end),
+            usable_until=iso(usable_until(self.end)),
+            duration_hours=self.hours,
+            upfront_fee=self.upfront_fee,
+            currency=self.currency,
+            price_per_gpu_hour=self.price_per_gpu_hour,
+        )
+
+
+class OfferRow(BaseModel):
+    """One offering as listed: times in UTC, the nodes' end (``usable_until``) and the GPU-hour price."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    offering_id: str
+    instance_type: str
+    instance_count: int
+    ultraserver_type: str | None
+    ultraserver_count: int | None
+    availability_zone: str
+    start: str
+    end: str
+    usable_until: str
+    duration_hours: int | float  # as given: no 24 -> 24.0 in the JSON
+    upfront_fee: int | float
+    currency: str
+    price_per_gpu_hour: float | None
 
 
 def iso(moment: datetime) -> str:

@@ -15,7 +15,7 @@ from flashfleet.cli.common import UsageError, add_stack
 from flashfleet.table import aligned
 
 if TYPE_CHECKING:
-    from flashfleet.bench.seams import Seams
+    from flashfleet.bench.cluster_protocol import Cluster
     from flashfleet.bench.session import BenchRequest
 
 
@@ -111,7 +111,6 @@ def run(args: argparse.Namespace) -> int:
     from flashfleet.bench.fingerprint import RecipeSelection
     from flashfleet.bench.profiles import ProfileError, get_profile
     from flashfleet.bench.session import BenchRequest
-    from flashfleet.cli.shared.node_seams import load_seams
 
     try:
         if args.list_profiles:
@@ -176,18 +175,26 @@ def run(args: argparse.Namespace) -> int:
         servers=servers,
         ready_timeout_s=args.ready_timeout,
     )
-    return execute(request, load_seams())
+    return execute(request, stack_cluster())
 
 
-def execute(request: BenchRequest, seams: Seams) -> int:
+def stack_cluster() -> Cluster:
+    """The stack's nodes, through the bring-up (imported on this path only: it pulls the bring-up in)."""
+    from flashfleet.cli.shared.stack_cluster import StackCluster
+
+    return StackCluster()
+
+
+def execute(request: BenchRequest, cluster: Cluster) -> int:
     """Run the request and print the outcome; the exit status follows session.BenchOutcome."""
-    from flashfleet.bench.session import EXIT_TEARDOWN_FAILED, BenchSetupError, TeardownFailed, bench
+    from flashfleet.bench.errors import BenchSetupError
+    from flashfleet.bench.session import EXIT_TEARDOWN_FAILED, TeardownFailed, bench
 
     def log(line: str) -> None:
         print(line, file=sys.stderr)
 
     try:
-        outcome = bench(request, seams, log)
+        outcome = bench(request, cluster, log)
     except BenchSetupError as err:
         raise UsageError(str(err)) from None
     except TeardownFailed as err:

@@ -189,7 +189,7 @@ def _offers(args: argparse.Namespace, ec2: Any, t: _Target) -> int:
     b, query, zone = t.b, t.query, t.zone
     offers = fitting(ec2, query, t.gpus, zone)
     if args.format == "json":
-        print_json({"stack": b.stack, "region": b.region, "offers": [o.to_dict() for o in offers]})
+        print_json({"stack": b.stack, "region": b.region, "offers": [o.row().model_dump() for o in offers]})
         return 0
     where = f" in {zone}" if zone else ""
     print(

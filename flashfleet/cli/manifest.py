@@ -32,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
     from flashfleet.k8s.errors import KubernetesRenderError
     from flashfleet.launch import SECRET_ENV_NAMES
     from flashfleet.planning import load_stack
-    from flashfleet.planning.checks import kubernetes_plan
+    from flashfleet.planning.stack_recipe import kubernetes_plan
     from flashfleet.recipes.errors import RecipeError
     from flashfleet.stack import StackError
 

@@ -4,9 +4,18 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from flashfleet.cli.common import UsageError, add_format, add_stack, print_json
+
+if TYPE_CHECKING:  # the plan's model is imported on the command's path only
+    from flashfleet.launch import ContainerLaunch
+    from flashfleet.planning.plan_model import (
+        CapacityView,
+        CriticalPath,
+        KubernetesSourceView,
+        PlanView,
+    )
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -28,18 +37,16 @@ def run(args: argparse.Namespace) -> int:
     except StackError as err:
         raise UsageError(str(err)) from None
     if args.format == "json":
-        print_json(data)
+        print_json(data.model_dump(mode="json"))
     else:
         print(plan_text(data), end="")
     return 0
 
 
-def _docker(process: dict[str, Any]) -> str:
+def _docker(launch: ContainerLaunch) -> str:
     from flashfleet.cli.render import docker_lines
-    from flashfleet.launch import ContainerLaunch
 
-    # The plan's process is a launch as it was dumped: read it back for its option groups.
-    return " \\\n    ".join(docker_lines(ContainerLaunch.model_validate(process)))
+    return " \\\n    ".join(docker_lines(launch))
 
 
 def _command(words: list[str], env: dict[str, str]) -> str:
@@ -48,61 +55,61 @@ def _command(words: list[str], env: dict[str, str]) -> str:
     return " \\\n    ".join(command_lines(tuple(words), env))
 
 
-def _kubernetes_source(src: dict[str, Any]) -> list[str]:
-    pool = src["node_pool"]
+def _kubernetes_source(src: KubernetesSourceView) -> list[str]:
+    pool = src.node_pool
     selector = ", ".join(f"{k}={v}" for k, v in pool.get("nodeSelector", {}).items()) or "any node"
     tolerations = ", ".join(
         " ".join(str(t[k]) for k in ("key", "operator", "value", "effect") if t.get(k) is not None)
         for t in pool.get("tolerations", [])
     )
-    cache = src["model_cache"]
+    cache = src.model_cache
     where = cache["path"] if cache["kind"] == "hostPath" else f"{cache['storageClass']} {cache['size']}"
-    ranges = src.get("load_balancer_source_ranges") or []
-    service = src["service_type"] + (f" from {', '.join(ranges)}" if ranges else "")
+    ranges = src.load_balancer_source_ranges
+    service = src.service_type + (f" from {', '.join(ranges)}" if ranges else "")
     return [
-        f"  k8s      context {src['context'] or '(current)'}, namespace {src['namespace']}"
-        f"{' (created)' if src['create_namespace'] else ''}, Service {service}, "
-        f"{'LeaderWorkerSet' if src['leader_worker_set'] else 'no LeaderWorkerSet'}",
+        f"  k8s      context {src.context or '(current)'}, namespace {src.namespace}"
+        f"{' (created)' if src.create_namespace else ''}, Service {service}, "
+        f"{'LeaderWorkerSet' if src.leader_worker_set else 'no LeaderWorkerSet'}",
         f"           nodes {selector}{f'; tolerating {tolerations}' if tolerations else ''}",
-        f"           model cache {cache['kind']} {where}; HF token Secret {src['secret'] or 'none'}",
-        f"           objects {', '.join(src['objects'])}",
+        f"           model cache {cache['kind']} {where}; HF token Secret {src.secret or 'none'}",
+        f"           objects {', '.join(src.objects)}",
     ]
 
 
-def _workloads_text(src: dict[str, Any]) -> list[str]:
+def _workloads_text(src: KubernetesSourceView) -> list[str]:
     out = []
-    for w in src["workloads"]:
-        role = " (serves the model)" if w["serves"] else " (the router: the endpoint)" if w["routes"] else ""
-        out += ["", f"{w['kind']} {w['name']}{role}:"]
-        for c in w["containers"]:
-            pod = f"{c['pod']} " if c["pod"] != "pod" else ""
-            limits = ", ".join(f"{k}={v}" for k, v in c["resources"].get("limits", {}).items())
-            claims = ", ".join(x["name"] for x in c["resources"].get("claims", []))
+    for w in src.workloads:
+        role = " (serves the model)" if w.serves else " (the router: the endpoint)" if w.routes else ""
+        out += ["", f"{w.kind} {w.name}{role}:"]
+        for c in w.containers:
+            pod = f"{c.pod} " if c.pod != "pod" else ""
+            limits = ", ".join(f"{k}={v}" for k, v in c.resources.get("limits", {}).items())
+            claims = ", ".join(x["name"] for x in c.resources.get("claims", []))
             extra = f", limits {limits}" if limits else ""
             extra += f", claims {claims}" if claims else ""
-            extra += f", env by reference {', '.join(c['env_from'])}" if c["env_from"] else ""
-            out.append(f"  # {pod}{c['stage']} {c['name']}: image {c['image']}{extra}")
-            out.append("  " + _command(c["command"], c["env"]))
+            extra += f", env by reference {', '.join(c.env_from)}" if c.env_from else ""
+            out.append(f"  # {pod}{c.stage} {c.name}: image {c.image}{extra}")
+            out.append("  " + _command(c.command, c.env))
     return out
 
 
-def _capacity_lines(c: dict[str, Any], stack: str) -> list[str]:
-    what = "Capacity Block" if c["kind"] == "block" else "On-Demand Capacity Reservation"
-    if c["needs_purchase"]:
+def _capacity_lines(c: CapacityView, stack: str) -> list[str]:
+    what = "Capacity Block" if c.kind == "block" else "On-Demand Capacity Reservation"
+    if c.needs_purchase:
         todo = (
             f"`flashfleet capacity offers {stack}`, then `flashfleet capacity buy {stack} --offering ID`"
-            if c["kind"] == "block"
+            if c.kind == "block"
             else "put your reservation's id in the stack file"
         )
-        return [f"  capacity {what}: NONE YET (placeholder {c['reservation_id']}); pulumi up refuses: {todo}"]
-    w = c["window"]
+        return [f"  capacity {what}: NONE YET (placeholder {c.reservation_id}); pulumi up refuses: {todo}"]
+    w = c.window
     if w is None:
-        return [f"  capacity {what} {c['reservation_id']} (checked against EC2 at pulumi up)"]
+        return [f"  capacity {what} {c.reservation_id} (checked against EC2 at pulumi up)"]
     return [
-        f"  capacity {what} {c['reservation_id']}: "
-        f"{w['instance_count']} instances in {w['availability_zone']}, "
-        f"{w['start']} to {w['end']} (nodes until {w['nodes_until']}), ${w['upfront_price_usd']:.2f} paid"
-        + (", pulumi up waits for its start" if c["wait_for_start"] else "")
+        f"  capacity {what} {c.reservation_id}: "
+        f"{w.instance_count} instances in {w.availability_zone}, "
+        f"{w.start} to {w.end} (nodes until {w.nodes_until}), ${w.upfront_price_usd:.2f} paid"
+        + (", pulumi up waits for its start" if c.wait_for_start else "")
     ]
 
 
@@ -110,97 +117,94 @@ def _seconds(value: float | None) -> str:
     return "unknown" if value is None else f"{value / 60:.1f} min"
 
 
-def _critical_path_lines(cp: dict[str, Any]) -> list[str]:
+def _critical_path_lines(cp: CriticalPath) -> list[str]:
     """One line per phase of the modeled bring-up, then the total and its ratio."""
-    ratio = cp["ratio_to_largest_transfer"]
+    ratio = cp.ratio_to_largest_transfer
     out = [
-        f"  bring-up modeled ({cp['node_source']}, every node at once): total {_seconds(cp['total_s'])}, "
-        f"ratio to the largest transfer ({cp['largest_transfer'] or 'none known'}) "
+        f"  bring-up modeled ({cp.node_source}, every node at once): total {_seconds(cp.total_s)}, "
+        f"ratio to the largest transfer ({cp.largest_transfer or 'none known'}) "
         f"{'unknown' if ratio is None else ratio}; lanes side by side: "
-        + ", ".join(" -> ".join(lane) for lane in cp["lanes"])
+        + ", ".join(" -> ".join(lane) for lane in cp.lanes)
     ]
-    for p in cp["phases"]:
-        size = "" if p["size_gb"] is None else f"{p['size_gb']:g} GB ({p['basis']}) at {p['gbps']:g} Gbit/s, "
-        start = "?" if p["start_s"] is None else f"{p['start_s'] / 60:.1f}"
-        overlaps = f", overlaps {', '.join(p['overlaps'])}" if p["overlaps"] else ""
-        took = _seconds(p["seconds"])
-        out.append(f"    {p['name']:<8} {size}{took} from min {start}{overlaps} ({p['source']})")
+    for p in cp.phases:
+        size = "" if p.size_gb is None else f"{p.size_gb:g} GB ({p.basis}) at {p.gbps:g} Gbit/s, "
+        start = "?" if p.start_s is None else f"{p.start_s / 60:.1f}"
+        overlaps = f", overlaps {', '.join(p.overlaps)}" if p.overlaps else ""
+        took = _seconds(p.seconds)
+        out.append(f"    {p.name:<8} {size}{took} from min {start}{overlaps} ({p.source})")
     return out
 
 
-def plan_text(d: dict[str, Any]) -> str:
+def plan_text(d: PlanView) -> str:
     from flashfleet.cli.render import gpu_span
+    from flashfleet.launch import ContainerLaunch
 
-    src = d["source"]
-    cost = d["hourly_cost_usd"]
+    src = d.source
+    cost = d.hourly_cost_usd
     out = [
-        f"stack {d['stack']}: {d['description']}",
-        f"  recipe   {d['hardware']} / {d['strategy']} / {d['topology']}: {d['badge']}",
-        f"  model    {d['model']}",
-        f"  ttl      {d['ttl']}"
+        f"stack {d.stack}: {d.description}",
+        f"  recipe   {d.hardware} / {d.strategy} / {d.topology}: {d.badge}",
+        f"  model    {d.model}",
+        f"  ttl      {d.ttl}"
         + (
             " (the nodes end 30 min before the block ends: AWS reclaims them then)"
-            if d["ttl"] == "block"
+            if d.ttl == "block"
             else ""
         ),
-        f"  endpoint {d['endpoint']}",
+        f"  endpoint {d.endpoint}",
         f"  cost     {'unknown (no price in the catalog)' if cost is None else f'${cost:.2f}/h'}"
-        + (f" ({d['price_source']})" if cost is not None and d.get("price_source") else ""),
+        + (f" ({d.price_source})" if cost is not None and d.price_source else ""),
     ]
-    if d.get("capacity"):
-        out += _capacity_lines(d["capacity"], d["stack"])
-    if src["kind"] == "aws":
-        ingress = src["ingress"]
+    if d.capacity:
+        out += _capacity_lines(d.capacity, d.stack)
+    if src.kind == "aws":
+        ingress = src.ingress
         out += [
-            f"  aws      {src['region']}, {len(d['nodes'])} x {src['instance_type']} ({src['arch']}), "
-            f"capacity {src['capacity']['kind']}, placement group {src['placement_group'] or 'none'}",
-            f"           EFA network cards {src['efa_network_cards'] or 'read from EC2 at deploy'}, "
-            f"root volume {src['root_volume_gib']} GiB encrypted, IMDSv2 required, AMI {src['ami']}",
-            f"           ingress tcp {', '.join(map(str, ingress['ports']))} from "
-            f"{', '.join(ingress['cidrs'])}; all traffic within the group",
-            f"           TTL guard: {src['ttl_guard']}",
+            f"  aws      {src.region}, {len(d.nodes)} x {src.instance_type} ({src.arch}), "
+            f"capacity {src.capacity['kind']}, placement group {src.placement_group or 'none'}",
+            f"           EFA network cards {src.efa_network_cards or 'read from EC2 at deploy'}, "
+            f"root volume {src.root_volume_gib} GiB encrypted, IMDSv2 required, AMI {src.ami}",
+            f"           ingress tcp {', '.join(map(str, ingress.ports))} from "
+            f"{', '.join(ingress.cidrs)}; all traffic within the group",
+            f"           TTL guard: {src.ttl_guard}",
         ]
-    elif src["kind"] == "kubernetes":
+    elif src.kind == "kubernetes":
         out += _kubernetes_source(src)
     else:
-        out.append(f"  hosts    existing: {', '.join(src['hosts'])}")
-    if d["mooncake"]:
-        m = d["mooncake"]
-        where = "its own Deployment" if m["master_node"] is None else f"node {m['master_node']}"
+        out.append(f"  hosts    existing: {', '.join(src.hosts)}")
+    if m := d.mooncake:
+        where = "its own Deployment" if m.master_node is None else f"node {m.master_node}"
         out.append(
-            f"  mooncake master on {where} ({m['master_server_address']}, "
-            f"{m['metadata_server']}), protocol {m['protocol']}, {m['global_segment_gib']} GiB per node"
+            f"  mooncake master on {where} ({m.master_server_address}, "
+            f"{m.metadata_server}), protocol {m.protocol}, {m.global_segment_gib} GiB per node"
         )
-    if d.get("cluster"):
-        c = d["cluster"]
-        out.append(f"  cluster  {c['shape']}, behind the SGLang router on node {c['router']['node']}")
-        for inst in c["instances"]:
-            nodes = ", ".join(
-                f"node {n} ({a})" for n, a in zip(inst["nodes"], inst["addresses"], strict=True)
-            )
-            out.append(f"           {inst['name']:<10} {nodes}: {inst['url']}")
-        out.append(f"  path     {c['request_path']}")
-    out.append(f"  start    {' -> '.join(d['start_order'])}")
-    out += _critical_path_lines(d["critical_path"])
+    if c := d.cluster:
+        out.append(f"  cluster  {c.shape}, behind the SGLang router on node {c.router.node}")
+        for inst in c.instances:
+            nodes = ", ".join(f"node {n} ({a})" for n, a in zip(inst.nodes, inst.addresses, strict=True))
+            out.append(f"           {inst.name:<10} {nodes}: {inst.url}")
+        out.append(f"  path     {c.request_path}")
+    out.append(f"  start    {' -> '.join(d.start_order)}")
+    out += _critical_path_lines(d.critical_path)
     # Kubernetes: the workloads and their containers' commands instead of hosts and docker runs.
-    kube = src["kind"] == "kubernetes"
-    if kube:
+    if src.kind == "kubernetes":
         out += _workloads_text(src)
-    for node in [] if kube else d["nodes"]:
-        mem = node["host_memory_gb"]
+    for node in [] if src.kind == "kubernetes" else d.nodes:
+        mem = node.host_memory_gb
         # GB as the sizing counts it, and GiB as stack files and instance sheets give it
         memory = "unknown" if mem is None else f"{mem} GB ({round(mem * 10**9 / 2**30)} GiB)"
         out += [
             "",
-            f"node {node['index']} {node['name']} ({node['role']}): {node['address']}, "
-            f"{node['gpu_count']} GPUs, host memory {memory}, "
-            f"HiCache host tier {node['hicache_host_gb']} GB",
+            f"node {node.index} {node.name} ({node.role}): {node.address}, "
+            f"{node.gpu_count} GPUs, host memory {memory}, "
+            f"HiCache host tier {node.hicache_host_gb} GB",
         ]
-        for proc in node["processes"]:
-            after = f", after {', '.join(proc['start_after'])}" if proc["start_after"] else ""
-            out += [f"  # {proc['name']}: port {proc['port']}, GPUs {gpu_span(tuple(proc['gpus']))}{after}"]
+        for proc in node.processes:
+            assert isinstance(proc, ContainerLaunch)  # hosts run docker containers
+            after = f", after {', '.join(proc.start_after)}" if proc.start_after else ""
+            out += [f"  # {proc.name}: port {proc.port}, GPUs {gpu_span(proc.gpus)}{after}"]
             out.append("  " + _docker(proc))
-    if d["warnings"]:
-        out += [""] + [f"warning: {w}" for w in d["warnings"]]
-    out += [""] + [f"note: {n}" for n in d["notes"]]
+    if d.warnings:
+        out += [""] + [f"warning: {w}" for w in d.warnings]
+    out += [""] + [f"note: {n}" for n in d.notes]
     return "\n".join(out) + "\n"

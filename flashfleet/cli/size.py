@@ -233,8 +233,8 @@ def to_dict(plan: Plan, log: BootLog, radix_mode: str) -> dict[str, Any]:
             "capped": asdict(log.capped) if log.capped else None,
             "ranks": list(log.ranks),
         },
-        "observed": plan.observed.as_dict(),
-        "predicted": plan.predicted.as_dict(),
+        "observed": plan.observed.model_dump(),
+        "predicted": plan.predicted.model_dump(),
         "notes": list(plan.notes),
     }
 

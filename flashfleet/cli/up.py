@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from flashfleet.cli.common import UsageError, add_stack, can_ask, confirm
 
 if TYPE_CHECKING:
     from flashfleet.planning import StackPlan
+    from flashfleet.planning.plan_model import PlanView
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -58,34 +59,32 @@ def _print(line: str) -> None:
     print(line, end="" if line.endswith("\n") else "\n")
 
 
-def phases(data: dict[str, Any]) -> list[str]:
+def phases(data: PlanView) -> list[str]:
     """The bring-up in the order `up` runs it, from the offline plan."""
-    src = data["source"]
-    if src["kind"] == "aws":
-        count, kind = len(data["nodes"]), src["instance_type"]
-        nodes = f"create {count} x {kind} in {src['region']} (AWS, billed while they run)"
-    elif src["kind"] == "kubernetes":
-        nodes = f"create {', '.join(src['objects'])} in namespace {src['namespace']} (Kubernetes)"
+    src = data.source
+    if src.kind == "aws":
+        nodes = f"create {len(data.nodes)} x {src.instance_type} in {src.region} (AWS, billed while they run)"
+    elif src.kind == "kubernetes":
+        nodes = f"create {', '.join(src.objects)} in namespace {src.namespace} (Kubernetes)"
     else:
-        nodes = f"record the existing hosts {', '.join(src['hosts'])} (no cloud resources)"
+        nodes = f"record the existing hosts {', '.join(src.hosts)} (no cloud resources)"
     out = [f"  1. {nodes}"]
-    if src["kind"] != "kubernetes":
+    if src.kind != "kubernetes":
         steps = ["prepare (drivers, container runtime, image, weights)", "serve", "verify"]
-        if data["mooncake"]:
+        if data.mooncake:
             steps.insert(1, "Mooncake")
         out += [
             f"  2. site.yml: {' -> '.join(steps)}",
-            f"     start order {' -> '.join(data['start_order'])}; endpoint {data['endpoint']}",
+            f"     start order {' -> '.join(data.start_order)}; endpoint {data.endpoint}",
             f"     {restart_text(data)}",
         ]
-    out.append(f"  ttl {data['ttl']}; cost {data['hourly_cost_usd'] or 'unknown'} USD/h")
+    out.append(f"  ttl {data.ttl}; cost {data.hourly_cost_usd or 'unknown'} USD/h")
     return out
 
 
-def restart_text(data: dict[str, Any]) -> str:
+def restart_text(data: PlanView) -> str:
     """What a change of options or image does to the endpoint, said before it is made."""
-    cluster = data.get("cluster")
-    if cluster and len(cluster["instances"]) > 1:
+    if data.cluster and len(data.cluster.instances) > 1:
         return (
             "a changed server restarts one instance at a time (out of the router, back once ready): "
             "the endpoint keeps serving"
@@ -118,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
         stackops.check_secrets(args.stack)
     except (stackops.PulumiUnavailable, stackops.StackError, BringupInputError) as err:
         raise UsageError(str(err)) from None  # an unreadable config (wrong passphrase) as status says it
-    recipe = f"{data['hardware']} / {data['strategy']} / {data['topology']}, {data['badge']}"
+    recipe = f"{data.hardware} / {data.strategy} / {data.topology}, {data.badge}"
     print(f"flashfleet up {args.stack}: {recipe}")
     print("\n".join(phases(data)))
     try:

@@ -12,9 +12,9 @@ from dataclasses import dataclass, replace
 
 from flashfleet.catalog import hardware_catalog
 from flashfleet.catalog.instances import InstanceType, gib_to_gb, instance_catalog
-from flashfleet.k8s import KubernetesPlan, KubernetesRenderError, plan_kubernetes
-from flashfleet.launch import LaunchSettings, check_build_requirements
-from flashfleet.planning.stack_recipe import recipe_path, recipe_problem, render_stack
+from flashfleet.k8s import KubernetesRenderError
+from flashfleet.launch import check_build_requirements
+from flashfleet.planning.stack_recipe import kubernetes_plan, recipe_path, recipe_problem
 from flashfleet.recipes import Recipe, RecipeError
 from flashfleet.recipes.render import name_errors
 from flashfleet.sizing import SizingError, check_host_tier_fits, host_tier_need_gb
@@ -355,21 +355,6 @@ def check_root_volume(spec: StackSpec, need_gib: int, base: str) -> list[Problem
     return []
 
 
-def kubernetes_plan(stack: str, spec: StackSpec) -> KubernetesPlan:
-    """The stack's manifests (raises KubernetesRenderError, RecipeError)."""
-    src = spec.nodes.source
-    assert isinstance(src, KubernetesSource)
-    return plan_kubernetes(
-        stack,
-        src,
-        hardware=spec.hardware,
-        nodes=spec.nodes.count,
-        recipe_for=lambda addresses: render_stack(spec, None if addresses is None else list(addresses)),
-        settings=LaunchSettings(image=spec.image, model_cache_dir=spec.model_cache_dir),
-        mooncake=spec.mooncake,
-    )
-
-
 def check_kubernetes(stack: str, spec: StackSpec, base: str) -> list[Problem]:
     """Render the manifests now, so `validate` reports what `pulumi up` would refuse."""
     if not isinstance(spec.nodes.source, KubernetesSource):
@@ -400,6 +385,25 @@ def check_cluster(spec: StackSpec, base: str) -> list[Problem]:
     if cluster is None:
         return []
     problems = []
+    host = cluster.router.host
+    src = spec.nodes.source
+    if host is not None and not isinstance(src, ExistingSource):
+        problems.append(
+            Problem(
+                f"{base}.cluster.router.host",
+                "a router host of its own is one of the existing hosts (nodes.source.kind: existing); "
+                "on AWS and Kubernetes leave it unset",
+                "router-host-source",
+            )
+        )
+    elif host is not None and isinstance(src, ExistingSource) and host not in [h.address for h in src.hosts]:
+        problems.append(
+            Problem(
+                f"{base}.cluster.router.host",
+                f"{host} is not one of nodes.source.hosts (their address)",
+                "router-host-unknown",
+            )
+        )
     need = cluster.node_count()
     if need != spec.nodes.count:
         problems.append(

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flashfleet.catalog import DFLASH2_DRAFT, bringup_catalog
+from flashfleet.planning.plan_model import CriticalPath, PhaseView
 from flashfleet.planning.resolve import StackPlan
 from flashfleet.stack.kubernetes_source import KubernetesSource
 from flashfleet.stack.spec import AwsSource
@@ -94,7 +95,7 @@ def _phases(plan: StackPlan) -> dict[str, Phase]:
     return out
 
 
-def critical_path(plan: StackPlan) -> dict[str, Any]:
+def critical_path(plan: StackPlan) -> CriticalPath:
     """Phases with start and duration, which overlap, the total (the longest lane) and its ratio
     to the largest transfer."""
     kind = _source_kind(plan)
@@ -117,31 +118,31 @@ def critical_path(plan: StackPlan) -> dict[str, Any]:
     if total is not None and largest is not None and largest.seconds:
         ratio = round(total / largest.seconds, 2)
     defaults = bringup_catalog()["source"][kind]
-    return {
-        "node_source": kind,
-        "nodes": len(plan.nodes),
-        "phases": [
-            {
-                "name": p.name,
-                "size_gb": p.size_gb,
-                "basis": p.basis,
-                "gbps": p.gbps,
-                "seconds": p.seconds,
-                "start_s": p.start_s,
-                "end_s": p.end_s,
-                "overlaps": [q.name for q in placed if q is not p and _overlap(p, q)],
-                "source": p.source,
-            }
+    return CriticalPath(
+        node_source=kind,
+        nodes=len(plan.nodes),
+        phases=[
+            PhaseView(
+                name=p.name,
+                size_gb=p.size_gb,
+                basis=p.basis,
+                gbps=p.gbps,
+                seconds=p.seconds,
+                start_s=p.start_s,
+                end_s=p.end_s,
+                overlaps=[q.name for q in placed if q is not p and _overlap(p, q)],
+                source=p.source,
+            )
             for p in placed
         ],
-        "total_s": total,
-        "lanes": [list(lane) for lane in lanes],
-        "largest_transfer": largest.name if largest else None,
-        "ratio_to_largest_transfer": ratio,
-        "unknown": unknown,
-        "weights_prestaged": plan.spec.weights.prestaged,
-        "defaults_source": defaults["source"],
-    }
+        total_s=total,
+        lanes=[list(lane) for lane in lanes],
+        largest_transfer=largest.name if largest else None,
+        ratio_to_largest_transfer=ratio,
+        unknown=unknown,
+        weights_prestaged=plan.spec.weights.prestaged,
+        defaults_source=defaults["source"],
+    )
 
 
 def _overlap(p: Phase, q: Phase) -> bool:

@@ -1,4 +1,4 @@
-"""The bring-up plan as data: what ``flashfleet plan`` prints (text or JSON), offline.
+"""The bring-up plan as data (``PlanView``): what ``flashfleet plan`` prints (text or JSON), offline.
 
 Addresses are not known before ``pulumi up`` on AWS, so AWS nodes appear as ``node-0``,
 ``node-1``...; existing hosts show their real addresses. A Kubernetes stack has no hosts: its
@@ -7,15 +7,34 @@ plan lists the objects and, per workload, each container's image and command.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from flashfleet.k8s import KubernetesPlan
 from flashfleet.k8s import mooncake as k8s_mooncake
 from flashfleet.launch import ContainerLaunch
-from flashfleet.planning import checks
 from flashfleet.planning.critical_path import critical_path
-from flashfleet.planning.resolve import SSH_PORT, StackPlan
+from flashfleet.planning.plan_model import (
+    AwsSourceView,
+    CapacityView,
+    CapacityWindow,
+    ClusterView,
+    ExistingSourceView,
+    Ingress,
+    InstanceView,
+    KubernetesMooncake,
+    KubernetesSourceView,
+    NodeView,
+    PlanView,
+    PodProcess,
+    RouterView,
+    SourceView,
+    Workload,
+    WorkloadContainer,
+)
+from flashfleet.planning.resolve import SSH_PORT, MooncakeEndpoints, StackPlan
+from flashfleet.planning.stack_recipe import kubernetes_plan
 from flashfleet.recipes import Recipe
 from flashfleet.stack import capacity_block
 from flashfleet.stack.kubernetes_source import KubernetesSource
@@ -39,63 +58,62 @@ def plan_addresses(plan: StackPlan) -> tuple[list[str], list[str]]:
     return ssh, private
 
 
-def source_summary(plan: StackPlan) -> dict[str, Any]:
+def source_summary(plan: StackPlan) -> AwsSourceView | ExistingSourceView:
     src = plan.spec.nodes.source
     if isinstance(src, ExistingSource):
-        return {"kind": "existing", "hosts": [h.address for h in src.hosts]}
+        return ExistingSourceView(hosts=[h.address for h in src.hosts])
     assert isinstance(src, AwsSource)
     inst = plan.instance
-    return {
-        "kind": "aws",
-        "region": plan.region,
-        "instance_type": inst.name if inst else None,
-        "arch": inst.arch if inst else None,
-        "efa_network_cards": inst.efa_network_cards if inst else None,
-        "host_memory_gib": inst.host_memory_gib if inst else None,
-        "capacity": src.capacity.model_dump(by_alias=True),
-        "placement_group": "cluster" if src.uses_placement_group else None,
-        "network": src.network.model_dump(by_alias=True, mode="json"),
-        "ingress": {
-            "cidrs": [str(c) for c in src.allowed_cidrs],
-            "ports": [SSH_PORT, plan.serving_port],
-            "within_group": "all traffic",
-        },
-        "public_ip": src.public_ip,
-        "ami": src.ami or f"DLAMI via SSM ({src.dlami_os}, {inst.arch if inst else '?'})",
-        "root_volume_gib": plan.root_volume_gib,
-        "imdsv2": "required",
-        "ttl_guard": "the node shuts itself down (terminate on shutdown) at flashfleet:expires-at, "
+    return AwsSourceView(
+        region=plan.region,
+        instance_type=inst.name if inst else None,
+        arch=inst.arch if inst else None,
+        efa_network_cards=inst.efa_network_cards if inst else None,
+        host_memory_gib=inst.host_memory_gib if inst else None,
+        capacity=src.capacity.model_dump(by_alias=True),
+        placement_group="cluster" if src.uses_placement_group else None,
+        network=src.network.model_dump(by_alias=True, mode="json"),
+        ingress=Ingress(
+            cidrs=[str(c) for c in src.allowed_cidrs],
+            ports=[SSH_PORT, plan.serving_port],
+            within_group="all traffic",
+        ),
+        public_ip=src.public_ip,
+        ami=src.ami or f"DLAMI via SSM ({src.dlami_os}, {inst.arch if inst else '?'})",
+        root_volume_gib=plan.root_volume_gib,
+        imdsv2="required",
+        ttl_guard="the node shuts itself down (terminate on shutdown) at flashfleet:expires-at, "
         "or at launch + ttl when that tag was never readable",
-    }
+    )
 
 
 def _iso(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def capacity_summary(plan: StackPlan) -> dict[str, Any] | None:
+def capacity_summary(plan: StackPlan) -> CapacityView | None:
     """The reservation or block the nodes land in, and a bought block's window (None: on-demand)."""
     rid = capacity_block.reservation_id(plan.spec)
     if rid is None:
         return None
     blk = capacity_block.block(plan.spec)
     bought = blk.purchased if blk else None
-    return {
-        "kind": "block" if blk else "reservation",
-        "reservation_id": rid,
-        "needs_purchase": plan.needs_capacity_purchase,
-        "wait_for_start": bool(blk and blk.wait_for_start),
-        "window": None
+    return CapacityView(
+        kind="block" if blk else "reservation",
+        reservation_id=rid,
+        needs_purchase=plan.needs_capacity_purchase,
+        wait_for_start=bool(blk and blk.wait_for_start),
+        window=None
         if bought is None
-        else {
-            "availability_zone": bought.availability_zone,
-            "instance_count": bought.instance_count,
-            "start": _iso(bought.start),
-            "end": _iso(bought.end),
-            "nodes_until": _iso(capacity_block.usable_until(bought.end)),
-            "upfront_price_usd": bought.upfront_price_usd,
-        },
-    }
+        else CapacityWindow(
+            availability_zone=bought.availability_zone,
+            instance_count=bought.instance_count,
+            start=_iso(bought.start),
+            end=_iso(bought.end),
+            nodes_until=_iso(capacity_block.usable_until(bought.end)),
+            upfront_price_usd=bought.upfront_price_usd,
+        ),
+    )
 
 
 def _pod_templates(obj: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
@@ -106,23 +124,23 @@ def _pod_templates(obj: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     return [("pod", spec["template"]["spec"])]
 
 
-def _container(c: dict[str, Any], pod: str, init: bool) -> dict[str, Any]:
+def _container(c: dict[str, Any], pod: str, init: bool) -> WorkloadContainer:
     # Init containers run to completion first (weight downloads); sidecars are the processes that
     # others start after (restartPolicy Always); the rest start once those are up.
     stage = ("sidecar" if c.get("restartPolicy") == "Always" else "init") if init else "main"
-    return {
-        "pod": pod,
-        "name": c["name"],
-        "stage": stage,
-        "image": c["image"],
-        "command": list(c["command"]),
-        "env": {e["name"]: e["value"] for e in c.get("env", []) if "value" in e},
-        "env_from": sorted(e["name"] for e in c.get("env", []) if "valueFrom" in e),  # Secret, pod IP
-        "resources": c.get("resources", {}),
-    }
+    return WorkloadContainer(
+        pod=pod,
+        name=c["name"],
+        stage=stage,
+        image=c["image"],
+        command=list(c["command"]),
+        env={e["name"]: e["value"] for e in c.get("env", []) if "value" in e},
+        env_from=sorted(e["name"] for e in c.get("env", []) if "valueFrom" in e),  # Secret, pod IP
+        resources=c.get("resources", {}),
+    )
 
 
-def kubernetes_workloads(plan: KubernetesPlan) -> list[dict[str, Any]]:
+def kubernetes_workloads(plan: KubernetesPlan) -> list[Workload]:
     """Every object that runs pods, with its containers in start order."""
     out = []
     for obj in plan.objects:
@@ -136,47 +154,57 @@ def kubernetes_workloads(plan: KubernetesPlan) -> list[dict[str, Any]]:
         ]
         name = obj["metadata"]["name"]
         out.append(
-            {
-                "kind": obj["kind"],
-                "name": name,
-                "serves": name in plan.workloads and name != plan.router,
-                "routes": name == plan.router,  # a cluster's router, behind the endpoint Service
-                "containers": containers,
-            }
+            Workload(
+                kind=obj["kind"],
+                name=name,
+                serves=name in plan.workloads and name != plan.router,
+                routes=name == plan.router,
+                containers=containers,
+            )
         )
     return out
 
 
-def kubernetes_summary(stack_plan: StackPlan, plan: KubernetesPlan) -> dict[str, Any]:
+def kubernetes_summary(stack_plan: StackPlan, plan: KubernetesPlan) -> KubernetesSourceView:
     src = stack_plan.spec.nodes.source
     assert isinstance(src, KubernetesSource)
-    return {
-        "kind": "kubernetes",
-        "context": src.context,  # None: the kubeconfig's current context
-        "namespace": plan.namespace,
-        "create_namespace": src.create_namespace,
-        "node_pool": src.node_pools[stack_plan.spec.hardware].model_dump(
+    return KubernetesSourceView(
+        context=src.context,
+        namespace=plan.namespace,
+        create_namespace=src.create_namespace,
+        node_pool=src.node_pools[stack_plan.spec.hardware].model_dump(
             by_alias=True, mode="json", exclude_none=True
         ),
-        "model_cache": src.model_cache.model_dump(by_alias=True, mode="json"),
-        "leader_worker_set": src.leader_worker_set,
-        "service_type": src.service_type,
-        "load_balancer_source_ranges": [str(c) for c in src.load_balancer_source_ranges],
+        model_cache=src.model_cache.model_dump(by_alias=True, mode="json"),
+        leader_worker_set=src.leader_worker_set,
+        service_type=src.service_type,
+        load_balancer_source_ranges=[str(c) for c in src.load_balancer_source_ranges],
         # The component makes the Secret from the flashfleet:hfToken secret, when the stack has one.
-        "secret": plan.secret_name if stack_plan.has_hf_token else None,
-        "objects": [f"{o['kind']}/{o['metadata']['name']}" for o in plan.objects],
-        "workloads": kubernetes_workloads(plan),
-    }
+        secret=plan.secret_name if stack_plan.has_hf_token else None,
+        objects=[f"{o['kind']}/{o['metadata']['name']}" for o in plan.objects],
+        workloads=kubernetes_workloads(plan),
+    )
 
 
-def _pod_process(launch: ContainerLaunch) -> dict[str, Any]:
+def _pod_process(launch: ContainerLaunch) -> PodProcess:
     """A process as its container sees it on Kubernetes (no docker flags, no host paths)."""
-    keys = ("name", "role", "node", "image", "argv", "env", "secret_env_names", "gpus", "port", "start_after")
-    return launch.model_dump(mode="json", include=set(keys))
+    return PodProcess.model_validate(launch.model_dump(mode="json", include=set(PodProcess.model_fields)))
 
 
-def _kubernetes_parts(stack_plan: StackPlan) -> dict[str, Any]:
-    plan = checks.kubernetes_plan(stack_plan.stack, stack_plan.spec)
+@dataclass(frozen=True)
+class _Parts:
+    """What differs between a Kubernetes stack's plan and a hosts' one."""
+
+    recipe: Recipe
+    source: SourceView
+    addresses: list[str | None]
+    processes: dict[int, list[ContainerLaunch | PodProcess]]
+    mooncake: MooncakeEndpoints | KubernetesMooncake | None
+    endpoint: str
+
+
+def _kubernetes_parts(stack_plan: StackPlan) -> _Parts:
+    plan = kubernetes_plan(stack_plan.stack, stack_plan.spec)
     src = stack_plan.spec.nodes.source
     assert isinstance(src, KubernetesSource)
     endpoint = plan.endpoint
@@ -186,61 +214,67 @@ def _kubernetes_parts(stack_plan: StackPlan) -> dict[str, Any]:
     if stack_plan.spec.mooncake is not None:
         mc = stack_plan.spec.mooncake
         cfg = k8s_mooncake.config(stack_plan.stack, plan.namespace, mc)
-        mooncake = {
-            "master_node": None,  # its own Deployment and Service
-            "master_server_address": cfg["master_server_address"],
-            "metadata_server": cfg["metadata_server"],
-            "protocol": mc.protocol,
-            "global_segment_gib": mc.global_segment_gib,
-            "devices": list(mc.devices),
-        }
-    by_node: dict[int, list[dict[str, Any]]] = {n.index: [] for n in stack_plan.nodes}
+        mooncake = KubernetesMooncake(
+            master_server_address=cfg["master_server_address"],
+            metadata_server=cfg["metadata_server"],
+            protocol=mc.protocol,
+            global_segment_gib=mc.global_segment_gib,
+            devices=list(mc.devices),
+        )
+    by_node: dict[int, list[ContainerLaunch | PodProcess]] = {n.index: [] for n in stack_plan.nodes}
     for launch in plan.launches:
         by_node[launch.node].append(_pod_process(launch))
-    return {
-        "recipe": plan.recipe,
-        "source": kubernetes_summary(stack_plan, plan),
-        "addresses": [None] * len(stack_plan.nodes),
-        "processes": by_node,
-        "mooncake": mooncake,
-        "endpoint": endpoint,
-    }
+    return _Parts(
+        recipe=plan.recipe,
+        source=kubernetes_summary(stack_plan, plan),
+        addresses=[None] * len(stack_plan.nodes),
+        processes=by_node,
+        mooncake=mooncake,
+        endpoint=endpoint,
+    )
 
 
-def _host_parts(plan: StackPlan) -> dict[str, Any]:
+def _host_parts(plan: StackPlan) -> _Parts:
     ssh, private = plan_addresses(plan)
-    recipe = plan.recipe_for(private)
+    # Before `pulumi up` the addresses are the symbolic ones the stack's recipe already has.
+    known = any(n.private_address for n in plan.nodes)
+    recipe = plan.recipe_for(private if known else None)
     launches = plan.node_launches(recipe)
-    return {
-        "recipe": recipe,
-        "source": source_summary(plan),
-        "addresses": ssh,
-        "processes": {i: [la.model_dump(mode="json") for la in group] for i, group in launches.items()},
-        "mooncake": plan.mooncake.to_dict(private) if plan.mooncake else None,
-        "endpoint": f"http://{ssh[0]}:{plan.serving_port}/v1",
-    }
+    return _Parts(
+        recipe=recipe,
+        source=source_summary(plan),
+        addresses=list(ssh),
+        processes={i: list(group) for i, group in launches.items()},
+        mooncake=plan.mooncake.endpoints(private) if plan.mooncake else None,
+        endpoint=f"http://{ssh[0]}:{plan.serving_port}/v1",
+    )
 
 
-def cluster_summary(plan: StackPlan, recipe: Recipe, addresses: list[str | None]) -> dict[str, Any] | None:
+def cluster_summary(plan: StackPlan, recipe: Recipe, addresses: list[str | None]) -> ClusterView | None:
     """A cluster's instances (which node runs what), its router and the path a request takes."""
     cluster = plan.spec.cluster
     if cluster is None:
         return None
     router = next(p for p in recipe.processes if p.role == "router")
-    instances: dict[str, dict[str, Any]] = {}
+    nodes: dict[str, list[int]] = {}  # per instance, in start order
+    roles: dict[str, str] = {}
+    urls: dict[str, str] = {}
     for proc in recipe.start_order():
         if proc.role == "router":
             continue
-        inst = instances.setdefault(
-            proc.instance,
-            {"name": proc.instance, "role": proc.role, "nodes": [], "addresses": [], "url": None},
-        )
-        if proc.node not in inst["nodes"]:
-            inst["nodes"].append(proc.node)
-            inst["addresses"].append(addresses[proc.node])
+        on = nodes.setdefault(proc.instance, [])
+        roles.setdefault(proc.instance, proc.role)
+        if proc.node not in on:
+            on.append(proc.node)
         if proc.url:
-            inst["url"] = proc.url
-    names = [i["name"] for i in instances.values()]
+            urls[proc.instance] = proc.url
+    instances = [
+        InstanceView(
+            name=name, role=roles[name], nodes=on, addresses=[addresses[i] for i in on], url=urls.get(name)
+        )
+        for name, on in nodes.items()
+    ]
+    names = list(nodes)
     if plan.spec.topology == "pd":
         prefill = [n for n in names if n.startswith("prefill")]
         decode = [n for n in names if n.startswith("decode")]
@@ -248,58 +282,57 @@ def cluster_summary(plan: StackPlan, recipe: Recipe, addresses: list[str | None]
     else:
         hops = [" | ".join(names)]
     where = addresses[router.node] or f"node-{router.node}"
-    return {
-        "shape": cluster.shape_text(),
-        "policy": cluster.router.policy,
-        "router": {"node": router.node, "address": where, "port": router.port},
-        "instances": list(instances.values()),
-        "request_path": " -> ".join(
+    return ClusterView(
+        shape=cluster.shape_text(),
+        policy=cluster.router.policy,
+        router=RouterView(node=router.node, address=where, port=router.port),
+        instances=instances,
+        request_path=" -> ".join(
             [f"client -> router {where}:{router.port} ({cluster.router.policy})", *hops]
         ),
-    }
+    )
 
 
-def plan_data(plan: StackPlan) -> dict[str, Any]:
+def plan_data(plan: StackPlan) -> PlanView:
     kube = isinstance(plan.spec.nodes.source, KubernetesSource)
     parts = _kubernetes_parts(plan) if kube else _host_parts(plan)
-    recipe = parts["recipe"]
-    cost = plan.hourly_cost_usd
-    return {
-        "stack": plan.stack,
-        "description": plan.spec.description,
-        "hardware": plan.spec.hardware,
-        "strategy": plan.spec.strategy,
-        "topology": plan.spec.topology,
-        "badge": recipe.badge,
-        "badge_source": recipe.badge_source,
-        "model": recipe.model,
-        "image": plan.spec.image.model_dump(mode="json"),
-        "ttl": plan.spec.ttl if isinstance(plan.spec.ttl, str) else ttl_text(plan.spec.ttl.total_seconds()),
-        "capacity": capacity_summary(plan),
-        "source": parts["source"],
-        "nodes": [
-            {
-                "index": n.index,
-                "name": n.name,
-                "role": n.role,
-                "address": parts["addresses"][n.index],
-                "ssh_user": n.ssh_user,
-                "instance_type": n.instance_type,
-                "gpu_count": n.gpu_count,
-                "host_memory_gb": n.host_memory_gb,
-                "hicache_host_gb": n.hicache_host_gb,
-                "mooncake_master": n.mooncake_master,
-                "processes": parts["processes"][n.index],
-            }
+    recipe = parts.recipe
+    return PlanView(
+        stack=plan.stack,
+        description=plan.spec.description,
+        hardware=plan.spec.hardware,
+        strategy=plan.spec.strategy,
+        topology=plan.spec.topology,
+        badge=recipe.badge,
+        badge_source=recipe.badge_source,
+        model=recipe.model,
+        image=plan.spec.image,
+        ttl=plan.spec.ttl if isinstance(plan.spec.ttl, str) else ttl_text(plan.spec.ttl.total_seconds()),
+        capacity=capacity_summary(plan),
+        source=parts.source,
+        nodes=[
+            NodeView(
+                index=n.index,
+                name=n.name,
+                role=n.role,
+                address=parts.addresses[n.index],
+                ssh_user=n.ssh_user,
+                instance_type=n.instance_type,
+                gpu_count=n.gpu_count,
+                host_memory_gb=n.host_memory_gb,
+                hicache_host_gb=n.hicache_host_gb,
+                mooncake_master=n.mooncake_master,
+                processes=parts.processes[n.index],
+            )
             for n in plan.nodes
         ],
-        "cluster": None if kube else cluster_summary(plan, recipe, parts["addresses"]),
-        "start_order": [f"{p.name}@node-{p.node}" for p in recipe.start_order()],
-        "mooncake": parts["mooncake"],
-        "endpoint": parts["endpoint"],
-        "hourly_cost_usd": cost,
-        "price_source": plan.price_source,
-        "critical_path": critical_path(plan),
-        "warnings": list(plan.warnings),
-        "notes": list(recipe.notes),
-    }
+        cluster=None if kube else cluster_summary(plan, recipe, parts.addresses),
+        start_order=[f"{p.name}@node-{p.node}" for p in recipe.start_order()],
+        mooncake=parts.mooncake,
+        endpoint=parts.endpoint,
+        hourly_cost_usd=plan.hourly_cost_usd,
+        price_source=plan.price_source,
+        critical_path=critical_path(plan),
+        warnings=list(plan.warnings),
+        notes=list(recipe.notes),
+    )

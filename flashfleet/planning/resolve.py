@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from flashfleet.catalog import hardware_catalog
 from flashfleet.catalog.instances import GIB_TO_GB, InstanceType, disk_figures
@@ -50,6 +50,24 @@ class NodePlan:
     host_keys: tuple[str, ...] = ()  # existing hosts: the SSH keys to pin
 
 
+class MooncakeEndpoints(BaseModel):
+    """The Mooncake master and its members at the nodes' addresses (the hosts' inventory, `plan`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    master_node: int
+    master_host: str
+    master_server_address: str
+    metadata_server: str
+    rpc_port: int
+    metadata_port: int
+    metrics_port: int
+    protocol: str
+    global_segment_gib: int
+    devices: list[str]
+    members: list[str]
+
+
 @dataclass(frozen=True)
 class MooncakeLayout:
     spec: Mooncake
@@ -57,21 +75,21 @@ class MooncakeLayout:
     def master_host(self, addresses: Sequence[str]) -> str:
         return addresses[self.spec.master_node]
 
-    def to_dict(self, addresses: Sequence[str]) -> dict[str, Any]:
+    def endpoints(self, addresses: Sequence[str]) -> MooncakeEndpoints:
         host = self.master_host(addresses)
-        return {
-            "master_node": self.spec.master_node,
-            "master_host": host,
-            "master_server_address": f"{host}:{self.spec.rpc_port}",
-            "metadata_server": f"http://{host}:{self.spec.metadata_port}/metadata",
-            "rpc_port": self.spec.rpc_port,
-            "metadata_port": self.spec.metadata_port,
-            "metrics_port": self.spec.metrics_port,
-            "protocol": self.spec.protocol,
-            "global_segment_gib": self.spec.global_segment_gib,
-            "devices": list(self.spec.devices),
-            "members": list(addresses),
-        }
+        return MooncakeEndpoints(
+            master_node=self.spec.master_node,
+            master_host=host,
+            master_server_address=f"{host}:{self.spec.rpc_port}",
+            metadata_server=f"http://{host}:{self.spec.metadata_port}/metadata",
+            rpc_port=self.spec.rpc_port,
+            metadata_port=self.spec.metadata_port,
+            metrics_port=self.spec.metrics_port,
+            protocol=self.spec.protocol,
+            global_segment_gib=self.spec.global_segment_gib,
+            devices=list(self.spec.devices),
+            members=list(addresses),
+        )
 
 
 @dataclass(frozen=True)

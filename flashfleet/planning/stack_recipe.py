@@ -1,14 +1,17 @@
-"""A stack's recipe: the recipe engine's render of the stack's hardware, strategy, topology,
-options and serving shape, and a RecipeError turned into a problem that names the stack key it
-comes from."""
+"""A stack's renders: the recipe engine's render of the stack's hardware, strategy, topology,
+options and serving shape, on the Kubernetes source its manifests, and a RecipeError turned into
+a problem that names the stack key it comes from."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from flashfleet.k8s import KubernetesPlan, plan_kubernetes
+from flashfleet.launch import LaunchSettings
 from flashfleet.recipes import Recipe, RecipeError, render
 from flashfleet.stack.errors import Problem
-from flashfleet.stack.spec import SHAPE_KEYS, StackSpec
+from flashfleet.stack.kubernetes_source import KubernetesSource
+from flashfleet.stack.spec import SHAPE_KEYS, ExistingSource, StackSpec
 
 # Recipe fields that are keys of the stack itself, not options.
 _TOP_LEVEL = {"hardware": "hardware", "strategy": "strategy", "topology": "topology", "image": "image"}
@@ -39,9 +42,43 @@ def shape_overrides(spec: StackSpec) -> dict[str, Any]:
     return shape
 
 
+def router_node(spec: StackSpec) -> int | None:
+    """The node of the router's own host (cluster.router.host), or None: beside instance 0.
+
+    A host that is not one of the existing hosts is checks.check_cluster's to refuse."""
+    host = spec.cluster.router.host if spec.cluster else None
+    src = spec.nodes.source
+    if host is None or not isinstance(src, ExistingSource):
+        return None
+    addresses = [h.address for h in src.hosts]
+    return addresses.index(host) if host in addresses else None
+
+
 def render_stack(spec: StackSpec, addresses: list[str] | None = None) -> Recipe:
     overrides = {**spec.options, **shape_overrides(spec)}
-    return render(spec.hardware, spec.strategy, spec.topology, overrides, addresses=addresses)
+    return render(
+        spec.hardware,
+        spec.strategy,
+        spec.topology,
+        overrides,
+        addresses=addresses,
+        router_node=router_node(spec),
+    )
+
+
+def kubernetes_plan(stack: str, spec: StackSpec) -> KubernetesPlan:
+    """The stack's manifests (raises KubernetesRenderError, RecipeError)."""
+    src = spec.nodes.source
+    assert isinstance(src, KubernetesSource)
+    return plan_kubernetes(
+        stack,
+        src,
+        hardware=spec.hardware,
+        nodes=spec.nodes.count,
+        recipe_for=lambda addresses: render_stack(spec, None if addresses is None else list(addresses)),
+        settings=LaunchSettings(image=spec.image, model_cache_dir=spec.model_cache_dir),
+        mooncake=spec.mooncake,
+    )
 
 
 def recipe_problem(spec: StackSpec, err: RecipeError, base: str) -> Problem:

@@ -15,8 +15,9 @@ and D intermediate states per request; the KV pool gets what the state pool leav
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel, ConfigDict, field_serializer
 
 from flashfleet.sizing.bootlog import GIB, BootLog
 from flashfleet.sizing.errors import SizingError
@@ -80,9 +81,10 @@ class Workload:
             raise SizingError(f"concurrency must be at least 1, not {self.concurrency}")
 
 
-@dataclass(frozen=True)
-class Prediction:
+class Prediction(BaseModel):
     """What one split gives: state slots, KV tokens and the requests each pool admits."""
+
+    model_config = ConfigDict(frozen=True)
 
     mamba_slots: int
     state_gib: float  # main slots plus intermediate speculative state
@@ -93,11 +95,9 @@ class Prediction:
     max_running_requests: int  # sglang's value: the clamp, its generic default, tokens // 2
     limiting_pool: str  # kda-state | kv | balanced
 
-    def as_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["state_gib"] = round(self.state_gib, 2)
-        out["kv_gib"] = round(self.kv_gib, 2)
-        return out
+    @field_serializer("state_gib", "kv_gib")
+    def _gib(self, value: float) -> float:
+        return round(value, 2)  # a report's precision; the figures stay exact
 
 
 @dataclass(frozen=True)

@@ -279,10 +279,13 @@ class Nodes(Strict):
 
 
 class RouterSpec(Strict):
-    """The stack's endpoint: the SGLang router, beside the first instance's server on node 0."""
+    """The stack's endpoint: the SGLang router, beside the first instance's server on node 0, or
+    on an existing host of its own (``host``: the address of one of ``nodes.source.hosts``)."""
 
     # How the router picks a worker (sglang_router --policy); cache_aware is its default.
     policy: Literal["cache_aware", "round_robin", "power_of_two"] = "cache_aware"
+    # An existing host that runs the router and no worker; it counts in nodes.count.
+    host: Annotated[str, _safe(safe_values.host_address)] | None = None
 
 
 class ClusterSpec(Strict):
@@ -312,13 +315,14 @@ class ClusterSpec(Strict):
         return self.replicas or (self.prefill or 0) + (self.decode or 0)
 
     def node_count(self) -> int:
-        return self.instances * self.nodes_per_instance
+        return self.instances * self.nodes_per_instance + (self.router.host is not None)
 
     def shape_text(self) -> str:
         shape = (
             f"{self.replicas} replicas" if self.replicas else f"{self.prefill} prefill + {self.decode} decode"
         )
-        return f"{shape} x {self.nodes_per_instance} node(s) each"
+        router = ", plus the router's own host" if self.router.host is not None else ""
+        return f"{shape} x {self.nodes_per_instance} node(s) each{router}"
 
 
 # --- Mooncake L3 tier ------------------------------------------------------------------------------

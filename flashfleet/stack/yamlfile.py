@@ -42,18 +42,21 @@ def _depth_ok(doc: Any) -> bool:
     return True
 
 
-# YAML 1.1's booleans as PyYAML reads them: without the single letters y, Y, n and N, which YAML
-# 1.1 lists and ruamel.yaml takes, so `sshUser: n` stays the text a PyYAML writer meant.
-_PYYAML_BOOL = re.compile(r"^(?:yes|Yes|YES|no|No|NO|true|True|TRUE|false|False|FALSE|on|On|ON|off|Off|OFF)$")
+# YAML 1.1's booleans, integers and floats exactly as PyYAML reads them: ruamel.yaml's YAML 1.1
+# also takes y/Y/n/N as booleans and 1e5 or 0E0 (no dot) as floats, so `sshUser: n` or
+# `modelCacheDir: 0E0`, left unquoted by a PyYAML writer that reads them as text, would change type.
+_PYYAML_TAGS = ("tag:yaml.org,2002:bool", "tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
 
 
-def _pyyaml_booleans(resolver: Any) -> None:
+def _pyyaml_scalars(resolver: Any) -> None:
     from ruamel.yaml.resolver import implicit_resolvers
+    from yaml.resolver import Resolver as PyYamlResolver
 
+    pyyaml = {tag: rx for entries in PyYamlResolver.yaml_implicit_resolvers.values() for tag, rx in entries}
     for versions, tag, regexp, first in implicit_resolvers:
         if (1, 1) in versions:
-            bool_tag = tag == "tag:yaml.org,2002:bool"
-            resolver.add_version_implicit_resolver((1, 1), tag, _PYYAML_BOOL if bool_tag else regexp, first)
+            ours = pyyaml[tag] if tag in _PYYAML_TAGS else regexp
+            resolver.add_version_implicit_resolver((1, 1), tag, ours, first)
 
 
 def parse_yaml(text: str) -> Any:
@@ -65,7 +68,7 @@ def parse_yaml(text: str) -> Any:
     too_deep = f"nested more than {MAX_DEPTH} levels deep (a stack file needs about eight)"
     loader = YAML(typ="safe", pure=True)
     loader.version = (1, 1)  # read as PyYAML does (yes/no booleans, 0755 octal): files written for it
-    _pyyaml_booleans(loader.resolver)
+    _pyyaml_scalars(loader.resolver)
     try:
         with warnings.catch_warnings():  # its YAML 1.1 float advice is a paragraph on stderr
             warnings.simplefilter("ignore")

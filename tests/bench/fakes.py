@@ -1,11 +1,14 @@
-"""Canned bench_serving results and a fake runner, for tests that need no server."""
+"""Canned bench_serving results, a fake runner and a fake cluster, for tests that need no server."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 
-from flashfleet.bench.runner import Completed, Invocation
+from flashfleet.bench.errors import BenchSetupError
+from flashfleet.bench.fingerprint import Deployment
+from flashfleet.bench.runner import Completed, Invocation, LocalRunner, Runner
 
 STATS = ("mean", "median", "std", "p90", "p95", "p99")
 
@@ -76,3 +79,30 @@ class FakeRunner:
             return self._answer(concurrency)
         prompts = int(argv[argv.index("--num-prompts") + 1])
         return Completed(0, "ok\n", jsonl(curve(concurrency, completed=prompts)))
+
+
+@dataclass(frozen=True)
+class FakeCluster:
+    """A stack's cluster (flashfleet.bench.cluster_protocol.Cluster) answered by the test; an
+    answer it is not given is the refusal or the default of a stack without outputs."""
+
+    endpoint_of: Callable[[str], str] | None = None
+    teardown_of: Callable[[str], None] | None = None
+    runner_of: Callable[[str], Runner] | None = None
+    deployment_of: Callable[[str], Deployment] | None = None
+
+    def endpoint(self, stack: str) -> str:
+        if self.endpoint_of is None:
+            raise BenchSetupError(f"no --endpoint given and stack {stack} has no endpoint output")
+        return self.endpoint_of(stack)
+
+    def teardown(self, stack: str) -> None:
+        if self.teardown_of is None:
+            raise AssertionError(f"stack {stack} torn down, but the test gave no teardown")
+        self.teardown_of(stack)
+
+    def runner(self, stack: str) -> Runner:
+        return LocalRunner() if self.runner_of is None else self.runner_of(stack)
+
+    def deployment(self, stack: str) -> Deployment:
+        return Deployment(stack=stack) if self.deployment_of is None else self.deployment_of(stack)

@@ -1,5 +1,5 @@
-"""`flashfleet bench` through the CLI: exit codes, the gate, and --destroy through the seams
-(a fake teardown and a fake runner at the same seams the bring-up fills)."""
+"""`flashfleet bench` through the CLI: exit codes, the gate, and --destroy through the cluster
+(a fake cluster with a fake teardown and a fake runner, where the CLI passes the stack's own)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,9 @@ import pytest
 
 from flashfleet.bench.profiles import load_profiles
 from flashfleet.bench.runner import Completed, Invocation, LocalRunner
-from flashfleet.bench.seams import Seams
+from flashfleet.cli import bench as cli_bench
 from flashfleet.cli import main
-from flashfleet.cli.shared import node_seams as seams_mod
-from tests.bench.fakes import FakeRunner
+from tests.bench.fakes import FakeCluster, FakeRunner
 
 URL = "http://127.0.0.1:9"
 
@@ -32,9 +31,9 @@ class FakeTeardown:
 
 
 @pytest.fixture
-def with_seams(monkeypatch):
-    def install(seams: Seams) -> None:
-        monkeypatch.setattr(seams_mod, "load_seams", lambda: seams)
+def with_cluster(monkeypatch):
+    def install(cluster: FakeCluster) -> None:
+        monkeypatch.setattr(cli_bench, "stack_cluster", lambda: cluster)
 
     return install
 
@@ -45,9 +44,9 @@ def bench(tmp_path: Path, *extra: str) -> int:
     )
 
 
-def test_ok_run_exit_0_and_results(tmp_path, with_seams, capsys):
+def test_ok_run_exit_0_and_results(tmp_path, with_cluster, capsys):
     runner = FakeRunner()
-    with_seams(Seams(runner=lambda stack: runner))
+    with_cluster(FakeCluster(runner_of=lambda stack: runner))
     assert bench(tmp_path, "--endpoint", URL, "--hourly-price", "10", "--node-count", "2") == 0
     assert len(runner.calls) == 2
     assert all(isinstance(c.argv, tuple) for c in runner.calls)
@@ -59,8 +58,8 @@ def test_ok_run_exit_0_and_results(tmp_path, with_seams, capsys):
     assert summary["gate"] is None
 
 
-def test_gate_failure_exit_1(tmp_path, with_seams, capsys):
-    with_seams(Seams(runner=lambda stack: FakeRunner()))
+def test_gate_failure_exit_1(tmp_path, with_cluster, capsys):
+    with_cluster(FakeCluster(runner_of=lambda stack: FakeRunner()))
     assert bench(tmp_path, "--endpoint", URL, "--threshold", "min_output_throughput=200") == 1
     out = capsys.readouterr().out
     assert "FAIL min_output_throughput c=1" in out
@@ -70,15 +69,17 @@ def test_gate_failure_exit_1(tmp_path, with_seams, capsys):
     assert "## Gate: FAIL" in (run_dir / "report.md").read_text()
 
 
-def test_gate_pass_exit_0(tmp_path, with_seams):
-    with_seams(Seams(runner=lambda stack: FakeRunner()))
+def test_gate_pass_exit_0(tmp_path, with_cluster):
+    with_cluster(FakeCluster(runner_of=lambda stack: FakeRunner()))
     assert bench(tmp_path, "--endpoint", URL, "--threshold", "min_output_throughput=50") == 0
 
 
-def test_destroy_after_a_failing_benchmark(tmp_path, with_seams, capsys):
+def test_destroy_after_a_failing_benchmark(tmp_path, with_cluster, capsys):
     teardown = FakeTeardown()
     failing = FakeRunner(lambda c: Completed(1, "Traceback: CUDA out of memory\n", ""))
-    with_seams(Seams(endpoint=lambda stack: URL, teardown=teardown, runner=lambda stack: failing))
+    with_cluster(
+        FakeCluster(endpoint_of=lambda stack: URL, teardown_of=teardown, runner_of=lambda stack: failing)
+    )
     assert bench(tmp_path, "--destroy") == 3
     assert teardown.stacks == ["stk"]
     assert "concurrency 1 failed: bench_serving exited with 1" in capsys.readouterr().err
@@ -86,61 +87,65 @@ def test_destroy_after_a_failing_benchmark(tmp_path, with_seams, capsys):
     assert "CUDA out of memory" in (run_dir / "raw" / "c0001.log").read_text()
 
 
-def test_destroy_when_the_runner_raises(tmp_path, with_seams):
+def test_destroy_when_the_runner_raises(tmp_path, with_cluster):
     teardown = FakeTeardown()
 
     def broken(invocation: Invocation) -> Completed:
         raise ConnectionError("ssh: node-0 unreachable")
 
-    with_seams(Seams(endpoint=lambda stack: URL, teardown=teardown, runner=lambda stack: broken))
+    with_cluster(
+        FakeCluster(endpoint_of=lambda stack: URL, teardown_of=teardown, runner_of=lambda stack: broken)
+    )
     assert bench(tmp_path, "--destroy") == 3
     assert teardown.stacks == ["stk"]
 
 
-def test_destroy_when_the_endpoint_lookup_raises(tmp_path, with_seams):
+def test_destroy_when_the_endpoint_lookup_raises(tmp_path, with_cluster):
     teardown = FakeTeardown()
 
     def no_outputs(stack: str) -> str:
         raise KeyError("stack output 'endpoint' missing")
 
-    with_seams(Seams(endpoint=no_outputs, teardown=teardown, runner=lambda stack: FakeRunner()))
+    with_cluster(
+        FakeCluster(endpoint_of=no_outputs, teardown_of=teardown, runner_of=lambda stack: FakeRunner())
+    )
     with pytest.raises(KeyError):
         bench(tmp_path, "--destroy")
     assert teardown.stacks == ["stk"]
 
 
-def test_destroy_after_success_and_not_without_the_flag(tmp_path, with_seams):
+def test_destroy_after_success_and_not_without_the_flag(tmp_path, with_cluster):
     teardown = FakeTeardown()
-    with_seams(Seams(endpoint=lambda stack: URL, teardown=teardown, runner=lambda stack: FakeRunner()))
+    with_cluster(
+        FakeCluster(endpoint_of=lambda stack: URL, teardown_of=teardown, runner_of=lambda stack: FakeRunner())
+    )
     assert bench(tmp_path) == 0
     assert teardown.stacks == []
     assert bench(tmp_path, "--destroy") == 0
     assert teardown.stacks == ["stk"]
 
 
-def test_failed_teardown_exit_4(tmp_path, with_seams, capsys):
-    with_seams(
-        Seams(endpoint=lambda stack: URL, teardown=FakeTeardown(fail=True), runner=lambda s: FakeRunner())
+def test_failed_teardown_exit_4(tmp_path, with_cluster, capsys):
+    with_cluster(
+        FakeCluster(
+            endpoint_of=lambda stack: URL,
+            teardown_of=FakeTeardown(fail=True),
+            runner_of=lambda s: FakeRunner(),
+        )
     )
     assert bench(tmp_path, "--destroy") == 4
     assert "may still be running" in capsys.readouterr().err
     assert len(list((tmp_path / "stk").iterdir())) == 1  # the results were kept
 
 
-def test_destroy_without_a_teardown_runs_nothing(tmp_path, with_seams, capsys):
+def test_no_endpoint_and_none_in_the_outputs_is_a_usage_error(tmp_path, with_cluster, capsys):
     runner = FakeRunner()
-    with_seams(Seams(runner=lambda stack: runner))
-    assert bench(tmp_path, "--endpoint", URL, "--destroy") == 2
-    assert runner.calls == []
-    err = capsys.readouterr().err
-    assert "teardown" in err
-    assert err.count("\n") == 1
-
-
-def test_no_endpoint_and_no_bringup_is_a_usage_error(tmp_path, with_seams, capsys):
-    with_seams(Seams())
+    with_cluster(FakeCluster(runner_of=lambda stack: runner))  # its endpoint lookup refuses
     assert bench(tmp_path) == 2
-    assert "--endpoint" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--endpoint" in err
+    assert err.count("\n") == 1
+    assert runner.calls == []
 
 
 @pytest.mark.parametrize(
@@ -155,8 +160,8 @@ def test_no_endpoint_and_no_bringup_is_a_usage_error(tmp_path, with_seams, capsy
         (["--hardware", "h300", "--strategy", "low-latency"], "unknown hardware"),
     ],
 )
-def test_bad_input_is_one_line_exit_2(tmp_path, with_seams, capsys, args, message):
-    with_seams(Seams(runner=lambda stack: FakeRunner()))
+def test_bad_input_is_one_line_exit_2(tmp_path, with_cluster, capsys, args, message):
+    with_cluster(FakeCluster(runner_of=lambda stack: FakeRunner()))
     assert main(["bench", "stk", "--endpoint", URL, "--results", str(tmp_path), *args]) == 2
     err = capsys.readouterr().err
     assert message in err

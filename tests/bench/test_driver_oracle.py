@@ -12,12 +12,12 @@ import pytest
 from flashfleet.bench.driver import run_profile
 from flashfleet.bench.fingerprint import Deployment, RecipeSelection
 from flashfleet.bench.profiles import BENCH_MODULES, get_profile
-from flashfleet.bench.seams import Seams
 from flashfleet.bench.servers import Server
 from flashfleet.bench.session import BenchRequest, bench
 from flashfleet.bench.summary import METRICS, REQUIRED_KEYS, read_jsonl
 from flashfleet.recipes import render
 from tests.bench.conftest import ORACLE, tiny
+from tests.bench.fakes import FakeCluster
 from tests.bench.test_profiles import serving_source
 
 
@@ -107,11 +107,11 @@ def test_bench_session_end_to_end_writes_results_and_tears_down(standin, oracle_
         hourly_usd_per_node=60.0,
         node_versions={"node-0": {"nvidia_driver": "580.95.05", "cuda": "13.0", "sglang": "0.5.23"}},
     )
-    seams = Seams(
-        endpoint=lambda stack: standin.url,
-        teardown=torn.append,
-        runner=lambda stack: oracle_runner,
-        deployment=lambda stack: deployment,
+    cluster = FakeCluster(
+        endpoint_of=lambda stack: standin.url,
+        teardown_of=torn.append,
+        runner_of=lambda stack: oracle_runner,
+        deployment_of=lambda stack: deployment,
     )
     profile = tiny(get_profile("sweep"), concurrency=(1, 2), requests=4)
     # the recipe's server is the stand-in here (its readiness is asked through the runner)
@@ -119,7 +119,7 @@ def test_bench_session_end_to_end_writes_results_and_tears_down(standin, oracle_
         stack="h200-ll", profile=profile, results_root=tmp_path, destroy=True, python=str(ORACLE),
         servers=(Server("server", standin.url),),
     )  # fmt: skip
-    outcome = bench(request, seams, log=lambda line: None)
+    outcome = bench(request, cluster, log=lambda line: None)
 
     assert torn == ["h200-ll"]
     assert outcome.exit_code == 0

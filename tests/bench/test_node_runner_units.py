@@ -1,9 +1,10 @@
-"""The node runner's argv rewrite and the endpoint seam's base URL, without hosts."""
+"""The node runner's argv rewrite and the stack cluster's endpoint base URL, without hosts."""
 
 from __future__ import annotations
 
 from flashfleet.bench.node_runner import in_container
-from flashfleet.cli.shared import node_seams, stackops
+from flashfleet.cli.shared import stackops
+from flashfleet.cli.shared.stack_cluster import StackCluster
 
 
 def test_output_goes_to_results_and_node_zeros_address_to_loopback() -> None:
@@ -18,4 +19,4 @@ def test_output_goes_to_results_and_node_zeros_address_to_loopback() -> None:
 def test_endpoint_output_loses_the_openai_suffix(monkeypatch) -> None:
     out = {"endpoint": stackops.StackOutput("http://198.51.100.7:30000/v1", False)}
     monkeypatch.setattr(stackops, "outputs", lambda stack: out)
-    assert node_seams.endpoint("s") == "http://198.51.100.7:30000"
+    assert StackCluster().endpoint("s") == "http://198.51.100.7:30000"

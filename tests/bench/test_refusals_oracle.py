@@ -8,11 +8,11 @@ import sys
 from dataclasses import replace
 
 from flashfleet.bench.profiles import get_profile
-from flashfleet.bench.seams import Seams
 from flashfleet.bench.servers import Server
 from flashfleet.bench.session import EXIT_BENCH_FAILED, BenchRequest, bench
 from flashfleet.cli import main
 from tests.bench.conftest import ORACLE, tiny
+from tests.bench.fakes import FakeCluster
 from tests.serve.standin_sglang import StandinServer, StandinState
 
 
@@ -27,7 +27,7 @@ def run_bench(tmp_path, runner, url, *, servers=(), profile=None, timeout=3.0):
         ready_timeout_s=timeout,
     )
     lines: list[str] = []
-    outcome = bench(request, Seams(runner=lambda stack: runner), log=lines.append)
+    outcome = bench(request, FakeCluster(runner_of=lambda stack: runner), log=lines.append)
     summary = json.loads((outcome.run_dir / "summary.json").read_text())
     report = (outcome.run_dir / "report.md").read_text()
     return outcome, summary, report, lines
@@ -113,9 +113,9 @@ def test_an_unhealthy_node_is_refused(tmp_path, oracle_runner):
 
 def test_the_cause_reaches_the_user(tmp_path, monkeypatch, capsys):
     """An interpreter without sglang: the CLI and report.md show `No module named 'sglang'`."""
-    from flashfleet.cli.shared import node_seams as seams_mod
+    from flashfleet.cli import bench as cli_bench
 
-    monkeypatch.setattr(seams_mod, "load_seams", Seams)
+    monkeypatch.setattr(cli_bench, "stack_cluster", FakeCluster)
     with StandinServer() as server:
         code = main(["bench", "stk", "--endpoint", server.url, "--local", "--python", sys.executable,
                      "--profile", "sweep", "--concurrency", "1", "--results", str(tmp_path)])  # fmt: skip

@@ -15,7 +15,7 @@ import yaml
 
 from flashfleet.bringup.handoff import TeardownError
 from flashfleet.cli import main
-from flashfleet.cli.shared.node_seams import load_seams
+from flashfleet.cli.shared.stack_cluster import StackCluster
 
 from .inventories import PROJECT, TOKEN, inventory, local_host, unreachable_host
 
@@ -159,21 +159,19 @@ def test_down_with_an_inventory_runs_teardown_and_warns_about_unreachable_hosts(
     assert last == "flashfleet down t1: torn down on no host; unreachable, left as they are: dead"
 
 
-def test_bench_destroy_seam_tears_down_what_configure_brought_up(
+def test_bench_cluster_tears_down_what_configure_brought_up(
     no_pulumi: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, two_local_nodes: dict[str, Any]
 ) -> None:
-    monkeypatch.chdir(tmp_path)  # runs go to ./.runner, where the seam looks for them
+    monkeypatch.chdir(tmp_path)  # runs go to ./.runner, where the cluster looks for them
     monkeypatch.delenv("FLASHFLEET_RUNS_DIR", raising=False)
-    seams = load_seams()
-    assert seams.teardown is not None
-    assert seams.endpoint is not None
+    cluster = StackCluster()
     with pytest.raises(TeardownError, match=f"{NO_CLI}.*no `flashfleet configure` run of t1"):
-        seams.teardown("t1")
+        cluster.teardown("t1")
 
     inv_file = _write(tmp_path / "inv.yml", two_local_nodes)
     assert main(["configure", "t1", "--inventory", str(inv_file), "--project", str(PROJECT)]) == 0
     assert (tmp_path / "n0" / "deployed.json").exists()
-    seams.teardown("t1")
+    cluster.teardown("t1")
     assert not (tmp_path / "n0" / "deployed.json").exists()
     assert not (tmp_path / "n1" / "deployed.json").exists()
 

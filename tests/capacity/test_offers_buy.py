@@ -301,9 +301,11 @@ def test_buy_writes_the_block_into_the_stack_file_keeping_comments(
     # ... and what a benchmark's cost figures are computed from.
     assert from_bringup(b).hourly_usd_per_node == pytest.approx(2400 / 48)
     plan = plan_data(b)
-    assert plan["capacity"]["window"]["end"] == bought["end"]
-    assert plan["capacity"]["window"]["nodes_until"] < bought["end"]
-    assert not any("capacity" in w for w in plan["warnings"])
+    assert plan.capacity is not None
+    assert plan.capacity.window is not None
+    assert plan.capacity.window.end == bought["end"]
+    assert plan.capacity.window.nodes_until < bought["end"]
+    assert not any("capacity" in w for w in plan.warnings)
 
 
 def test_a_second_buy_while_the_block_lasts_is_refused(

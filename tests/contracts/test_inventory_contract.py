@@ -39,7 +39,12 @@ def test_every_host_of_every_catalog_stack_validates_against_the_model(stack):
     for hvars in inventory_for(stack)["all"]["hosts"].values():
         told = HostVars.model_validate(hvars)
         assert told.inventory_vars() == hvars  # nothing emitted that the model does not carry
-        served = [launch for launch in told.flashfleet_processes if launch.serves_api]
+        # PD workers serve clients only through a router (a decode answers no chat of its own).
+        served = [
+            launch
+            for launch in told.flashfleet_processes
+            if launch.serves_api and launch.role not in ("prefill", "decode")
+        ]
         assert told.flashfleet_api_port == (served[-1].port if served else None)
 
 

@@ -13,7 +13,7 @@ from k8s_schema import validate
 from flashfleet.k8s import KubernetesRenderError, names
 from flashfleet.k8s.workloads import LWS_WORKER_INDEX
 from flashfleet.planning import load_stack
-from flashfleet.planning.checks import kubernetes_plan
+from flashfleet.planning.stack_recipe import kubernetes_plan
 
 POD_KINDS = ("Deployment", "StatefulSet", "LeaderWorkerSet")
 

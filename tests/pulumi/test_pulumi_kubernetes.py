@@ -7,7 +7,7 @@ import pytest
 from pulumi_harness import TOKEN, Result, is_secret, run_program, token_leaks
 
 from flashfleet.planning import load_stack
-from flashfleet.planning.checks import kubernetes_plan
+from flashfleet.planning.stack_recipe import kubernetes_plan
 from flashfleet.stack import KubernetesSource, list_stacks
 
 K8S_STACKS = [s for s in list_stacks() if load_stack(s).spec.nodes.source.kind == "kubernetes"]

@@ -11,7 +11,7 @@ import pytest
 
 from flashfleet.cli import main
 from flashfleet.planning import load_stack
-from flashfleet.planning.checks import kubernetes_plan
+from flashfleet.planning.stack_recipe import kubernetes_plan
 from flashfleet.recipes import render
 from flashfleet.stack import StackError
 
@@ -210,6 +210,8 @@ def test_the_inventory_groups_each_instance_and_batches_updates_by_one_instance(
     decode = inv["all"]["hosts"][names[2]]["flashfleet_processes"][0]
     assert decode["router_url"] == "http://10.0.0.1:30000"
     assert decode["router_entry"] == {"url": "http://10.0.0.3:32000", "worker_type": "decode"}
+    # Clients (and verify) reach PD workers through the router only: a decode answers no chat.
+    assert [inv["all"]["hosts"][n]["flashfleet_api_port"] for n in names] == [30000, None, None]
     single = build_inventory(load_stack("h200-throughput"), ["198.51.100.1"], ["10.0.0.1"])
     assert "serve_batch" not in single["all"]["children"]  # one instance: every node at once
 
@@ -222,3 +224,71 @@ def test_up_says_before_a_change_whether_the_endpoint_stays_up() -> None:
     assert "restarts one instance at a time (out of the router, back once ready)" in replicated
     single = "\n".join(phases(plan_data(load_stack("mi355x-throughput"))))
     assert "one instance, so the endpoint is down until it is ready again" in single
+
+
+def _router_host(d: Doc, router: str = "192.0.2.12", third: bool = True) -> None:
+    """mi355x-replicas with a third host listed (or not), and the router on `router`."""
+    s = spec(d)
+    hosts = s["nodes"]["source"]["hosts"]
+    if third:
+        hosts.append({**hosts[0], "address": "192.0.2.12"})
+    s["nodes"]["count"] = len(hosts)
+    s["cluster"]["router"]["host"] = router
+
+
+def test_a_router_host_of_its_own_runs_the_router_alone_and_counts_as_a_node(
+    write_stack: Callable[[str, Callable[[Doc], None]], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    b = load_stack("broken", write_stack("mi355x-replicas", _router_host))
+    by_node: dict[int, list[str]] = {}
+    procs = b.recipe_for(ADDRS).processes
+    for p in procs:
+        by_node.setdefault(p.node, []).append(p.name)
+    assert by_node == {0: ["replica-0"], 1: ["replica-1"], 2: ["router"]}
+    router = next(p for p in procs if p.role == "router")
+    words = list(router.argv)
+    assert words[words.index("--worker-urls") + 1 : words.index("--policy")] == [
+        "http://10.0.0.1:31000",
+        "http://10.0.0.2:31000",
+    ]
+    assert router.start_after == ()  # no worker beside it: its unit waits for the remote ones
+    assert {p.router_url for p in procs if p.role != "router"} == {"http://10.0.0.3:30000"}
+    assert [n.role for n in b.nodes][2] == "router"
+
+
+@pytest.mark.parametrize(
+    ("change", "rule", "fragment"),
+    [
+        (
+            lambda d: _router_host(d, router="192.0.2.11", third=False),
+            "cluster-node-count",
+            "count is 2 but the cluster needs 3 nodes (2 replicas x 1 node(s) each, plus the router's own host)",
+        ),
+        (lambda d: _router_host(d, router="192.0.2.99"), "router-host-unknown", "192.0.2.99 is not one of"),
+    ],
+    ids=["count", "unknown-host"],
+)
+def test_a_router_host_that_does_not_fit_is_refused_naming_the_field(
+    write_stack: Callable[[str, Callable[[Doc], None]], Path],
+    change: Callable[[Doc], None],
+    rule: str,
+    fragment: str,
+) -> None:
+    with pytest.raises(StackError) as info:
+        load_stack("broken", write_stack("mi355x-replicas", change))
+    hits = [p for p in info.value.problems if p.rule == rule]
+    assert hits, info.value.problems
+    assert fragment in hits[0].message, info.value.problems
+    assert hits[0].path.removeprefix(f"{S}.") in ("nodes.count", "cluster.router.host")
+
+
+def test_a_router_host_on_aws_is_refused_before_anything_is_created(
+    write_stack: Callable[[str, Callable[[Doc], None]], Path],
+) -> None:
+    with pytest.raises(StackError) as info:
+        load_stack(
+            "broken",
+            write_stack("h200-replicas", lambda d: spec(d)["cluster"]["router"].update(host="10.0.0.9")),
+        )
+    assert "router-host-source" in [p.rule for p in info.value.problems]
+    assert f"{S}.cluster.router.host" in [p.path for p in info.value.problems]

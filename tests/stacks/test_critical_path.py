@@ -19,8 +19,8 @@ from flashfleet.cli import main
 from flashfleet.inventory import build_inventory
 from flashfleet.planning import critical_path as critical_path_module
 from flashfleet.planning import load_stack
-from flashfleet.planning.checks import kubernetes_plan
 from flashfleet.planning.critical_path import critical_path
+from flashfleet.planning.stack_recipe import kubernetes_plan
 from flashfleet.stack import StackError, list_stacks
 
 Doc = dict[str, Any]
@@ -173,7 +173,7 @@ def test_plan_json_carries_the_critical_path_of_every_catalog_stack(
 
 
 def test_the_h200_fp8_stack_models_the_checkpoint_from_its_recorded_size() -> None:
-    cp = critical_path(load_stack("h200-lowlat"))
+    cp = critical_path(load_stack("h200-lowlat")).model_dump()
     w = phases(cp)["weights"]
     assert (w["size_gb"], w["gbps"], w["seconds"], w["basis"]) == (328, 10.0, 262.4, "published")
     assert "306 GiB (328.6 GB)" in w["source"]
@@ -191,7 +191,7 @@ def test_a_site_whose_image_chain_is_the_longer_lane_ends_with_it(write_stack) -
     def change(doc: Doc) -> None:
         spec_of(doc)["bringup"] = {"bandwidth": {"weightsGbps": 100, "imageGbps": 1}, "driverInstallS": 600}
 
-    cp = critical_path(load_stack("broken", write_stack("h200-lowlat", change)))
+    cp = critical_path(load_stack("broken", write_stack("h200-lowlat", change))).model_dump()
     assert phases(cp)["image"]["start_s"] == 600
     assert cp["total_s"] == pytest.approx(600 + 240)
     assert cp["largest_transfer"] == "image"
@@ -199,7 +199,7 @@ def test_a_site_whose_image_chain_is_the_longer_lane_ends_with_it(write_stack) -
 
 
 def test_estimated_sizes_say_so(capsys: pytest.CaptureFixture[str]) -> None:
-    cp = critical_path(load_stack("mi355x-agentx"))  # MXFP4 checkpoint, ROCm image
+    cp = critical_path(load_stack("mi355x-agentx")).model_dump()  # MXFP4 checkpoint, ROCm image
     assert (phases(cp)["weights"]["size_gb"], phases(cp)["weights"]["basis"]) == (190, "estimate")
     assert (phases(cp)["image"]["size_gb"], phases(cp)["image"]["basis"]) == (75, "estimate")
     assert main(["plan", "mi355x-agentx"]) == 0
@@ -214,7 +214,7 @@ def test_unknown_sizes_stay_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
         del cat["checkpoint"]["OneNexus/GLM-5.3-Flash-MXFP4"][key]
         del cat["image"]["amd"][key]
     monkeypatch.setattr(critical_path_module, "bringup_catalog", lambda: cat)
-    cp = critical_path(load_stack("mi355x-agentx"))
+    cp = critical_path(load_stack("mi355x-agentx")).model_dump()
     assert set(cp["unknown"]) == {"image", "weights"}
     assert cp["total_s"] is None
     assert cp["ratio_to_largest_transfer"] is None
@@ -235,7 +235,7 @@ def test_bandwidths_and_driver_time_come_from_the_stack_when_it_states_them(writ
     def change(doc: Doc) -> None:
         spec_of(doc)["bringup"] = {"bandwidth": {"weightsGbps": 100, "imageGbps": 10}, "driverInstallS": 90}
 
-    cp = critical_path(load_stack("broken", write_stack("h200-lowlat", change)))
+    cp = critical_path(load_stack("broken", write_stack("h200-lowlat", change))).model_dump()
     p = phases(cp)
     assert (p["weights"]["seconds"], p["image"]["seconds"], p["driver"]["seconds"]) == (26.2, 24.0, 90.0)
     assert cp["total_s"] == pytest.approx(90 + 24)  # the driver -> image lane is the longer here
@@ -260,7 +260,7 @@ def test_bad_bringup_fields_are_refused_at_their_path(write_stack, bringup: dict
 def test_prestaged_weights_leave_the_critical_path_and_the_download(write_stack) -> None:
     stacks = write_stack("h200-lowlat", lambda d: spec_of(d).update(weights={"prestaged": True}))
     b = load_stack("broken", stacks)
-    cp = critical_path(b)
+    cp = critical_path(b).model_dump()
     assert phases(cp)["weights"]["seconds"] == 0
     assert cp["largest_transfer"] == "image"
     assert cp["total_s"] == pytest.approx(phases(cp)["image"]["seconds"])

@@ -80,7 +80,7 @@ def test_l3_stack_spans_nodes_with_a_mooncake_master() -> None:
     assert b.mooncake is not None
     assert b.recipe.options.hicache == "l1l2l3"
     assert [n.mooncake_master for n in b.nodes] == [True, False]
-    layout = b.mooncake.to_dict(["10.0.0.1", "10.0.0.2"])
+    layout = b.mooncake.endpoints(["10.0.0.1", "10.0.0.2"]).model_dump()
     assert layout["master_server_address"] == "10.0.0.1:50051"
     assert layout["metadata_server"] == "http://10.0.0.1:8080/metadata"
     assert layout["protocol"] == "efa"

@@ -327,3 +327,16 @@ def test_single_letters_stay_text_as_pyyaml_reads_them():
     doc = {"a": "N", "b": "y", "c": "off", "d": True, "e": "0755"}
     assert parse_yaml(yaml.safe_dump(doc)) == doc
     assert parse_yaml("a: yes\nb: Off\nc: 0755\n") == {"a": True, "b": False, "c": 493}
+
+
+def test_numbers_without_a_dot_stay_text_as_pyyaml_reads_them():
+    """ruamel.yaml's YAML 1.1 reads 0E0 and 1e5 as floats; PyYAML, which leaves them unquoted when
+    it writes them as text, reads them back as text (hypothesis found `modelCacheDir: 0E0`)."""
+    import yaml
+
+    from flashfleet.stack.yamlfile import parse_yaml
+
+    doc = {"a": "0E0", "b": "1e5", "c": 1.5, "d": 1e5, "e": "1_2:3", "f": 12}
+    text = yaml.safe_dump(doc)
+    assert parse_yaml(text) == yaml.safe_load(text) == doc
+    assert parse_yaml("a: 1.0e+5\nb: .inf\nc: 1_000\n") == {"a": 1e5, "b": float("inf"), "c": 1000}

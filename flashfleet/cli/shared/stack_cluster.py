@@ -1,10 +1,10 @@
-"""What `flashfleet bench` takes from a deployed stack (the fields of flashfleet.bench.seams.Seams).
+"""The stack's nodes as `flashfleet bench` measures them (a bench.cluster_protocol.Cluster).
 
 endpoint: the stack's `endpoint` output; teardown: `teardown_stack`; runner: bench.yml on node 0
 (flashfleet.bench.node_runner); deployment: the stack file plus what bench.yml reads on the
 nodes (flashfleet.bench.node_facts). Runner and facts find the nodes through the stack's
 outputs or its latest `flashfleet configure` run here (`stack_inventory`). Here, not in bench/:
-they read the stack through Pulumi, which only the CLI knows.
+it reads the stack through Pulumi, which only the CLI knows.
 """
 
 from __future__ import annotations
@@ -14,26 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from flashfleet import outputs
+from flashfleet.bench.errors import BenchSetupError
 from flashfleet.bench.fingerprint import Deployment
 from flashfleet.bench.runner import Runner
-from flashfleet.bench.seams import Seams
 from flashfleet.bringup.project import DEFAULT_PROJECT, Project
 from flashfleet.cli.shared.stack_teardown import teardown_stack
 from flashfleet.stack.files import DEFAULT_STACKS_DIR
-
-
-def endpoint(stack: str) -> str:
-    from flashfleet.bench.session import BenchSetupError
-    from flashfleet.cli.shared import stackops
-
-    try:
-        out = stackops.outputs(stack).get(outputs.ENDPOINT)
-    except (stackops.PulumiUnavailable, stackops.StackError) as err:
-        raise BenchSetupError(f"no --endpoint given and {err}") from None
-    if out is None:
-        raise BenchSetupError(f"stack {stack} has no {outputs.ENDPOINT} output yet (flashfleet up {stack})")
-    # The output is the OpenAI base (…/v1); bench_serving wants the server's root and adds the paths.
-    return str(out.value).rstrip("/").removesuffix("/v1")
 
 
 def api_key_of(stack: str) -> str | None:
@@ -41,7 +27,6 @@ def api_key_of(stack: str) -> str | None:
     the stack has none, or Pulumi is not at hand)."""
     import os
 
-    from flashfleet.bench.session import BenchSetupError
     from flashfleet.bringup.errors import BringupInputError
     from flashfleet.bringup.secret_env import API_KEY_ENV, check_secret
     from flashfleet.cli.shared import stackops
@@ -62,12 +47,29 @@ def api_key_of(stack: str) -> str | None:
 
 
 @dataclass(frozen=True)
-class NodeSeams:
-    """Runner and facts on the stack's nodes; the folders are parameters for the tests."""
+class StackCluster:
+    """The stack's nodes, through the bring-up; the folders are parameters for the tests."""
 
     runs_root: Path | None = None  # None: the hand-off's (FLASHFLEET_RUNS_DIR or ./.runner)
     stacks_dir: Path = DEFAULT_STACKS_DIR
     project: Project = DEFAULT_PROJECT
+
+    def endpoint(self, stack: str) -> str:
+        from flashfleet.cli.shared import stackops
+
+        try:
+            out = stackops.outputs(stack).get(outputs.ENDPOINT)
+        except (stackops.PulumiUnavailable, stackops.StackError) as err:
+            raise BenchSetupError(f"no --endpoint given and {err}") from None
+        if out is None:
+            raise BenchSetupError(
+                f"stack {stack} has no {outputs.ENDPOINT} output yet (flashfleet up {stack})"
+            )
+        # The output is the OpenAI base (…/v1); bench_serving wants the server's root and adds the paths.
+        return str(out.value).rstrip("/").removesuffix("/v1")
+
+    def teardown(self, stack: str) -> None:
+        teardown_stack(stack)
 
     def _runs_root(self) -> Path:
         from flashfleet.bringup.run_dirs import default_runs_root
@@ -81,7 +83,6 @@ class NodeSeams:
 
     def runner(self, stack: str) -> Runner:
         from flashfleet.bench.node_runner import NodeRunner, bench_runs_root
-        from flashfleet.bench.session import BenchSetupError
         from flashfleet.bringup.contract import node_zero
         from flashfleet.bringup.errors import NoInventory
 
@@ -98,7 +99,6 @@ class NodeSeams:
     def deployment(self, stack: str) -> Deployment:
         from flashfleet.bench.node_facts import StackRefused, deployment_facts
         from flashfleet.bench.node_runner import bench_runs_root
-        from flashfleet.bench.session import BenchSetupError
 
         try:
             return deployment_facts(
@@ -107,14 +107,3 @@ class NodeSeams:
             )  # fmt: skip
         except StackRefused as err:
             raise BenchSetupError(str(err)) from None
-
-
-def load_seams() -> Seams:
-    """The seams on the stack's nodes (imported on `flashfleet bench`'s path only: they pull in
-    the bring-up)."""
-    return bench_seams()
-
-
-def bench_seams(node: NodeSeams | None = None) -> Seams:
-    node = node or NodeSeams()
-    return Seams(endpoint=endpoint, teardown=teardown_stack, runner=node.runner, deployment=node.deployment)

@@ -1,4 +1,4 @@
-"""The bring-up's bench seams for real: bench.yml through ansible-runner on two booted systemd test
+"""The bench's stack cluster for real: bench.yml through ansible-runner on two booted systemd test
 hosts (tests/hosts). The container boundary is a fake docker (tests/bench/node/docker) whose
 `python3 -m sglang.benchmark.serving` is a client that streams real requests from the stand-in
 server on node 0 and writes sglang 0.5.23's result line; nvidia-smi is the issue-6 stand-in.
@@ -19,9 +19,9 @@ from flashfleet.bench.node_runner import NodeRunner, bench_runs_root
 from flashfleet.bench.runner import Invocation
 from flashfleet.bringup import handoff
 from flashfleet.bringup.project import REPO
+from flashfleet.cli import bench as cli_bench
 from flashfleet.cli import main
-from flashfleet.cli.shared import node_seams as seams_mod
-from flashfleet.cli.shared.node_seams import NodeSeams, bench_seams
+from flashfleet.cli.shared.stack_cluster import StackCluster
 from flashfleet.inventory import build_inventory
 from flashfleet.planning import load_stack
 from tests.hosts.harness import LOGIN_USER, HostPool, HostSpec, host_pool
@@ -74,8 +74,8 @@ class Lab:
     def stacks(self) -> Path:
         return self.tmp / "stacks"
 
-    def seams(self) -> NodeSeams:
-        return NodeSeams(runs_root=self.runs, stacks_dir=self.stacks)
+    def cluster(self) -> StackCluster:
+        return StackCluster(runs_root=self.runs, stacks_dir=self.stacks)
 
     def url(self) -> str:
         return f"http://{self.pool.hosts['bn0'].address}:{PORT}"
@@ -134,7 +134,7 @@ def _record_configure_run(runs: Path, inventory: dict[str, Any]) -> None:
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    tmp = tmp_path_factory.mktemp("node-seams")
+    tmp = tmp_path_factory.mktemp("stack-cluster")
     with host_pool([HostSpec(h, H200) for h in HOSTS]) as pool:
         for host in HOSTS:
             _install(pool, host)
@@ -157,7 +157,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
 
 
 def bench_cli(lab: Lab, monkeypatch: pytest.MonkeyPatch, *extra: str) -> tuple[int, Path]:
-    monkeypatch.setattr(seams_mod, "load_seams", lambda: bench_seams(lab.seams()))
+    monkeypatch.setattr(cli_bench, "stack_cluster", lab.cluster)
     (lab.tmp / "tiny.toml").write_text(TINY)
     results = lab.tmp / "results"
     before = set(results.glob(f"{STACK}/*"))

@@ -1,0 +1,215 @@
+"""The shape of `flashfleet plan`: one typed model that the text view reads and `--format json`
+dumps (``model_dump(mode="json")``), so the two cannot drift apart.
+
+Field order is the JSON's key order. Numbers that may arrive as int or float keep the type they
+came with (``Number``), so the JSON prints them as the catalog and stack file wrote them.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from flashfleet.launch import ContainerLaunch
+from flashfleet.planning.resolve import MooncakeEndpoints
+from flashfleet.stack.image import ImageSpec
+
+Number = int | float
+
+
+class _View(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Ingress(_View):
+    cidrs: list[str]
+    ports: list[int]
+    within_group: str
+
+
+class AwsSourceView(_View):
+    kind: Literal["aws"] = "aws"
+    region: str | None
+    instance_type: str | None
+    arch: str | None
+    efa_network_cards: int | None
+    host_memory_gib: int | None
+    capacity: dict[str, Any]  # the spec's capacity section, as the stack file spells it
+    placement_group: str | None
+    network: dict[str, Any]  # the spec's network section, as the stack file spells it
+    ingress: Ingress
+    public_ip: bool
+    ami: str
+    root_volume_gib: int | None
+    imdsv2: str
+    ttl_guard: str
+
+
+class ExistingSourceView(_View):
+    kind: Literal["existing"] = "existing"
+    hosts: list[str]
+
+
+class WorkloadContainer(_View):
+    pod: str  # "pod", or a LeaderWorkerSet's "leader" / "worker"
+    name: str
+    stage: Literal["init", "sidecar", "main"]
+    image: str
+    command: list[str]
+    env: dict[str, str]
+    env_from: list[str]  # variables set by reference (Secret, pod IP)
+    resources: dict[str, Any]
+
+
+class Workload(_View):
+    kind: str
+    name: str
+    serves: bool
+    routes: bool  # a cluster's router, behind the endpoint Service
+    containers: list[WorkloadContainer]
+
+
+class KubernetesSourceView(_View):
+    kind: Literal["kubernetes"] = "kubernetes"
+    context: str | None  # None: the kubeconfig's current context
+    namespace: str
+    create_namespace: bool
+    node_pool: dict[str, Any]
+    model_cache: dict[str, Any]
+    leader_worker_set: bool
+    service_type: str
+    load_balancer_source_ranges: list[str]
+    secret: str | None
+    objects: list[str]
+    workloads: list[Workload]
+
+
+SourceView = Annotated[AwsSourceView | ExistingSourceView | KubernetesSourceView, Field(discriminator="kind")]
+
+
+class CapacityWindow(_View):
+    availability_zone: str
+    instance_count: int
+    start: str
+    end: str
+    nodes_until: str
+    upfront_price_usd: Number
+
+
+class CapacityView(_View):
+    kind: Literal["block", "reservation"]
+    reservation_id: str
+    needs_purchase: bool
+    wait_for_start: bool
+    window: CapacityWindow | None  # a bought block's window; None: not recorded in the stack
+
+
+class PodProcess(_View):
+    """A process as its container sees it on Kubernetes (no docker flags, no host paths)."""
+
+    name: str
+    role: str
+    node: int
+    image: str
+    argv: list[str]
+    env: dict[str, str]
+    secret_env_names: list[str]
+    gpus: list[int]
+    port: int
+    start_after: list[str]
+
+
+class NodeView(_View):
+    index: int
+    name: str
+    role: str
+    address: str | None
+    ssh_user: str
+    instance_type: str | None
+    gpu_count: int
+    host_memory_gb: int | None
+    hicache_host_gb: int
+    mooncake_master: bool
+    processes: list[ContainerLaunch | PodProcess]
+
+
+class RouterView(_View):
+    node: int
+    address: str
+    port: int
+
+
+class InstanceView(_View):
+    name: str
+    role: str
+    nodes: list[int]
+    addresses: list[str | None]
+    url: str | None
+
+
+class ClusterView(_View):
+    shape: str
+    policy: str
+    router: RouterView
+    instances: list[InstanceView]
+    request_path: str
+
+
+class KubernetesMooncake(_View):
+    master_node: None = None  # its own Deployment and Service
+    master_server_address: str
+    metadata_server: str
+    protocol: str
+    global_segment_gib: int
+    devices: list[str]
+
+
+class PhaseView(_View):
+    name: str
+    size_gb: Number | None
+    basis: str | None
+    gbps: Number | None
+    seconds: Number | None
+    start_s: Number | None
+    end_s: Number | None
+    overlaps: list[str]
+    source: str
+
+
+class CriticalPath(_View):
+    node_source: str
+    nodes: int
+    phases: list[PhaseView]
+    total_s: Number | None
+    lanes: list[list[str]]
+    largest_transfer: str | None
+    ratio_to_largest_transfer: Number | None
+    unknown: list[str]
+    weights_prestaged: bool
+    defaults_source: str
+
+
+class PlanView(_View):
+    stack: str
+    description: str
+    hardware: str
+    strategy: str
+    topology: str
+    badge: str
+    badge_source: str
+    model: str
+    image: ImageSpec
+    ttl: str
+    capacity: CapacityView | None
+    source: SourceView
+    nodes: list[NodeView]
+    cluster: ClusterView | None
+    start_order: list[str]
+    mooncake: MooncakeEndpoints | KubernetesMooncake | None
+    endpoint: str
+    hourly_cost_usd: Number | None
+    price_source: str | None
+    critical_path: CriticalPath
+    warnings: list[str]
+    notes: list[str]
