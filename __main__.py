@@ -53,7 +53,7 @@ except BringupInputError as err:
     raise pulumi.RunError(str(err)) from None
 # The block or reservation must be usable now, before the first resource (a VPC) is created.
 try:
-    reservation = preflight.run(bringup)
+    reservation = preflight.check_capacity(bringup)
 except preflight.CapacityRefused as err:
     raise pulumi.RunError(str(err)) from None  # one line, no traceback
 now = datetime.now(UTC)

@@ -1,5 +1,5 @@
 """Stack output keys: written by the Pulumi program (``__main__.py``, through components/program.py),
-read by the bring-up (stack_inventory), the bench's stack cluster, the CLI and the tests."""
+read by the CLI (cli/shared: stack_inventory, stack_cluster) and the tests."""
 
 from __future__ import annotations
 

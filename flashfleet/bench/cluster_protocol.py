@@ -1,7 +1,7 @@
 """What `flashfleet bench` needs of the stack it measures, as one protocol passed to the session.
 
-``flashfleet.bench.stack_cluster.StackCluster`` is its implementation (the stack's nodes, through
-the bring-up); tests pass their own.
+``flashfleet.cli.shared.stack_cluster.StackCluster`` is its implementation (the stack's nodes, read
+through Pulumi at the CLI layer); tests pass their own.
 """
 
 from __future__ import annotations

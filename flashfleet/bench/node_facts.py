@@ -19,9 +19,9 @@ from typing import Any
 
 from flashfleet.bench.fingerprint import Deployment, RecipeSelection
 from flashfleet.bringup import handoff
-from flashfleet.bringup.errors import BringupInputError
+from flashfleet.bringup.contract import node_zero
+from flashfleet.bringup.errors import BringupInputError, NoInventory
 from flashfleet.bringup.project import DEFAULT_PROJECT, Project
-from flashfleet.bringup.stack_inventory import NoInventory, node_zero
 from flashfleet.catalog import hardware_catalog
 from flashfleet.planning import StackPlan
 from flashfleet.stack import ExistingSource, StackError

@@ -19,13 +19,20 @@ from urllib.parse import urlsplit, urlunsplit
 
 from flashfleet.bench.runner import Completed, Invocation
 from flashfleet.bringup import handoff
+from flashfleet.bringup.contract import node_zero
 from flashfleet.bringup.errors import BringupInputError
 from flashfleet.bringup.project import DEFAULT_PROJECT, Project
-from flashfleet.bringup.stack_inventory import node_zero
 
 PLAYBOOK = "bench.yml"
+BENCH_RUNS = "_bench"  # beside the stacks' run directories, never mistaken for a deployment
 RESULTS = "/results"  # where the role mounts the run's host directory in the container
 LOG, RESULT = "bench.log", "result.json"  # what roles/bench leaves next to the JSONL
+
+
+def bench_runs_root(runs_root: Path) -> Path:
+    """Where benchmark runs are recorded: apart, so that a stack's latest deployment run is
+    never one of them."""
+    return runs_root / BENCH_RUNS
 
 
 def in_container(argv: Sequence[str], output_name: str, node_address: str | None) -> list[str]:

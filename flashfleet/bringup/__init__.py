@@ -1,7 +1,7 @@
-"""Bring-up orchestration: runs the repository's playbooks against a stack's nodes.
+"""Bring-up: runs the repository's playbooks against an inventory's hosts. Knows nothing of stacks.
 
-`handoff` is the one entry point (validation, run directory, progress, timeline) used by the
-Pulumi dynamic resource (`resource`), the CLI (`up`/`down`/`status`/`configure`) and the
-benchmark's cluster (`flashfleet.bench.stack_cluster`). Nothing here imports pulumi at module level except
-`resource` and `stackops`.
+`provider` is the Pulumi layer (`attach()`, its resource and dynamic provider); `handoff` is the hand-off
+every caller goes through (validation, run directory, progress, timeline, teardown), in this
+process or a child; `playbook_run` drives ansible-runner. Nothing here imports pulumi at module
+level except `provider`.
 """

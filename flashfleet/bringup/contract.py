@@ -13,27 +13,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from flashfleet.bringup.errors import BringupInputError
-from flashfleet.bringup.host_vars import HostVars, nullable_facts
+from flashfleet.bringup.errors import BringupInputError, NoInventory
+from flashfleet.bringup.host_vars import HostVars
 from flashfleet.catalog import hardware_catalog
 from flashfleet.stack import safe_values
 
 _SECRET_NAME = re.compile(r"token|secret|passw", re.IGNORECASE)
 _HF_TOKEN_VALUE = re.compile(r"\bhf_[A-Za-z0-9]{20,}")
-
-
-def restore_nulls(inventory: Mapping[str, Any]) -> dict[str, Any]:
-    """Puts back the facts whose value is null: Pulumi's wire format drops null-valued keys,
-    and a playbook that reads `flashfleet_draft_model` must find it defined."""
-    nullable = nullable_facts()
-    root = dict(inventory.get("all") or {})
-    hosts = root.get("hosts")
-    if isinstance(hosts, Mapping):
-        root["hosts"] = {
-            h: ({**{n: None for n in nullable}, **v} if isinstance(v, Mapping) else v)
-            for h, v in hosts.items()
-        }
-    return {**inventory, "all": root}
 
 
 # pydantic's error type -> the type the fact must have, as the one-line message says it
@@ -192,3 +178,12 @@ def _check_groups(hosts: Mapping[str, Any], children: Mapping[str, Any]) -> None
             raise BringupInputError(
                 f"all.children.mooncake_master.hosts.{name}: the host's flashfleet_mooncake is false"
             )
+
+
+def node_zero(inventory: Mapping[str, Any]) -> str:
+    """The host that serves the stack's endpoint (flashfleet_node_index 0)."""
+    hosts = (inventory.get("all") or {}).get("hosts") or {}
+    for name, hvars in hosts.items():
+        if isinstance(hvars, dict) and hvars.get("flashfleet_node_index") == 0:
+            return str(name)
+    raise NoInventory("the inventory has no node with flashfleet_node_index 0")

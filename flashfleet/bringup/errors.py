@@ -12,3 +12,8 @@ class BringupInputError(ValueError):
 
 class PlaybookFailed(RuntimeError):
     """The playbook ran and failed; the message is the run's failure summary."""
+
+
+class NoInventory(Exception):
+    """No inventory gives the stack's hosts: neither its outputs nor a recorded configure run,
+    or no node 0 in it (one line)."""

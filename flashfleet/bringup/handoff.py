@@ -1,16 +1,29 @@
-"""The ansible-runner hand-off shared by the Pulumi resource, the CLI and the bench teardown.
+"""The hand-off: one playbook run from an inventory, for the Pulumi resource, the CLI and the bench.
 
-On top of `flashfleet.bringup.playbook_run`: refuses a bad inventory or bad role arguments before any host
-is touched, gives every run its own directory, prints progress per host and phase, and draws
-the timeline. Run directory: `<runs root>/<stack>/<UTC time>-<playbook>/` with
-`inventory.json` (the inventory run against; it never holds secrets), `run.json` (playbook,
-project, options), `events.jsonl`,
+`validate` refuses a bad inventory, bad role arguments or a stray secret before any host is
+touched; each caller validates once (the resource in its check, the CLI before it asks).
+`run_recorded` runs the playbook through `flashfleet.bringup.playbook_run` in this process,
+gives the run its own directory, prints progress per host and phase and draws the timeline;
+`run_in_child` does the same in a fresh interpreter (the Pulumi provider's way, below).
+`teardown` is the one teardown of `flashfleet down` and of the resource's delete.
+
+Run directory: `<runs root>/<stack>/<UTC time>-<playbook>/` with `inventory.json` (the inventory
+run against; it never holds secrets), `run.json` (playbook, project, options), `events.jsonl`,
 `progress.log`, `summary.txt` and `timeline.png`.
+
+Why a child: the provider serves gRPC from worker threads; ansible-runner starts ansible-playbook
+with a pty fork, and a fork of that threaded process crashed the child now and then (SIGSEGV
+before exec, seen as rc None). `subprocess` starts a clean interpreter with vfork+exec instead
+(`python -m flashfleet.bringup.handoff`). The token and the serving API key travel in the child's
+environment only (FLASHFLEET_HF_TOKEN, FLASHFLEET_API_KEY): never on its command line or stdin.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,7 +32,7 @@ from typing import Any
 from flashfleet.bringup.arguments import check_role_arguments
 from flashfleet.bringup.contract import check_inventory
 from flashfleet.bringup.errors import BringupInputError
-from flashfleet.bringup.playbook_run import RunResult, private_dir, private_open, run_playbook
+from flashfleet.bringup.playbook_run import RunResult, TaskFailure, private_dir, private_open, run_playbook
 from flashfleet.bringup.progress import PhaseProgress
 from flashfleet.bringup.project import DEFAULT_PROJECT, Project
 from flashfleet.bringup.redaction import Redactor
@@ -57,13 +70,14 @@ def validate(
     stack: str | None = None,
     hf_token: str | None = None,
     api_key: str | None = None,
-) -> None:
-    """Everything that can be refused before a host is touched; raises BringupInputError."""
+) -> list[str]:
+    """Everything that can be refused before a host is touched; raises BringupInputError.
+    Returns the inventory's host names."""
     try:
         project.playbook(playbook)
     except FileNotFoundError as err:
         raise BringupInputError(f"playbook: {err}") from None
-    check_inventory(inventory, stack)
+    hosts = check_inventory(inventory, stack)
     for name, what, secret in ((TOKEN_ENV, "HF token", hf_token), (API_KEY_ENV, "API key", api_key)):
         check_secret(name, secret)
         if secret and Redactor.of([secret]).finds([inventory, extravars]):  # in any form
@@ -72,6 +86,7 @@ def validate(
             )
     check_env_secrets()
     check_role_arguments(project, playbook, inventory, extravars)
+    return hosts
 
 
 def run_recorded(
@@ -92,7 +107,8 @@ def run_recorded(
     timeout_s: int | None = None,
     reconverge: bool = False,
 ) -> RunResult:
-    """Validates (unless `checked` is False), then runs `playbook` of `project` and waits.
+    """Validates (unless `checked` is False: the caller did), then runs `playbook` of `project`
+    and waits.
 
     `hf_token` (or, when None, the caller's own FLASHFLEET_HF_TOKEN) reaches the roles only
     through the ansible-playbook process environment; no file of the run directory holds it.
@@ -139,6 +155,98 @@ def run_recorded(
     return result
 
 
+def run_in_child(
+    playbook: str,
+    inventory: Mapping[str, Any],
+    *,
+    project: Project,
+    runs_root: Path,
+    extravars: Mapping[str, Any] | None = None,
+    hf_token: str | None = None,
+    api_key: str | None = None,
+    stack: str | None = None,
+    checked: bool = True,
+    timeout_s: int | None = None,
+) -> RunResult:
+    """`run_recorded` in a fresh interpreter; its progress goes to this process's stderr."""
+    request = {
+        "playbook": playbook,
+        "inventory": dict(inventory),
+        "project": str(project.root),
+        "runs_root": str(runs_root),
+        "extravars": dict(extravars or {}),
+        "stack": stack,
+        "checked": checked,
+        "timeout_s": timeout_s,
+    }
+    env = dict(os.environ)
+    if hf_token is not None:
+        env[TOKEN_ENV] = hf_token
+    if api_key is not None:
+        env[API_KEY_ENV] = api_key
+    done = subprocess.run(
+        [sys.executable, "-m", "flashfleet.bringup.handoff"],
+        input=json.dumps(request),
+        stdout=subprocess.PIPE,  # the result; progress goes to the inherited stderr
+        text=True,
+        env=env,
+        check=False,
+    )
+    try:
+        reply = json.loads(done.stdout)
+    except json.JSONDecodeError:
+        raise RuntimeError(f"the playbook runner exited {done.returncode} without a result") from None
+    if "error" in reply:
+        kind = BringupInputError if reply["error"]["type"] == "BringupInputError" else RuntimeError
+        raise kind(reply["error"]["message"])
+    return RunResult(
+        reply["status"],
+        reply["rc"],
+        reply["stats"],
+        Path(reply["run_dir"]),
+        [TaskFailure(**f) for f in reply["failures"]],
+        reply.get("unreachable", []),
+    )
+
+
+def _child_main() -> int:
+    """The child of `run_in_child`: one request on stdin, one result (or error) on stdout."""
+    request = json.load(sys.stdin)
+    try:
+        result = run_recorded(
+            request["playbook"],
+            request["inventory"],
+            project=Project(Path(request["project"])),
+            runs_root=Path(request["runs_root"]),
+            extravars=request["extravars"],
+            hf_token=os.environ.get(TOKEN_ENV),
+            api_key=os.environ.get(API_KEY_ENV),
+            stack=request.get("stack"),
+            emit=_stderr,
+            checked=request["checked"],
+            timeout_s=request.get("timeout_s"),
+        )
+    except Exception as err:
+        json.dump({"error": {"type": type(err).__name__, "message": str(err)}}, sys.stdout)
+        return 1
+    json.dump(
+        {
+            "status": result.status,
+            "rc": result.rc,
+            "stats": result.stats,
+            "run_dir": str(result.run_dir),
+            "failures": [vars(f) for f in result.failures],
+            "unreachable": result.unreachable,
+        },
+        sys.stdout,
+    )
+    return 0
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 def unreachable_hosts(result: RunResult) -> list[str]:
     """Hosts no connection reached: `dark` in the stats, or (with `ignore_unreachable`, which
     files them under `ignored`) an unreachable event."""
@@ -166,3 +274,56 @@ def teardown_verdict(result: RunResult, hosts: Iterable[str] = ()) -> tuple[list
     if not failed and (on_controller or (not result.ok and not dark)):
         failed = {"the controller"}
     return dark, sorted(failed)
+
+
+class TeardownError(RuntimeError):
+    """A reachable host the teardown did not finish on, or a teardown that cannot run (one line)."""
+
+
+def teardown(
+    inventory: Mapping[str, Any],
+    *,
+    project: Project = DEFAULT_PROJECT,
+    playbook: str = "teardown.yml",
+    runs_root: Path | None = None,
+    stack: str | None = None,
+    extravars: Mapping[str, Any] | None = None,
+    emit: Callable[[str], None] | None = _stderr,
+    checked: bool = True,
+    in_child: bool = False,
+) -> RunResult:
+    """teardown.yml on the inventory's hosts: the one teardown of `flashfleet down` and of the
+    resource's delete (`in_child`, as every provider run). Unreachable hosts are reported, not
+    failed; a reachable host the teardown did not finish on raises TeardownError (its secrets or
+    services may remain). `checked` False: the caller validated the inventory (or, for a delete,
+    it was validated when deployed; the roles may have moved on since)."""
+    if not checked:
+        try:
+            project.playbook(playbook)
+        except FileNotFoundError as err:
+            # Never a silent skip: the hosts would keep their secrets and servers.
+            raise TeardownError(f"teardown cannot run: {err}") from None
+    options: dict[str, Any] = {
+        "project": project,
+        "extravars": dict(extravars or {}),
+        "stack": stack,
+        "checked": checked,
+        "timeout_s": TEARDOWN_TIMEOUT_S,
+    }
+    if in_child:
+        result = run_in_child(playbook, inventory, runs_root=runs_root or default_runs_root(), **options)
+    else:
+        result = run_recorded(playbook, inventory, runs_root=runs_root, emit=emit, **options)
+    dark, failed = teardown_verdict(result, (inventory.get("all") or {}).get("hosts") or {})
+    if dark and emit is not None:
+        emit(f"warning: teardown: unreachable, left as they are: {', '.join(dark)} ({result.run_dir})")
+    if failed:
+        raise TeardownError(
+            f"teardown did not finish on {', '.join(failed)}; their secrets or servers may remain "
+            f"(see {result.run_dir})"
+        )
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(_child_main())

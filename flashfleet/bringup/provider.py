@@ -1,26 +1,30 @@
-"""The Pulumi dynamic provider that runs the playbooks inside `pulumi up` / `pulumi destroy`.
+"""The bring-up as a resource of the Pulumi program: `attach()` and the provider behind it.
 
-The engine pickles the provider with dill and unpickles it in its own process, so the
-provider holds no state at all: the class is pickled by reference (this module must stay
-importable) and everything a call needs arrives in its inputs, as plain values.
+`attach()` registers a `PlaybookRun` once the nodes exist (its inventory input depends on their
+outputs, so Pulumi orders it after them on `up` and deletes it, running the teardown, before
+them on `destroy`). Its provider runs the playbooks inside `pulumi up` / `pulumi destroy`:
 
-- create/update: run the playbook; a failed run raises (Pulumi keeps the old state and the
+- check: `handoff.validate`, the one validation of this path (the inventory contract, the role
+  arguments, a secret where it must not be), plus the stack's roleVars rule; one line naming the
+  host and field. The engine checks before every create or update, so those run unchecked;
+- diff: run again only when the inventory (minus connection details), the playbook, the extra
+  variables or the playbooks/roles tree changed; the token alone never triggers a run;
+- create/update: `handoff.run_in_child`; a failed run raises (Pulumi keeps the old state and the
   next `up` tries again);
-- check: everything the hand-off refuses before a host is touched (`handoff.validate`: the
-  inventory contract, the role arguments), one line naming the host and field;
-- diff: run again only when the inventory (minus connection details), the playbook, the
-  extra variables or the playbooks/roles tree changed; the token alone never triggers a run;
-- delete: run the teardown playbook. It converges or fails: a reachable host ends with no
-  secret and no server, or the delete raises naming it (Pulumi keeps the resource, and the
-  next `destroy` tries again); an unreachable host is a warning, never a blocked destroy; a
-  wedged one is given up after TEARDOWN_TIMEOUT_S and named. The project and runs directory
-  are stored relative to this repository, so a destroy from another checkout still finds the
-  playbooks (this program's own).
+- delete: `handoff.teardown`. It converges or fails: a reachable host ends with no secret and no
+  server, or the delete raises naming it (Pulumi keeps the resource, and the next `destroy` tries
+  again); an unreachable host is a warning, never a blocked destroy; a wedged one is given up
+  after `handoff.TEARDOWN_TIMEOUT_S` and named.
 
-The inventory and the extra variables travel as one JSON string each (`attach()` encodes them):
-Pulumi's protobuf Struct would drop every null-valued key, at any depth, and turn every int into
-a float. The state of an older provider holds them as mappings; `_decoded` reads those as that
-provider did, and the diff accepts the hash it stored, so upgrading runs nothing.
+The engine pickles the provider with dill and unpickles it in its own process, so the provider
+holds no state at all: the class is pickled by reference (this module must stay importable) and
+everything a call needs arrives in its inputs, as plain values. Every stack's state holds that
+pickle, and a delete unpickles the one its create stored: this module keeps its name and the
+class its place, or no stack deployed before could be destroyed. The inventory and the extra
+variables travel as one JSON string each, in the inputs and in the state: a protobuf Struct would
+drop every null-valued key and turn every int into a float. The project and runs directory are
+stored relative to this repository, so a destroy from another checkout still finds the playbooks
+(this program's own).
 
 The HF token and the API key are inputs only: never in the outputs (the state) nor in any file.
 A new API key alone triggers no run (its hash would sit in the state): `flashfleet configure`
@@ -37,22 +41,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pulumi
 from pulumi.dynamic import (
     CheckFailure,
     CheckResult,
     CreateResult,
     DiffResult,
+    Resource,
     ResourceProvider,
     UpdateResult,
 )
 from pulumi.output import Unknown
 from pulumi.runtime.rpc import unwrap_rpc_secret
 
-from flashfleet.bringup.contract import restore_nulls
 from flashfleet.bringup.errors import BringupInputError, PlaybookFailed
 from flashfleet.bringup.hashes import content_hash, inventory_hash
 from flashfleet.bringup.playbook_run import RunResult
 from flashfleet.bringup.project import DEFAULT_PROJECT, REPO, Project
+from flashfleet.bringup.run_dirs import default_runs_root
 from flashfleet.bringup.secret_env import check_secret
 from flashfleet.stack.files import API_KEY_KEY, HF_TOKEN_KEY
 
@@ -70,52 +76,22 @@ def _has_unknown(value: Any) -> bool:
     return False
 
 
-def _whole_numbers(value: Any) -> Any:
-    """Integral floats become ints again, recursively: how state written before the JSON inputs
-    (a protobuf Struct carries every number as a double) is read."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, Mapping):
-        return {k: _whole_numbers(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_whole_numbers(v) for v in value]
-    return value
-
-
-def _without_nulls(value: Any) -> Any:
-    """What a protobuf Struct delivers of a value: no null-valued key at any depth."""
-    if isinstance(value, Mapping):
-        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        return [_without_nulls(v) for v in value]
-    return value
-
-
-def _decoded(value: Any) -> dict[str, Any]:
-    """An inventory or extra variables as `attach()` sends them (a JSON string), or as the state of
-    an older provider holds them (a mapping, nulls dropped, ints as floats)."""
+def _decoded(prop: str, value: Any) -> dict[str, Any]:
+    """An inventory or extra variables as `attach()` sends them and the state keeps them: one
+    JSON string of an object."""
     raw = unwrap_rpc_secret(value)
-    if isinstance(raw, str):
-        decoded = json.loads(raw)
-        if not isinstance(decoded, dict):
-            raise BringupInputError(f"expected a JSON object, got {type(decoded).__name__}")
-        return decoded
-    legacy: dict[str, Any] = _whole_numbers(dict(raw or {}))
-    return legacy
-
-
-def _decoded_inventory(value: Any) -> dict[str, Any]:
-    raw = unwrap_rpc_secret(value)
-    return _decoded(raw) if isinstance(raw, str) else restore_nulls(_decoded(raw))
-
-
-def legacy_hashes(inventory: Mapping[str, Any], extravars: Mapping[str, Any]) -> dict[str, str]:
-    """The hashes an older provider stored for these inputs: computed on what the Struct had left
-    of them (and the top-level null facts `restore_nulls` put back)."""
-    return {
-        "inventoryHash": inventory_hash(restore_nulls(_without_nulls(inventory))),
-        "extravarsHash": content_hash(_without_nulls(extravars)),
-    }
+    if raw is None:
+        return {}
+    if not isinstance(raw, str):
+        # What a provider before the JSON inputs stored; its nulls and ints are lost.
+        raise BringupInputError(
+            f"{prop}: a {type(raw).__name__}, not a JSON string: the state was written by an older "
+            "flashfleet; run `pulumi up` once to rewrite it"
+        )
+    decoded = json.loads(raw)
+    if not isinstance(decoded, dict):
+        raise BringupInputError(f"{prop}: expected a JSON object, got {type(decoded).__name__}")
+    return decoded
 
 
 def _warn(message: str) -> None:
@@ -149,8 +125,6 @@ def _project(stored: str) -> Project:
 
 
 def _runs_root(stored: str) -> Path:
-    from flashfleet.bringup.run_dirs import default_runs_root
-
     path = Path(stored)
     return path if path.parent.is_dir() else default_runs_root()
 
@@ -172,10 +146,10 @@ class RunInputs:
         token = unwrap_rpc_secret(props.get("hfToken"))
         key = unwrap_rpc_secret(props.get("apiKey"))
         return cls(
-            inventory=_decoded_inventory(props.get("inventory")),
+            inventory=_decoded("inventory", props.get("inventory")),
             playbook=str(props.get("playbook") or "site.yml"),
             teardown_playbook=str(props.get("teardownPlaybook") or "teardown.yml"),
-            extravars=_decoded(props.get("extravars")),
+            extravars=_decoded("extravars", props.get("extravars")),
             project=_project(str(props["projectDir"])),
             runs_root=_runs_root(str(props["runsDir"])),
             tree_hash=str(props.get("treeHash") or ""),
@@ -207,10 +181,10 @@ class RunInputs:
         }
 
 
-def _run(inputs: RunInputs) -> RunResult:
-    from flashfleet.bringup.isolated import run_isolated  # ansible runs in a child process
+def _bring_up(inputs: RunInputs) -> RunResult:
+    from flashfleet.bringup import handoff
 
-    result = run_isolated(
+    result = handoff.run_in_child(
         inputs.playbook,
         inputs.inventory,
         project=inputs.project,
@@ -218,11 +192,52 @@ def _run(inputs: RunInputs) -> RunResult:
         extravars=inputs.extravars,
         hf_token=inputs.hf_token,
         api_key=inputs.api_key,
+        checked=False,  # the engine's check ran `handoff.validate` on these very inputs
     )
     _say(result.summary())
     if not result.ok:
         raise PlaybookFailed(result.summary())
     return result
+
+
+def _validate(news: Mapping[str, Any]) -> None:
+    """`handoff.validate` once the inventory is known (new AWS nodes in a preview have none yet:
+    their extra variables were checked in `check`)."""
+    from flashfleet.bringup import handoff
+
+    if not news.get("projectDir") or _has_unknown(news.get("extravars")):
+        return
+    if news.get("inventory") is None or _has_unknown(news.get("inventory")):
+        return
+    inputs = RunInputs.from_props(news)
+    handoff.validate(
+        inputs.project,
+        inputs.playbook,
+        inputs.inventory,
+        inputs.extravars,
+        hf_token=inputs.hf_token,
+        api_key=inputs.api_key,
+    )
+
+
+def _tear_down(inputs: RunInputs) -> None:
+    from flashfleet.bringup.handoff import TeardownError, teardown
+
+    try:
+        result = teardown(
+            inputs.inventory,
+            project=inputs.project,
+            playbook=inputs.teardown_playbook,
+            runs_root=inputs.runs_root,
+            # the stack's role arguments (site mirrors, the container CLI) hold for the teardown too
+            extravars=inputs.extravars,
+            emit=_say,  # the engine shows the provider's stderr lines as the destroy's diagnostics
+            checked=False,  # validated when it was deployed; the roles may have moved on
+            in_child=True,
+        )
+    except TeardownError as err:
+        raise PlaybookFailed(f"{err}. Fix and run the destroy again.") from None
+    _say(f"teardown done ({result.run_dir})")
 
 
 class PlaybookRunProvider(ResourceProvider):
@@ -243,12 +258,13 @@ class PlaybookRunProvider(ResourceProvider):
                     str(news.get("playbook") or "site.yml"),
                     str(news.get("teardownPlaybook") or "teardown.yml"),
                 )
-                check_role_vars(_project(str(news["projectDir"])), playbooks, _decoded(news.get("extravars")))
+                extravars = _decoded("extravars", news.get("extravars"))
+                check_role_vars(_project(str(news["projectDir"])), playbooks, extravars)
             except (BringupInputError, FileNotFoundError) as err:
                 return CheckResult(news, [CheckFailure("extravars", str(err))])
         # No property named in a failure: the engine would print the whole (multi-KB) input with it.
         try:
-            _check(news)
+            _validate(news)
         except (BringupInputError, FileNotFoundError, ValueError) as err:
             return CheckResult(news, [CheckFailure("", str(err))])
         return CheckResult(news, [])
@@ -256,65 +272,65 @@ class PlaybookRunProvider(ResourceProvider):
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         if _has_unknown(news):
             return DiffResult(changes=True, replaces=[], delete_before_replace=False)
-        inputs = RunInputs.from_props(news)
-        new = inputs.triggers()
-        legacy = legacy_hashes(inputs.inventory, inputs.extravars)
-        changed = [key for key in TRIGGERS if olds.get(key) not in {new[key], legacy.get(key, new[key])}]
+        new = RunInputs.from_props(news).triggers()
+        changed = [key for key in TRIGGERS if olds.get(key) != new[key]]
         return DiffResult(changes=bool(changed), replaces=[], delete_before_replace=False)
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         inputs = RunInputs.from_props(props)
-        return CreateResult(f"playbooks-{uuid.uuid4().hex[:12]}", inputs.outputs(_run(inputs)))
+        return CreateResult(f"playbooks-{uuid.uuid4().hex[:12]}", inputs.outputs(_bring_up(inputs)))
 
     def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         inputs = RunInputs.from_props(news)
-        return UpdateResult(inputs.outputs(_run(inputs)))
+        return UpdateResult(inputs.outputs(_bring_up(inputs)))
 
     def delete(self, _id: str, props: dict[str, Any]) -> None:
         # No blanket except: a teardown that did not converge fails the delete, so the state
         # keeps the hosts and a later destroy runs it again (docs/security.md, "Teardown converges").
-        _teardown(RunInputs.from_props(props))
+        _tear_down(RunInputs.from_props(props))
 
 
-def _check(news: Mapping[str, Any]) -> None:
-    """The hand-off's own checks (`handoff.validate`) once the inventory is known (new AWS nodes
-    in a preview have none yet: their extra variables were checked in `check`)."""
-    from flashfleet.bringup import handoff
+class PlaybookRun(Resource, module="flashfleet", name="PlaybookRun"):
+    """Outputs (named as in the state): `runDir`, the last run's directory; `changed`, the tasks
+    it changed; and the hashes it diffs on. `hfToken` and `apiKey` are inputs only, and secret."""
 
-    if not news.get("projectDir") or _has_unknown(news.get("extravars")):
-        return
-    if news.get("inventory") is None or _has_unknown(news.get("inventory")):
-        return
-    project = _project(str(news["projectDir"]))
-    playbook = str(news.get("playbook") or "site.yml")
-    handoff.validate(
-        project, playbook, _decoded_inventory(news.get("inventory")), _decoded(news.get("extravars"))
-    )
+    runDir: pulumi.Output[str]
+    changed: pulumi.Output[int]
+
+    def __init__(self, name: str, props: dict[str, Any], opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(PlaybookRunProvider(), name, props, opts)
 
 
-def _teardown(inputs: RunInputs) -> None:
-    from functools import partial
-
-    from flashfleet.bringup.isolated import run_isolated
-    from flashfleet.bringup.teardown import TeardownError, teardown_hosts
-
-    try:
-        inputs.project.playbook(inputs.teardown_playbook)
-    except FileNotFoundError as err:
-        # Never a silent skip: the hosts would keep their secrets and servers.
-        raise PlaybookFailed(f"teardown cannot run: {err}") from None
-    try:
-        result = teardown_hosts(
-            inputs.inventory,
-            project=inputs.project,
-            playbook=inputs.teardown_playbook,
-            runs_root=inputs.runs_root,
-            # the stack's role arguments (site mirrors, the container CLI) hold for the teardown too
-            extravars=inputs.extravars,
-            emit=_say,  # the engine shows the provider's stderr lines as the destroy's diagnostics
-            # the inventory was checked when it was deployed; roles may have moved on
-            runner=partial(run_isolated, checked=False),
-        )
-    except TeardownError as err:
-        raise PlaybookFailed(f"{err}. Fix and run the destroy again.") from None
-    _say(f"teardown done ({result.run_dir})")
+def attach(
+    name: str,
+    inventory: pulumi.Input[dict[str, Any]],
+    hf_token: pulumi.Input[str] | None = None,
+    playbook: str = "site.yml",
+    *,
+    teardown_playbook: str = "teardown.yml",
+    extravars: dict[str, Any] | None = None,
+    api_key: pulumi.Input[str] | None = None,
+    project_dir: Path | None = None,
+    runs_dir: Path | None = None,
+    opts: pulumi.ResourceOptions | None = None,
+) -> PlaybookRun:
+    """Runs `playbook` on the inventory's hosts during `pulumi up`, `teardown_playbook` on destroy."""
+    project = Project(project_dir.resolve()) if project_dir else DEFAULT_PROJECT
+    props: dict[str, Any] = {
+        # One JSON string each: a Struct would drop the null facts and make every int a float.
+        "inventory": pulumi.Output.json_dumps(inventory),
+        # Secret in the state's inputs; the provider never copies it into its outputs.
+        "hfToken": pulumi.Output.secret(hf_token) if hf_token is not None else None,
+        "apiKey": pulumi.Output.secret(api_key) if api_key is not None else None,
+        "playbook": playbook,
+        "teardownPlaybook": teardown_playbook,
+        "extravars": json.dumps(extravars or {}),
+        # relative to this repository: a destroy from another checkout finds its own playbooks
+        "projectDir": stored_path(project.root),
+        "runsDir": str((runs_dir or default_runs_root()).resolve()),
+        "treeHash": project.tree_hash(),
+        "runDir": None,  # outputs, declared so they become attributes
+        "changed": None,
+    }
+    secret = pulumi.ResourceOptions(additional_secret_outputs=["hfToken", "apiKey"])
+    return PlaybookRun(name, props, pulumi.ResourceOptions.merge(opts, secret))

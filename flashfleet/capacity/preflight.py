@@ -214,7 +214,7 @@ def wait_requested(plan: StackPlan) -> bool:
     return bool(blk and blk.wait_for_start)
 
 
-def run(
+def check_capacity(
     plan: StackPlan,
     *,
     wait: bool | None = None,

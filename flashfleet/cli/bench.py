@@ -180,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
 
 def stack_cluster() -> Cluster:
     """The stack's nodes, through the bring-up (imported on this path only: it pulls the bring-up in)."""
-    from flashfleet.bench.stack_cluster import StackCluster
+    from flashfleet.cli.shared.stack_cluster import StackCluster
 
     return StackCluster()
 

@@ -18,7 +18,7 @@ from flashfleet.cli.common import UsageError, add_stack
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from flashfleet.bringup.cliargs import add_run_args
+    from flashfleet.cli.shared.cliargs import add_run_args
 
     p = sub.add_parser("configure", help="run the playbooks against the stack's hosts")
     add_stack(p, "stack name (the inventory's flashfleet_stack must match)")
@@ -40,14 +40,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def stack_inputs(stack: str) -> tuple[dict[str, Any], str | None, str | None]:
     """Inventory, HF token and API key from the stack's outputs (through the Pulumi CLI)."""
     from flashfleet import outputs
-    from flashfleet.bringup import stackops
+    from flashfleet.cli.shared import stackops
 
     try:
         outs = stackops.outputs(stack)
     except (stackops.PulumiUnavailable, stackops.StackError) as err:
         raise UsageError(str(err)) from None
     from flashfleet.bringup.secret_env import check_secret
-    from flashfleet.bringup.stack_inventory import inventory_of
+    from flashfleet.cli.shared.stack_inventory import inventory_of
     from flashfleet.stack.files import API_KEY_KEY, HF_TOKEN_KEY
 
     inventory = inventory_of(outs)
@@ -63,10 +63,10 @@ def stack_inputs(stack: str) -> tuple[dict[str, Any], str | None, str | None]:
 
 def run(args: argparse.Namespace) -> int:
     from flashfleet.bringup import handoff
-    from flashfleet.bringup.cliargs import load_inventory, parse_extravars, project_of
     from flashfleet.bringup.errors import BringupInputError
     from flashfleet.bringup.role_vars import OPTION_PREFIX, check_role_vars
     from flashfleet.bringup.secret_env import API_KEY_ENV, TOKEN_ENV, check_env_secrets
+    from flashfleet.cli.shared.cliargs import load_inventory, parse_extravars, project_of
 
     try:
         check_env_secrets()  # the caller's own secrets first: every run inherits them

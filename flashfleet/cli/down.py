@@ -18,7 +18,7 @@ from flashfleet.cli.common import UsageError, add_stack, can_ask, confirm
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from flashfleet.bringup.cliargs import add_run_args
+    from flashfleet.cli.shared.cliargs import add_run_args
 
     p = sub.add_parser("down", help="tear the stack down (pulumi destroy, or teardown.yml on existing hosts)")
     add_stack(p, "stack name (the inventory's flashfleet_stack must match)")
@@ -32,11 +32,10 @@ def _print(line: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from flashfleet.bringup import stackops
-    from flashfleet.bringup.cliargs import load_inventory, project_of
-    from flashfleet.bringup.contract import check_inventory
     from flashfleet.bringup.errors import BringupInputError
-    from flashfleet.bringup.teardown import TeardownError, teardown_hosts
+    from flashfleet.bringup.handoff import TeardownError, teardown, teardown_verdict, validate
+    from flashfleet.cli.shared import stackops
+    from flashfleet.cli.shared.cliargs import load_inventory, project_of
 
     try:
         if args.inventory is None:
@@ -54,21 +53,21 @@ def run(args: argparse.Namespace) -> int:
             return 0
         project = project_of(args)
         inventory = load_inventory(args.inventory)
-        hosts = check_inventory(inventory, args.stack)
+        # the one validation of this path, before anything is asked or touched
+        hosts = validate(project, args.playbook, inventory, {}, stack=args.stack)
         can_ask(yes=args.yes)
         print(f"flashfleet down {args.stack}: {args.playbook} on {', '.join(hosts)}")
         print("  stops and removes the containers and units flashfleet started there")
         confirm(f"tear {args.stack} down on these hosts?", yes=args.yes)
-        result = teardown_hosts(
-            inventory, project=project, playbook=args.playbook, runs_root=args.runs_dir, stack=args.stack
-        )
+        result = teardown(
+            inventory, project=project, playbook=args.playbook, runs_root=args.runs_dir, stack=args.stack,
+            checked=False,
+        )  # fmt: skip
     except (stackops.PulumiUnavailable, stackops.UnknownStack, BringupInputError) as err:
         raise UsageError(str(err)) from None
     except (stackops.StackError, TeardownError) as err:
         print(f"flashfleet down: {err}", file=sys.stderr)
         return 1
-    from flashfleet.bringup.handoff import teardown_verdict
-
     dark, _ = teardown_verdict(result, hosts)
     print(result.summary())
     done = [h for h in hosts if h not in dark]

@@ -21,7 +21,7 @@ READ_TASK = "Logs | read each serving unit's journal"
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from flashfleet.bringup.cliargs import add_inventory_arg, add_runs_dir_arg
+    from flashfleet.cli.shared.cliargs import add_inventory_arg, add_runs_dir_arg
 
     p = sub.add_parser("logs", help="the last lines of each serving container's output on a stack's nodes")
     add_stack(p, "stack name (the inventory's flashfleet_stack must match)")
@@ -63,9 +63,9 @@ def journals(events_log: Path) -> list[tuple[str, str, str]]:
 
 def run(args: argparse.Namespace) -> int:
     from flashfleet.bringup import handoff
-    from flashfleet.bringup.cliargs import load_inventory
-    from flashfleet.bringup.errors import BringupInputError
-    from flashfleet.bringup.stack_inventory import NoInventory, stack_inventory
+    from flashfleet.bringup.errors import BringupInputError, NoInventory
+    from flashfleet.cli.shared.cliargs import load_inventory
+    from flashfleet.cli.shared.stack_inventory import stack_inventory
 
     if args.lines < 1:
         raise UsageError(f"--lines {args.lines}: must be at least 1")

@@ -59,7 +59,7 @@ def _row(name: str, stacks_dir: Path) -> StackRow:
 
 def _live(row: StackRow, resources: int | None, now: datetime) -> StackRow:
     from flashfleet import outputs
-    from flashfleet.bringup import stackops
+    from flashfleet.cli.shared import stackops
 
     if not resources:
         return row.model_copy(update={"state": "empty" if resources == 0 else "unknown"})
@@ -77,7 +77,7 @@ def _live(row: StackRow, resources: int | None, now: datetime) -> StackRow:
 
 
 def run(args: argparse.Namespace) -> int:
-    from flashfleet.bringup import stackops
+    from flashfleet.cli.shared import stackops
     from flashfleet.stack import list_stacks
 
     stacks_dir = args.stacks_dir or stackops.project_dir() / "stacks"

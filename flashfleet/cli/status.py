@@ -42,8 +42,8 @@ def recorded_runs(runs_root: Path, stack: str, last: int = 5) -> list[dict[str, 
 
 
 def run(args: argparse.Namespace) -> int:
-    from flashfleet.bringup import stackops
     from flashfleet.bringup.run_dirs import default_runs_root
+    from flashfleet.cli.shared import stackops
 
     runs = recorded_runs(args.runs_dir or default_runs_root(), args.stack)
     report: dict[str, Any] = {"stack": args.stack, "pulumi": "ok", "last_operation": None, "outputs": {}}
@@ -80,10 +80,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _endpoint_health(args: argparse.Namespace, runs_root: Path) -> Any:
     """A cluster's endpoint health from its inventory; None without a cluster or an inventory."""
-    from flashfleet.bringup.cliargs import load_inventory
     from flashfleet.bringup.endpoint_health import endpoint_health
-    from flashfleet.bringup.errors import BringupInputError
-    from flashfleet.bringup.stack_inventory import NoInventory, stack_inventory
+    from flashfleet.bringup.errors import BringupInputError, NoInventory
+    from flashfleet.cli.shared.cliargs import load_inventory
+    from flashfleet.cli.shared.stack_inventory import stack_inventory
 
     if args.inventory:
         try:

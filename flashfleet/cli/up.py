@@ -50,7 +50,7 @@ def preflight(stack: str, plan: StackPlan, wait: bool) -> None:
     from flashfleet.capacity import preflight as capacity_preflight
 
     try:
-        capacity_preflight.run(plan, wait=wait or None)
+        capacity_preflight.check_capacity(plan, wait=wait or None)
     except capacity_preflight.CapacityRefused as err:
         raise UsageError(f"stack {stack}: {err}") from None
 
@@ -93,9 +93,9 @@ def restart_text(data: PlanView) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from flashfleet.bringup import stackops
     from flashfleet.bringup.errors import BringupInputError
     from flashfleet.bringup.secret_env import check_env_secrets
+    from flashfleet.cli.shared import stackops
     from flashfleet.planning import load_stack
     from flashfleet.planning.plan_view import plan_data
     from flashfleet.stack import StackError

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 import pulumi
 
 from flashfleet import outputs
-from flashfleet.bringup.resource import attach
+from flashfleet.bringup.provider import attach
 from flashfleet.components.aws import AwsNodes, AwsNodesArgs
 from flashfleet.components.existing import ExistingHosts, ExistingHostsArgs
 from flashfleet.components.kubernetes import KubernetesCluster, KubernetesClusterArgs, kubernetes_provider
@@ -115,6 +115,8 @@ def deploy(
     if api_key is not None:
         # For `flashfleet configure` and `bench` (the Authorization header); secret like the token.
         exports[outputs.API_KEY] = pulumi.Output.secret(api_key)
-    run = attach("bringup", inventory, hf_token, playbook="site.yml", extravars=role_vars, api_key=api_key)
-    exports[outputs.BRINGUP_RUN_DIR] = run.runDir
+    bringup = attach(
+        "bringup", inventory, hf_token, playbook="site.yml", extravars=role_vars, api_key=api_key
+    )
+    exports[outputs.BRINGUP_RUN_DIR] = bringup.runDir
     return exports

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from flashfleet.bench.node_runner import in_container
-from flashfleet.bench.stack_cluster import StackCluster
-from flashfleet.bringup import stackops
+from flashfleet.cli.shared import stackops
+from flashfleet.cli.shared.stack_cluster import StackCluster
 
 
 def test_output_goes_to_results_and_node_zeros_address_to_loopback() -> None:

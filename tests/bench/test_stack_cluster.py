@@ -15,15 +15,13 @@ from typing import Any
 import pytest
 import yaml
 
-from flashfleet.bench.node_runner import NodeRunner
+from flashfleet.bench.node_runner import NodeRunner, bench_runs_root
 from flashfleet.bench.runner import Invocation
-from flashfleet.bench.stack_cluster import StackCluster
 from flashfleet.bringup import handoff
 from flashfleet.bringup.project import REPO
-from flashfleet.bringup.stack_inventory import bench_runs_root
-from flashfleet.bringup.teardown import teardown_hosts
 from flashfleet.cli import bench as cli_bench
 from flashfleet.cli import main
+from flashfleet.cli.shared.stack_cluster import StackCluster
 from flashfleet.inventory import build_inventory
 from flashfleet.planning import load_stack
 from tests.hosts.harness import LOGIN_USER, HostPool, HostSpec, host_pool
@@ -259,8 +257,8 @@ def test_teardown_keeps_the_weight_cache_unless_the_stack_says(lab: Lab) -> None
     keep = json.loads(json.dumps(lab.inventory))
     for hvars in keep["all"]["hosts"].values():
         del hvars["flashfleet_keep_caches"]  # a stack without a teardown section
-    teardown_hosts(keep, runs_root=lab.runs, stack=STACK, emit=None)
+    handoff.teardown(keep, runs_root=lab.runs, stack=STACK, emit=None)
     assert lab.ssh("bn1", f"test -d {CACHE_DIR} && echo kept").strip() == "kept"
-    teardown_hosts(lab.inventory, runs_root=lab.runs, stack=STACK, emit=None)
+    handoff.teardown(lab.inventory, runs_root=lab.runs, stack=STACK, emit=None)
     for host in HOSTS:
         assert lab.ssh(host, f"test -e {CACHE_DIR} || echo gone").strip() == "gone"

@@ -10,7 +10,7 @@ import pulumi
 import pytest
 
 from flashfleet.bringup.project import DEFAULT_PROJECT, Project
-from flashfleet.bringup.resource import attach
+from flashfleet.bringup.provider import attach
 
 from .inventories import PROJECT, TOKEN
 

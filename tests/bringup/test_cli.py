@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
-from flashfleet.bench.stack_cluster import StackCluster
-from flashfleet.bringup.teardown import TeardownError
+from flashfleet.bringup.handoff import TeardownError
 from flashfleet.cli import main
+from flashfleet.cli.shared.stack_cluster import StackCluster
 
 from .inventories import PROJECT, TOKEN, inventory, local_host, unreachable_host
 
@@ -179,7 +179,7 @@ def test_bench_cluster_tears_down_what_configure_brought_up(
 def test_down_of_a_stack_with_no_resources_asks_nothing_and_destroys_nothing(
     monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
-    from flashfleet.bringup import stackops
+    from flashfleet.cli.shared import stackops
 
     def never(*_: Any, **__: Any) -> Any:
         raise AssertionError("called for an empty stack")

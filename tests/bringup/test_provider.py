@@ -22,6 +22,7 @@ import pytest
 from pulumi.runtime import proto, rpc
 
 from flashfleet.bringup import provider as provider_module
+from flashfleet.bringup.errors import BringupInputError
 from flashfleet.bringup.playbook_run import RunResult
 from flashfleet.bringup.project import Project
 from flashfleet.bringup.provider import PlaybookRunProvider, stored_path
@@ -250,54 +251,20 @@ def _result(tmp_path: Path) -> RunResult:
     return RunResult("successful", 0, {"changed": {"node-0": 1}}, tmp_path / "run")
 
 
-def _old_state(tmp_path: Path, inv: dict[str, Any], extravars: dict[str, Any]) -> dict[str, Any]:
-    """The outputs an older provider stored: inputs as mappings, hashes of what it decoded."""
-    from flashfleet.bringup.contract import restore_nulls
-    from flashfleet.bringup.hashes import content_hash, inventory_hash
-
-    wire_inv, wire_vars = _as_the_struct_left_it(inv), _as_the_struct_left_it(extravars)
-    decoded = restore_nulls(provider_module._whole_numbers(wire_inv))
-    return {
-        **resource_inputs(tmp_path, inv),
-        "inventory": wire_inv,
-        "extravars": wire_vars,
-        "inventoryHash": inventory_hash(decoded),
-        "extravarsHash": content_hash(provider_module._whole_numbers(wire_vars)),
-        "runDir": str(tmp_path / "runs" / "old"),
-        "changed": 3.0,
+def test_a_state_of_mappings_is_refused_in_one_line_naming_the_input(
+    tmp_path: Path, two_local_nodes: dict[str, Any]
+) -> None:
+    # A provider before the JSON inputs stored the inventory as a Struct (nulls dropped, ints as
+    # floats): nothing decodes it back any more, and the delete says what to do instead.
+    olds = {
+        **resource_inputs(tmp_path, two_local_nodes),
+        "inventory": _as_the_struct_left_it(two_local_nodes),
     }
-
-
-def test_upgrading_from_mapping_inputs_runs_nothing(tmp_path: Path, two_local_nodes: dict[str, Any]) -> None:
-    # The state of a provider that took the inventory as a mapping: its hash was of the decoded
-    # Struct. The same stack under the JSON inputs is no change; a real change still is.
-    extravars = {"marker_draft": "x", "marker_retries": 3}
-    two_local_nodes["all"]["hosts"]["node-0"]["flashfleet_draft_model"] = None
-    two_local_nodes["all"]["hosts"]["node-0"]["flashfleet_processes"][0]["gpu_request"] = None  # nested
-    olds = _old_state(tmp_path, two_local_nodes, extravars)
-    news = resource_inputs(tmp_path, two_local_nodes, extravars=extravars)
-    provider = PlaybookRunProvider()
-    assert provider.diff("id", olds, news).changes is False
-    other = copy.deepcopy(two_local_nodes)
-    other["all"]["hosts"]["node-0"]["flashfleet_gpu_count"] = 4
-    assert provider.diff("id", olds, resource_inputs(tmp_path, other, extravars=extravars)).changes is True
-    more = {**extravars, "marker_retries": 4}
-    assert (
-        provider.diff("id", olds, resource_inputs(tmp_path, two_local_nodes, extravars=more)).changes is True
-    )
-
-
-def test_an_old_state_still_decodes_for_the_teardown(tmp_path: Path, two_local_nodes: dict[str, Any]) -> None:
-    # A destroy after the upgrade reads the mapping an older provider stored: ints and the null
-    # facts come back as that provider read them.
-    olds = _old_state(tmp_path, two_local_nodes, {"marker_retries": 3})
-    inputs = provider_module.RunInputs.from_props(olds)
-    host = inputs.inventory["all"]["hosts"]["node-0"]
-    assert host["flashfleet_gpu_count"] == 8
-    assert isinstance(host["flashfleet_gpu_count"], int)
-    assert "flashfleet_draft_model" in host
-    assert host["flashfleet_draft_model"] is None
-    assert inputs.extravars == {"marker_retries": 3}
+    with pytest.raises(BringupInputError) as err:
+        provider_module.RunInputs.from_props(olds)
+    assert str(err.value).startswith("inventory: a dict, not a JSON string: ")
+    assert "run `pulumi up` once" in str(err.value)
+    assert "\n" not in str(err.value)
 
 
 def test_a_new_state_keeps_nulls_and_ints_for_the_teardown(

@@ -3,14 +3,15 @@ exit 2 and one line naming where it came from and the rule, before any run direc
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from flashfleet.bringup import stackops
 from flashfleet.cli import main
+from flashfleet.cli.shared import stackops
 
 from .inventories import PROJECT, TOKEN
 
@@ -72,7 +73,7 @@ def test_configure_names_the_stack_secret_it_refuses(
 ) -> None:  # fmt: skip
     # The Pulumi CLI cannot run here: the stack's outputs are what it would return.
     outs = {
-        "inventory": stackops.StackOutput(two_local_nodes, False),
+        "inventoryJson": stackops.StackOutput(json.dumps(two_local_nodes), False),
         "hfToken": stackops.StackOutput(TOKEN, True),
     }
     outs[output] = stackops.StackOutput("ok", True)

@@ -213,7 +213,7 @@ def test_flashfleet_up_refuses_with_exit_2_before_pulumi(
     def no_pulumi(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("pulumi up must not start")
 
-    monkeypatch.setattr("flashfleet.bringup.stackops.up", no_pulumi)
+    monkeypatch.setattr("flashfleet.cli.shared.stackops.up", no_pulumi)
     assert load_stack("gb300-lowlat").needs_capacity_purchase
     assert main(["up", "gb300-lowlat"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -230,7 +230,7 @@ def test_flashfleet_up_says_when_a_scheduled_block_starts(
     (tmp_path / "stacks").mkdir()
     (tmp_path / "stacks" / "Pulumi.gb300-lowlat.yaml").write_text(yaml.safe_dump(doc))
     monkeypatch.setenv("FLASHFLEET_PULUMI_PROJECT", str(tmp_path))  # `up` reads the project it drives
-    monkeypatch.setattr("flashfleet.bringup.stackops.up", lambda *a, **k: pytest.fail("pulumi up started"))
+    monkeypatch.setattr("flashfleet.cli.shared.stackops.up", lambda *a, **k: pytest.fail("pulumi up started"))
     start = (LIVE + timedelta(days=1)).replace(microsecond=0)
     describe(ec2, reservation(state="scheduled", start=start))
     assert main(["up", "gb300-lowlat"]) == 2

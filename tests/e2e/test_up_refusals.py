@@ -78,7 +78,7 @@ def test_up_refuses_an_unsafe_stack_secret_before_anything_runs(
 def test_a_safe_stack_secret_passes_the_check(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The check refuses only what breaks the rule: a long random token, decrypted by the same
     # engine, passes (the counterpart that keeps the refusal above from being unconditional).
-    from flashfleet.bringup import stackops
+    from flashfleet.cli.shared import stackops
 
     assert run(project, "pulumi", "stack", "init", STACK, "--non-interactive").returncode == 0
     token = "hf_x7Kq2LmP9vR4tW8yZ1bN3cD5fG6hJ0aS"
@@ -96,7 +96,7 @@ def test_a_program_error_is_reported_once_by_the_engine(
 ) -> None:
     # The program refuses the stack (a token for unpinned hosts) with a RunError: the language
     # host has logged it, so the engine must not print it again as "an unhandled error occurred".
-    from flashfleet.bringup import stackops
+    from flashfleet.cli.shared import stackops
 
     path = stack_path(STACK, project / "stacks")
     doc = yaml.safe_load(path.read_text())

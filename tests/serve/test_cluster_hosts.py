@@ -201,7 +201,8 @@ def test_a_rolling_update_under_load_drops_no_request(lab: ServeLab) -> None:
     assert len(unit_starts(lab, "c0", "flashfleet-router")) == routers  # the router kept serving
     # It only wants the worker beside it: Requires= would have restarted it with replica-0.
     unit = lab.ssh("c0", "systemctl cat flashfleet-router.service")
-    assert "Wants=flashfleet-replica-0.service" in unit and "Requires=" not in unit, unit
+    assert "Wants=flashfleet-replica-0.service" in unit, unit
+    assert "Requires=" not in unit, unit
     lab.state = {"inventory": inventory}  # type: ignore[attr-defined]
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from flashfleet.bringup import handoff
-from flashfleet.bringup.teardown import TeardownError, teardown_hosts
+from flashfleet.bringup.handoff import TeardownError, teardown
 from flashfleet.components.host_keys import BEGIN, END, parse_console
 
 from .lab import ServeLab, make_stack, serve_lab
@@ -118,7 +118,7 @@ def test_a_wedged_unit_fails_its_host_and_an_unreachable_one_is_a_warning(
     lines: list[str] = []
     # the stop would hang for an hour: the role's per-task timeout fails that host in seconds
     with pytest.raises(TeardownError, match="teardown did not finish on td-node-0;"):
-        teardown_hosts(inv, runs_root=tmp_path, emit=lines.append, stack="td", extravars=QUICK)
+        teardown(inv, runs_root=tmp_path, emit=lines.append, stack="td", extravars=QUICK)
     assert any("unreachable, left as they are: td-node-2" in ln for ln in lines)
     assert is_clean(lab, "tdb")
     # the wedged host: its secret is gone all the same; the server is what the error names
@@ -131,7 +131,7 @@ def test_a_wedged_unit_fails_its_host_and_an_unreachable_one_is_a_warning(
     del inv["all"]["children"]["flashfleet"]["hosts"]["td-node-0"]
     for group in inv["all"]["children"].values():
         group["hosts"].pop("td-node-0", None)
-    result = teardown_hosts(inv, runs_root=tmp_path, emit=lines.append, stack="td", extravars=QUICK)
+    result = teardown(inv, runs_root=tmp_path, emit=lines.append, stack="td", extravars=QUICK)
     assert any("td-node-2" in ln for ln in lines)
     assert result.unreachable == ["td-node-2"]
 

@@ -279,7 +279,8 @@ def test_a_router_host_that_does_not_fit_is_refused_naming_the_field(
     with pytest.raises(StackError) as info:
         load_stack("broken", write_stack("mi355x-replicas", change))
     hits = [p for p in info.value.problems if p.rule == rule]
-    assert hits and fragment in hits[0].message, info.value.problems
+    assert hits, info.value.problems
+    assert fragment in hits[0].message, info.value.problems
     assert hits[0].path.removeprefix(f"{S}.") in ("nodes.count", "cluster.router.host")
 
 

@@ -222,7 +222,9 @@ def _judge_role_var(name: str, value: Any, rc: int, err: str) -> None:
         assert "[rule: " in lines[0], (value, err)
         return
     # accepted: one inert value that reaches the bring-up's extravars as it is
-    inputs = RunInputs.from_props({"extravars": {name: value}, "projectDir": ".", "runsDir": "runs"})
+    inputs = RunInputs.from_props(
+        {"extravars": json.dumps({name: value}), "projectDir": ".", "runsDir": "runs"}
+    )
     assert inputs.extravars == {name: value}
     for s in _strings(value):
         assert s.isprintable(), value

@@ -3,7 +3,8 @@
 endpoint: the stack's `endpoint` output; teardown: `teardown_stack`; runner: bench.yml on node 0
 (flashfleet.bench.node_runner); deployment: the stack file plus what bench.yml reads on the
 nodes (flashfleet.bench.node_facts). Runner and facts find the nodes through the stack's
-outputs or its latest `flashfleet configure` run here (flashfleet.bringup.stack_inventory).
+outputs or its latest `flashfleet configure` run here (`stack_inventory`). Here, not in bench/:
+it reads the stack through Pulumi, which only the CLI knows.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from flashfleet.bench.errors import BenchSetupError
 from flashfleet.bench.fingerprint import Deployment
 from flashfleet.bench.runner import Runner
 from flashfleet.bringup.project import DEFAULT_PROJECT, Project
-from flashfleet.bringup.teardown import teardown_stack
+from flashfleet.cli.shared.stack_teardown import teardown_stack
 from flashfleet.stack.files import DEFAULT_STACKS_DIR
 
 
@@ -26,9 +27,9 @@ def api_key_of(stack: str) -> str | None:
     the stack has none, or Pulumi is not at hand)."""
     import os
 
-    from flashfleet.bringup import stackops
     from flashfleet.bringup.errors import BringupInputError
     from flashfleet.bringup.secret_env import API_KEY_ENV, check_secret
+    from flashfleet.cli.shared import stackops
     from flashfleet.stack.files import API_KEY_KEY
 
     name, key = API_KEY_ENV, os.environ.get(API_KEY_ENV)
@@ -54,7 +55,7 @@ class StackCluster:
     project: Project = DEFAULT_PROJECT
 
     def endpoint(self, stack: str) -> str:
-        from flashfleet.bringup import stackops
+        from flashfleet.cli.shared import stackops
 
         try:
             out = stackops.outputs(stack).get(outputs.ENDPOINT)
@@ -76,13 +77,14 @@ class StackCluster:
         return self.runs_root or default_runs_root()
 
     def inventory(self, stack: str) -> dict[str, Any]:
-        from flashfleet.bringup.stack_inventory import stack_inventory
+        from flashfleet.cli.shared.stack_inventory import stack_inventory
 
         return stack_inventory(stack, self._runs_root())
 
     def runner(self, stack: str) -> Runner:
-        from flashfleet.bench.node_runner import NodeRunner
-        from flashfleet.bringup.stack_inventory import NoInventory, bench_runs_root, node_zero
+        from flashfleet.bench.node_runner import NodeRunner, bench_runs_root
+        from flashfleet.bringup.contract import node_zero
+        from flashfleet.bringup.errors import NoInventory
 
         try:
             inventory = self.inventory(stack)
@@ -96,7 +98,7 @@ class StackCluster:
 
     def deployment(self, stack: str) -> Deployment:
         from flashfleet.bench.node_facts import StackRefused, deployment_facts
-        from flashfleet.bringup.stack_inventory import bench_runs_root
+        from flashfleet.bench.node_runner import bench_runs_root
 
         try:
             return deployment_facts(
