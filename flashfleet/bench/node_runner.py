@@ -1,4 +1,5 @@
-"""The bench runner seam on a node: each invocation runs bench.yml (`--tags bench`) on node 0.
+"""The bench runner seam on a node: each invocation runs bench.yml (`--tags bench`) on the
+endpoint's host (node 0, or a cluster router's host of its own).
 
 bench_serving runs inside the serving image with `--network host` and a fresh host directory
 mounted at /results; the role fetches the JSONL, the console log and the exit status back into a
@@ -19,7 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from flashfleet.bench.runner import Completed, Invocation
 from flashfleet.bringup import handoff
-from flashfleet.bringup.contract import node_zero
+from flashfleet.bringup.contract import endpoint_host
 from flashfleet.bringup.errors import BringupInputError
 from flashfleet.bringup.project import DEFAULT_PROJECT, Project
 
@@ -36,9 +37,9 @@ def bench_runs_root(runs_root: Path) -> Path:
 
 
 def in_container(argv: Sequence[str], output_name: str, node_address: str | None) -> list[str]:
-    """The driver's argv as it runs in the container on node 0.
+    """The driver's argv as it runs in the container on the endpoint's host.
 
-    The output file goes to the mounted /results. A base URL that names node 0's own address
+    The output file goes to the mounted /results. A base URL that names that host's own address
     becomes loopback: from the node itself, its public address goes out and back in through
     the firewall, which admits only the operator's networks.
     """
@@ -56,7 +57,7 @@ def in_container(argv: Sequence[str], output_name: str, node_address: str | None
 
 @dataclass(frozen=True)
 class NodeRunner:
-    """A ``flashfleet.bench.runner.Runner`` that runs on node 0 of ``inventory``."""
+    """A ``flashfleet.bench.runner.Runner`` that runs on the endpoint host of ``inventory``."""
 
     stack: str
     inventory: Mapping[str, Any]
@@ -67,7 +68,7 @@ class NodeRunner:
     api_key: str | None = field(default=None, repr=False)
 
     def __call__(self, invocation: Invocation) -> Completed:
-        node = node_zero(dict(self.inventory))
+        node = endpoint_host(dict(self.inventory))
         address = self.inventory["all"]["hosts"][node].get("ansible_host")
         argv = in_container(invocation.argv, invocation.output_name, address)
         with tempfile.TemporaryDirectory(prefix="flashfleet-bench-fetch-") as fetch:

@@ -180,8 +180,20 @@ def _check_groups(hosts: Mapping[str, Any], children: Mapping[str, Any]) -> None
             )
 
 
+def endpoint_host(inventory: Mapping[str, Any]) -> str:
+    """The host that serves the stack's endpoint: a cluster's router's (which cluster.router.host
+    can put on a host of its own), else node 0."""
+    hosts = (inventory.get("all") or {}).get("hosts") or {}
+    for name, hvars in hosts.items():
+        procs = hvars.get("flashfleet_processes") or [] if isinstance(hvars, dict) else []
+        if any(isinstance(p, dict) and p.get("role") == "router" and p.get("workers") for p in procs):
+            return str(name)
+    return node_zero(inventory)
+
+
 def node_zero(inventory: Mapping[str, Any]) -> str:
-    """The host that serves the stack's endpoint (flashfleet_node_index 0)."""
+    """The host of node 0 (flashfleet_node_index 0): a GPU worker, the stack's endpoint unless a
+    cluster's router has a host of its own (endpoint_host)."""
     hosts = (inventory.get("all") or {}).get("hosts") or {}
     for name, hvars in hosts.items():
         if isinstance(hvars, dict) and hvars.get("flashfleet_node_index") == 0:

@@ -102,7 +102,9 @@ def deploy(
         outputs.INVENTORY_JSON: pulumi.Output.json_dumps(inventory),
         outputs.ADDRESSES: nodes.ssh_addresses,
         outputs.PRIVATE_ADDRESSES: nodes.private_addresses,
-        outputs.ENDPOINT: nodes.ssh_addresses.apply(lambda a: f"http://{a[0]}:{plan.serving_port}/v1"),
+        outputs.ENDPOINT: nodes.ssh_addresses.apply(
+            lambda a: f"http://{a[plan.endpoint_node]}:{plan.serving_port}/v1"
+        ),
         outputs.NODE_NAMES: [n.name for n in plan.nodes],
         outputs.EXPIRES_AT: expires_at,
     }

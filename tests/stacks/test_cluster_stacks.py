@@ -255,6 +255,12 @@ def test_a_router_host_of_its_own_runs_the_router_alone_and_counts_as_a_node(
     assert {p.router_url for p in procs if p.role != "router"} == {"http://10.0.0.3:30000"}
     assert [n.role for n in b.nodes][2] == "router"
     assert b.endpoint_node == 2  # the stack's endpoint (plan, the endpoint output, bench) is the router's
+    from flashfleet.bringup.contract import endpoint_host, node_zero
+    from flashfleet.inventory import build_inventory
+
+    inv = build_inventory(b, ["198.51.100.1", "198.51.100.2", "198.51.100.3"], ADDRS)
+    names = [n.name for n in b.nodes]
+    assert (endpoint_host(inv), node_zero(inv)) == (names[2], names[0])  # bench runs beside the router
     assert load_stack("mi355x-replicas").endpoint_node == 0  # beside replica-0 by default
 
 

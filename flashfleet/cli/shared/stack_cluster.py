@@ -83,12 +83,12 @@ class StackCluster:
 
     def runner(self, stack: str) -> Runner:
         from flashfleet.bench.node_runner import NodeRunner, bench_runs_root
-        from flashfleet.bringup.contract import node_zero
+        from flashfleet.bringup.contract import endpoint_host
         from flashfleet.bringup.errors import NoInventory
 
         try:
             inventory = self.inventory(stack)
-            node_zero(inventory)
+            endpoint_host(inventory)
         except NoInventory as err:
             hint = "or run bench_serving here with --local"
             raise BenchSetupError(f"cannot run on the nodes of {stack}: {err} ({hint})") from None
