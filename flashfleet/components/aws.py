@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 import pulumi
-import pulumi_aws as aws
+# The services used, not the package: pulumi_aws's __init__ names all ~3,000 of its modules, which
+# mypy would analyse on a cold cache (pyproject.toml skips that __init__, not these).
+from pulumi_aws import ec2, iam, ssm, vpc
 
 from flashfleet.components.aws_host_keys import HostKeys, pinned_keys
 from flashfleet.components.tags import ROLE_TAG, base_tags, static_tags
@@ -62,11 +64,11 @@ def dlami_parameter(arch: str, os_name: str) -> str:
 
 def efa_interfaces(
     cards: int, subnet_id: pulumi.Input[str], sg_id: pulumi.Input[str]
-) -> list[aws.ec2.LaunchTemplateNetworkInterfaceArgs]:
+) -> list[ec2.LaunchTemplateNetworkInterfaceArgs]:
     """One EFA interface per network card: card 0 carries IP traffic too ("efa"), the rest are
     "efa-only" (the primary interface cannot be efa-only)."""
     return [
-        aws.ec2.LaunchTemplateNetworkInterfaceArgs(
+        ec2.LaunchTemplateNetworkInterfaceArgs(
             network_card_index=card,
             device_index=0 if card == 0 else 1,
             interface_type="efa" if card == 0 else "efa-only",
@@ -100,7 +102,7 @@ class AwsNodes(pulumi.ComponentResource):
         self.security_group = self._security_group(src, vpc_id, b.serving_port, child)
         profile = self._instance_profile(child)
         self.placement_group = (
-            aws.ec2.PlacementGroup(
+            ec2.PlacementGroup(
                 f"{name}-placement", strategy="cluster", tags=self._tags("placement"), opts=child
             )
             if src.uses_placement_group
@@ -110,21 +112,21 @@ class AwsNodes(pulumi.ComponentResource):
         if b.instance.efa_network_cards is not None:
             cards = b.instance.efa_network_cards
         else:  # not in the catalog: ask EC2 (at preview/up time, with the user's credentials)
-            cards = aws.ec2.get_instance_type_output(instance_type=b.instance.name).maximum_network_cards
+            cards = ec2.get_instance_type_output(instance_type=b.instance.name).maximum_network_cards
         ami = (
-            src.ami or aws.ssm.get_parameter_output(name=dlami_parameter(b.instance.arch, src.dlami_os)).value
+            src.ami or ssm.get_parameter_output(name=dlami_parameter(b.instance.arch, src.dlami_os)).value
         )
         capacity = src.capacity
-        self.launch_template = aws.ec2.LaunchTemplate(
+        self.launch_template = ec2.LaunchTemplate(
             f"{name}-template",
             image_id=ami,
             instance_type=b.instance.name,
             key_name=src.key_name,
-            iam_instance_profile=aws.ec2.LaunchTemplateIamInstanceProfileArgs(arn=profile.arn),
+            iam_instance_profile=ec2.LaunchTemplateIamInstanceProfileArgs(arn=profile.arn),
             network_interfaces=pulumi.Output.from_input(cards).apply(
                 lambda n: efa_interfaces(int(n), subnet_id, self.security_group.id)
             ),
-            metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
+            metadata_options=ec2.LaunchTemplateMetadataOptionsArgs(
                 http_endpoint="enabled",
                 http_tokens="required",  # IMDSv2 only
                 # 1: a container on a bridge network cannot reach IMDS (nothing in one needs
@@ -134,9 +136,9 @@ class AwsNodes(pulumi.ComponentResource):
                 instance_metadata_tags="enabled",  # the TTL guard reads its own tag
             ),
             block_device_mappings=[
-                aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+                ec2.LaunchTemplateBlockDeviceMappingArgs(
                     device_name=ROOT_DEVICE,
-                    ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+                    ebs=ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
                         volume_size=b.root_volume_gib,
                         volume_type="gp3",
                         encrypted="true",
@@ -145,20 +147,20 @@ class AwsNodes(pulumi.ComponentResource):
                 )
             ],
             placement=(
-                aws.ec2.LaunchTemplatePlacementArgs(group_name=self.placement_group.name)
+                ec2.LaunchTemplatePlacementArgs(group_name=self.placement_group.name)
                 if self.placement_group
                 else None
             ),
             instance_market_options=(
-                aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(market_type="capacity-block")
+                ec2.LaunchTemplateInstanceMarketOptionsArgs(market_type="capacity-block")
                 if capacity.kind == "block"
                 else None
             ),
             capacity_reservation_specification=(
                 None
                 if capacity.kind == "on-demand"
-                else aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
-                    capacity_reservation_target=aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
+                else ec2.LaunchTemplateCapacityReservationSpecificationArgs(
+                    capacity_reservation_target=ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
                         capacity_reservation_id=capacity.reservation_id
                     )
                 )
@@ -167,16 +169,16 @@ class AwsNodes(pulumi.ComponentResource):
             user_data=user_data_base64(fallback_ttl_seconds(b.spec), max_life_seconds(b.spec)),
             # Static tags only: a changing deadline here would make a new template version.
             tag_specifications=[
-                aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=static_tags(b.stack))
+                ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=static_tags(b.stack))
                 for kind in ("instance", "volume")
             ],
             tags=self._tags("template"),
             opts=child,
         )
-        self.instances: list[aws.ec2.Instance] = []
-        self.eips: list[aws.ec2.Eip] = []
+        self.instances: list[ec2.Instance] = []
+        self.eips: list[ec2.Eip] = []
         for node in b.nodes:
-            instance = aws.ec2.Instance(
+            instance = ec2.Instance(
                 f"{name}-node-{node.index}",
                 launch_template={
                     "id": self.launch_template.id,
@@ -190,7 +192,7 @@ class AwsNodes(pulumi.ComponentResource):
             if src.public_ip:
                 # Several network interfaces get no automatic public IP: attach one to card 0's.
                 self.eips.append(
-                    aws.ec2.Eip(
+                    ec2.Eip(
                         f"{name}-node-{node.index}-ip",
                         domain="vpc",
                         network_interface=instance.primary_network_interface_id,
@@ -228,7 +230,7 @@ class AwsNodes(pulumi.ComponentResource):
         if not isinstance(net, NewNetwork):
             return net.vpc_id, net.subnet_id
         n = self._name
-        vpc = aws.ec2.Vpc(
+        new_vpc = ec2.Vpc(
             f"{n}-vpc",
             cidr_block=str(net.cidr),
             enable_dns_support=True,
@@ -236,33 +238,33 @@ class AwsNodes(pulumi.ComponentResource):
             tags=self._tags("vpc"),
             opts=child,
         )
-        subnet = aws.ec2.Subnet(
+        subnet = ec2.Subnet(
             f"{n}-subnet",
-            vpc_id=vpc.id,
+            vpc_id=new_vpc.id,
             cidr_block=str(net.subnet_cidr),
             availability_zone=net.availability_zone,
             map_public_ip_on_launch=False,
             tags=self._tags("subnet"),
             opts=child,
         )
-        igw = aws.ec2.InternetGateway(f"{n}-igw", vpc_id=vpc.id, tags=self._tags("igw"), opts=child)
-        routes = aws.ec2.RouteTable(
+        igw = ec2.InternetGateway(f"{n}-igw", vpc_id=new_vpc.id, tags=self._tags("igw"), opts=child)
+        routes = ec2.RouteTable(
             f"{n}-routes",
-            vpc_id=vpc.id,
+            vpc_id=new_vpc.id,
             routes=[{"cidr_block": "0.0.0.0/0", "gateway_id": igw.id}],
             tags=self._tags("routes"),
             opts=child,
         )
-        aws.ec2.RouteTableAssociation(
+        ec2.RouteTableAssociation(
             f"{n}-routes-subnet", subnet_id=subnet.id, route_table_id=routes.id, opts=child
         )
-        return vpc.id, subnet.id
+        return new_vpc.id, subnet.id
 
     def _security_group(
         self, src: AwsSource, vpc_id: pulumi.Input[str], port: int, child: pulumi.ResourceOptions
-    ) -> aws.ec2.SecurityGroup:
+    ) -> ec2.SecurityGroup:
         n = self._name
-        sg = aws.ec2.SecurityGroup(
+        sg = ec2.SecurityGroup(
             f"{n}-sg",
             vpc_id=vpc_id,
             description="flashfleet nodes: SSH and serving from allowed CIDRs, all within",
@@ -270,7 +272,7 @@ class AwsNodes(pulumi.ComponentResource):
             opts=child,
         )
         # NCCL, NIXL, EFA and Mooncake need every port between the nodes, both ways.
-        aws.vpc.SecurityGroupIngressRule(
+        vpc.SecurityGroupIngressRule(
             f"{n}-sg-in-self",
             security_group_id=sg.id,
             referenced_security_group_id=sg.id,
@@ -278,7 +280,7 @@ class AwsNodes(pulumi.ComponentResource):
             tags=self._tags("sg-in-self"),
             opts=child,
         )
-        aws.vpc.SecurityGroupEgressRule(
+        vpc.SecurityGroupEgressRule(
             f"{n}-sg-out-self",
             security_group_id=sg.id,
             referenced_security_group_id=sg.id,
@@ -287,7 +289,7 @@ class AwsNodes(pulumi.ComponentResource):
             opts=child,
         )
         # Image and weight pulls.
-        aws.vpc.SecurityGroupEgressRule(
+        vpc.SecurityGroupEgressRule(
             f"{n}-sg-out-all",
             security_group_id=sg.id,
             cidr_ipv4="0.0.0.0/0",
@@ -297,7 +299,7 @@ class AwsNodes(pulumi.ComponentResource):
         )
         for i, cidr in enumerate(src.allowed_cidrs):
             for label, p in (("ssh", SSH_PORT), ("serve", port)):
-                aws.vpc.SecurityGroupIngressRule(
+                vpc.SecurityGroupIngressRule(
                     f"{n}-sg-in-{label}-{i}",
                     security_group_id=sg.id,
                     cidr_ipv4=str(cidr) if cidr.version == 4 else None,
@@ -310,9 +312,9 @@ class AwsNodes(pulumi.ComponentResource):
                 )
         return sg
 
-    def _instance_profile(self, child: pulumi.ResourceOptions) -> aws.iam.InstanceProfile:
+    def _instance_profile(self, child: pulumi.ResourceOptions) -> iam.InstanceProfile:
         n = self._name
-        role = aws.iam.Role(
+        role = iam.Role(
             f"{n}-role",
             assume_role_policy=json.dumps(
                 {
@@ -329,7 +331,7 @@ class AwsNodes(pulumi.ComponentResource):
             tags=self._tags("role"),
             opts=child,
         )
-        aws.iam.RolePolicy(
+        iam.RolePolicy(
             f"{n}-role-session-manager",
             role=role.id,
             policy=json.dumps(
@@ -342,4 +344,4 @@ class AwsNodes(pulumi.ComponentResource):
             ),
             opts=child,
         )
-        return aws.iam.InstanceProfile(f"{n}-profile", role=role.name, tags=self._tags("profile"), opts=child)
+        return iam.InstanceProfile(f"{n}-profile", role=role.name, tags=self._tags("profile"), opts=child)

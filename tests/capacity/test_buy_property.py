@@ -18,6 +18,7 @@ from unittest import mock
 from ec2_api import GB300, client, offering, reservation
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from property_budget import budget
 
 from flashfleet.capacity.offers import OfferError, check_hours
 from flashfleet.cli import main
@@ -90,7 +91,7 @@ def _run(argv: list[str]) -> tuple[int, str, str]:
 @example(hours="48", price="inf", count=1)
 @example(hours="48", price="2400", count=0)
 @example(hours="48", price="2400", count=65)
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=budget(120), deadline=None)
 @given(hours=HOURS, price=PRICES, count=COUNTS)
 def test_a_request_is_refused_naming_its_field_or_reaches_ec2_as_typed(
     hours: str, price: str | None, count: int

@@ -2,6 +2,7 @@
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from property_budget import budget
 
 from flashfleet.catalog import hardware_catalog
 from flashfleet.recipes import OPTION_DEFS, STRATEGIES, TOPOLOGIES, RecipeError, render
@@ -40,7 +41,7 @@ overrides = st.dictionaries(st.sampled_from(sorted(OPTION_DEFS)), st.deferred(la
 )
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=budget(400), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     hardware=st.sampled_from(sorted(hardware_catalog())),
     strategy=st.sampled_from(sorted(STRATEGIES)),

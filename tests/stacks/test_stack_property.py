@@ -17,6 +17,7 @@ import pytest
 import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from property_budget import budget
 
 from flashfleet.bringup.provider import RunInputs
 from flashfleet.cli import main
@@ -149,7 +150,9 @@ def test_any_string_is_refused_by_path_or_inert(field: str, tmp_path_factory: py
     tmp = tmp_path_factory.mktemp(field)
     baseline = _baseline(tmp, base)
 
-    @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @settings(
+        max_examples=budget(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    )
     @given(STRINGS)
     def check(value: str) -> None:
         _judge(path, value, *_plan(tmp, base, setter, value), baseline)
@@ -164,7 +167,7 @@ def test_any_number_is_refused_by_path_or_bounded(
     base, path, setter = NUMBERS[field]
     tmp = tmp_path_factory.mktemp(field.replace(".", "-"))
 
-    @settings(max_examples=15, deadline=None)
+    @settings(max_examples=budget(15), deadline=None)
     @given(NUMBERS_ST)
     def check(value: float) -> None:
         rc, out, err = _plan(tmp, base, setter, value)
@@ -240,7 +243,7 @@ def test_any_role_var_string_is_refused_by_name_or_inert(
     put, spec_rule = ROLE_ARGS[name]
     tmp = tmp_path_factory.mktemp(name)
 
-    @settings(max_examples=15, deadline=None)
+    @settings(max_examples=budget(15), deadline=None)
     @given(
         st.one_of(STRINGS, st.sampled_from(["https://u:p@10.0.0.1/x", "http://10.0.0.1:8080/w/", "/home"]))
     )
@@ -260,7 +263,7 @@ def test_any_role_var_number_is_refused_by_name_or_a_port(
 ) -> None:
     tmp = tmp_path_factory.mktemp(name)
 
-    @settings(max_examples=15, deadline=None)
+    @settings(max_examples=budget(15), deadline=None)
     @given(NUMBERS_ST)
     def check(value: float) -> None:
         rc, err = _validate_role_vars(tmp, {name: value})
@@ -281,7 +284,9 @@ def test_any_host_path_is_refused_by_its_rule_or_strictly_below_a_root(
     tmp = tmp_path_factory.mktemp(f"path-{field}")
     baseline = _baseline(tmp, base)
 
-    @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @settings(
+        max_examples=budget(40), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    )
     @given(PATH_STRINGS)
     @example("/mnt/nvme//hf-cache/")  # accepted, normalised
     @example("/var/lib/mysql")  # the review's cases: passed the old deny-list
