@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 import pulumi
+
 # The services used, not the package: pulumi_aws's __init__ names all ~3,000 of its modules, which
 # mypy would analyse on a cold cache (pyproject.toml skips that __init__, not these).
 from pulumi_aws import ec2, iam, ssm, vpc
@@ -113,9 +114,7 @@ class AwsNodes(pulumi.ComponentResource):
             cards = b.instance.efa_network_cards
         else:  # not in the catalog: ask EC2 (at preview/up time, with the user's credentials)
             cards = ec2.get_instance_type_output(instance_type=b.instance.name).maximum_network_cards
-        ami = (
-            src.ami or ssm.get_parameter_output(name=dlami_parameter(b.instance.arch, src.dlami_os)).value
-        )
+        ami = src.ami or ssm.get_parameter_output(name=dlami_parameter(b.instance.arch, src.dlami_os)).value
         capacity = src.capacity
         self.launch_template = ec2.LaunchTemplate(
             f"{name}-template",
