@@ -2,7 +2,7 @@
 
 `flashfleet up`, `flashfleet configure` and the Pulumi bring-up resource run site.yml once
 (prepare roles, Mooncake, serve, verify); so does every converge measured here, on the hosts of
-tests/e2e: those of tests/roles (local vendor apt repository, stand-in Hub and images) with
+tests/roles (local vendor apt repository, stand-in Hub and images) with
 tests/serve/fake_docker.py named to the roles as their docker (it starts an OpenAI-compatible
 stand-in), and the flat repository of 30-mooncake.sh as the hosts' distribution archive. The
 inventory is flashfleet.inventory's, from a unified H200 stack with a Mooncake L3 tier.
@@ -42,7 +42,6 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO / "tests"), str(REPO)]
 
-from e2e.engine import FAKE_DOCKER, install_fake_docker  # noqa: E402
 from hosts.harness import HostSpec, process_cpu  # noqa: E402
 from roles.conftest import Lab, open_lab  # noqa: E402
 from roles.hardware import H200, NVIDIA_DEVICES  # noqa: E402
@@ -58,6 +57,19 @@ REPEATS = 3  # no-op and re-run samples per host count (medians compared)
 # site.yml's imported playbooks, by the prefix of their plays' names; the converge check that
 # opens each ("Converge | ...") counts to the phase it opens
 PHASES = {"Prepare": "prepare", "Mooncake": "mooncake", "Serve": "serve", "Verify": "verify"}
+# beside the docker the container_runtime role installs, which would replace it at /usr/bin
+FAKE_DOCKER = "/usr/local/lib/fake-docker/docker"
+SERVE = REPO / "tests/serve"
+
+
+def install_fake_docker(root: Path) -> None:
+    lib = root / "usr/local/lib/fake-docker"
+    lib.mkdir(parents=True, exist_ok=True)
+    (lib / "standin_sglang.py").write_text((SERVE / "standin_sglang.py").read_text())
+    (lib / "docker").write_text((SERVE / "fake_docker.py").read_text())
+    (lib / "docker").chmod(0o755)
+
+
 # the test hosts have ~20 GiB of memory, not a node's 2 TB: ask for what they have
 SMALL_MEMORY = {
     "preflight_host_memory_gb": 1, "preflight_hicache_host_gb": 1, "preflight_memory_reserve_gb": 1,

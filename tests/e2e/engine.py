@@ -3,8 +3,11 @@
 The hosts, vendor apt repository, Hub and stand-in images are those of tests/roles (so the
 whole of site.yml runs: prepare, Mooncake, serve, verify); the Pulumi project is this
 checkout's Pulumi.yaml and __main__.py beside a stacks/ directory of its own; the state is a
-local file backend. The serving container is replaced at the container boundary by
-tests/serve/fake_docker.py, named to the roles through their `*_docker` arguments.
+local file backend. The hosts run the real Docker engine (Debian's docker.io, installed from
+Docker's package names by the container_runtime role) with the stand-in SGLang base image
+imported under its pinned name (tests/hosts/engine_images.py); the serving units run their
+containers on it through files/sandbox-docker, which lowers `--ulimit memlock=-1` to what this
+sandbox grants and changes nothing else.
 """
 
 from __future__ import annotations
@@ -23,9 +26,9 @@ from hosts.harness import LOGIN_USER, HostPool
 
 REPO = Path(__file__).resolve().parents[2]
 TOOLS = REPO / ".tools" / "bin"
-SERVE = REPO / "tests" / "serve"
+HERE = Path(__file__).parent
 PASSPHRASE = "e2e-passphrase-not-a-secret"
-FAKE_DOCKER = "/usr/local/lib/fake-docker/docker"
+SANDBOX_DOCKER = "/usr/local/lib/flashfleet-test/docker"
 
 
 def pulumi_cli() -> str | None:
@@ -56,12 +59,12 @@ def write_program(project: Path) -> None:
         shutil.copy(REPO / name, project / name)
 
 
-def install_fake_docker(root: Path) -> None:
-    lib = root / "usr/local/lib/fake-docker"
-    lib.mkdir(parents=True, exist_ok=True)
-    (lib / "standin_sglang.py").write_text((SERVE / "standin_sglang.py").read_text())
-    (lib / "docker").write_text((SERVE / "fake_docker.py").read_text())
-    (lib / "docker").chmod(0o755)
+def install_sandbox_docker(root: Path) -> None:
+    """files/sandbox-docker on the host, at SANDBOX_DOCKER (the serve role's `sglang_serve_docker`)."""
+    target = root / SANDBOX_DOCKER.lstrip("/")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(HERE / "files/sandbox-docker", target)
+    target.chmod(0o755)
 
 
 def stack_spec(hosts: dict[str, str], options: dict[str, Any]) -> dict[str, Any]:
@@ -69,7 +72,10 @@ def stack_spec(hosts: dict[str, str], options: dict[str, Any]) -> dict[str, Any]
     own SSH host key pinned, so the engine's bring-up checks the keys it sends secrets to."""
     return {
         "description": "e2e: two existing H200 hosts", "hardware": "h200", "strategy": "low-latency",
-        "topology": "unified", "options": options, "ttl": "8h", "image": {"version": "v0.5.23"},
+        "topology": "unified", "options": options, "ttl": "8h",
+        # the base image: the derived build needs the base's CUDA torch, which cannot exist here
+        # (tests/engine/test_derived_image_build.py builds it up to that boundary)
+        "image": {"version": "v0.5.23", "derived": False},
         "nodes": {"count": len(hosts), "source": {"kind": "existing", "hosts": [
             {"address": a, "sshUser": LOGIN_USER, "hostKeys": [key], "gpus": {"model": "h200", "count": 8},
              "hostMemoryGib": 16} for a, key in hosts.items()]}},

@@ -3,7 +3,8 @@
 One stack, in order: a cold `pulumi up` (nodes, then prepare, Mooncake, serve and verify),
 a second `up` that changes nothing, the state holding the HF token only as ciphertext,
 `flashfleet status`, an option change through `flashfleet up` that updates the bring-up alone
-and restarts the unit with the new argv, then `flashfleet down` with one host gone.
+and restarts the unit with the new argv, then `flashfleet down` with one host gone. The serving
+containers run on the hosts' real Docker engine (tests/e2e/engine.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import os
 import shutil
 import signal
 import tempfile
+import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,13 +22,15 @@ from typing import Any
 
 import pytest
 import yaml
+from hosts.aptrepo import ENGINE_DEBS, real_engine_version
+from hosts.engine_images import import_image
 from hosts.harness import HostSpec
-from roles.conftest import TOKEN, open_lab
-from roles.hardware import H200, NVIDIA_DEVICES
+from roles.conftest import TOKEN, Lab, open_lab
+from roles.hardware import H200, IMAGES, NVIDIA_DEVICES
 from roles.test_preflight import SMALL_SIZES
 
 from .conftest import TIMINGS
-from .engine import FAKE_DOCKER, Engine, install_fake_docker, pulumi_cli
+from .engine import SANDBOX_DOCKER, Engine, install_sandbox_docker, pulumi_cli
 
 pytestmark = [
     pytest.mark.skipif(
@@ -37,34 +41,60 @@ HOSTS = ["e2ea", "e2eb"]
 NEW_NAME = "e2e-renamed-model"
 
 
+def existing_docker_hosts(lab: Lab, version: str) -> None:
+    """The hosts as many existing GPU hosts are: Docker installed (by the container_runtime role,
+    which `up` then finds converged) and the pinned base image pulled; here it is imported, as
+    no registry is reachable. The timings go to the e2e summary."""
+    start = time.monotonic()
+    installed = lab.play(HOSTS, "container_runtime", extravars={"container_runtime_docker_version": version})
+    assert installed.ok, installed.explain()
+    key = (lab.repo.root / "repo-key.asc").read_text()
+    for host in HOSTS:
+        install_sandbox_docker(lab.pool.hosts[host].root)
+        import_image(lab.pool, host, IMAGES["h200"], apt_repo=f"{lab.base_url}/debian", apt_key=key)
+    TIMINGS["set-up: real Docker engine and the base image on 2 hosts"] = time.monotonic() - start
+
+
 @pytest.fixture(scope="module")
 def engine() -> Iterator[Engine]:
-    # the role tests' lab (hosts, signed vendor repository, wheels, Hub), with the serving
-    # container replaced at the container boundary; the Pulumi project and state beside it
+    # the role tests' lab (hosts, signed vendor repository, wheels, Hub) with the real Docker
+    # engine in its repository; the Pulumi project and state beside it
+    if not (ENGINE_DEBS / ".ok").exists():
+        raise RuntimeError(f"{ENGINE_DEBS} missing: run scripts/setup.d/25-docker-engine.sh")
     workdir = Path(tempfile.mkdtemp(prefix="flashfleet-e2e-", dir="/var/tmp"))
     eng: Engine | None = None
+    specs = [HostSpec(h, H200, NVIDIA_DEVICES, container_engine=True) for h in HOSTS]
     try:
-        with open_lab([HostSpec(h, H200, NVIDIA_DEVICES) for h in HOSTS]) as lab:
+        with open_lab(specs, groups=dict.fromkeys(HOSTS, "h200"), engine_debs=ENGINE_DEBS) as lab:
             pool, base = lab.pool, lab.base_url
-            for host in pool.hosts.values():
-                install_fake_docker(host.root)
-            role_vars = {
-                "nvidia_driver_repo_url": f"{base}/cuda/repos",
-                "container_runtime_docker_repo_url": f"{base}/docker/linux",
-                "container_runtime_nvidia_repo_url": f"{base}/libnvidia-container",
-                "model_weights_hf_endpoint": lab.hub_url,
-                "model_weights_pip_find_links": f"{base}/wheels/",
-                "model_weights_pip_trusted_host": pool.gateway,
-                "sglang_serve_docker": FAKE_DOCKER,
-                "sglang_serve_ready_timeout_s": 60,
-                "sglang_serve_ready_poll_s": 1,
-                **SMALL_SIZES,
-            }
-            eng = Engine(workdir, pool, role_vars)
-            eng.write_project([pool.hosts[h].address for h in HOSTS], {})
-            eng.run("pulumi", "stack", "init", eng.stack, "--non-interactive")
-            eng.pulumi("config", "set", "--secret", "flashfleet:hfToken", TOKEN)
-            yield eng
+            version = real_engine_version().split("-")[0]
+            try:
+                existing_docker_hosts(lab, version)
+                role_vars = {
+                    "nvidia_driver_repo_url": f"{base}/cuda/repos",
+                    "container_runtime_docker_repo_url": f"{base}/docker/linux",
+                    "container_runtime_nvidia_repo_url": f"{base}/libnvidia-container",
+                    "container_runtime_docker_version": version,
+                    "model_weights_hf_endpoint": lab.hub_url,
+                    "model_weights_pip_find_links": f"{base}/wheels/",
+                    "model_weights_pip_trusted_host": pool.gateway,
+                    "sglang_serve_docker": SANDBOX_DOCKER,
+                    # a bound, not a speed target: a container on a test host's dockerd can take
+                    # over a minute to start while the rest of the suite shares the two cores
+                    "sglang_serve_ready_timeout_s": 300,
+                    "sglang_serve_ready_poll_s": 1,
+                    **SMALL_SIZES,
+                }
+                eng = Engine(workdir, pool, role_vars)
+                eng.write_project([pool.hosts[h].address for h in HOSTS], {})
+                eng.run("pulumi", "stack", "init", eng.stack, "--non-interactive")
+                eng.pulumi("config", "set", "--secret", "flashfleet:hfToken", TOKEN)
+                yield eng
+            finally:
+                for host in HOSTS:  # containers' cgroups live in the machine's own hierarchy
+                    pool.ssh(
+                        host, "docker rm -f $(docker ps -aq) 2>/dev/null; systemctl stop docker", check=False
+                    )
     finally:
         if eng is not None:
             TIMINGS.update(eng.timings)
@@ -86,8 +116,15 @@ def ssh(eng: Engine, host: str, command: str) -> str:
     return eng.pool.ssh(host, command, check=False).stdout
 
 
-def fake_runs(eng: Engine, host: str) -> list[dict[str, Any]]:
-    return [json.loads(x) for x in ssh(eng, host, "cat /var/lib/fake-docker/runs.jsonl").splitlines()]
+def containers(eng: Engine, host: str) -> dict[str, dict[str, Any]]:
+    """Name -> `docker inspect` of every container on the host's engine, running or not."""
+    out = ssh(eng, host, "docker ps -aq --no-trunc | xargs -r docker inspect --format '{{json .}}'")
+    return {doc["Name"].lstrip("/"): doc for doc in map(json.loads, out.splitlines())}
+
+
+def started(eng: Engine) -> dict[str, dict[str, tuple[str, str]]]:
+    """Host -> container name -> (id, start time): what a restart or a re-creation changes."""
+    return {h: {n: (c["Id"], c["State"]["StartedAt"]) for n, c in containers(eng, h).items()} for h in HOSTS}
 
 
 def test_an_unpinned_host_is_refused_before_anything_runs(engine: Engine) -> None:
@@ -107,7 +144,7 @@ def test_an_unpinned_host_is_refused_before_anything_runs(engine: Engine) -> Non
     assert "nodes.source.hosts[0].hostKeys" in out, out
     assert "[rule: host-key-unpinned]" in out, out
     assert "Traceback" not in out, out
-    assert not [h for h in HOSTS if fake_runs(engine, h)], "a refused stack reached a host"
+    assert not [h for h in HOSTS if containers(engine, h)], "a refused stack started a container"
     exported = json.loads(engine.run("pulumi", "stack", "export", "--stack", bad).stdout)
     assert len(exported["deployment"].get("resources") or []) <= 1  # at most the Stack itself
     engine.run("pulumi", "stack", "rm", "--yes", "--force", "--stack", bad)
@@ -117,9 +154,19 @@ def test_pulumi_up_brings_the_stack_up(engine: Engine) -> None:
     engine.pulumi("up", "--yes", "--skip-preview", timed="pulumi up (cold: prepare, serve, verify)")
     for host, procs in launches(engine).items():
         assert procs, host
+        # `docker ps` on the host lists each unit's container, from the image its launch names:
+        # the base image imported before `up`, by its id
+        listed = ssh(engine, host, "docker ps --format '{{.Names}} {{.Image}}'").splitlines()
         for launch in procs:
-            unit = f"{launch['container_name']}.service"
+            name, image = launch["container_name"], launch["image"]
+            unit = f"{name}.service"
             assert ssh(engine, host, f"systemctl is-active {unit}").strip() == "active", (host, unit)
+            assert f"{name} {image}" in listed, (host, listed)
+            container = containers(engine, host)[name]
+            assert container["State"]["Running"], container["State"]
+            image_id = ssh(engine, host, f"docker image inspect --format '{{{{.Id}}}}' {image}").strip()
+            assert container["Image"] == image_id, (container["Image"], image_id)
+            assert container["Args"] == launch["argv"][1:], container["Args"]  # after `sglang`
     endpoint = outputs(engine)["endpoint"]
     with urllib.request.urlopen(f"{endpoint}/models", timeout=10) as resp:
         assert resp.status == 200
@@ -141,9 +188,9 @@ def test_ls_lists_the_stack_as_up_with_its_endpoint_and_expiry(engine: Engine) -
 
 
 def test_second_up_changes_nothing(engine: Engine) -> None:
-    before = {h: len(fake_runs(engine, h)) for h in HOSTS}
+    before = started(engine)
     engine.pulumi("up", "--yes", "--expect-no-changes", timed="pulumi up (no change)")
-    assert {h: len(fake_runs(engine, h)) for h in HOSTS} == before
+    assert started(engine) == before
 
 
 def test_state_holds_the_token_only_as_ciphertext(engine: Engine) -> None:
@@ -180,15 +227,17 @@ def test_option_change_updates_only_the_bringup(engine: Engine) -> None:
     steps = engine.preview_steps()
     assert steps.get("update") == ["bringup"], steps
     assert set(steps) <= {"same", "update"}, steps
-    before = {h: len(fake_runs(engine, h)) for h in HOSTS}
+    before = started(engine)
     done = engine.flashfleet("up", engine.stack, "--yes", timed="flashfleet up (option change)")
     assert done.returncode == 0, done.stdout + done.stderr
     for host in HOSTS:
-        runs = fake_runs(engine, host)
-        assert len(runs) > before[host], host
-        assert NEW_NAME in runs[-1]["argv"], runs[-1]
         for launch in launches(engine)[host]:
-            unit = f"{launch['container_name']}.service"
+            name = launch["container_name"]
+            container = containers(engine, host)[name]
+            assert (container["Id"], container["State"]["StartedAt"]) != before[host][name], host
+            assert NEW_NAME in container["Args"], container["Args"]
+            assert container["State"]["Running"], container["State"]
+            unit = f"{name}.service"
             assert ssh(engine, host, f"systemctl is-active {unit}").strip() == "active", (host, unit)
             assert NEW_NAME in ssh(engine, host, f"systemctl cat {unit}")
 
@@ -209,6 +258,6 @@ def test_down_with_one_host_gone_warns_and_clears_the_other(engine: Engine) -> N
         if launch.get("env_file"):
             assert ssh(engine, host, f"test -e {launch['env_file']} && echo file").strip() == ""
     # the bracket keeps the ssh shell's own command line (which names the pattern) from matching
-    assert ssh(engine, host, "pgrep -f '[s]tandin_openai' || true").strip() == ""
-    assert ssh(engine, host, f"{FAKE_DOCKER} ps -q").strip() == ""
+    assert ssh(engine, host, "pgrep -f '[s]tandin_sglang' || true").strip() == ""
+    assert ssh(engine, host, "docker ps -aq").strip() == ""
     assert json.loads(engine.export())["deployment"].get("resources") in (None, [])

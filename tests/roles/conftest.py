@@ -11,7 +11,7 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,7 @@ class Lab:
     hub: Hub
     hub_url: str
     runs: Path
+    groups: dict[str, str] = field(default_factory=lambda: dict(GROUP_OF))  # host -> hardware
     _counter: int = 0
 
     def repo_vars(self) -> dict[str, str]:
@@ -84,7 +85,7 @@ class Lab:
         self._counter += 1
         hostvars = {}
         for i, h in enumerate(hosts):
-            hw = GROUP_OF[h]
+            hw = self.groups[h]
             index = i if hw == "gb300" else 0
             hostvars[h] = facts(hw, index, **(facts_override or {}).get(h, {}))
         progress: list[Progress] = []
@@ -173,15 +174,19 @@ def assert_same_plan(check: Run, real: Run, host: str, *more: Run) -> None:
 
 
 @contextmanager
-def open_lab(specs: list[HostSpec]) -> Iterator[Lab]:
+def open_lab(
+    specs: list[HostSpec], groups: dict[str, str] | None = None, engine_debs: Path | None = None
+) -> Iterator[Lab]:
     """Boots `specs` with the signed apt repository, the wheels and the stand-in Hub; removes
-    every trace on exit (also on failure). Shared by the role tests and benchmarks/bringup.py."""
+    every trace on exit (also on failure). Shared by the role tests and benchmarks/bringup.py.
+    `groups` names each host's hardware (default GROUP_OF); with `engine_debs` the repository
+    serves the real Docker engine (hosts.aptrepo) rather than the stand-in one."""
     workdir = Path(tempfile.mkdtemp(prefix="flashfleet-lab-", dir="/var/tmp"))
     pool = HostPool(workdir / "hosts")
     server: ThreadingHTTPServer | None = None
     hub = _hub()
     try:
-        repo = AptRepository(workdir / "www", workdir / "gnupg")
+        repo = AptRepository(workdir / "www", workdir / "gnupg", engine_debs=engine_debs)
         repo.build()
         # the download client's wheels, fetched by scripts/setup.d/20-test-hosts.sh
         shutil.copytree(CACHE / "wheels", workdir / "www/wheels")
@@ -196,7 +201,7 @@ def open_lab(specs: list[HostSpec]) -> Iterator[Lab]:
             _install_dlami_driver(pool, repo)
         # FLASHFLEET_TEST_RUNS_DIR keeps the event logs of every run (CI artifacts, debugging)
         runs = Path(os.environ.get("FLASHFLEET_TEST_RUNS_DIR", workdir / "runs"))
-        yield Lab(pool, repo, base_url, hub, hub.start(pool.gateway), runs)
+        yield Lab(pool, repo, base_url, hub, hub.start(pool.gateway), runs, groups or dict(GROUP_OF))
     finally:
         hub.stop()
         if server is not None:

@@ -48,6 +48,7 @@ import hmac
 import json
 import os
 import re
+import signal
 import sys
 import threading
 import time
@@ -675,6 +676,9 @@ def state_from_argv(argv: list[str], knobs_path: str = KNOBS) -> StandinState:
 
 
 def main(argv: list[str]) -> None:
+    # SGLang's server (uvicorn) ends on SIGTERM, as a container's PID 1 too, where the kernel
+    # drops a signal that has no handler: `docker stop` ends it at once, not at its timeout
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     argv = read_config(argv)
     state = state_from_argv(argv)
     if flag(argv, "--node-rank", "0") != "0":
