@@ -48,6 +48,7 @@ def host_vars(
     spec, node = plan.spec, plan.nodes[index]
     keys = list(host_keys if host_keys is not None else node.host_keys)
     hw = hardware_catalog()[spec.hardware]
+    gpus = node.gpu_node  # a router's own host: no GPU checks, driver, toolkit or weights
     launches = [launch.model_dump(mode="json") for launch in node_launches]
     # A PD worker answers /v1/models but not a client's chat (decode waits for its prefill's KV):
     # clients, and verify, reach prefill and decode only through a router.
@@ -68,13 +69,14 @@ def host_vars(
             flashfleet_hardware=spec.hardware,
             flashfleet_vendor=hw.vendor,
             flashfleet_arch=hw.arch,
-            flashfleet_gpu_count=node.gpu_count,
-            flashfleet_gpu_model=GPU_MODEL.get(spec.hardware, spec.hardware.upper()),
+            flashfleet_gpu_node=gpus,
+            flashfleet_gpu_count=node.gpu_count if gpus else 0,
+            flashfleet_gpu_model=GPU_MODEL.get(spec.hardware, spec.hardware.upper()) if gpus else "",
             flashfleet_host_memory_gb=node.host_memory_gb,
             flashfleet_hicache_host_gb=node.hicache_host_gb,
             flashfleet_node_index=index,
             flashfleet_model=recipe.model,
-            flashfleet_draft_model=DFLASH2_DRAFT if recipe.options.speculative == "dflash2" else None,
+            flashfleet_draft_model=DFLASH2_DRAFT if gpus and recipe.options.speculative == "dflash2" else None,
             flashfleet_image=spec.image.base_ref(hw),
             flashfleet_image_derived=(
                 {
@@ -85,7 +87,7 @@ def host_vars(
                 if spec.image.derived
                 else None
             ),
-            flashfleet_driver=hw.driver,
+            flashfleet_driver=hw.driver if gpus else None,
             flashfleet_model_cache_dir=spec.model_cache_dir,
             flashfleet_mooncake=plan.mooncake is not None,
             flashfleet_processes=launches,
@@ -141,10 +143,13 @@ def build_inventory(
         for node in plan.nodes
     }
     members: dict[str, dict[str, Any]] = {name: {} for name in hosts}
+    # the GPU plays (drivers, IMEX's node list) target the vendor and hardware groups: a router's
+    # own host is in neither
+    gpu_nodes: dict[str, dict[str, Any]] = {n.name: {} for n in plan.nodes if n.gpu_node}
     children: dict[str, Any] = {
         "flashfleet": {"hosts": dict(members)},
-        f"vendor_{hw.vendor}": {"hosts": dict(members)},
-        f"hw_{hw.id}": {"hosts": dict(members)},
+        f"vendor_{hw.vendor}": {"hosts": dict(gpu_nodes)},
+        f"hw_{hw.id}": {"hosts": dict(gpu_nodes)},
     }
     masters: dict[str, dict[str, Any]] = {n.name: {} for n in plan.nodes if n.mooncake_master}
     if masters:

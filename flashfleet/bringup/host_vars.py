@@ -86,7 +86,11 @@ class HostVars(BaseModel):
     flashfleet_hardware: str = Field(description="hardware id of the catalog (`gb300` / `h200` / `mi355x`)")
     flashfleet_vendor: Vendor = Field(description="`nvidia` / `amd`")
     flashfleet_arch: Arch = Field(description="`arm64` / `x86_64`")
-    flashfleet_gpu_count: int = Field(description="GPUs the node must have")
+    flashfleet_gpu_node: bool = Field(
+        description="the node runs GPU servers; false on a router's own host, which gets no GPU driver, "
+        "container toolkit or weights"
+    )
+    flashfleet_gpu_count: int = Field(description="GPUs the node must have (0 on a router's own host)")
     flashfleet_gpu_model: str = Field(description="substring the GPU name must contain (`GB300`, `H200`...)")
     flashfleet_host_memory_gb: int | None = Field(
         None, description="host memory the stack expects (null: unknown in the catalog)"

@@ -49,6 +49,12 @@ class NodePlan:
     mooncake_master: bool
     host_keys: tuple[str, ...] = ()  # existing hosts: the SSH keys to pin
 
+    @property
+    def gpu_node(self) -> bool:
+        """False on a router's own host (cluster.router.host): it runs the router (and at most the
+        Mooncake master), no GPU server, so it gets no GPU driver, container toolkit or weights."""
+        return not set(self.role.split("+")) <= {"router", "mooncake-master"}
+
 
 class MooncakeEndpoints(BaseModel):
     """The Mooncake master and its members at the nodes' addresses (the hosts' inventory, `plan`)."""

@@ -21,6 +21,7 @@ def facts(stack: str, index: int, cache_dir: Path, argv: list[str] | None = None
         "flashfleet_hardware": "h200",
         "flashfleet_vendor": "nvidia",
         "flashfleet_arch": "x86_64",
+        "flashfleet_gpu_node": True,
         "flashfleet_gpu_count": 8,
         "flashfleet_gpu_model": "H200",
         "flashfleet_host_memory_gb": 2048,

@@ -1,6 +1,6 @@
-"""One lab per test session: a signed local apt repository, a stand-in Hub and five booted
-systemd hosts (H200, a Deep Learning AMI H200, two GB300 trays, MI355X), shared by every role
-test and removed at the end (also on failure)."""
+"""One lab per test session: a signed local apt repository, a stand-in Hub and six booted
+systemd hosts (H200, a Deep Learning AMI H200, two GB300 trays, MI355X, a CPU router host),
+shared by every role test and removed at the end (also on failure)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from flashfleet.bringup.playbook_run import Progress, RunResult, run_playbook
 from .hardware import DRAFT, MODEL, SPECS, facts
 
 GROUP_OF = {"h200": "h200", "dlami": "h200", "gb300a": "gb300", "gb300b": "gb300",
-            "mi355x": "mi355x"}  # fmt: skip
+            "mi355x": "mi355x", "router": "h200"}  # fmt: skip
 TOKEN = "hf_flashfleetTESTtoken0123456789abcdef"
 
 
@@ -67,6 +67,8 @@ class Lab:
         hosts = {h: {**self.pool.inventory_host(h), **v} for h, v in hostvars.items()}
         children: dict[str, Any] = {"flashfleet": {"hosts": {h: {} for h in hosts}}}
         for h, v in hostvars.items():
+            if not v["flashfleet_gpu_node"]:
+                continue  # a router's own host: in no vendor or hardware group (flashfleet.inventory)
             for group in (f"vendor_{v['flashfleet_vendor']}", f"hw_{v['flashfleet_hardware']}"):
                 children.setdefault(group, {"hosts": {}})["hosts"][h] = {}
         return {"all": {"hosts": hosts, "children": children}}

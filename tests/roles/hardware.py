@@ -14,6 +14,10 @@ from flashfleet.stack.image import TRANSFORMERS_PIN, ImageSpec
 H200 = {"vendor": "nvidia", "gpus": [{"name": "NVIDIA H200", "memory_mib": 143771}] * 8}
 GB300 = {"vendor": "nvidia", "gpus": [{"name": "NVIDIA GB300", "memory_mib": 284208}] * 4}
 MI355X = {"vendor": "amd", "gpus": [{"name": "AMD Instinct MI355X", "memory_mib": 294896}] * 8}
+CPU = {"vendor": "nvidia", "gpus": []}
+# What flashfleet.inventory gives a router's own host on top of its stack's hardware facts.
+ROUTER_HOST = {"flashfleet_gpu_node": False, "flashfleet_gpu_count": 0, "flashfleet_gpu_model": "",
+               "flashfleet_driver": None}  # fmt: skip
 
 NVIDIA_DEVICES = (*(f"/dev/nvidia{i}" for i in range(8)), "/dev/nvidiactl")
 AMD_DEVICES = ("/dev/kfd", "/dev/dri/renderD128", "/dev/dri/card0")
@@ -26,6 +30,8 @@ SPECS = [
     HostSpec("gb300a", GB300, NVIDIA_DEVICES[:4]),
     HostSpec("gb300b", GB300, NVIDIA_DEVICES[:4]),
     HostSpec("mi355x", MI355X, AMD_DEVICES),
+    # A router's own host (cluster.router.host): a CPU machine, no GPU and no vendor tool.
+    HostSpec("router", CPU, ()),
 ]
 
 IMAGES = {
@@ -38,11 +44,11 @@ DRAFT = "zai-org/GLM-5.3-Flash-DFlash2"
 
 _FACTS: dict[str, dict[str, Any]] = {
     "h200": {"flashfleet_vendor": "nvidia", "flashfleet_arch": "x86_64",
-             "flashfleet_gpu_count": 8, "flashfleet_gpu_model": "H200"},
+             "flashfleet_gpu_node": True, "flashfleet_gpu_count": 8, "flashfleet_gpu_model": "H200"},
     "gb300": {"flashfleet_vendor": "nvidia", "flashfleet_arch": "arm64",
-              "flashfleet_gpu_count": 4, "flashfleet_gpu_model": "GB300"},
+              "flashfleet_gpu_node": True, "flashfleet_gpu_count": 4, "flashfleet_gpu_model": "GB300"},
     "mi355x": {"flashfleet_vendor": "amd", "flashfleet_arch": "x86_64",
-               "flashfleet_gpu_count": 8, "flashfleet_gpu_model": "MI355X"},
+               "flashfleet_gpu_node": True, "flashfleet_gpu_count": 8, "flashfleet_gpu_model": "MI355X"},
 }  # fmt: skip
 
 

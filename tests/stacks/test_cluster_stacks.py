@@ -262,6 +262,15 @@ def test_a_router_host_of_its_own_runs_the_router_alone_and_counts_as_a_node(
     names = [n.name for n in b.nodes]
     assert (endpoint_host(inv), node_zero(inv)) == (names[2], names[0])  # bench runs beside the router
     assert load_stack("mi355x-replicas").endpoint_node == 0  # beside replica-0 by default
+    # the router's host serves no model: no GPU check, driver play, container toolkit or weights
+    hosts, groups = inv["all"]["hosts"], inv["all"]["children"]
+    assert [hosts[n]["flashfleet_gpu_node"] for n in names] == [True, True, False]
+    assert [hosts[n]["flashfleet_gpu_count"] for n in names] == [8, 8, 0]
+    assert (hosts[names[2]]["flashfleet_gpu_model"], hosts[names[2]]["flashfleet_driver"]) == ("", None)
+    for group in ("vendor_amd", "hw_mi355x"):
+        assert sorted(groups[group]["hosts"]) == names[:2], group
+    assert sorted(groups["flashfleet"]["hosts"]) == sorted(names)
+    assert [n.gpu_node for n in load_stack("mi355x-replicas").nodes] == [True, True]  # router beside a worker
 
 
 @pytest.mark.parametrize(
