@@ -49,6 +49,7 @@ def host_vars(
     keys = list(host_keys if host_keys is not None else node.host_keys)
     hw = hardware_catalog()[spec.hardware]
     gpus = node.gpu_node  # a router's own host: no GPU checks, driver, toolkit or weights
+    dflash2 = recipe.options.speculative == "dflash2"
     launches = [launch.model_dump(mode="json") for launch in node_launches]
     # A PD worker answers /v1/models but not a client's chat (decode waits for its prefill's KV):
     # clients, and verify, reach prefill and decode only through a router.
@@ -76,7 +77,7 @@ def host_vars(
             flashfleet_hicache_host_gb=node.hicache_host_gb,
             flashfleet_node_index=index,
             flashfleet_model=recipe.model,
-            flashfleet_draft_model=DFLASH2_DRAFT if gpus and recipe.options.speculative == "dflash2" else None,
+            flashfleet_draft_model=DFLASH2_DRAFT if gpus and dflash2 else None,
             flashfleet_image=spec.image.base_ref(hw),
             flashfleet_image_derived=(
                 {

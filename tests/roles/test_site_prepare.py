@@ -49,9 +49,14 @@ def test_a_router_host_gets_docker_and_the_image_but_no_gpu_stack_or_weights(lab
     assert "docker-ce" in packages
     assert not [p for p in packages if p.startswith(("nvidia", "libnvidia", "cuda"))], packages
     daemon = json.loads(lab.pool.ssh("router", "cat /etc/docker/daemon.json").stdout)
-    assert "nvidia" not in daemon.get("runtimes", {}) and "default-runtime" not in daemon, daemon
+    assert "nvidia" not in daemon.get("runtimes", {}), daemon
+    assert "default-runtime" not in daemon, daemon
     image = derived_image("h200")  # the router runs in the stack's image
-    assert lab.pool.ssh("router", f"docker image inspect {image} >/dev/null && echo ok").stdout.strip() == "ok"
+    assert (
+        lab.pool.ssh("router", f"docker image inspect {image} >/dev/null && echo ok").stdout.strip() == "ok"
+    )
     weights = lab.pool.ssh("router", "find /var/lib/flashfleet/hf -type f 2>/dev/null | wc -l").stdout.strip()
     assert weights == "0", "a router host downloaded weights"
-    assert_no_change(lab.play(["router"], "all", facts_override={"router": ROUTER_HOST}, extravars=SMALL_SIZES))
+    assert_no_change(
+        lab.play(["router"], "all", facts_override={"router": ROUTER_HOST}, extravars=SMALL_SIZES)
+    )
