@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import yaml
 from hosts.aptrepo import ENGINE_DEBS, real_engine_version
-from hosts.engine_images import import_image
+from hosts.engine_images import import_image, stop_engines
 from hosts.harness import HostSpec
 from roles.conftest import TOKEN, Lab, open_lab
 from roles.hardware import H200, IMAGES, NVIDIA_DEVICES
@@ -91,10 +91,7 @@ def engine() -> Iterator[Engine]:
                 eng.pulumi("config", "set", "--secret", "flashfleet:hfToken", TOKEN)
                 yield eng
             finally:
-                for host in HOSTS:  # containers' cgroups live in the machine's own hierarchy
-                    pool.ssh(
-                        host, "docker rm -f $(docker ps -aq) 2>/dev/null; systemctl stop docker", check=False
-                    )
+                stop_engines(pool, HOSTS)
     finally:
         if eng is not None:
             TIMINGS.update(eng.timings)
@@ -157,12 +154,13 @@ def test_pulumi_up_brings_the_stack_up(engine: Engine) -> None:
         # `docker ps` on the host lists each unit's container, from the image its launch names:
         # the base image imported before `up`, by its id
         listed = ssh(engine, host, "docker ps --format '{{.Names}} {{.Image}}'").splitlines()
+        running = containers(engine, host)
         for launch in procs:
             name, image = launch["container_name"], launch["image"]
             unit = f"{name}.service"
             assert ssh(engine, host, f"systemctl is-active {unit}").strip() == "active", (host, unit)
             assert f"{name} {image}" in listed, (host, listed)
-            container = containers(engine, host)[name]
+            container = running[name]
             assert container["State"]["Running"], container["State"]
             image_id = ssh(engine, host, f"docker image inspect --format '{{{{.Id}}}}' {image}").strip()
             assert container["Image"] == image_id, (container["Image"], image_id)
@@ -231,9 +229,10 @@ def test_option_change_updates_only_the_bringup(engine: Engine) -> None:
     done = engine.flashfleet("up", engine.stack, "--yes", timed="flashfleet up (option change)")
     assert done.returncode == 0, done.stdout + done.stderr
     for host in HOSTS:
+        after = containers(engine, host)
         for launch in launches(engine)[host]:
             name = launch["container_name"]
-            container = containers(engine, host)[name]
+            container = after[name]
             assert (container["Id"], container["State"]["StartedAt"]) != before[host][name], host
             assert NEW_NAME in container["Args"], container["Args"]
             assert container["State"]["Running"], container["State"]

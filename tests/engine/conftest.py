@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from hosts.aptrepo import ENGINE_DEBS, IMAGE_BUILD, AptRepository, real_engine_version
-from hosts.engine_images import import_image
+from hosts.engine_images import import_image, stop_engines
 from hosts.harness import HostPool, HostSpec
 from roles.hardware import AMD_DEVICES, H200, IMAGES, MI355X, NVIDIA_DEVICES, facts
 
@@ -137,7 +137,6 @@ def engine() -> Iterator[Engine]:
     finally:
         if server is not None:
             server.shutdown()
-        for host in pool.hosts:  # containers' cgroups live in the machine's own hierarchy
-            pool.ssh(host, "docker rm -f $(docker ps -aq) 2>/dev/null; systemctl stop docker", check=False)
+        stop_engines(pool, pool.hosts)
         pool.close()
         shutil.rmtree(workdir, ignore_errors=True)

@@ -11,7 +11,7 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -44,7 +44,7 @@ class Lab:
     hub: Hub
     hub_url: str
     runs: Path
-    groups: dict[str, str] = field(default_factory=lambda: dict(GROUP_OF))  # host -> hardware
+    groups: dict[str, str]  # host -> hardware (GROUP_OF unless open_lab is told otherwise)
     _counter: int = 0
 
     def repo_vars(self) -> dict[str, str]:
