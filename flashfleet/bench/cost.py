@@ -53,13 +53,14 @@ class Cost(BaseModel):
     wall_s: float
     output_tokens: int
     gpus: int | None = None  # GPUs the serving processes hold (tp x pp x cp per engine)
+    router_hourly_usd: float = 0.0  # a cluster router's CPU node of its own, beside the GPU nodes
     price_source: str | None = None
     price_date: str | None = None
 
     @computed_field  # type: ignore[prop-decorator]
     @property
     def hourly_usd(self) -> float:
-        return self.hourly_usd_per_node * self.node_count
+        return self.hourly_usd_per_node * self.node_count + self.router_hourly_usd
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -95,6 +96,7 @@ def run_cost(
     gpus: int | None = None,
     source: str | None = None,
     date: str | None = None,
+    router_hourly_usd: float = 0.0,
 ) -> Cost | None:
     if hourly_usd_per_node is None:
         return None
@@ -109,4 +111,5 @@ def run_cost(
         gpus=gpus,
         price_source=source,
         price_date=date,
+        router_hourly_usd=router_hourly_usd,
     )

@@ -36,6 +36,7 @@ class Deployment:
     instance_type: str | None = None
     node_count: int = 1
     hourly_usd_per_node: float | None = None  # from the instance catalog, the stack, or a block
+    router_hourly_usd: float | None = None  # a cluster router's CPU node of its own (AWS), if any
     price_source: str | None = None  # where hourly_usd_per_node comes from (no source: no price)
     price_date: str | None = None
     gpus: int | None = None  # GPUs serving the endpoint; None: counted from the recipe
@@ -97,6 +98,7 @@ def make_fingerprint(
         "node_count": deployment.node_count,
         "region": deployment.region,
         "hourly_usd_per_node": deployment.hourly_usd_per_node,
+        "router_hourly_usd": deployment.router_hourly_usd,
         "price_source": deployment.price_source,
         "price_date": deployment.price_date,
         "gpus": deployment.gpus or recipe_gpus(recipe),

@@ -65,9 +65,13 @@ def from_bringup(plan: StackPlan) -> Deployment:
         ),
         image=spec.image.ref(hardware_catalog()[spec.hardware]),
         instance_type=plan.instance.name if plan.instance else None,
-        node_count=len(plan.nodes),
-        hourly_usd_per_node=plan.instance.price_usd_per_hour if plan.instance else None,
-        price_source=plan.instance.price_source if plan.instance else None,
+        node_count=len(plan.gpu_nodes),
+        # No price when a part of the whole is unknown (a router's node unpriced in the region).
+        hourly_usd_per_node=plan.instance.price_usd_per_hour
+        if plan.instance and plan.hourly_cost_usd
+        else None,
+        router_hourly_usd=plan.router_instance.price_usd_per_hour if plan.router_instance else None,
+        price_source=plan.price_source,
         price_date=plan.instance.price_date if plan.instance else None,
         region=plan.region,
         thresholds={name: t.model_dump(exclude_none=True) for name, t in spec.bench.thresholds.items()},

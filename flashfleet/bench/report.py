@@ -80,6 +80,7 @@ def _cost_lines(cost: dict[str, Any] | None) -> list[str]:
         "## Cost",
         "",
         f"- ${cost['hourly_usd']:.2f}/hour ({cost['node_count']} x ${cost['hourly_usd_per_node']:.2f}"
+        + (f" + the router's node ${router:.4f}" if (router := cost.get("router_hourly_usd")) else "")
         + (f"; ${per_gpu:.3f} per GPU-hour" if per_gpu is not None else "") + ")",
         f"- ${cost['run_usd']:.2f} for this run ({cost['wall_s']:.0f} s)",
         f"- ${_f(cost['per_mtok_output_usd'], 2)} per million output tokens over the run",

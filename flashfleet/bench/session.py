@@ -153,6 +153,7 @@ def _measure(request: BenchRequest, cluster: Cluster, log: Callable[[str], None]
     cost = run_cost(
         deployment.hourly_usd_per_node, deployment.node_count, run.wall_s, run.summaries,
         gpus=gpus, source=deployment.price_source, date=deployment.price_date,
+        router_hourly_usd=deployment.router_hourly_usd or 0.0,
     )  # fmt: skip
     level_costs = {
         lv.concurrency: level_cost_per_mtok(cost.hourly_usd, lv) if cost else None for lv in run.summaries

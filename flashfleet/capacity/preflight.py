@@ -99,7 +99,7 @@ def need(plan: StackPlan) -> Need | None:
         reservation_id=rid,
         kind=src.capacity.kind,
         instance_type=plan.instance.name,
-        instance_count=plan.spec.nodes.count,
+        instance_count=plan.spec.gpu_node_count,
         availability_zone=net.availability_zone if isinstance(net, NewNetwork) else None,
         subnet_id=None if isinstance(net, NewNetwork) else net.subnet_id,
     )

@@ -143,7 +143,7 @@ def _context(args: argparse.Namespace) -> _Target:
         raise UsageError("--start-after: a block starts at most 8 weeks ahead [rule: block-lead]")
     query = OfferQuery(
         instance_type=b.instance.name,
-        instance_count=b.spec.nodes.count,
+        instance_count=b.spec.gpu_node_count,
         hours=args.hours,
         start_after=args.start_after,
         end_before=args.end_before,

@@ -160,10 +160,18 @@ def plan_text(d: PlanView) -> str:
     if src.kind == "aws":
         ingress = src.ingress
         out += [
-            f"  aws      {src.region}, {len(d.nodes)} x {src.instance_type} ({src.arch}), "
+            f"  aws      {src.region}, {src.gpu_nodes} x {src.instance_type} ({src.arch}), "
             f"capacity {src.capacity['kind']}, placement group {src.placement_group or 'none'}",
             f"           EFA network cards {src.efa_network_cards or 'read from EC2 at deploy'}, "
             f"root volume {src.root_volume_gib} GiB encrypted, IMDSv2 required, AMI {src.ami}",
+        ]
+        if r := src.router_node:
+            price = "price unknown" if r.price_usd_per_hour is None else f"${r.price_usd_per_hour:.4f}/h"
+            out.append(
+                f"           router node {r.node}: 1 x {r.instance_type} ({r.arch}, {price}), "
+                f"root volume {r.root_volume_gib} GiB, AMI {r.ami}; no placement group or reservation"
+            )
+        out += [
             f"           ingress tcp {', '.join(map(str, ingress.ports))} from "
             f"{', '.join(ingress.cidrs)}; all traffic within the group",
             f"           TTL guard: {src.ttl_guard}",

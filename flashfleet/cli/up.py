@@ -63,7 +63,9 @@ def phases(data: PlanView) -> list[str]:
     """The bring-up in the order `up` runs it, from the offline plan."""
     src = data.source
     if src.kind == "aws":
-        nodes = f"create {len(data.nodes)} x {src.instance_type} in {src.region} (AWS, billed while they run)"
+        router = f" and 1 x {src.router_node.instance_type} (the router)" if src.router_node else ""
+        nodes = f"create {src.gpu_nodes} x {src.instance_type}{router} in {src.region}"
+        nodes += " (AWS, billed while they run)"
     elif src.kind == "kubernetes":
         nodes = f"create {', '.join(src.objects)} in namespace {src.namespace} (Kubernetes)"
     else:

@@ -36,6 +36,11 @@ SESSION_MANAGER_ACTIONS = (
     "ssmmessages:OpenDataChannel",
 )
 DLAMI_PARAMETER = "/aws/service/deeplearning/ami/{arch}/base-oss-nvidia-driver-gpu-{os}/latest/ami-id"
+# Canonical's public SSM parameters (documentation.ubuntu.com, "Find Ubuntu images on AWS"):
+# images from 23.10 on are published as ebs-gp3, earlier ones as ebs-gp2.
+UBUNTU_PARAMETER = "/aws/service/canonical/ubuntu/server/{release}/stable/current/{arch}/hvm/{volume}/ami-id"
+UBUNTU_ARCH = {"x86_64": "amd64", "arm64": "arm64"}
+UBUNTU_VOLUME = {"22.04": "ebs-gp2", "24.04": "ebs-gp3"}
 ROOT_DEVICE = "/dev/sda1"  # Ubuntu AMIs
 
 
@@ -61,6 +66,13 @@ def max_life_seconds(spec: StackSpec) -> int:
 
 def dlami_parameter(arch: str, os_name: str) -> str:
     return DLAMI_PARAMETER.format(arch=arch, os=os_name)
+
+
+def ubuntu_parameter(arch: str, os_name: str) -> str:
+    """Canonical's SSM parameter of the current Ubuntu server AMI (a router's CPU node: no GPU,
+    so no DLAMI), the same release as the GPU nodes' DLAMI."""
+    release = os_name.removeprefix("ubuntu-")
+    return UBUNTU_PARAMETER.format(arch=UBUNTU_ARCH[arch], release=release, volume=UBUNTU_VOLUME[release])
 
 
 def efa_interfaces(
@@ -96,7 +108,7 @@ class AwsNodes(pulumi.ComponentResource):
         src = b.spec.nodes.source
         assert isinstance(src, AwsSource)
         assert b.instance is not None
-        self._name, self._stack, self._expires = name, b.stack, args.expires_at
+        self._name, self._stack, self._expires, self._spec = name, b.stack, args.expires_at, b.spec
         child = pulumi.ResourceOptions(parent=self)
 
         vpc_id, subnet_id = self._network(src, child)
@@ -116,35 +128,16 @@ class AwsNodes(pulumi.ComponentResource):
             cards = ec2.get_instance_type_output(instance_type=b.instance.name).maximum_network_cards
         ami = src.ami or ssm.get_parameter_output(name=dlami_parameter(b.instance.arch, src.dlami_os)).value
         capacity = src.capacity
-        self.launch_template = ec2.LaunchTemplate(
-            f"{name}-template",
+        self.launch_template = self._template(
+            "template",
             image_id=ami,
             instance_type=b.instance.name,
+            profile=profile,
             key_name=src.key_name,
-            iam_instance_profile=ec2.LaunchTemplateIamInstanceProfileArgs(arn=profile.arn),
+            root_volume_gib=b.root_volume_gib,
             network_interfaces=pulumi.Output.from_input(cards).apply(
                 lambda n: efa_interfaces(int(n), subnet_id, self.security_group.id)
             ),
-            metadata_options=ec2.LaunchTemplateMetadataOptionsArgs(
-                http_endpoint="enabled",
-                http_tokens="required",  # IMDSv2 only
-                # 1: a container on a bridge network cannot reach IMDS (nothing in one needs
-                # it). The serving containers use the host network and still can: what they
-                # could get with the node's credentials is bounded by the instance role.
-                http_put_response_hop_limit=1,
-                instance_metadata_tags="enabled",  # the TTL guard reads its own tag
-            ),
-            block_device_mappings=[
-                ec2.LaunchTemplateBlockDeviceMappingArgs(
-                    device_name=ROOT_DEVICE,
-                    ebs=ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
-                        volume_size=b.root_volume_gib,
-                        volume_type="gp3",
-                        encrypted="true",
-                        delete_on_termination="true",
-                    ),
-                )
-            ],
             placement=(
                 ec2.LaunchTemplatePlacementArgs(group_name=self.placement_group.name)
                 if self.placement_group
@@ -164,24 +157,44 @@ class AwsNodes(pulumi.ComponentResource):
                     )
                 )
             ),
-            instance_initiated_shutdown_behavior="terminate",  # the TTL guard's shutdown ends billing
-            user_data=user_data_base64(fallback_ttl_seconds(b.spec), max_life_seconds(b.spec)),
-            # Static tags only: a changing deadline here would make a new template version.
-            tag_specifications=[
-                ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=static_tags(b.stack))
-                for kind in ("instance", "volume")
-            ],
-            tags=self._tags("template"),
-            opts=child,
+        )
+        # A cluster's router on a CPU instance of its own: plain Ubuntu, one ordinary interface,
+        # outside the placement group and the GPU reservation or block; same network, group,
+        # role, TTL guard and tags as the GPU nodes.
+        router = b.router_instance
+        self.router_template = (
+            None
+            if router is None
+            else self._template(
+                "router-template",
+                image_id=ssm.get_parameter_output(name=ubuntu_parameter(router.arch, src.dlami_os)).value,
+                instance_type=router.name,
+                profile=profile,
+                key_name=src.key_name,
+                root_volume_gib=b.router_root_volume_gib,
+                network_interfaces=[
+                    ec2.LaunchTemplateNetworkInterfaceArgs(
+                        device_index=0,
+                        subnet_id=subnet_id,
+                        security_groups=[self.security_group.id],
+                        delete_on_termination="true",
+                    )
+                ],
+            )
         )
         self.instances: list[ec2.Instance] = []
         self.eips: list[ec2.Eip] = []
         for node in b.nodes:
+            template = (
+                self.launch_template
+                if node.gpu_node or self.router_template is None
+                else self.router_template
+            )
             instance = ec2.Instance(
                 f"{name}-node-{node.index}",
                 launch_template={
-                    "id": self.launch_template.id,
-                    "version": self.launch_template.latest_version.apply(str),
+                    "id": template.id,
+                    "version": template.latest_version.apply(str),
                 },
                 # The deadline lives on the instance, where updating it is in place.
                 tags={**self._tags(f"node-{node.index}"), ROLE_TAG: node.role},
@@ -217,6 +230,64 @@ class AwsNodes(pulumi.ComponentResource):
                 "privateAddresses": self.private_addresses,
                 "instanceIds": self.instance_ids,
             }
+        )
+
+    def _template(
+        self,
+        suffix: str,
+        *,
+        image_id: pulumi.Input[str],
+        instance_type: str,
+        profile: iam.InstanceProfile,
+        key_name: str | None,
+        root_volume_gib: int | None,
+        network_interfaces: pulumi.Input[list[ec2.LaunchTemplateNetworkInterfaceArgs]],
+        placement: ec2.LaunchTemplatePlacementArgs | None = None,
+        instance_market_options: ec2.LaunchTemplateInstanceMarketOptionsArgs | None = None,
+        capacity_reservation_specification: ec2.LaunchTemplateCapacityReservationSpecificationArgs
+        | None = None,
+    ) -> ec2.LaunchTemplate:
+        """A launch template with what every flashfleet node has: IMDSv2, an encrypted root
+        volume, the instance role, the TTL guard and the stack's static tags."""
+        return ec2.LaunchTemplate(
+            f"{self._name}-{suffix}",
+            image_id=image_id,
+            instance_type=instance_type,
+            key_name=key_name,
+            iam_instance_profile=ec2.LaunchTemplateIamInstanceProfileArgs(arn=profile.arn),
+            network_interfaces=network_interfaces,
+            metadata_options=ec2.LaunchTemplateMetadataOptionsArgs(
+                http_endpoint="enabled",
+                http_tokens="required",  # IMDSv2 only
+                # 1: a container on a bridge network cannot reach IMDS (nothing in one needs
+                # it). The serving containers use the host network and still can: what they
+                # could get with the node's credentials is bounded by the instance role.
+                http_put_response_hop_limit=1,
+                instance_metadata_tags="enabled",  # the TTL guard reads its own tag
+            ),
+            block_device_mappings=[
+                ec2.LaunchTemplateBlockDeviceMappingArgs(
+                    device_name=ROOT_DEVICE,
+                    ebs=ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+                        volume_size=root_volume_gib,
+                        volume_type="gp3",
+                        encrypted="true",
+                        delete_on_termination="true",
+                    ),
+                )
+            ],
+            instance_initiated_shutdown_behavior="terminate",  # the TTL guard's shutdown ends billing
+            user_data=user_data_base64(fallback_ttl_seconds(self._spec), max_life_seconds(self._spec)),
+            # Static tags only: a changing deadline here would make a new template version.
+            tag_specifications=[
+                ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=static_tags(self._stack))
+                for kind in ("instance", "volume")
+            ],
+            tags=self._tags(suffix),
+            placement=placement,
+            instance_market_options=instance_market_options,
+            capacity_reservation_specification=capacity_reservation_specification,
+            opts=pulumi.ResourceOptions(parent=self),
         )
 
     def _tags(self, suffix: str) -> dict[str, str]:

@@ -108,7 +108,35 @@ def node_facts(spec: StackSpec, base: str) -> tuple[list[NodeFacts], list[Proble
     facts = [
         NodeFacts(itype.hardware, itype.gpus, itype.host_memory_gb, f"{base}.nodes.source.instance")
     ] * spec.nodes.count
+    router, _ = router_instance(spec, region=None)
+    if router is not None:  # the last node: the router's CPU instance
+        facts[-1] = NodeFacts(router.hardware, 0, router.host_memory_gb, f"{base}.cluster.router")
     return facts, []
+
+
+def router_instance(spec: StackSpec, region: str | None) -> tuple[InstanceType | None, str | None]:
+    """(the AWS CPU instance type of a router on a node of its own, with its region's listed
+    price; problem message or None). (None, None): the router has no instance of its own."""
+    name = spec.cluster.router.instance_type if spec.cluster else None
+    if name is None or not isinstance(spec.nodes.source, AwsSource):
+        return None, None
+    arch = hardware_catalog()[spec.hardware].arch
+    cpu = {n: t for n, t in instance_catalog().items() if t.hardware == "cpu"}
+    listed = cpu.get(name)
+    if listed is None:
+        return None, f"{name!r} is not a CPU instance type of the catalog (known: {', '.join(cpu)})"
+    if listed.arch != arch:
+        same = ", ".join(n for n, t in cpu.items() if t.arch == arch)
+        return None, (
+            f"{name} is {listed.arch}, but the router runs the stack's {arch} SGLang image: use {same}"
+        )
+    price = listed.prices_by_region.get(region or "")
+    return replace(
+        listed,
+        price_usd_per_hour=price,
+        price_source=f"{listed.price_source} ({region})" if price is not None else None,
+        price_date=listed.price_date if price is not None else None,
+    ), None
 
 
 def _gpus_used(recipe: Recipe, node: int) -> int:
@@ -145,8 +173,8 @@ def check_hosts(spec: StackSpec, recipe: Recipe, facts: list[NodeFacts]) -> list
                     "gpu-count",
                 )
             )
-        if not isinstance(spec.nodes.source, ExistingSource) and i > 0:
-            break  # every AWS or Kubernetes node is the same: report once
+        if not isinstance(spec.nodes.source, ExistingSource):
+            break  # every AWS or Kubernetes GPU node is the same: report once
     return problems
 
 
@@ -392,7 +420,7 @@ def check_cluster(spec: StackSpec, base: str) -> list[Problem]:
             Problem(
                 f"{base}.cluster.router.host",
                 "a router host of its own is one of the existing hosts (nodes.source.kind: existing); "
-                "on AWS and Kubernetes leave it unset",
+                "on AWS give it a CPU instance (cluster.router.instanceType); on Kubernetes leave it unset",
                 "router-host-source",
             )
         )
@@ -404,6 +432,19 @@ def check_cluster(spec: StackSpec, base: str) -> list[Problem]:
                 "router-host-unknown",
             )
         )
+    if cluster.router.instance_type is not None and not isinstance(src, AwsSource):
+        problems.append(
+            Problem(
+                f"{base}.cluster.router.instanceType",
+                "a router instance of its own is an AWS node (nodes.source.kind: aws); on existing "
+                "hosts name one with cluster.router.host",
+                "router-instance-source",
+            )
+        )
+    else:
+        _, problem = router_instance(spec, region=None)
+        if problem is not None:
+            problems.append(Problem(f"{base}.cluster.router.instanceType", problem, "router-instance-type"))
     need = cluster.node_count()
     if need != spec.nodes.count:
         problems.append(
@@ -437,11 +478,12 @@ def check_capacity(spec: StackSpec, base: str) -> list[Problem]:
                 "capacity-zone",
             )
         )
-    if bought.instance_count < spec.nodes.count:
+    if bought.instance_count < spec.gpu_node_count:
         problems.append(
             Problem(
                 f"{base}.nodes.count",
-                f"{spec.nodes.count} nodes, but the block bought holds {bought.instance_count} instances",
+                f"{spec.gpu_node_count} GPU nodes, but the block bought holds "
+                f"{bought.instance_count} instances",
                 "capacity-count",
             )
         )

@@ -28,6 +28,18 @@ class Ingress(_View):
     within_group: str
 
 
+class RouterNodeView(_View):
+    """A cluster router's CPU instance of its own (cluster.router.instanceType), the last node."""
+
+    node: int
+    instance_type: str
+    arch: str
+    ami: str
+    root_volume_gib: int
+    price_usd_per_hour: float | None
+    price_source: str | None
+
+
 class AwsSourceView(_View):
     kind: Literal["aws"] = "aws"
     region: str | None
@@ -44,6 +56,8 @@ class AwsSourceView(_View):
     root_volume_gib: int | None
     imdsv2: str
     ttl_guard: str
+    gpu_nodes: int
+    router_node: RouterNodeView | None = None
 
 
 class ExistingSourceView(_View):

@@ -28,6 +28,7 @@ from flashfleet.planning.plan_model import (
     NodeView,
     PlanView,
     PodProcess,
+    RouterNodeView,
     RouterView,
     SourceView,
     Workload,
@@ -84,6 +85,23 @@ def source_summary(plan: StackPlan) -> AwsSourceView | ExistingSourceView:
         imdsv2="required",
         ttl_guard="the node shuts itself down (terminate on shutdown) at flashfleet:expires-at, "
         "or at launch + ttl when that tag was never readable",
+        gpu_nodes=len(plan.gpu_nodes),
+        router_node=_router_node(plan, src.dlami_os),
+    )
+
+
+def _router_node(plan: StackPlan, os_name: str) -> RouterNodeView | None:
+    r = plan.router_instance
+    if r is None or plan.router_root_volume_gib is None:
+        return None
+    return RouterNodeView(
+        node=plan.endpoint_node,
+        instance_type=r.name,
+        arch=r.arch,
+        ami=f"Canonical Ubuntu via SSM ({os_name}, {r.arch})",
+        root_volume_gib=plan.router_root_volume_gib,
+        price_usd_per_hour=r.price_usd_per_hour,
+        price_source=r.price_source,
     )
 
 

@@ -111,6 +111,8 @@ class StackPlan:
     root_volume_gib: int | None
     warnings: tuple[str, ...]
     has_api_key: bool = False  # the stack file holds the flashfleet:apiKey secret
+    # AWS: the CPU instance of a cluster's router on a node of its own (the last node), or None.
+    router_instance: InstanceType | None = None
 
     @property
     def endpoint_node(self) -> int:
@@ -137,16 +139,35 @@ class StackPlan:
         return SERVE_PORT
 
     @property
+    def router_root_volume_gib(self) -> int | None:
+        """A router's CPU node holds the image and no weights: the allowance for the image."""
+        if self.router_instance is None:
+            return None
+        return math.ceil(disk_figures().allowance_gb / GIB_TO_GB)
+
+    @property
+    def gpu_nodes(self) -> tuple[NodePlan, ...]:
+        return tuple(n for n in self.nodes if n.gpu_node)
+
+    @property
     def hourly_cost_usd(self) -> float | None:
+        """Every node's price, or None when one is unknown (never a part passed off as the whole)."""
         if self.instance is None or self.instance.price_usd_per_hour is None:
             return None
-        return self.instance.price_usd_per_hour * len(self.nodes)
+        gpu_nodes = self.instance.price_usd_per_hour * len(self.gpu_nodes)
+        if self.router_instance is None:
+            return gpu_nodes
+        router = self.router_instance.price_usd_per_hour
+        return None if router is None else gpu_nodes + router
 
     @property
     def price_source(self) -> str | None:
         """Where the hourly price comes from (a purchased block, the stack, or the catalog)."""
-        if self.instance is None or self.instance.price_usd_per_hour is None:
+        if self.hourly_cost_usd is None or self.instance is None:
             return None
+        if self.router_instance is not None:
+            r = self.router_instance
+            return f"{self.instance.price_source}; router {r.name}: {r.price_source}"
         return self.instance.price_source
 
     @property
@@ -261,7 +282,8 @@ def resolve_spec(
     problems += checks.check_capacity(spec, base)
     if problems:
         raise StackError(stack, problems)
-    nodes = tuple(_node_plans(stack, spec, recipe, facts, instance))
+    router, _ = checks.router_instance(spec, region)
+    nodes = tuple(_node_plans(stack, spec, recipe, facts, instance=instance, router=router))
     return StackPlan(
         stack=stack,
         spec=spec,
@@ -276,6 +298,7 @@ def resolve_spec(
             _warnings(stack, spec, recipe, instance, has_hf_token) + _api_key_warnings(spec, has_api_key)
         ),
         has_api_key=has_api_key,
+        router_instance=router,
     )
 
 
@@ -284,7 +307,13 @@ def _root_volume_gib(precision: str) -> int:
 
 
 def _node_plans(
-    stack: str, spec: StackSpec, recipe: Recipe, facts: list[checks.NodeFacts], instance: InstanceType | None
+    stack: str,
+    spec: StackSpec,
+    recipe: Recipe,
+    facts: list[checks.NodeFacts],
+    *,
+    instance: InstanceType | None,
+    router: InstanceType | None,
 ) -> list[NodePlan]:
     src = spec.nodes.source
     # On Kubernetes the Mooncake master is a Deployment of its own, on no serving node.
@@ -296,6 +325,7 @@ def _node_plans(
         if master == i:
             roles.append("mooncake-master")
         host = src.hosts[i] if isinstance(src, ExistingSource) else None
+        node_type = router if router is not None and i == spec.nodes.count - 1 else instance
         ssh_user = host.ssh_user if host else "ubuntu"  # the DLAMI's user
         if kube:
             ssh_user = "-"  # pods: nothing to log in to
@@ -304,7 +334,7 @@ def _node_plans(
                 index=i,
                 name=f"{stack}-node-{i}",
                 role="+".join(dict.fromkeys(roles)),
-                instance_type=instance.name if instance else None,
+                instance_type=node_type.name if node_type else None,
                 address=host.address if host else None,
                 private_address=(host.private_address or host.address) if host else None,
                 ssh_user=ssh_user,

@@ -11,7 +11,7 @@ from flashfleet.launch import LaunchSettings
 from flashfleet.recipes import Recipe, RecipeError, render
 from flashfleet.stack.errors import Problem
 from flashfleet.stack.kubernetes_source import KubernetesSource
-from flashfleet.stack.spec import SHAPE_KEYS, ExistingSource, StackSpec
+from flashfleet.stack.spec import SHAPE_KEYS, AwsSource, ExistingSource, StackSpec
 
 # Recipe fields that are keys of the stack itself, not options.
 _TOP_LEVEL = {"hardware": "hardware", "strategy": "strategy", "topology": "topology", "image": "image"}
@@ -43,11 +43,19 @@ def shape_overrides(spec: StackSpec) -> dict[str, Any]:
 
 
 def router_node(spec: StackSpec) -> int | None:
-    """The node of the router's own host (cluster.router.host), or None: beside instance 0.
+    """The node of the router's own: its existing host (cluster.router.host), or on AWS its CPU
+    instance (cluster.router.instanceType), the last node, after every instance's; None: the
+    router runs beside instance 0.
 
-    A host that is not one of the existing hosts is checks.check_cluster's to refuse."""
-    host = spec.cluster.router.host if spec.cluster else None
+    A host that is not one of the existing hosts, or an instance type off AWS, is
+    checks.check_cluster's to refuse."""
+    cluster = spec.cluster
+    if cluster is None:
+        return None
     src = spec.nodes.source
+    if cluster.router.instance_type is not None and isinstance(src, AwsSource):
+        return cluster.instances * cluster.nodes_per_instance
+    host = cluster.router.host
     if host is None or not isinstance(src, ExistingSource):
         return None
     addresses = [h.address for h in src.hosts]

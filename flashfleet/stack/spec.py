@@ -280,12 +280,27 @@ class Nodes(Strict):
 
 class RouterSpec(Strict):
     """The stack's endpoint: the SGLang router, beside the first instance's server on node 0, or
-    on an existing host of its own (``host``: the address of one of ``nodes.source.hosts``)."""
+    on a node of its own: an existing host (``host``: the address of one of
+    ``nodes.source.hosts``), or on AWS a small CPU instance (``instanceType``)."""
 
     # How the router picks a worker (sglang_router --policy); cache_aware is its default.
     policy: Literal["cache_aware", "round_robin", "power_of_two"] = "cache_aware"
     # An existing host that runs the router and no worker; it counts in nodes.count.
     host: Annotated[str, _safe(safe_values.host_address)] | None = None
+    # AWS: a CPU instance of the catalog (hardware "cpu") that runs the router and no worker,
+    # launched beside the GPU nodes (the last node); it counts in nodes.count.
+    instance_type: str | None = Field(default=None, pattern=r"^[a-z0-9-]{1,32}\.[a-z0-9-]{1,32}$")
+
+    @model_validator(mode="after")
+    def _one_place(self) -> RouterSpec:
+        if self.host is not None and self.instance_type is not None:
+            raise ValueError("host (an existing host) or instanceType (an AWS node), not both")
+        return self
+
+    @property
+    def own_node(self) -> bool:
+        """The router has a node of its own, with no worker on it."""
+        return self.host is not None or self.instance_type is not None
 
 
 class ClusterSpec(Strict):
@@ -315,13 +330,13 @@ class ClusterSpec(Strict):
         return self.replicas or (self.prefill or 0) + (self.decode or 0)
 
     def node_count(self) -> int:
-        return self.instances * self.nodes_per_instance + (self.router.host is not None)
+        return self.instances * self.nodes_per_instance + self.router.own_node
 
     def shape_text(self) -> str:
         shape = (
             f"{self.replicas} replicas" if self.replicas else f"{self.prefill} prefill + {self.decode} decode"
         )
-        router = ", plus the router's own host" if self.router.host is not None else ""
+        router = ", plus the router's own node" if self.router.own_node else ""
         return f"{shape} x {self.nodes_per_instance} node(s) each{router}"
 
 
@@ -445,3 +460,9 @@ class StackSpec(Strict):
             if name in value:
                 raise ValueError(f"{name} is set by {key}, not in options")
         return value
+
+    @property
+    def gpu_node_count(self) -> int:
+        """The nodes that serve the model: nodes.count less a router's node of its own."""
+        own = self.cluster is not None and self.cluster.router.own_node
+        return self.nodes.count - own

@@ -8,6 +8,7 @@ import pytest
 
 from flashfleet.bench.cost import level_cost_per_mtok, run_cost
 from flashfleet.bench.gate import Thresholds, evaluate
+from flashfleet.bench.report import _cost_lines
 from flashfleet.bench.summary import ResultFormatError, parse_record, read_jsonl
 from tests.bench.fakes import curve, jsonl, record
 
@@ -82,6 +83,12 @@ def test_cost_of_a_run_and_per_million_tokens():
     assert run_cost(None, 2, 1800.0, levels) is None
     with pytest.raises(ValueError, match="node count"):
         run_cost(1.0, 0, 1.0, levels)
+    # A cluster router's CPU node of its own is billed beside the GPU nodes.
+    routed = run_cost(60.0, 2, 1800.0, levels, router_hourly_usd=0.2)
+    assert routed is not None
+    assert routed.hourly_usd == pytest.approx(120.2)
+    assert routed.run_usd == pytest.approx(60.1)
+    assert "2 x $60.00 + the router's node $0.2000" in "\n".join(_cost_lines(routed.model_dump()))
 
 
 def test_the_stored_shapes_dump_their_derived_figures_in_place():

@@ -11,6 +11,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+import yaml
 from pulumi_harness import (
     AMI,
     API_NETWORK_CARDS,
@@ -27,8 +28,8 @@ from flashfleet.bringup.playbook_run import pin_host_keys
 from flashfleet.catalog.instances import instance_catalog
 from flashfleet.components.aws_host_keys import HOST_KEYS_TIMEOUT_S
 from flashfleet.components.tags import EXPIRES_TAG
-from flashfleet.planning import load_stack
-from flashfleet.stack import AwsSource, list_stacks
+from flashfleet.planning import StackPlan, load_stack
+from flashfleet.stack import DEFAULT_STACKS_DIR, AwsSource, list_stacks
 from flashfleet.stack.capacity_block import block, node_deadline
 
 AWS_STACKS = [s for s in list_stacks() if load_stack(s).spec.nodes.source.kind == "aws"]
@@ -336,3 +337,62 @@ def test_a_node_whose_keys_were_not_read_stops_the_bringup_naming_it() -> None:
 def test_existing_hosts_read_no_console() -> None:
     r = program("mi355x-agentx")
     assert not r.mocks.of_type(HOST_KEYS)
+
+
+def _router_instance_plan(tmp_path: Path) -> StackPlan:
+    """h200-replicas with its router on an m7i.xlarge of its own (us-east-1, where it is priced)."""
+    doc = yaml.safe_load((DEFAULT_STACKS_DIR / "Pulumi.h200-replicas.yaml").read_text())
+    doc["config"]["aws:region"] = "us-east-1"
+    s = doc["config"]["flashfleet:stack"]
+    s["cluster"]["router"]["instanceType"] = "m7i.xlarge"
+    s["nodes"]["count"] = 3
+    s["nodes"]["source"]["network"]["availabilityZone"] = "us-east-1a"
+    (tmp_path / "Pulumi.h200-replicas.yaml").write_text(yaml.safe_dump(doc))
+    return load_stack("h200-replicas", tmp_path)
+
+
+def test_a_router_instance_is_a_plain_cpu_node_beside_the_gpu_nodes(tmp_path: Path) -> None:
+    stack = "h200-replicas"
+    r = run_program(stack, plan=_router_instance_plan(tmp_path))
+    templates = {x.name: x for x in r.mocks.of_type(LT)}
+    assert set(templates) == {f"{stack}-template", f"{stack}-router-template"}
+    gpu_lt, router_lt = templates[f"{stack}-template"], templates[f"{stack}-router-template"]
+    # The GPU nodes keep their template: EFA on every card, the placement group.
+    assert gpu_lt.inputs["instanceType"] == "p5en.48xlarge"
+    assert len(gpu_lt.inputs["networkInterfaces"]) == 16
+    assert gpu_lt.inputs["placement"]["groupName"] == f"{stack}-placement"
+    # The router's: one ordinary interface in the same subnet and group, plain Ubuntu of the
+    # stack's arch, a volume for the image only, and nothing of the GPU nodes' capacity.
+    lt = router_lt.inputs
+    assert lt["instanceType"] == "m7i.xlarge"
+    (nic,) = lt["networkInterfaces"]
+    assert "interfaceType" not in nic
+    assert nic["securityGroups"] == [f"{stack}-sg-id"]
+    assert nic["subnetId"] == gpu_lt.inputs["networkInterfaces"][0]["subnetId"]
+    assert not {"placement", "instanceMarketOptions", "capacityReservationSpecification"} & set(lt)
+    assert int(lt["blockDeviceMappings"][0]["ebs"]["volumeSize"]) == 187
+    names = [a["name"] for tok, a in r.mocks.calls if tok == "aws:ssm/getParameter:getParameter"]
+    assert sorted(names) == [
+        "/aws/service/canonical/ubuntu/server/24.04/stable/current/amd64/hvm/ebs-gp3/ami-id",
+        "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-24.04/latest/ami-id",
+    ]
+    # What every node has, the router's too: IMDSv2, encryption, the role, the TTL guard, static tags.
+    for key in ("metadataOptions", "iamInstanceProfile", "userData", "tagSpecifications"):
+        assert lt[key] == gpu_lt.inputs[key], key
+    assert lt["instanceInitiatedShutdownBehavior"] == "terminate"
+    assert lt["blockDeviceMappings"][0]["ebs"]["encrypted"] == "true"
+    instances = {x.name: x.inputs for x in r.mocks.of_type(INSTANCE)}
+    assert [instances[f"{stack}-node-{i}"]["launchTemplate"]["id"] for i in range(3)] == [
+        f"{stack}-template-id",
+        f"{stack}-template-id",
+        f"{stack}-router-template-id",
+    ]
+    assert instances[f"{stack}-node-2"]["tags"]["flashfleet:role"] == "router"
+    assert instances[f"{stack}-node-2"]["tags"][EXPIRES_TAG] == r.outputs["expiresAt"]
+    # The endpoint is the router's node; its host keys are read like the others'; the
+    # inventory gives it no GPU stack.
+    assert r.outputs["endpoint"] == f"http://{r.outputs['addresses'][2]}:30000/v1"
+    assert r.mocks.one(HOST_KEYS).inputs["nodes"] == [f"{stack}-node-{i}" for i in range(3)]
+    hosts = r.outputs["inventory"]["all"]["hosts"]
+    assert [hosts[f"{stack}-node-{i}"]["flashfleet_gpu_node"] for i in range(3)] == [True, True, False]
+    check_inventory(r.outputs["inventory"])

@@ -279,7 +279,7 @@ def test_a_router_host_of_its_own_runs_the_router_alone_and_counts_as_a_node(
         (
             lambda d: _router_host(d, router="192.0.2.11", third=False),
             "cluster-node-count",
-            "count is 2 but the cluster needs 3 nodes (2 replicas x 1 node(s) each, plus the router's own host)",
+            "count is 2 but the cluster needs 3 nodes (2 replicas x 1 node(s) each, plus the router's own node)",
         ),
         (lambda d: _router_host(d, router="192.0.2.99"), "router-host-unknown", "192.0.2.99 is not one of"),
     ],
@@ -309,3 +309,117 @@ def test_a_router_host_on_aws_is_refused_before_anything_is_created(
         )
     assert "router-host-source" in [p.rule for p in info.value.problems]
     assert f"{S}.cluster.router.host" in [p.path for p in info.value.problems]
+
+
+def _router_instance(d: Doc, instance_type: str = "m7i.xlarge", region: str = "us-east-1") -> None:
+    """h200-replicas with the router on a CPU instance of its own (one more node)."""
+    s = spec(d)
+    s["cluster"]["router"]["instanceType"] = instance_type
+    s["nodes"]["count"] = 3
+    d["config"]["aws:region"] = region
+    s["nodes"]["source"]["network"]["availabilityZone"] = f"{region}a"
+
+
+def test_a_router_instance_on_aws_is_the_last_node_a_cpu_one_and_priced_in(
+    write_stack: Callable[[str, Callable[[Doc], None]], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    stacks = write_stack("h200-replicas", _router_instance)
+    b = load_stack("broken", stacks)
+    procs = b.recipe_for(ADDRS).processes
+    assert {p.name: p.node for p in procs} == {"replica-0": 0, "replica-1": 1, "router": 2}
+    assert b.endpoint_node == 2
+    assert [(n.role, n.instance_type, n.gpu_count, n.gpu_node) for n in b.nodes] == [
+        ("server", "p5en.48xlarge", 8, True),
+        ("server", "p5en.48xlarge", 8, True),
+        ("router", "m7i.xlarge", 0, False),
+    ]
+    assert b.nodes[2].host_memory_gb == 17  # 16 GiB
+    assert len(b.gpu_nodes) == b.spec.gpu_node_count == 2
+    # Two GPU nodes and the router, each at its region's listed price, each source named.
+    assert b.hourly_cost_usd == pytest.approx(2 * 63.296 + 0.2016)
+    assert b.price_source is not None
+    assert "router m7i.xlarge" in b.price_source
+    assert "c3x.dev" in b.price_source
+    assert b.router_root_volume_gib == 187  # the image allowance, no weights
+    assert main(["plan", "broken", "--stacks-dir", str(stacks)]) == 0
+    text = capsys.readouterr().out
+    assert "us-east-1, 2 x p5en.48xlarge (x86_64)" in text
+    assert "router node 2: 1 x m7i.xlarge (x86_64, $0.2016/h), root volume 187 GiB" in text
+    assert "path     client -> router node-2:30000 (cache_aware) -> replica-0 | replica-1" in text
+    from flashfleet.inventory import build_inventory
+
+    inv = build_inventory(b, ["198.51.100.1", "198.51.100.2", "198.51.100.3"], ADDRS)
+    hosts = inv["all"]["hosts"]
+    assert [hosts[n.name]["flashfleet_gpu_node"] for n in b.nodes] == [True, True, False]
+    assert sorted(inv["all"]["children"]["hw_h200"]["hosts"]) == [n.name for n in b.nodes[:2]]
+    from flashfleet.bench.node_facts import from_bringup
+
+    deployment = from_bringup(b)  # bench bills two GPU nodes and the router's
+    assert (deployment.node_count, deployment.hourly_usd_per_node) == (2, 63.296)
+    assert deployment.router_hourly_usd == 0.2016
+    # (the same stack file, rewritten:) outside the regions the catalog prices, the whole cost is unknown, not the GPU part alone.
+    unpriced = load_stack(
+        "broken", write_stack("h200-replicas", lambda d: _router_instance(d, region="us-east-2"))
+    )
+    assert unpriced.hourly_cost_usd is None
+    assert unpriced.price_source is None
+    assert from_bringup(unpriced).hourly_usd_per_node is None
+
+
+@pytest.mark.parametrize(
+    ("change", "rule", "path", "fragment"),
+    [
+        (
+            lambda d: _router_instance(d, "m7g.xlarge"),
+            "router-instance-type",
+            "cluster.router.instanceType",
+            "m7g.xlarge is arm64, but the router runs the stack's x86_64 SGLang image: use m7i.xlarge",
+        ),
+        (
+            lambda d: _router_instance(d, "p5en.48xlarge"),
+            "router-instance-type",
+            "cluster.router.instanceType",
+            "'p5en.48xlarge' is not a CPU instance type of the catalog (known: m7i.xlarge, m7g.xlarge)",
+        ),
+        (
+            lambda d: (_router_instance(d), spec(d)["nodes"].update(count=2)),
+            "cluster-node-count",
+            "nodes.count",
+            "count is 2 but the cluster needs 3 nodes (2 replicas x 1 node(s) each, plus the router's own node)",
+        ),
+        (
+            lambda d: (_router_instance(d), spec(d)["cluster"]["router"].update(host="10.0.0.9")),
+            "value",
+            "cluster.router",
+            "host (an existing host) or instanceType (an AWS node), not both",
+        ),
+    ],
+    ids=["arch", "gpu-type", "count", "both"],
+)
+def test_a_router_instance_that_does_not_fit_is_refused_naming_the_field(
+    write_stack: Callable[[str, Callable[[Doc], None]], Path],
+    change: Callable[[Doc], None],
+    rule: str,
+    path: str,
+    fragment: str,
+) -> None:
+    with pytest.raises(StackError) as info:
+        load_stack("broken", write_stack("h200-replicas", change))
+    hits = [p for p in info.value.problems if p.path == f"{S}.{path}"]
+    assert hits, info.value.problems
+    assert fragment in hits[0].message, info.value.problems
+    assert rule in hits[0].rule, info.value.problems
+
+
+def test_a_router_instance_off_aws_is_refused(
+    write_stack: Callable[[str, Callable[[Doc], None]], Path],
+) -> None:
+    def change(d: Doc) -> None:
+        _router_host(d)
+        spec(d)["cluster"]["router"] = {"policy": "round_robin", "instanceType": "m7i.xlarge"}
+
+    with pytest.raises(StackError) as info:
+        load_stack("broken", write_stack("mi355x-replicas", change))
+    assert [(p.path, p.rule) for p in info.value.problems] == [
+        (f"{S}.cluster.router.instanceType", "router-instance-source")
+    ]
