@@ -176,7 +176,9 @@ def test_cache_aware_sends_a_shared_prefix_to_one_worker(lab: ServeLab) -> None:
     assert sorted(served(lab, urls, before)) == [0.0, 6.0]
 
 
-def test_a_rolling_update_under_load_drops_no_request(lab: ServeLab) -> None:
+def test_a_rolling_update_under_load_drops_no_request(
+    lab: ServeLab, capsys: pytest.CaptureFixture[str]
+) -> None:
     inventory = replicas(lab, "cache_aware", options={"max_running_requests": 32})
     runs_before = {h: len(unit_starts(lab, h, f"flashfleet-replica-{i}")) for i, h in enumerate(("c0", "c1"))}
     routers = len(unit_starts(lab, "c0", "flashfleet-router"))
@@ -198,6 +200,9 @@ def test_a_rolling_update_under_load_drops_no_request(lab: ServeLab) -> None:
         new[i] = starts[-1]
     # one after the other: replica-1 restarted only once replica-0 was ready again (and back)
     assert new[1] >= new[0] + LOAD_SECONDS, new
+    with capsys.disabled():  # the figures, in the run's log
+        print(f"\nrolling update under load: {len(load.failed)} of {len(load.results)} requests failed; "
+              f"replica-1 restarted {new[1] - new[0]:.1f} s after replica-0, with the new argv")  # fmt: skip
     assert len(unit_starts(lab, "c0", "flashfleet-router")) == routers  # the router kept serving
     # It only wants the worker beside it: Requires= would have restarted it with replica-0.
     unit = lab.ssh("c0", "systemctl cat flashfleet-router.service")
@@ -217,7 +222,8 @@ def test_a_dead_replica_is_degraded_and_up_brings_back_only_it(lab: ServeLab, tm
         time.sleep(1)
         lab.ssh("c1", "systemctl stop flashfleet-replica-1.service")  # as if its host went away
         time.sleep(3)
-    print(f"a replica stopped under load: {len(load.failed)} of {len(load.results)} requests failed")
+    with capsys.disabled():  # the figure, in the run's log (the status output below is read)
+        print(f"\na replica stopped under load: {len(load.failed)} of {len(load.results)} requests failed")
     assert len(load.failed) < len(load.results) / 2  # the router's retries send the rest to replica-0
     assert main(status) == 1
     out = capsys.readouterr().out
