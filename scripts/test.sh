@@ -3,7 +3,7 @@
 # (scripts/setup.d/*.sh), lints, type-checks, then runs pytest in tiers.
 #
 # Set-up runs in three background lanes from the start: the Pulumi engine (40-pulumi.sh, a Go
-# build of ~12 min on a cold 2-core machine, at low priority; only tests/e2e needs it), the
+# build of ~470 CPU-s from an empty cache, at low priority; only tests/e2e needs it), the
 # parser oracle (10-sglang-oracle.sh) and the test hosts' steps in order. Lint and the fast tier
 # run meanwhile; then the slow tier (once hosts and oracle are ready), then tests/e2e (once the
 # engine is built), each on two pytest-xdist workers. With arguments, pytest gets exactly those,

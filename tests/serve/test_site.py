@@ -2,11 +2,15 @@
 serving container replaced at the container boundary: /usr/bin/docker on each host is a fake
 that records the argv and environment of `docker run` and starts an OpenAI-compatible stand-in.
 
-The prepare phase (drivers, container runtime, image, weights) is issue 6's and needs its GPU
-and apt fixtures; it runs in tests/roles. Here site.yml runs with its other tags."""
+The prepare phase (drivers, container runtime, image, weights) needs the GPU and apt fixtures of
+tests/roles, where it runs. Here site.yml runs with its other tags, on one bring-up of four
+hosts: the first run, a second that changes nothing, the converge record's skip and drift
+checks (without `reconverge`, the path `flashfleet configure` and `pulumi up` take), the smoke
+checks, logs, the PD router, and teardown."""
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import re
@@ -123,11 +127,104 @@ def test_smoke_checks_ran_against_each_api(site: dict[str, Any]) -> None:
 
 
 def test_second_run_changes_nothing(site: dict[str, Any]) -> None:
+    """With `reconverge` (flashfleet configure --reconverge, and every other run of this module
+    but the converge record's): every role runs again, and none changes anything."""
     lab = site["lab"]
     again = lab.run("site.yml", site["inventory"], tags=SITE_TAGS, extravars=FAST)
     site["runs"].append(again)
     assert again.ok, lab.explain(again)
     assert again.count("changed") == 0, [str(p) for p in lab.progress if p.status == "changed"]
+    for node in ("l3-node-0", "epd-node-0", "pd-node-0"):
+        assert {"sglang_serve", "verify"} <= roles_ran(lab, node), node
+    assert "mooncake" in roles_ran(lab, "l3-node-0")
+
+
+# The converge record: the path `flashfleet configure` and `pulumi up` take (no `reconverge`).
+RECORD = "/var/lib/flashfleet/converge.json"
+
+
+def roles_ran(lab: ServeLab, node: str | None = None) -> set[str]:
+    """Roles that ran at least one task that was not skipped (on `node`, or anywhere)."""
+    return {
+        p.role
+        for p in lab.progress
+        if p.role and p.role != "converge" and p.status != "skipped" and node in (None, p.host)
+    }
+
+
+def converge(site: dict[str, Any], inventory: dict[str, Any] | None = None) -> RunResult:
+    lab: ServeLab = site["lab"]
+    result = lab.run(
+        "site.yml", inventory or site["inventory"], tags=SITE_TAGS, extravars=FAST, reconverge=False
+    )
+    assert result.ok, lab.explain(result)
+    return result
+
+
+def test_the_record_is_root_only_and_a_rerun_skips_every_role_on_every_node(site: dict[str, Any]) -> None:
+    lab = site["lab"]
+    for host in HOSTS:
+        out = lab.ssh(host, f"stat -c '%a %U' {RECORD} && cat {RECORD}")
+        mode, _, body = out.partition("\n")
+        assert mode == "600 root", host
+        record = json.loads(body)
+        assert {"sglang_serve", "verify"} <= set(record), host
+        # every entry carries what its drift check reads back: the serving units among them
+        units = record["sglang_serve"]["snapshot"]["units"]
+        assert units, host
+        assert all("ActiveState=active" in u for u in units.values()), units
+    assert "mooncake" in json.loads(lab.ssh("l3a", f"cat {RECORD}"))
+    again = converge(site)
+    assert again.count("changed") == 0
+    assert roles_ran(lab) == set(), [str(p) for p in lab.progress if p.status != "skipped"]
+    # the skip path runs one command on each node: the converge check
+    checked = {
+        p.host for p in lab.progress if p.status == "ok" and p.role == "converge" and "what changed" in p.task
+    }
+    assert checked == set(site["inventory"]["all"]["hosts"])
+
+
+def test_a_hand_edited_unit_is_caught_and_restored_on_its_node_alone(site: dict[str, Any]) -> None:
+    lab = site["lab"]
+    unit = site["inventory"]["all"]["hosts"]["l3-node-0"]["flashfleet_processes"][0]["container_name"]
+    path = f"/etc/systemd/system/{unit}.service"
+    before = lab.ssh("l3a", f"cat {path}")
+    lab.ssh("l3a", f"sed -i 's/^Restart=.*/Restart=no/' {path} && systemctl daemon-reload")
+    assert lab.ssh("l3a", f"cat {path}") != before
+    fixed = converge(site)
+    assert lab.ssh("l3a", f"cat {path}") == before
+    assert fixed.count("changed") > 0
+    ran = roles_ran(lab, "l3-node-0")
+    assert {"sglang_serve", "verify"} <= ran, ran
+    assert "mooncake" not in ran, ran
+    for node in ("l3-node-1", "epd-node-0", "pd-node-0"):
+        assert roles_ran(lab, node) == set(), node
+    # and the run after the repair skips again
+    converge(site)
+    assert roles_ran(lab) == set()
+
+
+def test_a_stopped_service_is_caught_and_started(site: dict[str, Any]) -> None:
+    lab = site["lab"]
+    lab.ssh("l3a", "systemctl stop mooncake-master.service")
+    converge(site)
+    assert lab.ssh("l3a", "systemctl is-active mooncake-master.service").strip() == "active"
+    # the master came first in the chain: everything after it ran as well
+    assert {"mooncake", "sglang_serve", "verify"} <= roles_ran(lab, "l3-node-0")
+
+
+def test_a_changed_input_reruns_only_the_roles_that_read_it(site: dict[str, Any]) -> None:
+    inventory = copy.deepcopy(site["inventory"])
+    facts = inventory["all"]["hosts"]["l3-node-0"]
+    assert facts["flashfleet_tool_calls"] is True
+    facts["flashfleet_tool_calls"] = False  # only the verify play reads it
+    converge(site, inventory)
+    assert roles_ran(site["lab"]) == {"verify"}
+    assert {p.host for p in site["lab"].progress if p.role == "verify" and p.status != "skipped"} == {
+        "l3-node-0"
+    }
+    converge(site, inventory)
+    assert roles_ran(site["lab"]) == set()
 
 
 def test_a_wheel_changed_on_a_node_is_copied_again_and_only_it(site: dict[str, Any]) -> None:
@@ -257,3 +354,4 @@ def test_teardown_leaves_nothing_running_and_skips_a_gone_host(site: dict[str, A
         assert "standin_sglang" not in lab.ssh(host, "ps -eo args ww")
         assert "mooncake_master" not in lab.ssh(host, "ps -eo args ww")
         assert lab.ssh(host, "test -e /etc/flashfleet/secrets.env || echo gone").strip() == "gone"
+        assert lab.ssh(host, f"test -e {RECORD} || echo gone").strip() == "gone"  # the converge record
