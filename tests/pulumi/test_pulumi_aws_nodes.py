@@ -183,11 +183,13 @@ def test_tags_and_deadline(stack: str) -> None:
     if end is not None:
         assert deadline == "2026-11-30T11:00:00Z"
     assert r.outputs["expiresAt"] == deadline
-    for i, inst in enumerate(r.mocks.of_type(INSTANCE)):
-        tags = inst.inputs["tags"]
+    # by name: the mocks record registrations as each one's inputs resolve, in no fixed order
+    instances = {x.name: x for x in r.mocks.of_type(INSTANCE)}
+    for i, node in enumerate(r.bringup.nodes):
+        tags = instances[f"{stack}-node-{i}"].inputs["tags"]
         assert tags["flashfleet:stack"] == stack
         assert tags[EXPIRES_TAG] == deadline
-        assert tags["flashfleet:role"] == r.bringup.nodes[i].role
+        assert tags["flashfleet:role"] == node.role
     for res in r.mocks.resources:
         if res.custom and res.typ not in TAGGABLE_SKIP and res.typ not in (PLAYBOOK_RUN, HOST_KEYS):
             assert res.inputs["tags"]["flashfleet:stack"] == stack, res.name
