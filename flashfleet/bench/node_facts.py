@@ -68,7 +68,7 @@ def from_bringup(plan: StackPlan) -> Deployment:
         node_count=len(plan.gpu_nodes),
         # No price when a part of the whole is unknown (a router's node unpriced in the region).
         hourly_usd_per_node=plan.instance.price_usd_per_hour
-        if plan.instance and plan.hourly_cost_usd
+        if plan.instance and plan.hourly_cost_usd is not None
         else None,
         router_hourly_usd=plan.router_instance.price_usd_per_hour if plan.router_instance else None,
         price_source=plan.price_source,

@@ -14,7 +14,7 @@ from flashfleet.catalog import hardware_catalog
 from flashfleet.catalog.instances import InstanceType, gib_to_gb, instance_catalog
 from flashfleet.k8s import KubernetesRenderError
 from flashfleet.launch import check_build_requirements
-from flashfleet.planning.stack_recipe import kubernetes_plan, recipe_path, recipe_problem
+from flashfleet.planning.stack_recipe import kubernetes_plan, recipe_path, recipe_problem, router_node
 from flashfleet.recipes import Recipe, RecipeError
 from flashfleet.recipes.render import name_errors
 from flashfleet.sizing import SizingError, check_host_tier_fits, host_tier_need_gb
@@ -108,9 +108,9 @@ def node_facts(spec: StackSpec, base: str) -> tuple[list[NodeFacts], list[Proble
     facts = [
         NodeFacts(itype.hardware, itype.gpus, itype.host_memory_gb, f"{base}.nodes.source.instance")
     ] * spec.nodes.count
-    router, _ = router_instance(spec, region=None)
-    if router is not None:  # the last node: the router's CPU instance
-        facts[-1] = NodeFacts(router.hardware, 0, router.host_memory_gb, f"{base}.cluster.router")
+    router, node = router_instance(spec, region=None)[0], router_node(spec)
+    if router is not None and node is not None:  # the router's CPU instance
+        facts[node] = NodeFacts(router.hardware, 0, router.host_memory_gb, f"{base}.cluster.router")
     return facts, []
 
 

@@ -21,7 +21,7 @@ from flashfleet.catalog import hardware_catalog
 from flashfleet.catalog.instances import GIB_TO_GB, InstanceType, disk_figures
 from flashfleet.launch import ContainerLaunch, LaunchSettings, container_launches
 from flashfleet.planning import checks
-from flashfleet.planning.stack_recipe import recipe_problem, render_stack
+from flashfleet.planning.stack_recipe import recipe_problem, render_stack, router_node
 from flashfleet.recipes import Recipe, RecipeError
 from flashfleet.recipes.layouts import SERVE_PORT
 from flashfleet.stack import capacity_block
@@ -316,6 +316,7 @@ def _node_plans(
     router: InstanceType | None,
 ) -> list[NodePlan]:
     src = spec.nodes.source
+    router_at = router_node(spec) if router is not None else None
     # On Kubernetes the Mooncake master is a Deployment of its own, on no serving node.
     kube = isinstance(src, KubernetesSource)
     master = spec.mooncake.master_node if spec.mooncake and not kube else None
@@ -325,7 +326,7 @@ def _node_plans(
         if master == i:
             roles.append("mooncake-master")
         host = src.hosts[i] if isinstance(src, ExistingSource) else None
-        node_type = router if router is not None and i == spec.nodes.count - 1 else instance
+        node_type = router if i == router_at else instance
         ssh_user = host.ssh_user if host else "ubuntu"  # the DLAMI's user
         if kube:
             ssh_user = "-"  # pods: nothing to log in to
