@@ -124,6 +124,44 @@ def test_a_stopped_job_stops_its_downloads_and_removes_the_token(tmp_path: Path,
         os.kill(child, 0)  # the download stopped with the job
 
 
+# Runs the job with a Popen that signals the job the moment a download's child exists, before
+# Popen returns: the signal lands where the child is not yet on the job's record.
+_SIGNAL_INSIDE_POPEN = """
+import importlib.util, os, signal, subprocess, sys
+spec = importlib.util.spec_from_file_location("weights_fetch", sys.argv[1])
+job = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(job)
+
+class SignalledPopen(subprocess.Popen):
+    def __init__(self, argv, **kw):
+        super().__init__(argv, **kw)
+        if "download" in argv:
+            with open(sys.argv[2], "w") as f:
+                f.write(str(self.pid))
+            os.kill(os.getpid(), signal.SIGTERM)
+
+subprocess.Popen = SignalledPopen
+sys.exit(job.main())
+"""
+
+
+def test_a_signal_while_a_download_starts_still_stops_that_download(tmp_path: Path) -> None:
+    stand_in_venv(tmp_path / "venv", "exec sleep 300")
+    req = request(tmp_path, ["org/slow"])
+    pid_file = tmp_path / "child-pid"
+    (tmp_path / "request.json").write_text(json.dumps(req))
+    with (tmp_path / "request.json").open() as stdin:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _SIGNAL_INSIDE_POPEN, str(SCRIPT), str(pid_file)],
+            stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+    rc, report = finish(proc)
+    assert (rc, report["failed"]) == (1, ["hf download org/slow failed (stopped by SIGTERM)"])
+    assert not Path(req["token_file"]).exists()
+    with pytest.raises(ProcessLookupError):
+        os.kill(int(pid_file.read_text()), 0)  # not left running, orphaned, when the job ended
+
+
 def test_a_download_past_the_time_limit_is_stopped_and_reported(tmp_path: Path) -> None:
     stand_in_venv(tmp_path / "venv", "exec sleep 300")
     req = request(tmp_path, ["org/slow"], timeout_s=1)

@@ -42,8 +42,34 @@ class Stopped(Exception):
     """A signal asked the job to stop: the downloads stop and the token file goes."""
 
 
-def _stop(signum, _frame):
-    raise Stopped(f"stopped by {signal.Signals(signum).name}")
+class StopSignal:
+    """The stop signals' handler. One that lands while a child is being started waits until the
+    child is on record: raised inside Popen, it would lose the new process, which then outlives
+    the job (and its token file)."""
+
+    def __init__(self):
+        self.starting = False
+        self.pending = None
+
+    def handle(self, signum, _frame):
+        if self.starting:
+            self.pending = signum
+            return
+        raise Stopped(f"stopped by {signal.Signals(signum).name}")
+
+    @contextlib.contextmanager
+    def deferred(self):
+        """A stop signal inside the block is raised at its end, once the started child is recorded."""
+        self.starting = True
+        try:
+            yield
+        finally:
+            self.starting = False
+            if self.pending is not None:
+                self.handle(self.pending, None)
+
+
+_stop = StopSignal()
 
 
 class Job:
@@ -75,13 +101,19 @@ class Job:
 
     def run(self, argv):
         timeout = max(self.deadline - time.monotonic(), 1)
-        done = subprocess.run(
-            argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True, timeout=timeout, check=False,
-        )  # fmt: skip
-        if done.returncode != 0:
-            raise RuntimeError(f"{os.path.basename(argv[0])} rc {done.returncode}: {self.tail(done.stdout)}")
-        return done.stdout
+        with _stop.deferred():
+            proc = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            )
+        with proc:  # a stop or a timeout kills the command before it propagates
+            try:
+                out, _ = proc.communicate(timeout=timeout)
+            except BaseException:
+                proc.kill()
+                raise
+        if proc.returncode != 0:
+            raise RuntimeError(f"{os.path.basename(argv[0])} rc {proc.returncode}: {self.tail(out)}")
+        return out
 
     def directories(self):
         os.umask(0o022)  # one cache for every process of the node: world-readable
@@ -120,10 +152,11 @@ class Job:
             out = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed in stop()
             argv = [hf, "download", repo, "--revision", req["revision"], "--cache-dir", req["hub_dir"],
                     "--max-workers", str(req["max_workers"])]  # fmt: skip
-            proc = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env
-            )
-            self.children.append((repo, proc, out))
+            with _stop.deferred():
+                proc = subprocess.Popen(
+                    argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env
+                )
+                self.children.append((repo, proc, out))
         for repo, proc, out in self.children:
             try:
                 rc = proc.wait(timeout=max(self.deadline - time.monotonic(), 0.1))
@@ -175,7 +208,7 @@ class Job:
 def main():
     job = Job(json.load(sys.stdin))
     for sig in _SIGNALS:
-        signal.signal(sig, _stop)
+        signal.signal(sig, _stop.handle)
     try:
         job.directories()
         try:
