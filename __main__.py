@@ -1,12 +1,13 @@
 """Pulumi composition root: `pulumi up --stack <name>` (stack files in stacks/).
 
-Reads `flashfleet:stack`, the secrets `flashfleet:hfToken` and `flashfleet:apiKey` and
-`flashfleet:roleVars` once,
+Reads `flashfleet:stack`, the stack's lock, the secrets `flashfleet:hfToken` and
+`flashfleet:apiKey` and `flashfleet:roleVars` once,
 validates the whole stack before any resource is registered, checks the stack's capacity
 reservation or block (pre-flight), builds the node source's component and exports the outputs.
 """
 
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pulumi
 
@@ -18,7 +19,7 @@ from flashfleet.capacity import preflight
 from flashfleet.components.program import deploy
 from flashfleet.planning import parse_spec, resolve_spec
 from flashfleet.stack.errors import StackError
-from flashfleet.stack.files import API_KEY_KEY, HF_TOKEN_KEY
+from flashfleet.stack.files import API_KEY_KEY, HF_TOKEN_KEY, read_stack_lock
 
 config = pulumi.Config("flashfleet")
 stack = pulumi.get_stack()
@@ -29,6 +30,8 @@ try:
         region=pulumi.Config("aws").get("region"),
         has_hf_token=config.get("hfToken") is not None,
         has_api_key=config.get("apiKey") is not None,
+        # stacks/<stack>.lock.yaml beside the stack file (Pulumi.yaml: stackConfigDir)
+        lock=read_stack_lock(stack, Path(__file__).resolve().parent / "stacks"),
     )
 except StackError as err:
     raise pulumi.RunError(str(err)) from None  # each problem on its own line, no traceback

@@ -105,6 +105,12 @@ def host_vars(
             flashfleet_host_keys=keys or None,
             flashfleet_weights_prestaged=spec.weights.prestaged,
             flashfleet_weights_client=weights_client_facts(),
+            # what this node downloads, of what the lock pins
+            flashfleet_weights_lock=(
+                {r: e for r, e in plan.lock.weights.items() if gpus and r in recipe.repositories}
+                if plan.lock is not None
+                else None
+            ),
         )
     )
     return hvars.inventory_vars()

@@ -37,6 +37,27 @@ class LaunchSettings(BaseModel):
     secret_env_file: str = "/etc/flashfleet/secrets.env"
     # serving.apiKey: required: the processes that serve the OpenAI API demand the key.
     api_key: bool = False
+    # The stack's lock (flashfleet.stack.lock): repository -> the commit the nodes downloaded.
+    # A server loads that commit (`--revision`), never what the cache's `main` ref names.
+    revisions: dict[str, str] = Field(default_factory=dict)
+
+
+# The flag naming a repository a server loads, and the flag pinning its revision.
+_REVISION_FLAGS = {
+    "--model-path": "--revision",
+    "--speculative-draft-model-path": "--speculative-draft-model-revision",
+}
+
+
+def _locked_revisions(argv: tuple[str, ...], revisions: dict[str, str]) -> tuple[str, ...]:
+    """The argv with the locked commit of each repository it loads (none locked: as it is)."""
+    extra: list[str] = []
+    for path_flag, revision_flag in _REVISION_FLAGS.items():
+        if path_flag in argv and revision_flag not in argv:
+            repo = argv[argv.index(path_flag) + 1]
+            if repo in revisions:
+                extra += [revision_flag, revisions[repo]]
+    return (*argv, *extra)
 
 
 # Container runtime settings per vendor (sglang install docs for CUDA and ROCm).
@@ -230,6 +251,8 @@ def container_launches(recipe: Recipe, settings: LaunchSettings | None = None) -
         keyed = settings.api_key and serves_model and proc.rank == 0 and proc.role != "encoder"
         mounts = _mounts(recipe, settings) if serves_model else ()
         argv = container_argv(proc)
+        if serves_model:
+            argv = _locked_revisions(argv, settings.revisions)
         if keyed:
             mounts = (*mounts, Mount(source=API_KEY_CONFIG, target=API_KEY_CONFIG, read_only=True))
             argv = (*argv, "--config", API_KEY_CONFIG)

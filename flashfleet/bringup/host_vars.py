@@ -19,6 +19,7 @@ from pydantic.fields import FieldInfo
 
 from flashfleet.catalog import DriverProfile
 from flashfleet.launch import ContainerLaunch
+from flashfleet.stack.lock import LockedRepo
 from flashfleet.table import markdown
 
 _STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
@@ -156,6 +157,12 @@ class HostVars(BaseModel):
         False,
         description="the checkpoint is already in `flashfleet_model_cache_dir` (`weights.prestaged` "
         "of the stack): `prepare.yml` downloads no weights",
+    )
+    flashfleet_weights_lock: dict[str, LockedRepo] | None = Field(
+        None,
+        description="the stack's lock of the weights (`<stack>.lock.yaml`): repository -> `commit` and "
+        "`files` (each one's `size`, and `sha256` or `git_oid`); `model_weights` downloads that commit "
+        "and checks every file against it. null: no lock, the catalog's revision as it is on the day",
     )
 
     def inventory_vars(self) -> dict[str, Any]:

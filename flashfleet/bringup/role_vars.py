@@ -217,6 +217,10 @@ REFUSED: dict[str, tuple[str, str]] = {
         OWNED,
         "the recipe's environment names the store config; it sits in /etc/flashfleet",
     ),
+    "model_weights_lock": (
+        OWNED,
+        "the weights lock is the stack's <stack>.lock.yaml, written by `flashfleet lock`",
+    ),
     "model_weights_remove_cache": (
         OWNED,
         "whether teardown deletes the cache is the spec's teardown.keepCaches",

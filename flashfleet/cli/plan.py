@@ -14,6 +14,7 @@ if TYPE_CHECKING:  # the plan's model is imported on the command's path only
         CapacityView,
         CriticalPath,
         KubernetesSourceView,
+        LockView,
         PlanView,
     )
 
@@ -135,6 +136,20 @@ def _critical_path_lines(cp: CriticalPath) -> list[str]:
     return out
 
 
+def _lock_lines(lock: LockView, stack: str) -> list[str]:
+    """The lock's state, then each moving part as locked or floating."""
+    if lock.present:
+        head = f"  lock     {lock.file} ({lock.locked_on}, sha256 {(lock.digest or '')[:12]})"
+    else:
+        head = f"  lock     none ({lock.file} missing: `flashfleet lock {stack}` writes it)"
+    head += ", required by the stack" if lock.required else ""
+    out = [head]
+    for p in lock.parts:
+        pinned = f" @ {p.pinned}" if p.pinned else ""
+        out.append(f"    {p.state:<8} {p.kind} {p.name}{pinned}: {p.detail}")
+    return out
+
+
 def plan_text(d: PlanView) -> str:
     from flashfleet.cli.render import gpu_span
     from flashfleet.launch import ContainerLaunch
@@ -194,6 +209,7 @@ def plan_text(d: PlanView) -> str:
         out.append(f"  path     {c.request_path}")
     out.append(f"  start    {' -> '.join(d.start_order)}")
     out += _critical_path_lines(d.critical_path)
+    out += _lock_lines(d.lock, d.stack)
     # Kubernetes: the workloads and their containers' commands instead of hosts and docker runs.
     if src.kind == "kubernetes":
         out += _workloads_text(src)

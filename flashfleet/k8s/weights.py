@@ -16,10 +16,11 @@ host role hands it over: a read-only file named by ``HF_TOKEN_PATH``, never an e
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from flashfleet.catalog import DFLASH2_DRAFT, download_client
+from flashfleet.catalog import download_client
 from flashfleet.k8s import resources
 from flashfleet.k8s.containers import CACHE_VOLUME, TOKEN_MOUNT, token_env, token_volume
 from flashfleet.launch import CONTAINER_HF_CACHE, SECRET_ENV_NAMES
@@ -45,20 +46,13 @@ class Downloads:
     token_volume: dict[str, Any]  # the stack's Secret as files (server pods mount it too)
 
 
-def repositories(recipe: Recipe) -> list[str]:
-    """What the servers load: the checkpoint, and the DFlash2 draft beside it when selected."""
-    repos = [recipe.model]
-    if recipe.options.speculative == "dflash2":
-        repos.append(DFLASH2_DRAFT)
-    return repos
-
-
 def _slug(repo: str) -> str:
     return repo.lower().replace("/", "-").replace(".", "-").replace("_", "-")[:50].strip("-")
 
 
-def download_argv(repo: str) -> list[str]:
-    """``hf download`` as roles/model_weights/tasks/start.yml runs it, from the same catalog facts."""
+def download_argv(repo: str, revision: str | None = None) -> list[str]:
+    """``hf download`` as roles/model_weights/tasks/start.yml runs it, from the same catalog facts;
+    `revision`: the stack's locked commit of the repository (None: the catalog's revision)."""
     client = download_client()
     return [
         "python",  # the console script's own shebang is the image's Python anyway
@@ -66,7 +60,7 @@ def download_argv(repo: str) -> list[str]:
         "download",
         repo,
         "--revision",
-        client.revision,
+        revision or client.revision,
         "--cache-dir",
         HUB_DIR,
         "--max-workers",
@@ -88,8 +82,12 @@ def install_argv() -> list[str]:
     ]
 
 
-def downloads(recipe: Recipe, image: str, secret_name: str) -> Downloads:
-    """The download containers on ``image`` (the source's downloadImage)."""
+def downloads(
+    recipe: Recipe, image: str, secret_name: str, revisions: Mapping[str, str] | None = None
+) -> Downloads:
+    """The download containers on ``image`` (the source's downloadImage); ``revisions``: the
+    stack's lock, repository -> commit (the files' hashes are checked on hosts only)."""
+    revisions = revisions or {}
     client_mount = {"name": CLIENT_VOLUME, "mountPath": CLIENT_DIR}
     env: list[dict[str, Any]] = [
         {"name": "PYTHONPATH", "value": CLIENT_DIR},
@@ -109,7 +107,7 @@ def downloads(recipe: Recipe, image: str, secret_name: str) -> Downloads:
             "name": f"weights-{_slug(repo)}"[:63].rstrip("-"),
             "image": image,
             "imagePullPolicy": "IfNotPresent",
-            "command": download_argv(repo),
+            "command": download_argv(repo, revisions.get(repo)),
             "env": env,
             "resources": resources.DOWNLOAD,
             "volumeMounts": [
@@ -118,7 +116,7 @@ def downloads(recipe: Recipe, image: str, secret_name: str) -> Downloads:
                 dict(TOKEN_MOUNT),
             ],
         }
-        for repo in repositories(recipe)
+        for repo in recipe.repositories
     ]
     return Downloads(install, containers, {"name": CLIENT_VOLUME, "emptyDir": {}}, token_volume(secret_name))
 

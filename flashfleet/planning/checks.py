@@ -20,6 +20,7 @@ from flashfleet.recipes.render import name_errors
 from flashfleet.sizing import SizingError, check_host_tier_fits, host_tier_need_gb
 from flashfleet.stack.errors import Problem
 from flashfleet.stack.kubernetes_source import KubernetesSource
+from flashfleet.stack.lock import StackLock, lock_file_name
 from flashfleet.stack.spec import (
     BLOCK_TTL,
     AwsSource,
@@ -488,3 +489,22 @@ def check_capacity(spec: StackSpec, base: str) -> list[Problem]:
             )
         )
     return problems
+
+
+def check_lock(
+    stack: str, spec: StackSpec, recipe: Recipe, lock: StackLock | None, base: str
+) -> tuple[list[Problem], list[str]]:
+    """The stack's lock against what its recipe downloads: (problems, warnings). A missing or
+    stale lock refuses a `lock: required` stack and is a warning otherwise."""
+    name = lock_file_name(stack)
+    unlocked = [r for r in recipe.repositories if lock is None or r not in lock.weights]
+    if not unlocked:
+        return [], []
+    if lock is None:
+        what = f"no {name}: the nodes download {', '.join(unlocked)} as it is on the day"
+    else:
+        what = f"{name} does not pin {', '.join(unlocked)} (the recipe changed since it was written)"
+    fix = f"run `flashfleet lock {stack}{' --update' if lock is not None else ''}`"
+    if spec.lock == "required":
+        return [Problem(f"{base}.lock", f"required, but {what}: {fix}", "lock-required")], []
+    return [], [f"not repeatable: {what}; {fix}"]

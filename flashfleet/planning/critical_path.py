@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from flashfleet.catalog import DFLASH2_DRAFT, bringup_catalog
+from flashfleet.catalog import bringup_catalog
 from flashfleet.planning.plan_model import CriticalPath, PhaseView
 from flashfleet.planning.resolve import StackPlan
 from flashfleet.stack.kubernetes_source import KubernetesSource
@@ -87,10 +87,7 @@ def _phases(plan: StackPlan) -> dict[str, Phase]:
     if plan.spec.weights.prestaged:
         out["weights"] = Phase("weights", 0.0, 0.0, None, f"prestaged in {plan.spec.model_cache_dir}")
         return out
-    repos = [plan.recipe_for().model]
-    if plan.recipe_for().options.speculative == "dflash2":
-        repos.append(DFLASH2_DRAFT)
-    sizes = [_size(r, cat["checkpoint"][r]) for r in repos]
+    sizes = [_size(r, cat["checkpoint"][r]) for r in plan.recipe.repositories]
     out["weights"] = _transfer("weights", sizes, over.bandwidth.weights_gbps or defaults["weights_gbps"])
     return out
 

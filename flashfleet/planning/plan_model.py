@@ -204,6 +204,25 @@ class CriticalPath(_View):
     defaults_source: str
 
 
+class LockedPart(_View):
+    kind: Literal["weights", "image", "packages"]
+    name: str  # the repository, the image reference, or which packages
+    state: Literal["locked", "floating"]
+    pinned: str | None  # the commit or digest it is locked to
+    detail: str
+
+
+class LockView(_View):
+    """What makes the stack's bring-up repeatable, part by part (flashfleet.stack.lock)."""
+
+    file: str  # <stack>.lock.yaml, beside the stack file
+    present: bool
+    required: bool  # the stack's `lock: required`
+    digest: str | None  # the lock's hash, as a benchmark's fingerprint carries it
+    locked_on: str | None
+    parts: list[LockedPart]
+
+
 class PlanView(_View):
     stack: str
     description: str
@@ -225,5 +244,6 @@ class PlanView(_View):
     hourly_cost_usd: Number | None
     price_source: str | None
     critical_path: CriticalPath
+    lock: LockView
     warnings: list[str]
     notes: list[str]

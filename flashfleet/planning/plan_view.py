@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from flashfleet.catalog import download_client, hardware_catalog
 from flashfleet.k8s import KubernetesPlan
 from flashfleet.k8s import mooncake as k8s_mooncake
 from flashfleet.launch import ContainerLaunch
@@ -25,6 +26,8 @@ from flashfleet.planning.plan_model import (
     InstanceView,
     KubernetesMooncake,
     KubernetesSourceView,
+    LockedPart,
+    LockView,
     NodeView,
     PlanView,
     PodProcess,
@@ -38,7 +41,9 @@ from flashfleet.planning.resolve import SSH_PORT, MooncakeEndpoints, StackPlan
 from flashfleet.planning.stack_recipe import kubernetes_plan
 from flashfleet.recipes import Recipe
 from flashfleet.stack import capacity_block
+from flashfleet.stack.image import TRANSFORMERS_PIN
 from flashfleet.stack.kubernetes_source import KubernetesSource
+from flashfleet.stack.lock import lock_file_name
 from flashfleet.stack.spec import AwsSource, ExistingSource
 
 _POD_KINDS = {"Deployment", "StatefulSet", "LeaderWorkerSet", "Job"}
@@ -222,7 +227,7 @@ class _Parts:
 
 
 def _kubernetes_parts(stack_plan: StackPlan) -> _Parts:
-    plan = kubernetes_plan(stack_plan.stack, stack_plan.spec)
+    plan = kubernetes_plan(stack_plan.stack, stack_plan.spec, stack_plan.launch_settings().revisions)
     src = stack_plan.spec.nodes.source
     assert isinstance(src, KubernetesSource)
     endpoint = plan.endpoint
@@ -311,6 +316,53 @@ def cluster_summary(plan: StackPlan, recipe: Recipe, addresses: list[str | None]
     )
 
 
+def _floating(kind: str, name: str, detail: str) -> LockedPart:
+    return LockedPart.model_validate(
+        {"kind": kind, "name": name, "state": "floating", "pinned": None, "detail": detail}
+    )
+
+
+def lock_summary(plan: StackPlan) -> LockView:
+    """Each moving part of the stack as locked (to what) or floating (and why)."""
+    lock, spec = plan.lock, plan.spec
+    client = download_client()
+    parts = []
+    for repo in plan.recipe.repositories:
+        entry = lock.weights.get(repo) if lock is not None else None
+        if lock is None or entry is None:
+            parts.append(_floating("weights", repo, f"revision {client.revision}, whatever it is on the day"))
+            continue
+        detail = (
+            f"{entry.revision} as of {lock.locked_on}; {len(entry.files)} files, "
+            "each one's size and hash checked on the node"
+        )
+        parts.append(
+            LockedPart(kind="weights", name=repo, state="locked", pinned=entry.commit, detail=detail)
+        )
+    base = spec.image.base_ref(hardware_catalog()[spec.hardware])
+    if spec.image.digest:
+        detail = "pulled and run by the stack's image.digest"
+        parts.append(
+            LockedPart(kind="image", name=base, state="locked", pinned=spec.image.digest, detail=detail)
+        )
+    else:
+        parts.append(_floating("image", base, "a tag: set image.digest to pin the build"))
+    by_version = "pinned by version, not by package hash"
+    if spec.image.derived:
+        derived = f"derived image: transformers=={TRANSFORMERS_PIN}, tokenizers (a minimum), torchcodec"
+        parts.append(_floating("packages", derived, by_version))
+    parts.append(_floating("packages", "driver, container runtime and Mooncake", by_version))
+    parts.append(_floating("packages", f"weights client huggingface_hub=={client.hub_version}", by_version))
+    return LockView(
+        file=lock_file_name(plan.stack),
+        present=lock is not None,
+        required=spec.lock == "required",
+        digest=lock.digest if lock is not None else None,
+        locked_on=lock.locked_on if lock is not None else None,
+        parts=parts,
+    )
+
+
 def plan_data(plan: StackPlan) -> PlanView:
     kube = isinstance(plan.spec.nodes.source, KubernetesSource)
     parts = _kubernetes_parts(plan) if kube else _host_parts(plan)
@@ -351,6 +403,7 @@ def plan_data(plan: StackPlan) -> PlanView:
         hourly_cost_usd=plan.hourly_cost_usd,
         price_source=plan.price_source,
         critical_path=critical_path(plan),
+        lock=lock_summary(plan),
         warnings=list(plan.warnings),
         notes=list(recipe.notes),
     )

@@ -29,6 +29,7 @@ from flashfleet.stack.capacity_block import PLACEHOLDER_RESERVATION
 from flashfleet.stack.errors import STACK_KEY, Problem, StackError, from_validation_error
 from flashfleet.stack.files import DEFAULT_STACKS_DIR, REGION_KEY, StackFile, read_stack_file
 from flashfleet.stack.kubernetes_source import KubernetesSource
+from flashfleet.stack.lock import StackLock
 from flashfleet.stack.spec import AwsSource, ExistingSource, Mooncake, NewNetwork, StackSpec
 
 SSH_PORT = 22
@@ -113,6 +114,7 @@ class StackPlan:
     has_api_key: bool = False  # the stack file holds the flashfleet:apiKey secret
     # AWS: the CPU instance of a cluster's router on a node of its own (the last node), or None.
     router_instance: InstanceType | None = None
+    lock: StackLock | None = None  # <stack>.lock.yaml (flashfleet.stack.lock); checked against the recipe
 
     @property
     def endpoint_node(self) -> int:
@@ -177,7 +179,10 @@ class StackPlan:
 
     def launch_settings(self) -> LaunchSettings:
         return LaunchSettings(
-            image=self.spec.image, model_cache_dir=self.spec.model_cache_dir, api_key=self.api_key_required
+            image=self.spec.image,
+            model_cache_dir=self.spec.model_cache_dir,
+            api_key=self.api_key_required,
+            revisions={repo: e.commit for repo, e in self.lock.weights.items()} if self.lock else {},
         )
 
     def recipe_for(self, private_addresses: Sequence[str] | None = None) -> Recipe:
@@ -208,8 +213,9 @@ def load_stack(name: str, stacks_dir: Path = DEFAULT_STACKS_DIR) -> StackPlan:
 def resolve(sf: StackFile) -> StackPlan:
     spec = parse_spec(sf.name, sf.spec_data)
     return resolve_spec(
-        sf.name, spec, region=sf.region, has_hf_token=sf.has_hf_token, has_api_key=sf.has_api_key
-    )
+        sf.name, spec, region=sf.region, has_hf_token=sf.has_hf_token, has_api_key=sf.has_api_key,
+        lock=sf.lock,
+    )  # fmt: skip
 
 
 def parse_spec(stack: str, data: Any) -> StackSpec:
@@ -225,7 +231,13 @@ def parse_spec(stack: str, data: Any) -> StackSpec:
 
 
 def resolve_spec(
-    stack: str, spec: StackSpec, *, region: str | None, has_hf_token: bool, has_api_key: bool = False
+    stack: str,
+    spec: StackSpec,
+    *,
+    region: str | None,
+    has_hf_token: bool,
+    has_api_key: bool = False,
+    lock: StackLock | None = None,
 ) -> StackPlan:
     base = STACK_KEY
     recipe_names = {"hardware": spec.hardware, "strategy": spec.strategy, "topology": spec.topology}
@@ -257,6 +269,8 @@ def resolve_spec(
         problems += checks.check_hosts(spec, recipe, facts)
         problems += checks.check_host_tier(spec, recipe, facts, base)
     problems += checks.check_mooncake(spec, recipe, base)
+    lock_problems, lock_warnings = checks.check_lock(stack, spec, recipe, lock, base)
+    problems += lock_problems
     problems += checks.check_image(spec, recipe, base)
     problems += checks.check_api_key(spec, recipe, base)
     if has_hf_token or spec.serving.api_key == "required":
@@ -295,10 +309,13 @@ def resolve_spec(
         mooncake=MooncakeLayout(spec.mooncake) if spec.mooncake else None,
         root_volume_gib=root_gib,
         warnings=tuple(
-            _warnings(stack, spec, recipe, instance, has_hf_token) + _api_key_warnings(spec, has_api_key)
+            _warnings(stack, spec, recipe, instance, has_hf_token)
+            + _api_key_warnings(spec, has_api_key)
+            + lock_warnings
         ),
         has_api_key=has_api_key,
         router_instance=router,
+        lock=lock,
     )
 
 

@@ -4,6 +4,7 @@ a problem that names the stack key it comes from."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from flashfleet.k8s import KubernetesPlan, plan_kubernetes
@@ -74,8 +75,11 @@ def render_stack(spec: StackSpec, addresses: list[str] | None = None) -> Recipe:
     )
 
 
-def kubernetes_plan(stack: str, spec: StackSpec) -> KubernetesPlan:
-    """The stack's manifests (raises KubernetesRenderError, RecipeError)."""
+def kubernetes_plan(
+    stack: str, spec: StackSpec, revisions: Mapping[str, str] | None = None
+) -> KubernetesPlan:
+    """The stack's manifests (raises KubernetesRenderError, RecipeError); ``revisions``: the
+    stack's lock, repository -> commit (StackPlan.launch_settings)."""
     src = spec.nodes.source
     assert isinstance(src, KubernetesSource)
     return plan_kubernetes(
@@ -84,7 +88,9 @@ def kubernetes_plan(stack: str, spec: StackSpec) -> KubernetesPlan:
         hardware=spec.hardware,
         nodes=spec.nodes.count,
         recipe_for=lambda addresses: render_stack(spec, None if addresses is None else list(addresses)),
-        settings=LaunchSettings(image=spec.image, model_cache_dir=spec.model_cache_dir),
+        settings=LaunchSettings(
+            image=spec.image, model_cache_dir=spec.model_cache_dir, revisions=dict(revisions or {})
+        ),
         mooncake=spec.mooncake,
     )
 

@@ -94,6 +94,12 @@ class Recipe:
     def model(self) -> str:
         return F.model_path(self.options)
 
+    @property
+    def repositories(self) -> tuple[str, ...]:
+        """What the servers load, so what a node downloads and a lock pins: the checkpoint, and
+        the DFlash2 draft beside it when selected."""
+        return (self.model, DFLASH2_DRAFT) if self.options.speculative == "dflash2" else (self.model,)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "hardware": self.hardware,

@@ -9,11 +9,12 @@ run (an air-gapped site's mirrors), a mapping.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from flashfleet.stack.errors import STACK_KEY, Problem, StackError
+from flashfleet.stack.lock import LockError, StackLock, lock_path, read_lock
 from flashfleet.stack.yamlfile import YamlFileError, load_yaml_file
 
 PROJECT = "flashfleet"
@@ -37,6 +38,7 @@ class StackFile:
     role_vars: dict[str, Any] = field(
         default_factory=dict
     )  # flashfleet:roleVars, checked by bringup.role_vars
+    lock: StackLock | None = None  # <stack>.lock.yaml beside the file (flashfleet.stack.lock)
 
 
 def stack_path(name: str, stacks_dir: Path = DEFAULT_STACKS_DIR) -> Path:
@@ -57,7 +59,22 @@ def read_stack_file(name: str, stacks_dir: Path = DEFAULT_STACKS_DIR) -> StackFi
         doc = load_yaml_file(path)
     except YamlFileError as err:
         raise StackError(name, [Problem(path.name, str(err), "yaml")]) from None
-    return _parse_config(name, path, doc)
+    sf = _parse_config(name, path, doc)
+    return replace(sf, lock=read_stack_lock(name, stacks_dir))
+
+
+def read_stack_lock(name: str, stacks_dir: Path = DEFAULT_STACKS_DIR) -> StackLock | None:
+    """The stack's lock, None without one: one that is there but unusable is refused (StackError),
+    never taken for none."""
+    at = lock_path(stack_path(name, stacks_dir), name)
+    try:
+        lock = read_lock(at)
+    except LockError as err:
+        raise StackError(name, [Problem(at.name, str(err), "lock")]) from None
+    if lock is not None and lock.stack != name:
+        problem = Problem(f"{at.name}: stack", f"locks stack {lock.stack}, not {name}", "lock")
+        raise StackError(name, [problem])
+    return lock
 
 
 def _parse_config(name: str, path: Path, doc: Any) -> StackFile:

@@ -450,6 +450,10 @@ class StackSpec(Strict):
     bringup: BringupSpec = BringupSpec()
     weights: WeightsSpec = WeightsSpec()
     serving: ServingSpec = ServingSpec()
+    # required: `plan`, `validate` and `up` refuse the stack unless <stack>.lock.yaml pins every
+    # repository it downloads (flashfleet.stack.lock); optional: a stack without one still runs,
+    # with a warning that it is not repeatable.
+    lock: Literal["required", "optional"] = "optional"
 
     @field_validator("options")
     @classmethod

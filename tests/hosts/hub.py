@@ -1,6 +1,11 @@
 """A stand-in Hugging Face Hub: the HTTP endpoints `hf download` uses (repo info, file tree,
 resolve with ETag/X-Repo-Commit/Range), a gated repository that answers 401 without a
 token, and a record of every request so tests can see what a client sent and resumed.
+
+Revisions as the Hub has them: `main` names a repository's current commit, and a commit sha
+names that commit, also after `main` moved on (`Repo.move_main`). With `?blobs=true` the repo
+info lists each file's size and blob id, and an LFS file's sha256, as `HfApi.model_info(...,
+files_metadata=True)` (what `flashfleet lock` calls) reads them.
 """
 
 from __future__ import annotations
@@ -12,19 +17,56 @@ import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import unquote
+
+# What the Hub stores in LFS (a checkpoint's shards); other files are plain git blobs.
+_LFS_SUFFIXES = (".safetensors", ".bin", ".pt", ".gguf")
+
+
+def commit_sha(files: dict[str, bytes]) -> str:
+    digest = hashlib.sha1()
+    for path in sorted(files):
+        digest.update(path.encode() + files[path])
+    return digest.hexdigest()
+
+
+def git_oid(content: bytes) -> str:
+    """git's blob id: what the Hub lists as a file's blobId."""
+    return hashlib.sha1(b"blob %d\0" % len(content) + content).hexdigest()
+
+
+def sibling(path: str, content: bytes) -> dict[str, Any]:
+    """One file of the repo info with blobs=true, as the Hub lists it."""
+    entry: dict[str, Any] = {"rfilename": path, "size": len(content), "blobId": git_oid(content)}
+    if path.endswith(_LFS_SUFFIXES):
+        entry["lfs"] = {
+            "size": len(content),
+            "sha256": hashlib.sha256(content).hexdigest(),
+            "pointerSize": 134,
+        }
+    return entry
 
 
 @dataclass
 class Repo:
-    files: dict[str, bytes]
+    files: dict[str, bytes]  # main's commit
     gated: bool = False
+    history: dict[str, dict[str, bytes]] = field(default_factory=dict)  # earlier commits of main, by sha
 
     @property
     def sha(self) -> str:
-        digest = hashlib.sha1()
-        for path in sorted(self.files):
-            digest.update(path.encode() + self.files[path])
-        return digest.hexdigest()
+        return commit_sha(self.files)
+
+    def move_main(self, files: dict[str, bytes]) -> str:
+        """A new commit on main; the old one stays downloadable by its sha. Returns the new sha."""
+        self.history[self.sha] = self.files
+        self.files = files
+        return self.sha
+
+    def at(self, revision: str) -> dict[str, bytes] | None:
+        if revision in ("main", self.sha):
+            return self.files
+        return self.history.get(revision)
 
 
 @dataclass
@@ -44,6 +86,9 @@ class Hub:
     interrupt_once: set[str] = field(default_factory=set)
     # files the Hub lists but cannot serve right now (404), until removed from the set
     unavailable: set[str] = field(default_factory=set)
+    # "repo/path" -> the bytes served for it instead of the listed ones (a corrupt mirror or
+    # cache): what a lock's hash check on the node must catch
+    tampered: dict[str, bytes] = field(default_factory=dict)
     # a misbehaving Hub (or proxy) that quotes the credentials it got in the URL of its error,
     # which the client then prints: what a redaction must catch
     quote_token_in_errors: bool = False
@@ -90,16 +135,23 @@ class Hub:
                 "error": f"Access to model {repo_id} is restricted. You must have access to it and be authenticated."
             }
             return self._json(h, 401, msg, {"X-Error-Code": "GatedRepo"}, body)
+        files = repo.at(unquote(m.group(3) if m else r.group(2) if r else ""))
+        if files is None:
+            msg = {"error": "Invalid rev id"}
+            return self._json(h, 404, msg, {"X-Error-Code": "RevisionNotFound"}, body)
         if m and m.group(2) == "revision":
-            siblings = [{"rfilename": p} for p in sorted(repo.files)]
-            info = {"id": repo_id, "modelId": repo_id, "sha": repo.sha, "siblings": siblings,
+            blobs = "blobs=true" in h.path.split("?", 1)[-1].lower()
+            siblings = [sibling(p, c) if blobs else {"rfilename": p} for p, c in sorted(files.items())]
+            info = {"id": repo_id, "modelId": repo_id, "sha": commit_sha(files), "siblings": siblings,
                     "private": False, "gated": "manual" if repo.gated else False}  # fmt: skip
             return self._json(h, 200, info, {}, body)
         if m:
-            tree = [{"type": "file", "path": p, "size": len(c), "oid": hashlib.sha1(c).hexdigest()}
-                    for p, c in sorted(repo.files.items())]  # fmt: skip
+            tree = [{"type": "file", "path": p, "size": len(c), "oid": git_oid(c)}
+                    for p, c in sorted(files.items())]  # fmt: skip
             return self._json(h, 200, tree, {}, body)
-        content = repo.files.get(r.group(3)) if r else None
+        content = files.get(r.group(3)) if r else None
+        if r and content is not None:
+            content = self.tampered.get(f"{repo_id}/{r.group(3)}", content)
         if content is None or f"{repo_id}/{r.group(3) if r else ''}" in self.unavailable:
             if self.quote_token_in_errors and "credential=" not in h.path:
                 credential = auth.removeprefix("Bearer ")
@@ -111,7 +163,7 @@ class Hub:
             start = int(rng.group(1))
         h.send_response(206 if start else 200)
         h.send_header("ETag", f'"{hashlib.sha1(content).hexdigest()}"')
-        h.send_header("X-Repo-Commit", repo.sha)
+        h.send_header("X-Repo-Commit", commit_sha(files))
         h.send_header("Content-Length", str(len(content) - start))
         if start:
             h.send_header("Content-Range", f"bytes {start}-{len(content) - 1}/{len(content)}")

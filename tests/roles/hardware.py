@@ -78,6 +78,7 @@ def facts(hardware: str, index: int = 0, **overrides: Any) -> dict[str, Any]:
         "flashfleet_driver": asdict(driver) if (driver := hardware_catalog()[hardware].driver) else None,
         "flashfleet_model_cache_dir": "/var/lib/flashfleet/hf",
         "flashfleet_weights_client": weights_client_facts(),
+        "flashfleet_weights_lock": None,
         "flashfleet_mooncake": False,
         "flashfleet_processes": [],
         **overrides,

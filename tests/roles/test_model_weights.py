@@ -12,9 +12,10 @@ from datetime import datetime
 from typing import Any
 
 import pytest
-from hosts.hub import Request
+from hosts.hub import Repo, Request
 
 from flashfleet.bringup.redaction import REDACTED
+from flashfleet.cli.lock import resolve_repo
 
 from .conftest import TOKEN, Lab, assert_no_change, assert_same_plan, host_state
 from .hardware import DRAFT, MODEL
@@ -205,3 +206,57 @@ def test_the_job_installs_the_client_and_removes_the_token_without_the_wait(lab:
         lab.play(["h200"], "model_weights", facts_override={"h200": {"flashfleet_model_cache_dir": cache}})
     )
     assert len(lab.hub.requests) == requests
+
+
+def test_a_lock_pins_the_commit_and_checks_every_file_on_the_node(lab: Lab) -> None:
+    # `flashfleet lock` resolves main against the Hub; then main moves on
+    repo = "lock-test/GLM-5.3-Flash"
+    name = "model-00001-of-00001.safetensors"
+    lab.hub.repos[repo] = Repo({"config.json": b'{"v": 1}', name: bytes([7]) * 400_000})
+    locked = resolve_repo(repo, "main", lab.hub_url)
+    moved = lab.hub.repos[repo].move_main({"config.json": b'{"v": 2}', name: bytes([9]) * 400_000})
+    assert moved != locked.commit
+
+    def node(cache: str) -> dict[str, dict[str, Any]]:
+        lock = {repo: locked.model_dump(mode="json")}
+        return {
+            "h200": {
+                "flashfleet_model": repo,
+                "flashfleet_model_cache_dir": cache,
+                "flashfleet_weights_lock": lock,
+            }
+        }
+
+    # the next bring-up still downloads the locked commit, not what main names now
+    run = lab.play(["h200"], "model_weights", facts_override=node("/var/lib/flashfleet/hf-locked"))
+    assert run.ok, run.explain()
+    gets = lab.hub.file_gets(repo)
+    assert gets
+    assert all(f"/resolve/{locked.commit}/" in g.path for g in gets), [g.path for g in gets]
+    snapshot = f"/var/lib/flashfleet/hf-locked/hub/models--lock-test--GLM-5.3-Flash/snapshots/{locked.commit}"
+    on_disk = lab.pool.ssh("h200", f"sha256sum {snapshot}/{name}").stdout.split()[0]
+    assert on_disk == hashlib.sha256(bytes([7]) * 400_000).hexdigest()
+    marker = f"/var/lib/flashfleet/hf-locked/.flashfleet-complete/lock-test--GLM-5.3-Flash@{locked.commit}"
+    assert lab.pool.ssh("h200", f"cat {marker}").stdout.strip() == snapshot
+
+    # a Hub (or mirror) that serves other bytes than it listed: the host fails, naming the file,
+    # and the bytes leave the cache
+    lab.hub.tampered[f"{repo}/{name}"] = bytes([8]) * 400_000
+    tampered = lab.play(["h200"], "model_weights", facts_override=node("/var/lib/flashfleet/hf-tampered"))
+    assert not tampered.ok
+    [failure] = tampered.result.failures
+    want = hashlib.sha256(bytes([7]) * 400_000).hexdigest()
+    got = hashlib.sha256(bytes([8]) * 400_000).hexdigest()
+    assert failure.message == (
+        f"hf download {repo} failed (not the locked bytes: {name} has sha256 {got} where the lock has {want})"
+    ), failure.message
+    left = lab.pool.ssh(
+        "h200", "find /var/lib/flashfleet/hf-tampered -name '*.safetensors' -o -type f -size +300k"
+    )
+    assert left.stdout.strip() == ""
+    assert _token_file_gone(lab)
+
+    # once the Hub serves the right bytes, the next run fetches the shard again and passes
+    del lab.hub.tampered[f"{repo}/{name}"]
+    again = lab.play(["h200"], "model_weights", facts_override=node("/var/lib/flashfleet/hf-tampered"))
+    assert again.ok, again.explain()

@@ -5,6 +5,7 @@ test_model_weights.py."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -103,6 +104,76 @@ def test_a_failure_is_one_line_per_repository_without_the_token(tmp_path: Path) 
     assert (Path(req["marker_dir"]) / "org--good@main").exists()
     assert not (Path(req["marker_dir"]) / "org--bad@main").exists()
     assert not Path(req["token_file"]).exists()
+
+
+COMMIT = "4f" * 20
+SHARD, CONFIG = b"weights" * 1000, b'{"model_type": "glm"}'
+# The stand-in client places the commit it is asked for ($4, after --revision) as the Hub's
+# client does: blobs, and the snapshot's links to them; the shard's bytes come from a file the
+# test may change (a Hub that serves other bytes than it listed).
+PLACE_SNAPSHOT = (
+    'snap="$6/models--$(echo $2 | sed s,/,--,)/snapshots/$4"; blobs="$6/blobs"\n'
+    'mkdir -p "$snap" "$blobs"\n'
+    'cp "{shard}" "$blobs/shard"; ln -sf "$blobs/shard" "$snap/model-00001-of-00001.safetensors"\n'
+    "printf '%s' '{config}' > \"$snap/config.json\"\n"
+    'echo "$4" >> "{asked}"; echo "$snap"'
+)
+
+
+def locked(files: dict[str, bytes]) -> dict[str, Any]:
+    """A lock entry as flashfleet.inventory hands it over (both hash keys present, one null)."""
+
+    def entry(name: str, data: bytes) -> dict[str, Any]:
+        if name.endswith(".safetensors"):
+            return {"size": len(data), "sha256": hashlib.sha256(data).hexdigest(), "git_oid": None}
+        oid = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+        return {"size": len(data), "sha256": None, "git_oid": oid}
+
+    return {"revision": "main", "commit": COMMIT, "files": {n: entry(n, d) for n, d in files.items()}}
+
+
+def locked_request(tmp_path: Path, served_shard: bytes) -> dict[str, Any]:
+    (tmp_path / "served-shard").write_bytes(served_shard)
+    body = PLACE_SNAPSHOT.format(
+        shard=tmp_path / "served-shard", config=CONFIG.decode(), asked=tmp_path / "asked"
+    )
+    stand_in_venv(tmp_path / "venv", body)
+    req = request(tmp_path, ["org/m"])
+    req["lock"] = {"org/m": locked({"model-00001-of-00001.safetensors": SHARD, "config.json": CONFIG})}
+    return req
+
+
+def test_a_locked_repository_is_fetched_at_its_commit_and_checked(tmp_path: Path) -> None:
+    req = locked_request(tmp_path, SHARD)
+    rc, report = finish(start(req, tmp_path))
+    assert (rc, report["downloaded"], report["failed"]) == (0, ["org/m"], [])
+    assert (tmp_path / "asked").read_text().split() == [COMMIT]  # the commit, not `main`
+    assert (Path(req["marker_dir"]) / f"org--m@{COMMIT}").exists()
+    assert not (Path(req["marker_dir"]) / "org--m@main").exists()
+
+
+def test_a_shard_that_differs_from_the_lock_fails_named_and_leaves_the_cache(tmp_path: Path) -> None:
+    req = locked_request(tmp_path, b"tampered" * 875)  # the same size, other bytes
+    rc, report = finish(start(req, tmp_path))
+    want = hashlib.sha256(SHARD).hexdigest()
+    got = hashlib.sha256(b"tampered" * 875).hexdigest()
+    assert rc == 1
+    assert report["failed"] == [
+        "hf download org/m failed (not the locked bytes: model-00001-of-00001.safetensors has sha256 "
+        f"{got} where the lock has {want})"
+    ]
+    snapshot = Path(req["hub_dir"]) / f"models--org--m/snapshots/{COMMIT}"
+    assert not (snapshot / "model-00001-of-00001.safetensors").exists()
+    assert not (Path(req["hub_dir"]) / "blobs/shard").exists()  # the next run fetches it again
+    assert (snapshot / "config.json").exists()
+    assert not list(Path(req["marker_dir"]).iterdir())
+
+
+def test_a_shard_of_another_size_fails_before_any_hashing(tmp_path: Path) -> None:
+    req = locked_request(tmp_path, SHARD[:-1])
+    rc, report = finish(start(req, tmp_path))
+    assert rc == 1
+    assert f"has size {len(SHARD) - 1} where the lock has {len(SHARD)}" in report["failed"][0]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP])

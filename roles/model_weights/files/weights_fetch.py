@@ -7,7 +7,10 @@ library only (Python 3.8+). Reads one JSON request on stdin, and:
    version, pip's index arguments as given), so the start play does not wait for pip;
 2. runs one `hf download` per repository, side by side; each that succeeds gets its marker of a
    complete download (the snapshot path), so a node that fails in a later play keeps what it
-   finished and the next prepare does not ask the Hub again;
+   finished and the next prepare does not ask the Hub again. A repository in the request's
+   `lock` is downloaded at its locked commit, and every file of the lock is checked first (size,
+   then sha256 for an LFS file or the git blob id otherwise): a file that differs fails the
+   repository, named, and leaves the cache, so the next run fetches it again;
 3. removes the token file when it ends, whatever the outcome, SIGTERM included: a node that
    never reaches the wait play keeps the token no longer than its download needs it.
 
@@ -19,6 +22,7 @@ argument or an environment value of any process here.
 """
 
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -150,7 +154,7 @@ class Job:
         hf = os.path.join(req["venv"], "bin", "hf")
         for repo in req["repos"]:
             out = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed in stop()
-            argv = [hf, "download", repo, "--revision", req["revision"], "--cache-dir", req["hub_dir"],
+            argv = [hf, "download", repo, "--revision", self.revision(repo), "--cache-dir", req["hub_dir"],
                     "--max-workers", str(req["max_workers"])]  # fmt: skip
             with _stop.deferred():
                 proc = subprocess.Popen(
@@ -169,12 +173,44 @@ class Job:
                 self.failed[repo] = f"hf download {repo} failed (rc {rc}): {self.tail(text)}"
                 continue
             snapshot = _SNAPSHOT_RE.findall(text)
-            self.mark(repo, snapshot[-1] if snapshot else "")
+            snapshot = snapshot[-1] if snapshot else ""
+            differs = self.differs_from_lock(repo, snapshot)
+            if differs:
+                self.failed[repo] = f"hf download {repo} failed (not the locked bytes: {differs})"
+                continue
+            self.mark(repo, snapshot)
             self.downloaded.append(repo)
+
+    def revision(self, repo):
+        """The locked commit of the repository, else the requested revision."""
+        locked = self.req.get("lock", {}).get(repo)
+        return locked["commit"] if locked else self.req["revision"]
+
+    def differs_from_lock(self, repo, snapshot):
+        """The first locked file of the repository whose bytes differ, named, or "" when all match
+        (or none is locked). A file that differs is removed from the cache, blob and link."""
+        locked = self.req.get("lock", {}).get(repo)
+        if not locked:
+            return ""
+        if not snapshot.endswith("/" + locked["commit"]):
+            return f"the client placed {snapshot or 'nothing'}, not commit {locked['commit']}"
+        for name, want in sorted(locked["files"].items()):
+            path = os.path.join(snapshot, name)
+            key = "sha256" if want.get("sha256") else "git_oid"
+            got = _file_identity(path, want["size"], key)
+            if got is None:
+                return f"{name} is missing"
+            kind = "size" if got["size"] != want["size"] else key if got[key] != want[key] else ""
+            if kind:
+                with contextlib.suppress(OSError):
+                    os.remove(os.path.realpath(path))  # the blob, then the snapshot's link to it
+                    os.remove(path)
+                return f"{name} has {kind} {got[kind]} where the lock has {want[kind]}"
+        return ""
 
     def mark(self, repo, snapshot):
         req = self.req
-        name = f"{repo.replace('/', '--')}@{req['revision']}"
+        name = f"{repo.replace('/', '--')}@{self.revision(repo)}"
         fd, tmp = tempfile.mkstemp(dir=req["marker_dir"], prefix=".tmp-")
         with os.fdopen(fd, "w") as f:
             f.write(snapshot + "\n")
@@ -203,6 +239,22 @@ class Job:
             "downloaded": self.downloaded,
             "failed": list(self.failed.values()),
         }
+
+
+def _file_identity(path, size_wanted, key):
+    """The file's size and, when it is the size wanted, its `key` hash (sha256, or git's blob id
+    for git_oid); None when the file is missing."""
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        return None
+    if size != size_wanted:
+        return {"size": size}
+    digest = hashlib.sha256() if key == "sha256" else hashlib.sha1(b"blob %d\0" % size)
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            digest.update(chunk)
+    return {"size": size, key: digest.hexdigest()}
 
 
 def main():

@@ -1,0 +1,122 @@
+"""`flashfleet lock STACK [--update]`: pin what the stack downloads, in <stack>.lock.yaml.
+
+Resolves each repository the stack's recipe loads (the checkpoint, and the DFlash2 draft when
+selected) at the catalog's revision to the commit it names today, with every file's size and
+hash as the Hub lists them (`HfApi.model_info(files_metadata=True)`), and writes the lock beside
+the stack file (flashfleet.stack.lock). The Hub is the one the nodes download from: the stack's
+`model_weights_hf_endpoint` role variable (a mirror), else $HF_ENDPOINT, else huggingface.co; a
+gated repository needs $HF_TOKEN.
+
+With a lock already there: the same pins print "current"; pins that moved upstream print as a
+diff and exit 1, and `--update` prints the diff and writes it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from flashfleet.cli.common import UsageError, add_stack
+
+if TYPE_CHECKING:
+    from flashfleet.stack.lock import LockedRepo
+
+
+class HubError(RuntimeError):
+    """The Hub did not resolve a repository; the message is one line."""
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser("lock", help="pin the stack's weights to commits and file hashes (<stack>.lock.yaml)")
+    add_stack(p, "stack name, or the path of its file (stacks/Pulumi.<stack>.yaml)")
+    p.add_argument("--stacks-dir", type=Path, default=None, help="folder of stack files (default: stacks/)")
+    p.add_argument(
+        "--update", action="store_true",
+        help="resolve again and write what moved upstream (the diff is printed first)",
+    )  # fmt: skip
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from flashfleet.catalog import download_client
+    from flashfleet.cli.common import stack_arg
+    from flashfleet.planning import parse_spec, resolve_spec
+    from flashfleet.stack import StackError, read_stack_file
+    from flashfleet.stack.lock import StackLock, dump_lock, lock_diff, lock_path
+
+    name, folder = stack_arg(args.stack, args.stacks_dir)
+    try:
+        sf = read_stack_file(name, folder)
+        # the recipe decides what is downloaded; a `lock: required` stack is locked from here,
+        # so the lock it does not have yet is not asked for
+        spec = parse_spec(name, sf.spec_data).model_copy(update={"lock": "optional"})
+        plan = resolve_spec(name, spec, region=sf.region, has_hf_token=sf.has_hf_token)
+    except StackError as err:
+        raise UsageError(str(err)) from None
+    endpoint = sf.role_vars.get("model_weights_hf_endpoint") or os.environ.get("HF_ENDPOINT") or None
+    revision = download_client().revision
+    try:
+        weights = {repo: resolve_repo(repo, revision, endpoint) for repo in plan.recipe.repositories}
+    except HubError as err:
+        print(f"flashfleet lock: {err}", file=sys.stderr)
+        return 1
+    new = StackLock(stack=name, locked_on=datetime.now(UTC).date().isoformat(), weights=weights)
+    path = lock_path(sf.path, name)
+    old = sf.lock
+    if old is not None and new.pins_same(old):
+        print(f"{path.name} is current: " + ", ".join(f"{r} @ {e.commit}" for r, e in old.weights.items()))
+        return 0
+    if old is not None:
+        print(lock_diff(old, new, path.name), end="")
+        if not args.update:
+            print(
+                f"flashfleet lock: {path.name} no longer matches the Hub (above); "
+                f"`flashfleet lock {name} --update` writes it",
+                file=sys.stderr,
+            )
+            return 1
+    path.write_text(dump_lock(new), encoding="utf-8")
+    for repo, entry in new.weights.items():
+        print(f"locked {repo} @ {entry.commit} ({entry.revision}, {len(entry.files)} files)")
+    print(f"wrote {path}")
+    return 0
+
+
+def resolve_repo(repo: str, revision: str, endpoint: str | None) -> LockedRepo:
+    """The repository's commit at `revision` and its files, from the Hub's repo info."""
+    import httpx2  # huggingface_hub's HTTP client: its transport errors are the network's
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import HfHubHTTPError
+
+    from flashfleet.stack.lock import LockedFile, LockedRepo
+
+    token = os.environ.get("HF_TOKEN") or None
+    try:
+        info = HfApi(endpoint=endpoint, token=token).model_info(repo, revision=revision, files_metadata=True)
+    except HfHubHTTPError as err:
+        status = err.response.status_code if err.response is not None else "no answer"
+        hint = " (gated: set HF_TOKEN to a token with access)" if status in (401, 403) else ""
+        raise HubError(f"{repo}@{revision}: the Hub answered {status}{hint}") from None
+    except (OSError, httpx2.TransportError) as err:  # the network: refused, unreachable, timed out
+        raise HubError(f"{repo}@{revision}: {type(err).__name__}: {_redacted(str(err), token)}") from None
+    files: dict[str, LockedFile] = {}
+    for s in info.siblings or []:
+        if s.size is None:
+            raise HubError(f"{repo}@{revision}: the Hub listed {s.rfilename} without its size")
+        if s.lfs is not None:
+            files[s.rfilename] = LockedFile(size=s.size, sha256=s.lfs.sha256)
+        elif s.blob_id is not None:
+            files[s.rfilename] = LockedFile(size=s.size, git_oid=s.blob_id)
+        else:
+            raise HubError(f"{repo}@{revision}: the Hub listed {s.rfilename} without a hash")
+    if not info.sha or not files:
+        raise HubError(f"{repo}@{revision}: the Hub gave no commit or no files")
+    return LockedRepo(revision=revision, commit=info.sha, files=files)
+
+
+def _redacted(text: str, token: str | None) -> str:
+    return text.replace(token, "hf_***") if token else text

@@ -1,0 +1,123 @@
+"""A stack's lock: ``stacks/<stack>.lock.yaml``, beside its stack file, reviewed in git.
+
+The lock pins what a stack's name alone leaves floating. Today that is the weights: for each
+repository the stack downloads (the checkpoint, and the draft where the recipe has one), the
+commit its revision resolved to when `flashfleet lock` ran, and every file of that commit with
+its size and hash as the Hub lists them (sha256 for LFS files, the git blob id otherwise). The
+nodes download that commit, not the branch, and check each file against the lock before anything
+is served. Images are locked by the stack's own `image.digest`; `plan` shows each part as locked
+or floating.
+
+Written by `flashfleet lock` (flashfleet/cli/lock.py), read here with the stack file: a lock that
+cannot be read is refused like a broken stack file, never ignored.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import io
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+_STRICT = ConfigDict(extra="forbid", frozen=True)
+SHA1 = r"^[0-9a-f]{40}$"
+SHA256 = r"^[0-9a-f]{64}$"
+
+
+class LockedFile(BaseModel):
+    """One file of a locked commit, as the Hub lists it."""
+
+    model_config = _STRICT
+
+    size: int = Field(ge=0)
+    # An LFS file (a weights shard): the sha256 of its bytes. Otherwise the git blob id (sha1 of
+    # "blob <size>\0" and the bytes), which is all the Hub gives for a small file.
+    sha256: str | None = Field(default=None, pattern=SHA256)
+    git_oid: str | None = Field(default=None, pattern=SHA1)
+
+
+class LockedRepo(BaseModel):
+    """One repository the stack downloads, resolved to a commit."""
+
+    model_config = _STRICT
+
+    revision: str = Field(min_length=1)  # what was asked for (the catalog's, e.g. main)
+    commit: str = Field(pattern=SHA1)  # what it resolved to
+    files: dict[str, LockedFile] = Field(min_length=1)
+
+
+class StackLock(BaseModel):
+    model_config = _STRICT
+
+    stack: str
+    locked_on: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$")  # the day `flashfleet lock` resolved it
+    weights: dict[str, LockedRepo] = Field(min_length=1)
+
+    @property
+    def digest(self) -> str:
+        """The hash of what the lock pins (not the day it was written): what a benchmark's
+        fingerprint and an evidence record carry."""
+        pinned = self.model_dump_json(exclude={"locked_on"}, exclude_none=True)
+        return hashlib.sha256(pinned.encode()).hexdigest()
+
+    def pins_same(self, other: StackLock | None) -> bool:
+        return other is not None and other.digest == self.digest
+
+
+class LockError(ValueError):
+    """The lock file cannot be used; the message is one line."""
+
+
+def lock_file_name(stack: str) -> str:
+    return f"{stack.replace('/', '-')}.lock.yaml"
+
+
+def lock_path(stack_file: Path, stack: str) -> Path:
+    return stack_file.parent / lock_file_name(stack)
+
+
+def dump_lock(lock: StackLock) -> str:
+    """The lock as the reviewable text `flashfleet lock` writes: sorted keys, one file a line."""
+    from ruamel.yaml import YAML
+
+    out = io.StringIO()
+    out.write(
+        f"# The lock of stack {lock.stack}: written by `flashfleet lock {lock.stack}`, checked on the\n"
+        "# nodes. Review its diff like code; `flashfleet lock --update` moves it.\n"
+    )
+    yaml = YAML(typ="safe", pure=True)
+    yaml.default_flow_style = None  # a file's size and hash on its own line, in braces
+    yaml.width = 200
+    data = lock.model_dump(mode="json", exclude_none=True)
+    data["weights"] = {
+        repo: {**entry, "files": dict(sorted(entry["files"].items()))}
+        for repo, entry in sorted(data["weights"].items())
+    }
+    yaml.dump(data, out)
+    return out.getvalue()
+
+
+def read_lock(path: Path) -> StackLock | None:
+    """The lock at `path`, None when there is none; LockError when it is there but unusable."""
+    from flashfleet.stack.yamlfile import YamlFileError, load_yaml_file
+
+    if not path.exists():
+        return None
+    try:
+        doc: Any = load_yaml_file(path)
+        return StackLock.model_validate(doc)
+    except YamlFileError as err:
+        raise LockError(str(err)) from None
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        raise LockError(f"{where}: {first['msg']}") from None
+
+
+def lock_diff(old: StackLock | None, new: StackLock, name: str) -> str:
+    """What `--update` would change, as a unified diff of the two files' text."""
+    before = dump_lock(old).splitlines(keepends=True) if old is not None else []
+    return "".join(difflib.unified_diff(before, dump_lock(new).splitlines(keepends=True), name, name))

@@ -1,0 +1,222 @@
+"""`flashfleet lock` against the stand-in Hub (tests/hosts/hub.py, on loopback, the real
+huggingface_hub client), and what a lock changes downstream: `plan` shows the weights locked,
+the servers load the locked commit, the inventory hands the lock to the nodes, `lock: required`
+refuses a stack without one, and a broken or stale lock is refused, named.
+
+The node side (the locked commit downloaded after main moved, a tampered shard caught) runs on a
+test host: tests/roles/test_model_weights.py."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from hosts.hub import Hub, Repo, git_oid
+
+from flashfleet.catalog import DFLASH2_DRAFT
+from flashfleet.cli import main
+from flashfleet.inventory import build_inventory
+from flashfleet.planning import load_stack
+from flashfleet.stack import DEFAULT_STACKS_DIR
+
+MODEL = "zai-org/GLM-5.3-Flash"
+TOKEN = "hf_lockTESTtoken0123456789"
+SHARDS = {f"model-0000{i}-of-00002.safetensors": bytes([i]) * 1000 for i in (1, 2)}
+CONFIG = b'{"model_type": "glm5_next"}'
+SHARD_2 = "model-00003-of-00003.safetensors"
+
+
+@pytest.fixture
+def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[Hub]:
+    hub = Hub(token=TOKEN)
+    hub.repos[MODEL] = Repo({"config.json": CONFIG, **SHARDS})
+    hub.repos[DFLASH2_DRAFT] = Repo({"config.json": b'{"model_type": "dflash2"}'}, gated=True)
+    monkeypatch.setenv("HF_ENDPOINT", hub.start("127.0.0.1"))
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    yield hub
+    hub.stop()
+
+
+@pytest.fixture
+def stacks(tmp_path: Path) -> Path:
+    shutil.copy(DEFAULT_STACKS_DIR / "Pulumi.h200-lowlat.yaml", tmp_path)
+    return tmp_path
+
+
+def edit_spec(stacks: Path, name: str, **changes: Any) -> None:
+    path = stacks / f"Pulumi.{name}.yaml"
+    doc = yaml.safe_load(path.read_text())
+    doc["config"]["flashfleet:stack"].update(changes)
+    path.write_text(yaml.safe_dump(doc))
+
+
+def lock_of(stacks: Path, name: str = "h200-lowlat") -> dict[str, Any]:
+    return dict(yaml.safe_load((stacks / f"{name}.lock.yaml").read_text()))
+
+
+def plan_json(stacks: Path, capsys: pytest.CaptureFixture[str], name: str = "h200-lowlat") -> dict[str, Any]:
+    capsys.readouterr()
+    assert main(["plan", name, "--stacks-dir", str(stacks), "--format", "json"]) == 0
+    return dict(json.loads(capsys.readouterr().out))
+
+
+def test_lock_pins_the_commit_and_every_file_and_plan_shows_it(
+    hub: Hub, stacks: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = plan_json(stacks, capsys)
+    assert before["lock"]["present"] is False
+    assert before["lock"]["parts"][0]["state"] == "floating"
+    assert any(w.startswith("not repeatable: no h200-lowlat.lock.yaml") for w in before["warnings"])
+
+    assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks)]) == 0
+    out = capsys.readouterr().out
+    assert f"locked {MODEL} @ {hub.repos[MODEL].sha} (main, 3 files)" in out
+    lock = lock_of(stacks)
+    entry = lock["weights"][MODEL]
+    assert (lock["stack"], entry["revision"], entry["commit"]) == (
+        "h200-lowlat",
+        "main",
+        hub.repos[MODEL].sha,
+    )
+    assert entry["files"] == {
+        "config.json": {"size": len(CONFIG), "git_oid": git_oid(CONFIG)},
+        **{n: {"size": len(b), "sha256": hashlib.sha256(b).hexdigest()} for n, b in SHARDS.items()},
+    }
+    # the Hub was asked for the files' metadata of the revision, nothing was downloaded
+    assert [r.path for r in hub.requests] == [f"/api/models/{MODEL}/revision/main?blobs=true"]
+
+    after = plan_json(stacks, capsys)
+    weights = after["lock"]["parts"][0]
+    assert (weights["state"], weights["pinned"]) == ("locked", entry["commit"])
+    assert after["lock"]["present"] is True
+    assert len(after["lock"]["digest"]) == 64
+    assert not [w for w in after["warnings"] if w.startswith("not repeatable")]
+    # the server loads the locked commit, not what the cache's main ref names
+    [server] = after["nodes"][0]["processes"]
+    argv = server["argv"]
+    assert argv[argv.index("--revision") + 1] == entry["commit"]
+    # and the node is handed the lock, to download that commit and check each file
+    plan = load_stack("h200-lowlat", stacks)
+    inventory = build_inventory(plan, ["198.51.100.7"], ["10.0.0.7"])
+    [hostvars] = inventory["all"]["hosts"].values()
+    assert hostvars["flashfleet_weights_lock"][MODEL]["commit"] == entry["commit"]
+    assert set(hostvars["flashfleet_weights_lock"][MODEL]["files"]) == set(entry["files"])
+
+
+def test_main_moved_upstream_is_a_diff_and_only_update_writes_it(
+    hub: Hub, stacks: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks)]) == 0
+    old = hub.repos[MODEL].sha
+    written = (stacks / "h200-lowlat.lock.yaml").read_bytes()
+    capsys.readouterr()
+    assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks)]) == 0  # nothing moved
+    assert capsys.readouterr().out == f"h200-lowlat.lock.yaml is current: {MODEL} @ {old}\n"
+
+    added = b"\x09" * 999
+    new = hub.repos[MODEL].move_main({"config.json": CONFIG, **SHARDS, SHARD_2: added})
+    assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks)]) == 1
+    captured = capsys.readouterr()
+    assert f"-    commit: {old}\n" in captured.out
+    assert f"+    commit: {new}\n" in captured.out
+    assert f"+      {SHARD_2}: {{sha256: {hashlib.sha256(added).hexdigest()}, size: 999}}\n" in captured.out
+    assert "`flashfleet lock h200-lowlat --update` writes it" in captured.err
+    assert (stacks / "h200-lowlat.lock.yaml").read_bytes() == written  # refused: not written
+
+    assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks), "--update"]) == 0
+    assert f"+    commit: {new}\n" in capsys.readouterr().out
+    assert lock_of(stacks)["weights"][MODEL]["commit"] == new
+
+
+def test_the_gated_draft_is_locked_with_the_token_only(
+    hub: Hub, stacks: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    edit_spec(stacks, "h200-lowlat", options={"speculative": "dflash2"})
+    assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks)]) == 1
+    err = capsys.readouterr().err
+    assert (
+        err
+        == f"flashfleet lock: {DFLASH2_DRAFT}@main: the Hub answered 401 (gated: set HF_TOKEN to a token with access)\n"
+    )
+    assert not (stacks / "h200-lowlat.lock.yaml").exists()
+
+    monkeypatch.setenv("HF_TOKEN", TOKEN)
+    assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks)]) == 0
+    assert set(lock_of(stacks)["weights"]) == {MODEL, DFLASH2_DRAFT}
+    assert TOKEN not in (stacks / "h200-lowlat.lock.yaml").read_text()
+    argv = plan_json(stacks, capsys)["nodes"][0]["processes"][0]["argv"]
+    draft = hub.repos[DFLASH2_DRAFT].sha
+    assert argv[argv.index("--speculative-draft-model-revision") + 1] == draft
+
+
+def test_lock_required_refuses_a_stack_without_one_and_lock_still_writes_it(
+    hub: Hub, stacks: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    edit_spec(stacks, "h200-lowlat", lock="required")
+    for command in ("plan", "validate"):
+        assert main([command, "h200-lowlat", "--stacks-dir", str(stacks)]) == 2
+        err = capsys.readouterr().err
+        assert (
+            "flashfleet:stack.lock: required, but no h200-lowlat.lock.yaml: the nodes download "
+            f"{MODEL} as it is on the day: run `flashfleet lock h200-lowlat` [rule: lock-required]"
+        ) in err, err
+    assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks)]) == 0
+    assert plan_json(stacks, capsys)["lock"]["required"] is True
+
+    # the recipe then loads a repository the lock does not pin: refused again, named
+    edit_spec(stacks, "h200-lowlat", options={"speculative": "dflash2"})
+    assert main(["plan", "h200-lowlat", "--stacks-dir", str(stacks)]) == 2
+    err = capsys.readouterr().err
+    assert f"h200-lowlat.lock.yaml does not pin {DFLASH2_DRAFT}" in err
+    assert "run `flashfleet lock h200-lowlat --update`" in err
+
+
+def test_without_lock_required_a_stale_lock_is_a_warning(
+    hub: Hub, stacks: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks)]) == 0
+    edit_spec(stacks, "h200-lowlat", options={"speculative": "dflash2"})
+    plan = plan_json(stacks, capsys)
+    assert f"not repeatable: h200-lowlat.lock.yaml does not pin {DFLASH2_DRAFT}" in " ".join(plan["warnings"])
+    states = {p["name"]: p["state"] for p in plan["lock"]["parts"] if p["kind"] == "weights"}
+    assert states == {MODEL: "locked", DFLASH2_DRAFT: "floating"}
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        (lambda d: d["weights"][MODEL].update(commit="main"), f"weights.{MODEL}.commit: String should match pattern"),
+        (lambda d: d.update(stack="gb300-lowlat"), "h200-lowlat.lock.yaml: stack: locks stack gb300-lowlat, not h200-lowlat"),
+        (lambda d: d.update(extra=1), "h200-lowlat.lock.yaml: extra: Extra inputs are not permitted"),
+    ],
+)  # fmt: skip
+def test_a_broken_lock_is_refused_naming_the_file(
+    hub: Hub, stacks: Path, capsys: pytest.CaptureFixture[str], change: Any, says: str
+) -> None:
+    assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks)]) == 0
+    doc = lock_of(stacks)
+    change(doc)
+    (stacks / "h200-lowlat.lock.yaml").write_text(yaml.safe_dump(doc))
+    capsys.readouterr()
+    assert main(["plan", "h200-lowlat", "--stacks-dir", str(stacks)]) == 2
+    err = capsys.readouterr().err
+    assert says in err, err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_hub_that_does_not_answer_is_one_line(
+    stacks: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"flashfleet lock: {MODEL}@main: ConnectError: ")
+    assert len(err.strip().splitlines()) == 1
+    assert not (stacks / "h200-lowlat.lock.yaml").exists()
