@@ -47,6 +47,10 @@ class Deployment:
     # profile -> gate threshold name -> limit, from the stack's bench.thresholds
     thresholds: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     notes: Sequence[str] = ()  # facts that could not be read, and why
+    lock_digest: str | None = None  # the stack's lock (flashfleet.stack.lock), None without one
+    locked_weights: Mapping[str, str] = field(default_factory=dict)  # repository -> commit, as locked
+    # node name -> {repository: commit} the node holds (model_weights' markers): what was served
+    node_weights: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
 
 def recipe_fingerprint(selection: RecipeSelection) -> dict[str, Any]:
@@ -78,6 +82,56 @@ def recipe_gpus(recipe: dict[str, Any] | None) -> int | None:
     return sum(len(p.get("gpus", [])) for p in recipe.get("processes", [])) or None
 
 
+def weights_record(deployment: Deployment) -> dict[str, Any]:
+    """Which bytes of each repository were served: the lock's commits, and what the nodes hold."""
+    return {
+        "lock_digest": deployment.lock_digest,
+        "locked": dict(deployment.locked_weights),
+        "on_nodes": {node: dict(w) for node, w in deployment.node_weights.items()},
+    }
+
+
+def served_commits(fingerprint: Mapping[str, Any]) -> dict[str, str]:
+    """Repository -> the commit a run's servers loaded: node 0's (the first node that holds it),
+    else the lock's; a run recorded before the weights were, none."""
+    weights = fingerprint.get("weights") or {}
+    out = dict(weights.get("locked") or {})
+    for held in reversed(list((weights.get("on_nodes") or {}).values())):
+        out.update(held)
+    return out
+
+
+def build_differences(fingerprints: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """One line per repository or image reference that runs (label -> fingerprint) share but
+    served as different bytes: a commit of the same repository, a digest of the same image tag.
+    A different checkpoint or image is a different configuration, shown in the table instead."""
+    lines = []
+    served = {label: served_commits(fp) for label, fp in fingerprints.items()}
+    for repo in sorted({r for commits in served.values() for r in commits}):
+        seen = {label: c[repo] for label, c in served.items() if repo in c}
+        unrecorded = [label for label, fp in fingerprints.items() if label not in seen and _loads(fp, repo)]
+        if len(set(seen.values())) > 1 or (seen and unrecorded):
+            parts = [f"{c} ({label})" for label, c in seen.items()] + [
+                f"not recorded ({u})" for u in unrecorded
+            ]
+            lines.append(f"weights {repo}: {', '.join(parts)}")
+    images: dict[str, dict[str, str]] = {}
+    for label, fp in fingerprints.items():
+        if fp.get("image") and fp.get("image_digest"):
+            images.setdefault(str(fp["image"]), {})[label] = str(fp["image_digest"])
+    for ref, digests in sorted(images.items()):
+        if len(set(digests.values())) > 1:
+            lines.append(f"image {ref}: " + ", ".join(f"{d} ({label})" for label, d in digests.items()))
+    return lines
+
+
+def _loads(fingerprint: Mapping[str, Any], repo: str) -> bool:
+    """The run's recipe loads the repository (its model, or a draft among its argv)."""
+    recipe = fingerprint.get("recipe") or {}
+    argv = [w for p in recipe.get("processes", []) for w in p.get("argv", [])]
+    return recipe.get("model") == repo or repo in argv
+
+
 def make_fingerprint(
     deployment: Deployment,
     *,
@@ -103,6 +157,7 @@ def make_fingerprint(
         "price_date": deployment.price_date,
         "gpus": deployment.gpus or recipe_gpus(recipe),
         "node_versions": {node: dict(v) for node, v in deployment.node_versions.items()},
+        "weights": weights_record(deployment),
         "benchmark": {
             "profile": profile,
             "endpoint": endpoint,

@@ -75,6 +75,8 @@ def from_bringup(plan: StackPlan) -> Deployment:
         price_date=plan.instance.price_date if plan.instance else None,
         region=plan.region,
         thresholds={name: t.model_dump(exclude_none=True) for name, t in spec.bench.thresholds.items()},
+        lock_digest=plan.lock.digest if plan.lock else None,
+        locked_weights={repo: e.commit for repo, e in plan.lock.weights.items()} if plan.lock else {},
     )
 
 
@@ -125,6 +127,11 @@ def _versions(facts: Mapping[str, Any]) -> dict[str, str]:
 def with_node_facts(deployment: Deployment, inventory: Mapping[str, Any], facts: NodeFacts) -> Deployment:
     notes = [*deployment.notes, *facts.problems]
     node0 = facts.by_host.get(node_zero(dict(inventory)), {})
+    for host, f in facts.by_host.items():  # prepare checked the lock; a node changed since says so
+        for repo, commit in (f.get("weights") or {}).items():
+            pinned = deployment.locked_weights.get(repo)
+            if pinned and commit != pinned:
+                notes.append(f"{host} holds {repo} at {commit}, the lock pins {pinned}")
     digests = {str(h): f.get("image_id") for h, f in facts.by_host.items()}
     if len(set(digests.values())) > 1:
         notes.append(f"the nodes run different images: {digests}")
@@ -133,6 +140,9 @@ def with_node_facts(deployment: Deployment, inventory: Mapping[str, Any], facts:
         image_digest=node0.get("image_id") or deployment.image_digest,
         image_repo_digests=tuple(node0.get("image_repo_digests") or ()),
         node_versions={host: _versions(f) for host, f in facts.by_host.items()},
+        node_weights={
+            host: dict(f.get("weights") or {}) for host, f in facts.by_host.items() if f.get("weights")
+        },
         notes=tuple(notes),
     )
 

@@ -173,7 +173,9 @@ COMPARE_HEADER = (
 )  # fmt: skip
 
 
-def compare_markdown(runs: Sequence[StoredRun], method_differences: Sequence[str] = ()) -> str:
+def compare_markdown(
+    runs: Sequence[StoredRun], method_differences: Sequence[str] = (), build_differences: Sequence[str] = ()
+) -> str:
     rows = []
     for run in runs:
         fp, recipe = run.fingerprint, run.fingerprint.get("recipe") or {}
@@ -203,18 +205,25 @@ def compare_markdown(runs: Sequence[StoredRun], method_differences: Sequence[str
                 *(f"- {d}" for d in method_differences), ""]  # fmt: skip
     elif len(profiles) > 1:
         out += [f"Note: the runs used different profiles ({', '.join(profiles)}).", ""]
+    if build_differences:
+        out += ["**The runs served different bytes** (compared anyway, as asked):", "",
+                *(f"- {d}" for d in build_differences), ""]  # fmt: skip
     out += [*markdown(COMPARE_HEADER, rows), ""]
     return "\n".join(out)
 
 
 def write_compare(
-    runs: Sequence[StoredRun], out_dir: Path, method_differences: Sequence[str] = ()
+    runs: Sequence[StoredRun],
+    out_dir: Path,
+    method_differences: Sequence[str] = (),
+    build_differences: Sequence[str] = (),
 ) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     fig = plots.pareto([(r.label, r.levels, r.gpus) for r in runs])
     png = plots.save(fig, out_dir / plots.PARETO)
     md = out_dir / "compare.md"
     md.write_text(
-        compare_markdown(runs, method_differences) + f"\n![throughput per GPU vs TPOT]({plots.PARETO})\n"
+        compare_markdown(runs, method_differences, build_differences)
+        + f"\n![throughput per GPU vs TPOT]({plots.PARETO})\n"
     )
     return [md, png]

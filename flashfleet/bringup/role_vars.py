@@ -221,6 +221,7 @@ REFUSED: dict[str, tuple[str, str]] = {
         OWNED,
         "the weights lock is the stack's <stack>.lock.yaml, written by `flashfleet lock`",
     ),
+    "node_facts_weights_markers": (OWNED, "the markers are model_weights' own, in the stack's cache"),
     "model_weights_remove_cache": (
         OWNED,
         "whether teardown deletes the cache is the spec's teardown.keepCaches",

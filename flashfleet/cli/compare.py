@@ -1,9 +1,11 @@
 """`flashfleet compare RUN RUN...`: several benchmark runs lined up in one table and one plot.
 
 Runs measured differently (profile, lengths, range ratio, ignore-eos, request rate, load
-generator and its version) are refused unless --allow-method-mismatch, and then the
-differences are printed above the table. Exit status: 0 every run valid and comparable,
-2 bad input, 3 refused (methods differ) or any run is not valid (marked in the table).
+generator and its version) are refused unless --allow-method-mismatch, and runs that served
+different bytes of the same checkpoint (another commit) or the same image tag (another digest)
+unless --allow-build-mismatch; then the differences are printed above the table. Exit status:
+0 every run valid and comparable, 2 bad input, 3 refused (methods or builds differ) or any run
+is not valid (marked in the table).
 """
 
 from __future__ import annotations
@@ -27,6 +29,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="compare runs measured differently (the differences are listed)",
     )
+    p.add_argument(
+        "--allow-build-mismatch",
+        action="store_true",
+        help="compare runs that served another commit of a checkpoint or digest of an image tag (listed)",
+    )
     add_format(p, "markdown", "json")
     p.set_defaults(func=run)
 
@@ -34,6 +41,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
+    from flashfleet.bench.fingerprint import build_differences
     from flashfleet.bench.method import differences
     from flashfleet.bench.store import load_run
     from flashfleet.stack.errors import plain_message
@@ -64,10 +72,18 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {line}", file=sys.stderr)
         print("(--allow-method-mismatch compares them anyway)", file=sys.stderr)
         return EXIT_REFUSED
+    builds = build_differences({str(r.path): r.fingerprint for r in runs})
+    if builds and not args.allow_build_mismatch:
+        print("flashfleet compare: refused, the runs served different bytes:", file=sys.stderr)
+        for line in builds:
+            print(f"  {line}", file=sys.stderr)
+        print("(--allow-build-mismatch compares them anyway)", file=sys.stderr)
+        return EXIT_REFUSED
     if args.format == "json":
         print_json(
             {
                 "method_differences": diffs,
+                "build_differences": builds,
                 "runs": [
                     {
                         "run": str(r.path),
@@ -83,11 +99,11 @@ def run(args: argparse.Namespace) -> int:
     else:
         from flashfleet.bench.report import compare_markdown
 
-        print(compare_markdown(runs, diffs), end="")
+        print(compare_markdown(runs, diffs, builds), end="")
     if args.out is not None:
         from flashfleet.bench.report import write_compare
 
-        for path in write_compare(runs, args.out, diffs):
+        for path in write_compare(runs, args.out, diffs, builds):
             print(f"wrote {path}", file=sys.stderr if args.format == "json" else sys.stdout)
     failed = [r.path for r in runs if not r.valid]
     for bad in failed:

@@ -70,7 +70,7 @@ def test_missing_percentiles_are_gaps_not_zeros():
     assert math.isnan(p99[0])
 
 
-def stored_run(tmp_path, stack, *, hourly=None, scale=1.0, method=None, gpus=16, completed=None):
+def stored_run(tmp_path, stack, *, hourly=None, scale=1.0, method=None, gpus=16, completed=None, served=None):
     profile = get_profile("sweep").with_overrides(concurrency=LEVELS)
 
     def answer(c):
@@ -89,6 +89,7 @@ def stored_run(tmp_path, stack, *, hourly=None, scale=1.0, method=None, gpus=16,
     fp = {"recipe": {"hardware": "h200", "strategy": stack, "topology": "unified", "badge": "verified"},
           "node_count": 2, "instance_type": "p5en.48xlarge", "gpus": gpus,
           "method": method or method_of(profile, module="sglang.benchmark.serving", client_version="0.5.23")}  # fmt: skip
+    fp.update(served or {})
     path = write_run(tmp_path, stack, run, fingerprint=fp, cost=cost, gate=None, gpus=gpus)
     write_report(load_run(path))
     return path
@@ -172,6 +173,50 @@ def test_compare_refuses_runs_measured_differently(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "**The runs were measured differently** (compared anyway, as asked):" in out
     assert "- input_len: " in out
+
+
+MODEL = "zai-org/GLM-5.3-Flash"
+
+
+def served(commit, digest="sha256:" + "a" * 64, locked=None):
+    """The fingerprint's record of the bytes served: node 0's commit, the image's digest."""
+    weights = {
+        "lock_digest": None,
+        "locked": locked or {},
+        "on_nodes": {"node-0": {MODEL: commit}} if commit else {},
+    }
+    return {"image": "lmsysorg/sglang:v0.5.23", "image_digest": digest, "weights": weights,
+            "recipe": {"hardware": "h200", "strategy": "s", "topology": "unified", "model": MODEL}}  # fmt: skip
+
+
+def test_compare_refuses_runs_that_served_another_commit_or_image_digest(tmp_path, capsys):
+    a = stored_run(tmp_path, "week-1", served=served("1" * 40))
+    b = stored_run(tmp_path, "week-2", served=served("2" * 40, digest="sha256:" + "b" * 64))
+    assert main(["compare", str(a), str(b)]) == 3
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "refused, the runs served different bytes" in captured.err
+    assert f"weights {MODEL}: {'1' * 40} ({a}), {'2' * 40} ({b})" in captured.err
+    assert f"image lmsysorg/sglang:v0.5.23: sha256:{'a' * 64} ({a}), sha256:{'b' * 64} ({b})" in captured.err
+
+    assert main(["compare", str(a), str(b), "--allow-build-mismatch", "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert len(data["build_differences"]) == 2
+    assert main(["compare", str(a), str(b), "--allow-build-mismatch"]) == 0
+    out = capsys.readouterr().out
+    assert "**The runs served different bytes** (compared anyway, as asked):" in out
+    assert f"- weights {MODEL}: " in out
+
+
+def test_compare_takes_the_same_bytes_and_the_lock_where_the_nodes_said_nothing(tmp_path, capsys):
+    same = stored_run(tmp_path, "a", served=served("1" * 40))
+    locked = stored_run(tmp_path, "b", served=served(None, locked={MODEL: "1" * 40}))
+    assert main(["compare", str(same), str(locked)]) == 0
+    capsys.readouterr()
+    # a run that loads the checkpoint but recorded no commit cannot be said to be the same bytes
+    unknown = stored_run(tmp_path, "c", served=served(None))
+    assert main(["compare", str(same), str(unknown)]) == 3
+    assert f"weights {MODEL}: {'1' * 40} ({same}), not recorded ({unknown})" in capsys.readouterr().err
 
 
 def test_compare_marks_failed_runs_and_exits_non_zero(tmp_path, capsys):

@@ -24,6 +24,7 @@ from flashfleet.cli import main
 from flashfleet.cli.shared.stack_cluster import StackCluster
 from flashfleet.inventory import build_inventory
 from flashfleet.planning import load_stack
+from flashfleet.stack.lock import LockedFile, LockedRepo, StackLock, dump_lock, read_lock
 from tests.hosts.harness import LOGIN_USER, HostPool, HostSpec, host_pool
 
 HERE = Path(__file__).parent
@@ -37,6 +38,8 @@ REPO_DIGEST = "lmsysorg/sglang@sha256:" + "a1" * 32
 PACKAGES = {"sglang": "0.5.23", "transformers": "5.17.0", "tokenizers": "0.23.3", "torch": "2.9.1+cu130"}
 SITE = "/opt/stand-in-image/site-packages"
 CACHE_DIR = "/var/lib/flashfleet/hf"
+MODEL = "zai-org/GLM-5.3-Flash"
+COMMIT = "5e" * 20  # the stack's lock pins it, and the nodes hold it
 PORT = 30000
 TINY = """
 [profiles.tiny]
@@ -103,8 +106,12 @@ def _install(pool: HostPool, host: str) -> None:
         info = root / SITE.lstrip("/") / f"{name}-{version}.dist-info"
         info.mkdir(parents=True)
         (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
-    # a cache the weights role filled: teardown deletes only a cache holding its marker
-    (root / CACHE_DIR.lstrip("/") / ".flashfleet-complete").mkdir(parents=True)
+    # a cache the weights role filled: teardown deletes only a cache holding its marker; the
+    # marker of the checkpoint names its snapshot, so the commit the node holds
+    markers = root / CACHE_DIR.lstrip("/") / ".flashfleet-complete"
+    markers.mkdir(parents=True)
+    snapshot = f"{CACHE_DIR}/hub/models--{MODEL.replace('/', '--')}/snapshots/{COMMIT}"
+    (markers / f"{MODEL.replace('/', '--')}@{COMMIT}").write_text(snapshot + "\n")
 
 
 def _stack_file(stacks: Path, addresses: list[str]) -> None:
@@ -122,6 +129,13 @@ def _stack_file(stacks: Path, addresses: list[str]) -> None:
     }  # fmt: skip
     stacks.mkdir()
     (stacks / f"Pulumi.{STACK}.yaml").write_text(yaml.safe_dump({"config": {"flashfleet:stack": spec}}))
+    files = {"config.json": LockedFile(size=2, git_oid="0" * 40)}
+    lock = StackLock(
+        stack=STACK,
+        locked_on="2026-12-04",
+        weights={MODEL: LockedRepo(revision="main", commit=COMMIT, files=files)},
+    )
+    (stacks / f"{STACK}.lock.yaml").write_text(dump_lock(lock))
 
 
 def _record_configure_run(runs: Path, inventory: dict[str, Any]) -> None:
@@ -213,6 +227,14 @@ def test_the_fingerprint_holds_what_the_nodes_run(lab: Lab, monkeypatch, capsys)
     assert set(fp["node_versions"]) == {f"{STACK}-node-0", f"{STACK}-node-1"}
     for versions in fp["node_versions"].values():
         assert versions == {"nvidia_driver": DRIVER, "image_id": IMAGE_ID, **PACKAGES}
+    # which bytes of the checkpoint were served: the lock's commit, and what each node holds
+    lock = read_lock(lab.stacks / f"{STACK}.lock.yaml")
+    assert lock is not None
+    assert fp["weights"] == {
+        "lock_digest": lock.digest,
+        "locked": {MODEL: COMMIT},
+        "on_nodes": {f"{STACK}-node-{i}": {MODEL: COMMIT} for i in (0, 1)},
+    }
     assert fp["notes"] == []
 
 

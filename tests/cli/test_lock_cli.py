@@ -220,3 +220,29 @@ def test_a_hub_that_does_not_answer_is_one_line(
     assert err.startswith(f"flashfleet lock: {MODEL}@main: ConnectError: ")
     assert len(err.strip().splitlines()) == 1
     assert not (stacks / "h200-lowlat.lock.yaml").exists()
+
+
+def test_the_fingerprint_carries_the_lock_and_names_a_node_that_holds_another_commit(
+    hub: Hub, stacks: Path
+) -> None:
+    from flashfleet.bench.fingerprint import make_fingerprint, served_commits
+    from flashfleet.bench.node_facts import NodeFacts, from_bringup, with_node_facts
+
+    assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks)]) == 0
+    plan = load_stack("h200-lowlat", stacks)
+    assert plan.lock is not None
+    pinned = plan.lock.weights[MODEL].commit
+    inventory = build_inventory(plan, ["198.51.100.7"], ["10.0.0.7"])
+    [host] = inventory["all"]["hosts"]
+    other = "9" * 40
+    deployment = with_node_facts(
+        from_bringup(plan), inventory, NodeFacts({host: {"weights": {MODEL: other}}})
+    )
+    assert deployment.notes == (f"{host} holds {MODEL} at {other}, the lock pins {pinned}",)
+    fp = make_fingerprint(deployment, recipe=None, profile="p", bench_argv=[], endpoint="http://x")
+    assert fp["weights"] == {
+        "lock_digest": plan.lock.digest,
+        "locked": {MODEL: pinned},
+        "on_nodes": {host: {MODEL: other}},
+    }
+    assert served_commits(fp) == {MODEL: other}  # what the node served, over what was locked
