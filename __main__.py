@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pulumi
 
+from flashfleet.bench.evidence import badge_line
 from flashfleet.bringup.errors import BringupInputError
 from flashfleet.bringup.project import DEFAULT_PROJECT
 from flashfleet.bringup.role_vars import STACK_PLAYBOOKS, check_role_vars
@@ -69,3 +70,6 @@ for key, value in deploy(
     api_key=api_key if bringup.api_key_required else None,
 ).items():
     pulumi.export(key, value)
+# This stack's own badge, from its latest benchmark evidence in results/ beside the project
+# (flashfleet.bench.evidence): "measured here: ...", "evidence stale: ...", or "no evidence".
+pulumi.export("evidence", badge_line(bringup, Path(__file__).resolve().parent / "results"))

@@ -18,6 +18,7 @@ from flashfleet.bench.cluster_protocol import Cluster
 from flashfleet.bench.cost import level_cost_per_mtok, run_cost
 from flashfleet.bench.driver import BenchRun, run_profile
 from flashfleet.bench.errors import BenchSetupError
+from flashfleet.bench.evidence import evidence_of, write_evidence
 from flashfleet.bench.fingerprint import (
     Deployment,
     RecipeSelection,
@@ -172,7 +173,11 @@ def _measure(request: BenchRequest, cluster: Cluster, log: Callable[[str], None]
         request.results_root, request.stack, run, fingerprint=fingerprint, cost=cost, gate=gate,
         gpus=gpus, servers=servers, worker_shares=worker_shares,
     )  # fmt: skip
-    write_report(load_run(run_dir))
+    stored = load_run(run_dir)
+    write_report(stored)
+    # the stack's own badge: only a valid run that served tokens and passed its gate earns one
+    if (evidence := evidence_of(stored, gate, thresholds)) is not None:
+        write_evidence(run_dir, evidence)
     return BenchOutcome(run, run_dir, gate)
 
 

@@ -24,19 +24,25 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_stack(p, "stack name, or the path of its file (stacks/Pulumi.<stack>.yaml)")
     add_format(p, "text", "json")
     p.add_argument("--stacks-dir", type=Path, default=None, help="folder of stack files (default: stacks/)")
+    p.add_argument(
+        "--results", type=Path, default=Path("results"),
+        help="benchmark results root, where the stack's evidence is read (default: %(default)s)",
+    )  # fmt: skip
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from flashfleet.bench.evidence import badge_line
     from flashfleet.cli.common import stack_arg
     from flashfleet.planning import load_stack
     from flashfleet.planning.plan_view import plan_data
     from flashfleet.stack import StackError
 
     try:
-        data = plan_data(load_stack(*stack_arg(args.stack, args.stacks_dir)))
+        plan = load_stack(*stack_arg(args.stack, args.stacks_dir))
     except StackError as err:
         raise UsageError(str(err)) from None
+    data = plan_data(plan).model_copy(update={"evidence": badge_line(plan, args.results)})
     if args.format == "json":
         print_json(data.model_dump(mode="json"))
     else:
@@ -158,7 +164,8 @@ def plan_text(d: PlanView) -> str:
     cost = d.hourly_cost_usd
     out = [
         f"stack {d.stack}: {d.description}",
-        f"  recipe   {d.hardware} / {d.strategy} / {d.topology}: {d.badge}",
+        f"  recipe   {d.hardware} / {d.strategy} / {d.topology}: {d.badge} (the cookbook's badge)",
+        f"  evidence {d.evidence or 'not looked up'} (this stack's own)",
         f"  model    {d.model}",
         f"  ttl      {d.ttl}"
         + (

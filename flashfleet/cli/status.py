@@ -25,8 +25,25 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--inventory", type=Path, default=None, metavar="FILE",
         help="the stack's inventory (default: its outputs, or its latest configure run here)",
     )  # fmt: skip
+    p.add_argument(
+        "--results", type=Path, default=Path("results"),
+        help="benchmark results root, where the stack's evidence is read (default: %(default)s)",
+    )  # fmt: skip
     add_format(p, "text", "json")
     p.set_defaults(func=run)
+
+
+def evidence_line(stack: str, results: Path) -> str:
+    """The stack's own badge from its latest evidence, judged against its stack file now."""
+    from flashfleet.bench.evidence import badge_line
+    from flashfleet.cli.common import stack_arg
+    from flashfleet.planning import load_stack
+    from flashfleet.stack import StackError
+
+    try:
+        return badge_line(load_stack(*stack_arg(stack, None)), results)
+    except (StackError, UsageError) as err:
+        return f"not judged: {str(err).splitlines()[0]}"
 
 
 def recorded_runs(runs_root: Path, stack: str, last: int = 5) -> list[dict[str, str]]:
@@ -58,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"{err}; and no run of {args.stack} is recorded here") from None
         report["pulumi"] = str(err)
     report["runs"] = runs
+    report["evidence"] = evidence_line(args.stack, args.results)
     health = _endpoint_health(args, runs_root=args.runs_dir or default_runs_root())
     report["endpoint"] = None if health is None else {"state": health.state, **health.model_dump(mode="json")}
     code = 0 if health is None or health.state == "serving" else 1
@@ -73,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"{key}: {value}")
     for r in runs:
         print(f"run {r['run']}: {r['summary']}")
+    print(f"evidence: {report['evidence']}")
     if health is not None:
         print(health.line())
     return code

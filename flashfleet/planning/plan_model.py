@@ -245,5 +245,8 @@ class PlanView(_View):
     price_source: str | None
     critical_path: CriticalPath
     lock: LockView
+    # this stack's own badge, from its latest benchmark evidence (flashfleet.bench.evidence):
+    # "measured here: ...", "evidence stale: ...", "no evidence"; None: not looked up
+    evidence: str | None = None
     warnings: list[str]
     notes: list[str]

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from flashfleet.bench.evidence import badge_line
 from flashfleet.bench.node_runner import NodeRunner, bench_runs_root
 from flashfleet.bench.runner import Invocation
 from flashfleet.bringup import handoff
@@ -192,6 +193,7 @@ def test_bench_runs_on_node_zero_and_the_stack_gate_fails_it(lab: Lab, monkeypat
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["ok"]
     assert [lv["completed"] for lv in summary["levels"]] == [4, 4]
+    assert not (run_dir / "evidence.json").exists()  # below its gate: no badge
 
     runs = [r for r in lab.docker_runs("bn0") if "sglang.benchmark.serving" in r["cmd"]]
     assert len(runs) == 2  # one per level, all on node 0
@@ -244,6 +246,18 @@ def test_a_threshold_on_the_command_line_overrides_the_stacks(lab: Lab, monkeypa
     checks = json.loads((run_dir / "summary.json").read_text())["gate"]["checks"]
     limits = {(c["threshold"], c["limit"]) for c in checks}
     assert limits == {("min_output_throughput", 1.0), ("min_success_ratio", 1.0)}
+    # a valid run that passed its gate records its evidence, with what the nodes said
+    evidence = json.loads((run_dir / "evidence.json").read_text())
+    assert (evidence["verdict"], evidence["run"], evidence["profile"]) == ("passed", run_dir.name, "tiny")
+    assert evidence["thresholds"] == {"min_output_throughput": 1.0, "min_success_ratio": 1.0}
+    assert [lv["output_tokens"] for lv in evidence["levels"]] == [4 * 8, 4 * 8]
+    assert evidence["nodes"][f"{STACK}-node-0"]["nvidia_driver"] == DRIVER
+    assert evidence["image_digest"] == IMAGE_ID
+    assert (run_dir.parent / "evidence.json").read_text() == (run_dir / "evidence.json").read_text()
+    # it passed the command line's floor, not the stack's own gate: not this stack's badge
+    plan = load_stack(STACK, lab.stacks)
+    badge = badge_line(plan, lab.tmp / "results")
+    assert badge.startswith(f"evidence stale: the gate not what run {run_dir.name}"), badge
 
 
 def test_a_run_past_its_timeout_is_stopped_and_its_container_removed(lab: Lab) -> None:

@@ -248,7 +248,9 @@ def test_status_without_pulumi_shows_the_runs_recorded_here(files: F, no_pulumi:
     (run / "summary.txt").write_text("playbook successful (rc 0); events: x\n")
     assert main(["status", "mi355x-lowlat", "--runs-dir", str(files["tmp"] / "runs")]) == 0
     captured = capsys.readouterr()
-    assert captured.out == "stack: mi355x-lowlat\nrun 20261201T000000Z-site: playbook successful (rc 0)\n"
+    assert captured.out == (
+        "stack: mi355x-lowlat\nrun 20261201T000000Z-site: playbook successful (rc 0)\nevidence: no evidence\n"
+    )
     assert "the Pulumi CLI is not installed" in captured.err
     assert main(["status", "mi355x-lowlat", "--runs-dir", str(files["empty"])]) == 2
     assert "no run of mi355x-lowlat is recorded here" in _one_line(capsys, "status")
