@@ -53,6 +53,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol
@@ -438,8 +439,9 @@ def _handler(state: StandinState) -> type[BaseHTTPRequestHandler]:
                     state.log(Served(self.path, prompt, tokens_of(prompt), 0, room, missing))
                     return
                 wait = 0.0  # the first token follows the transfer
-            self._stream(prompt, words, message, stream, wait)  # no stream unless asked
-            state.served(prompt, len(words))
+            # counted when the generation ends, before its last bytes go out (as SGLang counts a
+            # finished request): a client that has its whole answer sees it in /metrics
+            self._stream(prompt, words, message, stream, wait, lambda: state.served(prompt, len(words)))
             state.log(Served(self.path, prompt, tokens_of(prompt), len(words), room))
 
         def _abort(self, stream: bool, code: int, kind: str, message: str) -> None:
@@ -507,10 +509,18 @@ def _handler(state: StandinState) -> type[BaseHTTPRequestHandler]:
                     "choices": [choice], "usage": usage}  # fmt: skip
 
         def _stream(
-            self, prompt: str, words: list[str], message: dict[str, Any], stream: bool, ttft_s: float
+            self,
+            prompt: str,
+            words: list[str],
+            message: dict[str, Any],
+            stream: bool,
+            ttft_s: float,
+            finished: Callable[[], None],
         ) -> None:
+            """The answer (no stream unless asked); `finished` runs once the last token exists."""
             if not stream:
                 time.sleep(ttft_s + state.itl_s * max(0, len(words) - 1))
+                finished()
                 self._json(200, self._whole(prompt, words, message))
                 return
             self.send_response(200)
@@ -521,6 +531,7 @@ def _handler(state: StandinState) -> type[BaseHTTPRequestHandler]:
                 if i > 1:
                     time.sleep(state.itl_s)
                 self._event(self._chunk(prompt, words[:i], message, False))
+            finished()
             self._event(self._chunk(prompt, words, message, True))
             self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()
