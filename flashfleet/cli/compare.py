@@ -66,19 +66,17 @@ def run(args: argparse.Namespace) -> int:
         except (KeyError, TypeError, ValueError) as err:
             raise UsageError(f"{r.path}/summary.json: a level row is incomplete ({err!r})") from None
     diffs = differences({str(r.path): r.method for r in runs})
-    if diffs and not args.allow_method_mismatch:
-        print("flashfleet compare: refused, the runs were measured differently:", file=sys.stderr)
-        for line in diffs:
-            print(f"  {line}", file=sys.stderr)
-        print("(--allow-method-mismatch compares them anyway)", file=sys.stderr)
-        return EXIT_REFUSED
     builds = build_differences({str(r.path): r.fingerprint for r in runs})
-    if builds and not args.allow_build_mismatch:
-        print("flashfleet compare: refused, the runs served different bytes:", file=sys.stderr)
-        for line in builds:
-            print(f"  {line}", file=sys.stderr)
-        print("(--allow-build-mismatch compares them anyway)", file=sys.stderr)
-        return EXIT_REFUSED
+    for found, allowed, why, flag in (
+        (diffs, args.allow_method_mismatch, "were measured differently", "--allow-method-mismatch"),
+        (builds, args.allow_build_mismatch, "served different bytes", "--allow-build-mismatch"),
+    ):
+        if found and not allowed:
+            print(f"flashfleet compare: refused, the runs {why}:", file=sys.stderr)
+            for line in found:
+                print(f"  {line}", file=sys.stderr)
+            print(f"({flag} compares them anyway)", file=sys.stderr)
+            return EXIT_REFUSED
     if args.format == "json":
         print_json(
             {
