@@ -3,7 +3,7 @@
 The cookbook's badge is the cookbook's word. A stack's own badge comes from a run of its own:
 when `flashfleet bench` measured a valid run (tokens served, no failed request, no PD fallback:
 flashfleet.bench.validity) and the run passed a gate, the run directory gets `evidence.json`,
-and `results/STACK/evidence.json` names the latest one. It holds what the run proves, and the
+and `results/STACK/.evidence.json` is the latest one. It holds what the run proves, and the
 hashes of what it was measured on: the recipe as rendered (argv, badge), the gate's thresholds,
 the stack's lock and the image. `plan` and `status` compare those with the stack as it is now:
 "measured here: passed ..." while they agree, "evidence stale: <what changed>" once any differs,
@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from flashfleet.stack.thresholds import Thresholds
 
 EVIDENCE = "evidence.json"
+# results/STACK/.evidence.json: the latest; hidden, so `results/STACK/*` still lists runs only
+LATEST = ".evidence.json"
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 
 
@@ -117,16 +119,16 @@ def _date(run_id: str) -> str:
 
 
 def write_evidence(run_dir: Path, evidence: Evidence) -> Path:
-    """In the run directory, and as the stack's latest (results/STACK/evidence.json)."""
+    """In the run directory, and as the stack's latest (results/STACK/.evidence.json)."""
     text = evidence.model_dump_json(indent=2) + "\n"
     (run_dir / EVIDENCE).write_text(text)
-    latest = run_dir.parent / EVIDENCE
+    latest = run_dir.parent / LATEST
     latest.write_text(text)
     return latest
 
 
 def read_evidence(results_root: Path, stack: str) -> Evidence | None:
-    path = results_root / stack / EVIDENCE
+    path = results_root / stack / LATEST
     if not path.is_file():
         return None
     try:

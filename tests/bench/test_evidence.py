@@ -6,6 +6,7 @@ real node is tests/bench/test_stack_cluster.py."""
 
 from __future__ import annotations
 
+import glob
 import json
 import shutil
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 import yaml
 
 from flashfleet.bench.driver import run_profile
-from flashfleet.bench.evidence import EVIDENCE, badge_line, evidence_of, read_evidence, write_evidence
+from flashfleet.bench.evidence import EVIDENCE, LATEST, badge_line, evidence_of, read_evidence, write_evidence
 from flashfleet.bench.fingerprint import make_fingerprint, recipe_fingerprint
 from flashfleet.bench.gate import evaluate
 from flashfleet.bench.node_facts import from_bringup
@@ -74,8 +75,10 @@ def test_a_passing_run_earns_the_stack_its_own_badge_until_something_changes(
     evidence = evidence_of(stored, gate, thresholds)
     assert evidence is not None
     write_evidence(stored.path, evidence)
+    # as a shell expands `flashfleet compare results/STACK/*`: the runs only
+    assert glob.glob(str(results / STACK / "*")) == [str(stored.path)]
     assert json.loads((stored.path / EVIDENCE).read_text()) == json.loads(
-        (results / STACK / EVIDENCE).read_text()
+        (results / STACK / LATEST).read_text()
     )
     assert read_evidence(results, STACK) == evidence
     assert (evidence.verdict, evidence.profile, evidence.hardware) == ("passed", "sweep", "h200")
@@ -136,9 +139,10 @@ def test_no_run_that_proves_nothing_writes_evidence(stacks: Path, tmp_path: Path
     assert ungated[1] is None
     assert evidence_of(*ungated) is None
     assert not list(results.rglob(EVIDENCE))
+    assert not list(results.rglob(LATEST))
 
 
 def test_an_unreadable_evidence_file_is_no_evidence(stacks: Path, tmp_path: Path) -> None:
     (tmp_path / "results" / STACK).mkdir(parents=True)
-    (tmp_path / "results" / STACK / EVIDENCE).write_text('{"verdict": "passed"}')
+    (tmp_path / "results" / STACK / LATEST).write_text('{"verdict": "passed"}')
     assert badge_line(load_stack(STACK, stacks), tmp_path / "results") == "no evidence"

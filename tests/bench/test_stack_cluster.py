@@ -175,12 +175,12 @@ def bench_cli(lab: Lab, monkeypatch: pytest.MonkeyPatch, *extra: str) -> tuple[i
     monkeypatch.setattr(cli_bench, "stack_cluster", lab.cluster)
     (lab.tmp / "tiny.toml").write_text(TINY)
     results = lab.tmp / "results"
-    before = set(results.glob(f"{STACK}/*"))
+    before = {p for p in results.glob(f"{STACK}/*") if p.is_dir()}
     code = main(
         ["bench", STACK, "--profiles-file", str(lab.tmp / "tiny.toml"), "--profile", "tiny",
          "--endpoint", lab.url(), "--results", str(results), *extra]
     )  # fmt: skip
-    (run_dir,) = set(results.glob(f"{STACK}/*")) - before
+    (run_dir,) = {p for p in results.glob(f"{STACK}/*") if p.is_dir()} - before
     return code, run_dir
 
 
@@ -253,7 +253,7 @@ def test_a_threshold_on_the_command_line_overrides_the_stacks(lab: Lab, monkeypa
     assert [lv["output_tokens"] for lv in evidence["levels"]] == [4 * 8, 4 * 8]
     assert evidence["nodes"][f"{STACK}-node-0"]["nvidia_driver"] == DRIVER
     assert evidence["image_digest"] == IMAGE_ID
-    assert (run_dir.parent / "evidence.json").read_text() == (run_dir / "evidence.json").read_text()
+    assert (run_dir.parent / ".evidence.json").read_text() == (run_dir / "evidence.json").read_text()
     # it passed the command line's floor, not the stack's own gate: not this stack's badge
     plan = load_stack(STACK, lab.stacks)
     badge = badge_line(plan, lab.tmp / "results")
