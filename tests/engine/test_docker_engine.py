@@ -39,8 +39,14 @@ _RUNS = itertools.count()  # one unit name per launch: a journal per container
 
 def test_role_installs_the_real_engine_through_sudo(engine: Engine) -> None:
     install = engine.installs[0]
-    journal = engine.sh("h200", "journalctl -u docker -u containerd -n 40 -o cat --no-pager").stdout
-    assert install.ok, f"{install.summary()}\n{journal}"
+    # on failure, what each host's engine said: the daemon that failed to restart may be either
+    journals = "\n".join(
+        f"--- {host}:\n"
+        + engine.sh(host, "journalctl -u docker -u containerd -n 60 -o cat --no-pager").stdout
+        for host in ("h200", "mi355x")
+        if not install.ok
+    )
+    assert install.ok, f"{install.summary()}\n{journals}"
     for host in ("h200", "mi355x"):
         # Docker's package names, the real Debian engine behind them
         packages = engine.sh(host, "dpkg-query -W -f '${Package} ${Version}\\n' docker-ce containerd").stdout
