@@ -63,8 +63,8 @@ class StackLock(BaseModel):
         pinned = self.model_dump_json(exclude={"locked_on"}, exclude_none=True)
         return hashlib.sha256(pinned.encode()).hexdigest()
 
-    def pins_same(self, other: StackLock | None) -> bool:
-        return other is not None and other.digest == self.digest
+    def pins_same(self, other: StackLock) -> bool:
+        return other.digest == self.digest
 
 
 class LockError(ValueError):
@@ -117,7 +117,7 @@ def read_lock(path: Path) -> StackLock | None:
         raise LockError(f"{where}: {first['msg']}") from None
 
 
-def lock_diff(old: StackLock | None, new: StackLock, name: str) -> str:
+def lock_diff(old: StackLock, new: StackLock, name: str) -> str:
     """What `--update` would change, as a unified diff of the two files' text."""
-    before = dump_lock(old).splitlines(keepends=True) if old is not None else []
-    return "".join(difflib.unified_diff(before, dump_lock(new).splitlines(keepends=True), name, name))
+    before, after = dump_lock(old).splitlines(keepends=True), dump_lock(new).splitlines(keepends=True)
+    return "".join(difflib.unified_diff(before, after, name, name))
