@@ -58,7 +58,7 @@ def moto_env(moto_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
 # for the resource fails at once, naming the marker, so the fast tier (`-m "not slow"`, as
 # `scripts/test.sh --fast` selects it) can never start a host, a container or an engine. Every
 # test with one of these markers also gets `slow`.
-SLOW_MARKERS = ("hosts", "docker", "pulumi_engine", "oracle", "runner", "index")
+SLOW_MARKERS = ("hosts", "docker", "pulumi_engine", "oracle", "runner", "index", "registry")
 _REFUSED_PROGRAMS = {
     "systemd-nspawn": "hosts",
     "machinectl": "hosts",
@@ -66,6 +66,7 @@ _REFUSED_PROGRAMS = {
     "dockerd": "docker",
     "pulumi": "pulumi_engine",
     "ansible-playbook": "runner",
+    "docker-registry": "registry",
 }
 
 

@@ -1,11 +1,13 @@
-"""`flashfleet lock STACK [--update]`: pin what the stack downloads, in <stack>.lock.yaml.
+"""`flashfleet lock STACK [--update]`: pin what the stack fetches, in <stack>.lock.yaml.
 
 Resolves each repository the stack's recipe loads (the checkpoint, and the DFlash2 draft when
 selected) at the catalog's revision to the commit it names today, with every file's size and
 hash as the Hub lists them (`HfApi.model_info(files_metadata=True)`), and writes the lock beside
 the stack file (flashfleet.stack.lock). The Hub is the one the nodes download from: the stack's
 `model_weights_hf_endpoint` role variable (a mirror), else $HF_ENDPOINT, else huggingface.co; a
-gated repository needs $HF_TOKEN.
+gated repository needs $HF_TOKEN. The image the nodes pull (`repository:tag`) is resolved in its
+registry to the digest it names today and each platform's (flashfleet/image_registry.py); the
+nodes' architecture must be among them.
 
 With a lock already there: the same pins print "current"; pins that moved upstream print as a
 diff and exit 1, and `--update` prints the diff and writes it.
@@ -31,7 +33,9 @@ class HubError(RuntimeError):
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser("lock", help="pin the stack's weights to commits and file hashes (<stack>.lock.yaml)")
+    p = sub.add_parser(
+        "lock", help="pin the stack's weights (commits, file hashes) and image (digest) in <stack>.lock.yaml"
+    )
     add_stack(p, "stack name, or the path of its file (stacks/Pulumi.<stack>.yaml)")
     p.add_argument("--stacks-dir", type=Path, default=None, help="folder of stack files (default: stacks/)")
     p.add_argument(
@@ -42,8 +46,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from flashfleet.catalog import download_client
+    from flashfleet.catalog import download_client, hardware_catalog
     from flashfleet.cli.common import stack_arg
+    from flashfleet.image_registry import ARCH, RegistryError, resolve_image
     from flashfleet.planning import parse_spec, resolve_spec
     from flashfleet.stack import StackError, read_stack_file
     from flashfleet.stack.lock import StackLock, dump_lock, lock_diff, lock_path
@@ -59,22 +64,29 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(str(err)) from None
     endpoint = sf.role_vars.get("model_weights_hf_endpoint") or os.environ.get("HF_ENDPOINT") or None
     revision = download_client().revision
+    hw = hardware_catalog()[spec.hardware]
+    image = spec.image.tagged_ref(hw)
     try:
         weights = {repo: resolve_repo(repo, revision, endpoint) for repo in plan.recipe.repositories}
-    except HubError as err:
+        images = {image: resolve_image(image, ARCH[hw.arch], spec.image.digest)}
+    except (HubError, RegistryError) as err:
         print(f"flashfleet lock: {err}", file=sys.stderr)
         return 1
-    new = StackLock(stack=name, locked_on=datetime.now(UTC).date().isoformat(), weights=weights)
+    new = StackLock(
+        stack=name, locked_on=datetime.now(UTC).date().isoformat(), weights=weights, images=images
+    )
     path = lock_path(sf.path, name)
     old = sf.lock
     if old is not None and new.pins_same(old):
-        print(f"{path.name} is current: " + ", ".join(f"{r} @ {e.commit}" for r, e in old.weights.items()))
+        pins = [f"{r} @ {e.commit}" for r, e in old.weights.items()]
+        pins += [f"{ref} @ {e.digest}" for ref, e in old.images.items()]
+        print(f"{path.name} is current: " + ", ".join(pins))
         return 0
     if old is not None:
         print(lock_diff(old, new, path.name), end="")
         if not args.update:
             print(
-                f"flashfleet lock: {path.name} no longer matches the Hub (above); "
+                f"flashfleet lock: {path.name} no longer matches the Hub or the registry (above); "
                 f"`flashfleet lock {name} --update` writes it",
                 file=sys.stderr,
             )
@@ -82,6 +94,8 @@ def run(args: argparse.Namespace) -> int:
     path.write_text(dump_lock(new), encoding="utf-8")
     for repo, entry in new.weights.items():
         print(f"locked {repo} @ {entry.commit} ({entry.revision}, {len(entry.files)} files)")
+    for ref, locked in new.images.items():
+        print(f"locked {ref} @ {locked.digest} ({', '.join(sorted(locked.platforms))})")
     print(f"wrote {path}")
     return 0
 

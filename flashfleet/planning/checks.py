@@ -491,19 +491,40 @@ def check_capacity(spec: StackSpec, base: str) -> list[Problem]:
     return problems
 
 
+def locked_image(spec: StackSpec, lock: StackLock | None, base: str) -> tuple[StackSpec, list[Problem]]:
+    """The spec with the lock's image digest, so that every node pulls and runs the image by it
+    (a tag moved since locking is not what runs); a stack whose own image.digest disagrees with
+    its lock is refused."""
+    tagged = spec.image.tagged_ref(hardware_catalog()[spec.hardware])
+    entry = lock.images.get(tagged) if lock is not None else None
+    if entry is None or spec.image.digest == entry.digest:
+        return spec, []
+    if spec.image.digest is not None:
+        assert lock is not None
+        detail = (
+            f"{spec.image.digest} is not the {entry.digest} that {lock_file_name(lock.stack)} pins for "
+            f"{tagged}: drop one, or run `flashfleet lock {lock.stack} --update`"
+        )
+        return spec, [Problem(f"{base}.image.digest", detail, "lock-image")]
+    return spec.model_copy(update={"image": spec.image.model_copy(update={"digest": entry.digest})}), []
+
+
 def check_lock(
     stack: str, spec: StackSpec, recipe: Recipe, lock: StackLock | None, base: str
 ) -> tuple[list[Problem], list[str]]:
-    """The stack's lock against what its recipe downloads: (problems, warnings). A missing or
-    stale lock refuses a `lock: required` stack and is a warning otherwise."""
+    """The stack's lock against what its recipe downloads and the image its nodes pull:
+    (problems, warnings). A missing or stale lock refuses a `lock: required` stack and is a
+    warning otherwise. `spec` is the one `locked_image` returned."""
     name = lock_file_name(stack)
     unlocked = [r for r in recipe.repositories if lock is None or r not in lock.weights]
+    if spec.image.digest is None:  # neither the stack nor its lock pins the image
+        unlocked.append("the image's tag")  # `plan` names it (a value kept whole, not in prose)
     if not unlocked:
         return [], []
     if lock is None:
-        what = f"no {name}: the nodes download {', '.join(unlocked)} as it is on the day"
+        what = f"no {name}: the nodes fetch {', '.join(unlocked)} as each is on the day"
     else:
-        what = f"{name} does not pin {', '.join(unlocked)} (the recipe changed since it was written)"
+        what = f"{name} does not pin {', '.join(unlocked)} (the stack changed since it was written)"
     fix = f"run `flashfleet lock {stack}{' --update' if lock is not None else ''}`"
     if spec.lock == "required":
         return [Problem(f"{base}.lock", f"required, but {what}: {fix}", "lock-required")], []

@@ -339,14 +339,23 @@ def lock_summary(plan: StackPlan) -> LockView:
         parts.append(
             LockedPart(kind="weights", name=repo, state="locked", pinned=entry.commit, detail=detail)
         )
-    base = spec.image.base_ref(hardware_catalog()[spec.hardware])
-    if spec.image.digest:
+    tagged = spec.image.tagged_ref(hardware_catalog()[spec.hardware])
+    if lock is not None and tagged in lock.images:
+        image = lock.images[tagged]
+        detail = (
+            f"the tag's digest as of {lock.locked_on}, pulled and run by it "
+            f"({', '.join(sorted(image.platforms))})"
+        )
+        parts.append(
+            LockedPart(kind="image", name=tagged, state="locked", pinned=image.digest, detail=detail)
+        )
+    elif spec.image.digest:
         detail = "pulled and run by the stack's image.digest"
         parts.append(
-            LockedPart(kind="image", name=base, state="locked", pinned=spec.image.digest, detail=detail)
+            LockedPart(kind="image", name=tagged, state="locked", pinned=spec.image.digest, detail=detail)
         )
     else:
-        parts.append(_floating("image", base, "a tag: set image.digest to pin the build"))
+        parts.append(_floating("image", tagged, "a tag, whatever it names on the day"))
     by_version = "pinned by version, not by package hash"
     if spec.image.derived:
         derived = f"derived image: transformers=={TRANSFORMERS_PIN}, tokenizers (a minimum), torchcodec"

@@ -269,6 +269,8 @@ def resolve_spec(
         problems += checks.check_hosts(spec, recipe, facts)
         problems += checks.check_host_tier(spec, recipe, facts, base)
     problems += checks.check_mooncake(spec, recipe, base)
+    spec, image_problems = checks.locked_image(spec, lock, base)
+    problems += image_problems
     lock_problems, lock_warnings = checks.check_lock(stack, spec, recipe, lock, base)
     problems += lock_problems
     problems += checks.check_image(spec, recipe, base)

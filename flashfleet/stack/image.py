@@ -60,10 +60,13 @@ class ImageSpec(BaseModel):
                 raise ValueError(f"tag {self.tag!r} must start with the version {self.version}")
         return self
 
+    def tagged_ref(self, hw: Hardware) -> str:
+        """``repository:tag`` of the node's upstream image: what a lock resolves to a digest."""
+        return f"{self.repository}:{self.tag or f'{self.version}{hw.image_suffix}'}"
+
     def base_ref(self, hw: Hardware) -> str:
         """Upstream image for the node: CUDA arm64/x86_64 or ROCm build of the pinned release."""
-        tag = self.tag or f"{self.version}{hw.image_suffix}"
-        return f"{self.repository}:{tag}@{self.digest}" if self.digest else f"{self.repository}:{tag}"
+        return f"{self.tagged_ref(hw)}@{self.digest}" if self.digest else self.tagged_ref(hw)
 
     def derived_ref(self, hw: Hardware) -> str:
         """Local image the sglang_image role builds on top of the base (Transformers pin, torchcodec).
@@ -71,7 +74,7 @@ class ImageSpec(BaseModel):
         The one place this name is made: the role receives it (sglang_image_derived) and builds
         exactly it, and the serving units run it.
         """
-        tag = self.tag or f"{self.version}{hw.image_suffix}"
+        tag = self.tagged_ref(hw).rpartition(":")[2]
         return f"{DERIVED_REPOSITORY}:{tag}-tf{TRANSFORMERS_PIN}"
 
     def ref(self, hw: Hardware) -> str:

@@ -5,8 +5,10 @@ repository the stack downloads (the checkpoint, and the draft where the recipe h
 commit its revision resolved to when `flashfleet lock` ran, and every file of that commit with
 its size and hash as the Hub lists them (sha256 for LFS files, the git blob id otherwise). The
 nodes download that commit, not the branch, and check each file against the lock before anything
-is served. Images are locked by the stack's own `image.digest`; `plan` shows each part as locked
-or floating.
+is served. The image: for the base image the node pulls (`repository:tag`), the digest the tag
+named in its registry when `flashfleet lock` ran, and each platform's manifest digest; the nodes
+pull and run it by that digest, so a tag moved since is not what runs. `plan` shows each part as
+locked or floating.
 
 Written by `flashfleet lock` (flashfleet/cli/lock.py), read here with the stack file: a lock that
 cannot be read is refused like a broken stack file, never ignored.
@@ -18,13 +20,14 @@ import difflib
 import hashlib
 import io
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 SHA1 = r"^[0-9a-f]{40}$"
 SHA256 = r"^[0-9a-f]{64}$"
+DIGEST = r"^sha256:[0-9a-f]{64}$"
 
 
 class LockedFile(BaseModel):
@@ -49,12 +52,26 @@ class LockedRepo(BaseModel):
     files: dict[str, LockedFile] = Field(min_length=1)
 
 
+class LockedImage(BaseModel):
+    """One image the nodes pull (``repository:tag``), resolved to what its registry served."""
+
+    model_config = _STRICT
+
+    # what `docker pull` asks for: the image index's digest for a multi-platform tag, else the
+    # one manifest's
+    digest: str = Field(pattern=DIGEST)
+    # os/arch (linux/amd64, linux/arm64) -> that platform's manifest digest: each architecture
+    # the stack's nodes need is in the tag
+    platforms: dict[str, Annotated[str, Field(pattern=DIGEST)]] = Field(min_length=1)
+
+
 class StackLock(BaseModel):
     model_config = _STRICT
 
     stack: str
     locked_on: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$")  # the day `flashfleet lock` resolved it
     weights: dict[str, LockedRepo] = Field(min_length=1)
+    images: dict[str, LockedImage] = Field(default_factory=dict)
 
     @property
     def digest(self) -> str:
@@ -96,6 +113,7 @@ def dump_lock(lock: StackLock) -> str:
         repo: {**entry, "files": dict(sorted(entry["files"].items()))}
         for repo, entry in sorted(data["weights"].items())
     }
+    data["images"] = dict(sorted(data["images"].items()))
     yaml.dump(data, out)
     return out.getvalue()
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Real systemd test hosts for the Ansible roles (systemd-nspawn in network namespaces):
 # installs the host tools (sudo: the playbooks' `become` on tests that use this machine
-# as a local-connection node) and builds the base Debian rootfs once, then caches it.
+# as a local-connection node; Debian's docker-registry, the real OCI registry the lock and image
+# tests serve images from) and builds the base Debian rootfs once, then caches it.
 # The hosts themselves are started and stopped by the pytest session (tests/hosts/harness.py).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -10,7 +11,8 @@ cd "$(dirname "$0")/../.."
 need_apt=()
 for tool in debootstrap:debootstrap systemd-nspawn:systemd-container iptables:iptables \
             ip:iproute2 ssh:openssh-client ssh-keygen:openssh-client dpkg-deb:dpkg \
-            apt-ftparchive:apt-utils gpg:gpg gpg-agent:gpg-agent sudo:sudo; do
+            apt-ftparchive:apt-utils gpg:gpg gpg-agent:gpg-agent sudo:sudo \
+            docker-registry:docker-registry openssl:openssl; do
   command -v "${tool%%:*}" >/dev/null 2>&1 || need_apt+=("${tool##*:}")
 done
 if ((${#need_apt[@]})); then

@@ -1,10 +1,13 @@
 """`flashfleet lock` against the stand-in Hub (tests/hosts/hub.py, on loopback, the real
-huggingface_hub client), and what a lock changes downstream: `plan` shows the weights locked,
-the servers load the locked commit, the inventory hands the lock to the nodes, `lock: required`
-refuses a stack without one, and a broken or stale lock is refused, named.
+huggingface_hub client) and a real OCI registry (Debian's docker-registry, on loopback:
+tests/hosts/registry.py), and what a lock changes downstream: `plan` shows the weights and the
+image locked, the servers load the locked commit from the image's locked digest, the inventory
+hands both to the nodes, `lock: required` refuses a stack without one, and a broken or stale lock
+is refused, named.
 
-The node side (the locked commit downloaded after main moved, a tampered shard caught) runs on a
-test host: tests/roles/test_model_weights.py."""
+The node side runs on test hosts: the locked commit downloaded after main moved and a tampered
+shard caught in tests/roles/test_model_weights.py; the image pulled by its locked digest after
+the tag moved in tests/engine/test_image_lock.py."""
 
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 from hosts.hub import Hub, Repo, git_oid
+from hosts.registry import Registry
 
 from flashfleet.catalog import DFLASH2_DRAFT
 from flashfleet.cli import main
@@ -44,10 +48,26 @@ def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[Hub]:
     hub.stop()
 
 
+pytestmark = pytest.mark.registry
+IMAGE = "lmsysorg/sglang"
+
+
 @pytest.fixture
-def stacks(tmp_path: Path) -> Path:
-    shutil.copy(DEFAULT_STACKS_DIR / "Pulumi.h200-lowlat.yaml", tmp_path)
-    return tmp_path
+def registry(tmp_path: Path) -> Iterator[Registry]:
+    registry = Registry(tmp_path / "registry").start()
+    registry.push(IMAGE, "v0.5.23")
+    yield registry
+    registry.stop()
+
+
+@pytest.fixture
+def stacks(tmp_path: Path, registry: Registry) -> Path:
+    folder = tmp_path / "stacks"
+    folder.mkdir()
+    shutil.copy(DEFAULT_STACKS_DIR / "Pulumi.h200-lowlat.yaml", folder)
+    # the catalog's image, served by the registry here (the stack names the registry it pulls from)
+    edit_spec(folder, "h200-lowlat", image={"repository": f"{registry.address}/{IMAGE}"})
+    return folder
 
 
 def edit_spec(stacks: Path, name: str, **changes: Any) -> None:
@@ -67,18 +87,25 @@ def plan_json(stacks: Path, capsys: pytest.CaptureFixture[str], name: str = "h20
     return dict(json.loads(capsys.readouterr().out))
 
 
-def test_lock_pins_the_commit_and_every_file_and_plan_shows_it(
-    hub: Hub, stacks: Path, capsys: pytest.CaptureFixture[str]
+def test_lock_pins_the_commit_every_file_and_the_image_digest_and_plan_shows_it(
+    hub: Hub, registry: Registry, stacks: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    tagged = f"{registry.address}/{IMAGE}:v0.5.23"
     before = plan_json(stacks, capsys)
     assert before["lock"]["present"] is False
-    assert before["lock"]["parts"][0]["state"] == "floating"
+    assert {p["kind"]: p["state"] for p in before["lock"]["parts"]}["weights"] == "floating"
+    assert {p["kind"]: p["state"] for p in before["lock"]["parts"]}["image"] == "floating"
+    assert before["nodes"][0]["processes"][0]["image"].startswith("flashfleet/sglang:")
     assert any(w.startswith("not repeatable: no h200-lowlat.lock.yaml") for w in before["warnings"])
+    assert "the image's tag" in " ".join(before["warnings"])
 
     assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks)]) == 0
     out = capsys.readouterr().out
     assert f"locked {MODEL} @ {hub.repos[MODEL].sha} (main, 3 files)" in out
+    digest = registry.tag_digest(IMAGE, "v0.5.23")
+    assert f"locked {tagged} @ {digest} (linux/amd64)" in out
     lock = lock_of(stacks)
+    assert lock["images"] == {tagged: {"digest": digest, "platforms": {"linux/amd64": digest}}}
     entry = lock["weights"][MODEL]
     assert (lock["stack"], entry["revision"], entry["commit"]) == (
         "h200-lowlat",
@@ -95,6 +122,8 @@ def test_lock_pins_the_commit_and_every_file_and_plan_shows_it(
     after = plan_json(stacks, capsys)
     weights = after["lock"]["parts"][0]
     assert (weights["state"], weights["pinned"]) == ("locked", entry["commit"])
+    image = next(p for p in after["lock"]["parts"] if p["kind"] == "image")
+    assert (image["name"], image["state"], image["pinned"]) == (tagged, "locked", digest)
     assert after["lock"]["present"] is True
     assert len(after["lock"]["digest"]) == 64
     assert not [w for w in after["warnings"] if w.startswith("not repeatable")]
@@ -108,17 +137,22 @@ def test_lock_pins_the_commit_and_every_file_and_plan_shows_it(
     [hostvars] = inventory["all"]["hosts"].values()
     assert hostvars["flashfleet_weights_lock"][MODEL]["commit"] == entry["commit"]
     assert set(hostvars["flashfleet_weights_lock"][MODEL]["files"]) == set(entry["files"])
+    # the node pulls the base by the locked digest (the sglang_image role), whatever the tag names
+    assert hostvars["flashfleet_image"] == f"{tagged}@{digest}"
 
 
 def test_main_moved_upstream_is_a_diff_and_only_update_writes_it(
-    hub: Hub, stacks: Path, capsys: pytest.CaptureFixture[str]
+    hub: Hub, registry: Registry, stacks: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks)]) == 0
     old = hub.repos[MODEL].sha
     written = (stacks / "h200-lowlat.lock.yaml").read_bytes()
     capsys.readouterr()
     assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks)]) == 0  # nothing moved
-    assert capsys.readouterr().out == f"h200-lowlat.lock.yaml is current: {MODEL} @ {old}\n"
+    tagged, image = f"{registry.address}/{IMAGE}:v0.5.23", registry.tag_digest(IMAGE, "v0.5.23")
+    assert (
+        capsys.readouterr().out == f"h200-lowlat.lock.yaml is current: {MODEL} @ {old}, {tagged} @ {image}\n"
+    )
 
     added = b"\x09" * 999
     new = hub.repos[MODEL].move_main({"config.json": CONFIG, **SHARDS, SHARD_2: added})
@@ -133,6 +167,70 @@ def test_main_moved_upstream_is_a_diff_and_only_update_writes_it(
     assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks), "--update"]) == 0
     assert f"+    commit: {new}\n" in capsys.readouterr().out
     assert lock_of(stacks)["weights"][MODEL]["commit"] == new
+
+    # the tag moves in its registry: the same, for the image
+    moved = registry.push(IMAGE, "v0.5.23", content=b"rebuilt")
+    assert moved != image
+    written = (stacks / "h200-lowlat.lock.yaml").read_bytes()
+    assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks)]) == 1
+    captured = capsys.readouterr()
+    assert f"-    digest: {image}\n" in captured.out
+    assert f"+    digest: {moved}\n" in captured.out
+    assert (stacks / "h200-lowlat.lock.yaml").read_bytes() == written
+    # what the nodes run stays the locked digest until the lock is updated
+    plan = load_stack("h200-lowlat", stacks)
+    [hostvars] = build_inventory(plan, ["198.51.100.7"], ["10.0.0.7"])["all"]["hosts"].values()
+    assert hostvars["flashfleet_image"] == f"{tagged}@{image}"
+    assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks), "--update"]) == 0
+    capsys.readouterr()
+    assert lock_of(stacks)["images"][tagged]["digest"] == moved
+
+
+def test_an_image_pinned_by_the_stack_is_locked_to_that_digest_and_a_disagreement_refused(
+    hub: Hub, registry: Registry, stacks: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tagged = f"{registry.address}/{IMAGE}:v0.5.23"
+    first = registry.tag_digest(IMAGE, "v0.5.23")
+    registry.push(IMAGE, "v0.5.23", content=b"rebuilt")  # the tag moved; the stack pins the first
+    edit_spec(stacks, "h200-lowlat", image={"repository": f"{registry.address}/{IMAGE}", "digest": first})
+    assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks)]) == 0
+    assert lock_of(stacks)["images"][tagged]["digest"] == first
+    # a stack digest that is not the lock's: which one runs is not guessed
+    other = registry.push(IMAGE, "v0.5.24-other", content=b"other")
+    edit_spec(stacks, "h200-lowlat", image={"repository": f"{registry.address}/{IMAGE}", "digest": other})
+    capsys.readouterr()
+    assert main(["plan", "h200-lowlat", "--stacks-dir", str(stacks)]) == 2
+    err = capsys.readouterr().err
+    assert f"flashfleet:stack.image.digest: {other} is not the {first} that h200-lowlat.lock.yaml pins" in err
+    assert "[rule: lock-image]" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_a_tag_without_the_nodes_architecture_is_refused_and_a_registry_down_is_one_line(
+    hub: Hub, registry: Registry, stacks: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GB300 nodes are arm64: an amd64-only -cu130 tag cannot run there
+    shutil.copy(DEFAULT_STACKS_DIR / "Pulumi.gb300-lowlat.yaml", stacks)
+    edit_spec(stacks, "gb300-lowlat", image={"repository": f"{registry.address}/{IMAGE}"})
+    registry.push(IMAGE, "v0.5.23-cu130")
+    assert main(["lock", "gb300-lowlat", "--stacks-dir", str(stacks)]) == 1
+    err = capsys.readouterr().err
+    tagged = f"{registry.address}/{IMAGE}:v0.5.23-cu130"
+    assert err == f"flashfleet lock: {tagged}: the tag has no linux/arm64 image (it has: linux/amd64)\n"
+    # a multi-platform index: locked by the index's digest, each platform's listed
+    amd = registry.tag_digest(IMAGE, "v0.5.23-cu130")
+    arm = registry.push(IMAGE, "v0.5.23-cu130-arm", arch="arm64")
+    index = registry.push_index(IMAGE, "v0.5.23-cu130", {"amd64": amd, "arm64": arm})
+    assert main(["lock", "gb300-lowlat", "--stacks-dir", str(stacks)]) == 0
+    assert lock_of(stacks, "gb300-lowlat")["images"][tagged] == {
+        "digest": index, "platforms": {"linux/amd64": amd, "linux/arm64": arm},
+    }  # fmt: skip
+    registry.stop()
+    assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"flashfleet lock: {registry.address}/{IMAGE}:v0.5.23: ConnectError: ")
+    assert len(err.strip().splitlines()) == 1
+    assert not (stacks / "h200-lowlat.lock.yaml").exists()
 
 
 def test_the_gated_draft_is_locked_with_the_token_only(
@@ -164,8 +262,9 @@ def test_lock_required_refuses_a_stack_without_one_and_lock_still_writes_it(
         assert main([command, "h200-lowlat", "--stacks-dir", str(stacks)]) == 2
         err = capsys.readouterr().err
         assert (
-            "flashfleet:stack.lock: required, but no h200-lowlat.lock.yaml: the nodes download "
-            f"{MODEL} as it is on the day: run `flashfleet lock h200-lowlat` [rule: lock-required]"
+            "flashfleet:stack.lock: required, but no h200-lowlat.lock.yaml: the nodes fetch "
+            f"{MODEL}, the image's tag as each is on the day: run `flashfleet lock h200-lowlat` "
+            "[rule: lock-required]"
         ) in err, err
     assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks)]) == 0
     assert plan_json(stacks, capsys)["lock"]["required"] is True

@@ -65,6 +65,7 @@ class Engine:
         tags: str = "container_runtime",
         check: bool = False,
         extravars: dict[str, Any] | None = None,
+        skip_tags: str | None = None,
     ) -> RunResult:
         self._counter += 1
         inventory_hosts = {h: {**self.pool.inventory_host(h), **facts(h)} for h in hosts}
@@ -83,6 +84,7 @@ class Engine:
                 **(extravars or {}),
             },
             tags=tags,
+            skip_tags=skip_tags,
             check=check,
             reconverge=True,  # a second run must run the roles again: it tests their idempotence
         )

@@ -1,0 +1,126 @@
+"""What a lock's image entry changes, with the lock written as `flashfleet lock` writes it (the
+registry side runs against a real registry in tests/cli/test_lock_cli.py): every consumer of
+the stack's image takes the locked digest (the inventory's base for the sglang_image role, the
+docker launch of a stack that runs the base as it is, a Kubernetes pod), `plan` shows it, and a
+stack whose own image.digest disagrees with its lock is refused."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from flashfleet.cli import main
+from flashfleet.inventory import build_inventory
+from flashfleet.planning import load_stack
+from flashfleet.planning.stack_recipe import kubernetes_plan
+from flashfleet.stack import DEFAULT_STACKS_DIR
+from flashfleet.stack.lock import LockedFile, LockedImage, LockedRepo, StackLock, dump_lock
+
+MODEL = "zai-org/GLM-5.3-Flash"
+LOCKED = "sha256:" + "a" * 64
+OTHER = "sha256:" + "b" * 64
+
+
+def _stack(folder: Path, name: str, image: dict[str, Any] | None = None) -> None:
+    path = folder / f"Pulumi.{name}.yaml"
+    shutil.copy(DEFAULT_STACKS_DIR / path.name, path)
+    if image is not None:
+        doc = yaml.safe_load(path.read_text())
+        spec = doc["config"]["flashfleet:stack"]
+        spec["image"] = {**spec.get("image", {}), **image}
+        path.write_text(yaml.safe_dump(doc))
+
+
+def _lock(folder: Path, name: str, tagged: str) -> None:
+    repo = LockedRepo(
+        revision="main", commit="c" * 40, files={"config.json": LockedFile(size=2, git_oid="d" * 40)}
+    )
+    image = LockedImage(digest=LOCKED, platforms={"linux/amd64": LOCKED})
+    lock = StackLock(stack=name, locked_on="2026-12-04", weights={MODEL: repo}, images={tagged: image})
+    (folder / f"{name}.lock.yaml").write_text(dump_lock(lock))
+
+
+def _plan(folder: Path, name: str, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    capsys.readouterr()
+    assert main(["plan", name, "--stacks-dir", str(folder), "--format", "json"]) == 0
+    return dict(json.loads(capsys.readouterr().out))
+
+
+def test_the_inventory_and_plan_take_the_locked_digest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _stack(tmp_path, "h200-lowlat")
+    _lock(tmp_path, "h200-lowlat", "lmsysorg/sglang:v0.5.23")
+    plan = load_stack("h200-lowlat", tmp_path)
+    [hostvars] = build_inventory(plan, ["198.51.100.7"], ["10.0.0.7"])["all"]["hosts"].values()
+    assert hostvars["flashfleet_image"] == f"lmsysorg/sglang:v0.5.23@{LOCKED}"
+    view = _plan(tmp_path, "h200-lowlat", capsys)
+    [image] = [p for p in view["lock"]["parts"] if p["kind"] == "image"]
+    assert image == {
+        "kind": "image", "name": "lmsysorg/sglang:v0.5.23", "state": "locked", "pinned": LOCKED,
+        "detail": "the tag's digest as of 2026-12-04, pulled and run by it (linux/amd64)",
+    }  # fmt: skip
+    assert not [w for w in view["warnings"] if w.startswith("not repeatable")]
+    # the derived image keeps its name: it is built on the node from the locked base
+    assert view["nodes"][0]["processes"][0]["image"].startswith("flashfleet/sglang:v0.5.23-tf")
+
+
+def test_a_lock_for_another_tag_leaves_the_image_floating(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _stack(tmp_path, "h200-lowlat")
+    _lock(tmp_path, "h200-lowlat", "lmsysorg/sglang:v0.5.22")  # the stack moved on to v0.5.23
+    view = _plan(tmp_path, "h200-lowlat", capsys)
+    assert {p["kind"]: p["state"] for p in view["lock"]["parts"]}["image"] == "floating"
+    [warning] = [w for w in view["warnings"] if w.startswith("not repeatable")]
+    assert warning == (
+        "not repeatable: h200-lowlat.lock.yaml does not pin the image's tag (the stack changed since "
+        "it was written); run `flashfleet lock h200-lowlat --update`"
+    )
+    plan = load_stack("h200-lowlat", tmp_path)
+    [hostvars] = build_inventory(plan, ["198.51.100.7"], ["10.0.0.7"])["all"]["hosts"].values()
+    assert hostvars["flashfleet_image"] == "lmsysorg/sglang:v0.5.23"
+
+
+def test_a_kubernetes_pod_pulls_the_locked_digest(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _stack(tmp_path, "mi355x-k8s")
+
+    def server_images() -> set[str]:
+        plan = load_stack("mi355x-k8s", tmp_path)
+        k8s = kubernetes_plan(plan.stack, plan.spec, plan.launch_settings().revisions)
+        return {
+            c["image"]
+            for o in k8s.objects
+            if o["kind"] == "Deployment"
+            for c in o["spec"]["template"]["spec"]["containers"]
+        }
+
+    [tagged] = server_images()
+    assert "@" not in tagged
+    _lock(tmp_path, "mi355x-k8s", tagged)
+    assert server_images() == {f"{tagged}@{LOCKED}"}
+    view = _plan(tmp_path, "mi355x-k8s", capsys)
+    assert {p["kind"]: p["state"] for p in view["lock"]["parts"]}["image"] == "locked"
+
+
+def test_a_stack_digest_that_disagrees_with_the_lock_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _stack(tmp_path, "h200-lowlat", image={"digest": OTHER})
+    _lock(tmp_path, "h200-lowlat", "lmsysorg/sglang:v0.5.23")
+    assert main(["plan", "h200-lowlat", "--stacks-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == [
+        f"flashfleet plan: stack h200-lowlat: flashfleet:stack.image.digest: {OTHER} is not the {LOCKED} "
+        "that h200-lowlat.lock.yaml pins for lmsysorg/sglang:v0.5.23: drop one, or run "
+        "`flashfleet lock h200-lowlat --update` [rule: lock-image]"
+    ]
+    # the same digest in both: accepted, locked
+    _stack(tmp_path, "h200-lowlat", image={"digest": LOCKED})
+    view = _plan(tmp_path, "h200-lowlat", capsys)
+    assert {p["kind"]: p["pinned"] for p in view["lock"]["parts"]}["image"] == LOCKED
