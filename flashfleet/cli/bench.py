@@ -175,14 +175,17 @@ def run(args: argparse.Namespace) -> int:
         servers=servers,
         ready_timeout_s=args.ready_timeout,
     )
-    return execute(request, stack_cluster())
+    from flashfleet.cli.common import stack_arg
+
+    # the stack file where `plan` and `status` find it too: a project's own ./stacks first
+    return execute(request, stack_cluster(stack_arg(args.stack, None)[1]))
 
 
-def stack_cluster() -> Cluster:
+def stack_cluster(stacks_dir: Path) -> Cluster:
     """The stack's nodes, through the bring-up (imported on this path only: it pulls the bring-up in)."""
     from flashfleet.cli.shared.stack_cluster import StackCluster
 
-    return StackCluster()
+    return StackCluster(stacks_dir=stacks_dir)
 
 
 def execute(request: BenchRequest, cluster: Cluster) -> int:

@@ -33,7 +33,7 @@ class FakeTeardown:
 @pytest.fixture
 def with_cluster(monkeypatch):
     def install(cluster: FakeCluster) -> None:
-        monkeypatch.setattr(cli_bench, "stack_cluster", lambda: cluster)
+        monkeypatch.setattr(cli_bench, "stack_cluster", lambda _stacks: cluster)
 
     return install
 

@@ -146,3 +146,34 @@ def test_an_unreadable_evidence_file_is_no_evidence(stacks: Path, tmp_path: Path
     (tmp_path / "results" / STACK).mkdir(parents=True)
     (tmp_path / "results" / STACK / LATEST).write_text('{"verdict": "passed"}')
     assert badge_line(load_stack(STACK, stacks), tmp_path / "results") == "no evidence"
+
+
+def test_matrix_shows_the_stacks_own_badge_under_the_cookbooks_on_its_cell(
+    stacks: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    results = tmp_path / "results"
+    file = str(stacks / f"Pulumi.{STACK}.yaml")
+    plan = load_stack(STACK, stacks)
+    stored, gate, thresholds = measure(plan, results)
+    evidence = evidence_of(stored, gate, thresholds)
+    assert evidence is not None
+    write_evidence(stored.path, evidence)
+    badge = f"measured here: passed the sweep gate on {evidence.date}, run {evidence.run}"
+    assert main(["matrix", "--stack", file, "--results", str(results)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    cell = next(i for i, line in enumerate(lines) if line.startswith("h200 low-latency unified "))
+    assert lines[cell].split("unified", 1)[1].strip() == "Final Verification In Progress"  # the cookbook's
+    assert lines[cell + 1].strip() == f"{STACK}: {badge}"  # and the stack's own, under it
+    assert sum(STACK in line for line in lines) == 1  # on its cell only
+    assert main(["matrix", "--stack", file, "--results", str(results), "--format", "json"]) == 0
+    cells = {(c["hardware"], c["strategy"], c["topology"]): c for c in json.loads(capsys.readouterr().out)}
+    assert cells[("h200", "low-latency", "unified")]["stacks"] == {STACK: badge}
+    assert cells[("h200", "high-throughput", "unified")]["stacks"] == {}
+    # no results here: the stack has no badge of its own, and says so
+    assert main(["matrix", "--stack", file, "--results", str(tmp_path / "none")]) == 0
+    assert f"  {STACK}: no evidence" in capsys.readouterr().out
+    # a stack that cannot be read: one line, exit 2
+    assert main(["matrix", "--stack", "no-such-stack"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1
+    assert "[rule: unknown-stack]" in err

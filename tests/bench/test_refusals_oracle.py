@@ -115,7 +115,7 @@ def test_the_cause_reaches_the_user(tmp_path, monkeypatch, capsys):
     """An interpreter without sglang: the CLI and report.md show `No module named 'sglang'`."""
     from flashfleet.cli import bench as cli_bench
 
-    monkeypatch.setattr(cli_bench, "stack_cluster", FakeCluster)
+    monkeypatch.setattr(cli_bench, "stack_cluster", lambda _stacks: FakeCluster())
     with StandinServer() as server:
         code = main(["bench", "stk", "--endpoint", server.url, "--local", "--python", sys.executable,
                      "--profile", "sweep", "--concurrency", "1", "--results", str(tmp_path)])  # fmt: skip

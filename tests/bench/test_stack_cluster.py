@@ -172,7 +172,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
 
 
 def bench_cli(lab: Lab, monkeypatch: pytest.MonkeyPatch, *extra: str) -> tuple[int, Path]:
-    monkeypatch.setattr(cli_bench, "stack_cluster", lab.cluster)
+    monkeypatch.setattr(cli_bench, "stack_cluster", lambda _stacks: lab.cluster())
     (lab.tmp / "tiny.toml").write_text(TINY)
     results = lab.tmp / "results"
     before = {p for p in results.glob(f"{STACK}/*") if p.is_dir()}

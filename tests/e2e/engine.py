@@ -73,6 +73,8 @@ def stack_spec(hosts: dict[str, str], options: dict[str, Any]) -> dict[str, Any]
     return {
         "description": "e2e: two existing H200 hosts", "hardware": "h200", "strategy": "low-latency",
         "topology": "unified", "options": options, "ttl": "8h",
+        # the gate a benchmark of this stack must pass to earn its own badge (flashfleet.bench.evidence)
+        "bench": {"thresholds": {"chat-1k1k": {"min_success_ratio": 1.0, "min_output_throughput": 1.0}}},
         # the base image: the derived build needs the base's CUDA torch, which cannot exist here
         # (tests/engine/test_derived_image_build.py builds it up to that boundary)
         "image": {"version": "v0.5.23", "derived": False},

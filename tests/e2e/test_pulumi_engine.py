@@ -1,10 +1,13 @@
 """`pulumi up --stack` through the real Pulumi engine on two booted test hosts (issue 12).
 
 One stack, in order: a cold `pulumi up` (nodes, then prepare, Mooncake, serve and verify),
-a second `up` that changes nothing, the state holding the HF token only as ciphertext,
-`flashfleet status`, an option change through `flashfleet up` that updates the bring-up alone
-and restarts the unit with the new argv, then `flashfleet down` with one host gone. The serving
-containers run on the hosts' real Docker engine (tests/e2e/engine.py).
+a second `up` that changes nothing, a benchmark (the real bench_serving of the parser oracle's
+sglang, against the stack's endpoint) whose passed gate gives the stack its own badge in
+`flashfleet status` and in the `evidence` output, the state holding the HF token only as
+ciphertext, `flashfleet status`, an option change through `flashfleet up` that updates the
+bring-up alone, restarts the unit with the new argv and makes the evidence stale, then
+`flashfleet down` with one host gone. The serving containers run on the hosts' real Docker
+engine (tests/e2e/engine.py).
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ from hosts.harness import HostSpec
 from roles.conftest import TOKEN, Lab, open_lab
 from roles.hardware import H200, IMAGES, NVIDIA_DEVICES
 from roles.test_preflight import SMALL_SIZES
+
+from tests.bench.conftest import ORACLE, ORACLE_SITE
 
 from .conftest import TIMINGS
 from .engine import SANDBOX_DOCKER, Engine, install_sandbox_docker, pulumi_cli
@@ -193,6 +198,51 @@ def test_second_up_changes_nothing(engine: Engine) -> None:
     assert started(engine) == before
 
 
+# The packaged chat-1k1k profile's shape with a few short requests: seconds, not an hour.
+SMALL_CHAT = """
+[profiles.chat-1k1k]
+description = "chat, short: the e2e's benchmark"
+backend = "sglang"
+dataset = "random-ids"
+concurrency = [1]
+prompts_per_concurrency = 4
+min_prompts = 4
+timeout_s = 300
+
+[profiles.chat-1k1k.args]
+random-input-len = 16
+random-output-len = 16
+random-range-ratio = 1.0
+warmup-requests = 1
+ready-check-timeout-sec = 30
+"""
+
+
+def test_a_passing_benchmark_earns_the_stack_its_own_badge(engine: Engine) -> None:
+    # the real sglang 0.5.23 bench_serving (the oracle venv), offline (tests/bench/oracle_site)
+    python = engine.workdir / "bench-python"
+    python.write_text(f'#!/bin/sh\nPYTHONPATH={ORACLE_SITE} exec {ORACLE} "$@"\n')
+    python.chmod(0o755)
+    profiles = engine.workdir / "profiles.toml"
+    profiles.write_text(SMALL_CHAT)
+    done = engine.flashfleet(
+        "bench", engine.stack, "--local", "--python", str(python), "--profiles-file", str(profiles),
+        "--profile", "chat-1k1k", "--results", "results", timed="flashfleet bench (4 requests)",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    [run] = [p for p in (engine.project / "results" / engine.stack).iterdir() if p.is_dir()]
+    evidence = json.loads((run / "evidence.json").read_text())
+    assert evidence["verdict"] == "passed"
+    assert evidence["levels"][0]["output_tokens"] > 0
+    assert evidence["thresholds"] == {"min_success_ratio": 1.0, "min_output_throughput": 1.0}
+    badge = f"measured here: passed the chat-1k1k gate on {evidence['date']}, run {run.name}"
+    status = engine.flashfleet("status", engine.stack)
+    assert f"evidence: {badge}" in status.stdout, status.stdout + status.stderr
+    # the stack's output, as Pulumi state keeps it: the next `up` reads the evidence
+    engine.pulumi("up", "--yes", "--skip-preview", timed="pulumi up (the evidence output)")
+    assert outputs(engine)["evidence"] == badge
+
+
 def test_state_holds_the_token_only_as_ciphertext(engine: Engine) -> None:
     state = engine.export()
     assert TOKEN not in state
@@ -241,6 +291,11 @@ def test_option_change_updates_only_the_bringup(engine: Engine) -> None:
             unit = f"{name}.service"
             assert ssh(engine, host, f"systemctl is-active {unit}").strip() == "active", (host, unit)
             assert NEW_NAME in ssh(engine, host, f"systemctl cat {unit}")
+    # the benchmark measured the recipe before the change: its badge no longer speaks for it
+    stale = outputs(engine)["evidence"]
+    assert stale.startswith("evidence stale: the recipe not what run "), stale
+    status = engine.flashfleet("status", engine.stack)
+    assert f"evidence: {stale}" in status.stdout, status.stdout
 
 
 def test_down_with_one_host_gone_warns_and_clears_the_other(engine: Engine) -> None:
