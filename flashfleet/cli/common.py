@@ -20,6 +20,14 @@ def add_format(parser: argparse.ArgumentParser, *choices: str) -> None:
     )
 
 
+def add_evidence_results(parser: argparse.ArgumentParser) -> None:
+    """--results: where a stack's benchmark evidence is read (flashfleet.bench.evidence)."""
+    parser.add_argument(
+        "--results", type=Path, default=Path("results"),
+        help="benchmark results root, where the stack's evidence is read (default: %(default)s)",
+    )  # fmt: skip
+
+
 def print_json(data: Any) -> None:
     json.dump(data, sys.stdout, indent=2, sort_keys=False)
     sys.stdout.write("\n")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from flashfleet.cli.common import UsageError, add_format, print_json
+from flashfleet.cli.common import UsageError, add_evidence_results, add_format, print_json
 from flashfleet.recipes.matrix import matrix
 from flashfleet.table import aligned
 
@@ -23,10 +23,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--stack", dest="stacks", action="append", default=[], metavar="STACK",
         help="show this stack's own badge, from its benchmark evidence, on its cell (repeatable)",
     )  # fmt: skip
-    p.add_argument(
-        "--results", type=Path, default=Path("results"),
-        help="benchmark results root, where the stacks' evidence is read (default: %(default)s)",
-    )  # fmt: skip
+    add_evidence_results(p)
     p.set_defaults(func=run)
 
 

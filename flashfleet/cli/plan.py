@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from flashfleet.cli.common import UsageError, add_format, add_stack, print_json
+from flashfleet.cli.common import UsageError, add_evidence_results, add_format, add_stack, print_json
 
 if TYPE_CHECKING:  # the plan's model is imported on the command's path only
     from flashfleet.launch import ContainerLaunch
@@ -24,10 +24,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_stack(p, "stack name, or the path of its file (stacks/Pulumi.<stack>.yaml)")
     add_format(p, "text", "json")
     p.add_argument("--stacks-dir", type=Path, default=None, help="folder of stack files (default: stacks/)")
-    p.add_argument(
-        "--results", type=Path, default=Path("results"),
-        help="benchmark results root, where the stack's evidence is read (default: %(default)s)",
-    )  # fmt: skip
+    add_evidence_results(p)
     p.set_defaults(func=run)
 
 

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from flashfleet.cli.common import UsageError, add_format, add_stack, print_json
+from flashfleet.cli.common import UsageError, add_evidence_results, add_format, add_stack, print_json
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -25,10 +25,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--inventory", type=Path, default=None, metavar="FILE",
         help="the stack's inventory (default: its outputs, or its latest configure run here)",
     )  # fmt: skip
-    p.add_argument(
-        "--results", type=Path, default=Path("results"),
-        help="benchmark results root, where the stack's evidence is read (default: %(default)s)",
-    )  # fmt: skip
+    add_evidence_results(p)
     add_format(p, "text", "json")
     p.set_defaults(func=run)
 
