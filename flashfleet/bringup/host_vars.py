@@ -102,7 +102,10 @@ class HostVars(BaseModel):
     flashfleet_node_index: int = Field(description="index of the node in the stack")
     flashfleet_model: str = Field(description="checkpoint repository")
     flashfleet_draft_model: str | None = Field(None, description="DFlash2 draft repository when selected")
-    flashfleet_image: str = Field(description="pinned upstream SGLang image (base) for this node")
+    flashfleet_image: str = Field(
+        description="pinned upstream SGLang image (base) for this node; `repository:tag@sha256:...` when "
+        "the stack's lock (or image.digest) pins its digest: pulled and run by that digest"
+    )
     flashfleet_image_derived: DerivedImage | None = Field(
         None,
         description="the image sglang_image builds on the base and the units run: `ref`, `transformers`, "

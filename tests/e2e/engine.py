@@ -67,9 +67,10 @@ def install_sandbox_docker(root: Path) -> None:
     target.chmod(0o755)
 
 
-def stack_spec(hosts: dict[str, str], options: dict[str, Any]) -> dict[str, Any]:
+def stack_spec(hosts: dict[str, str], options: dict[str, Any], repository: str) -> dict[str, Any]:
     """Existing hosts as a user lists them: a cloud-like login (sudo for root) and each host's
-    own SSH host key pinned, so the engine's bring-up checks the keys it sends secrets to."""
+    own SSH host key pinned, so the engine's bring-up checks the keys it sends secrets to. The
+    image comes from `repository` (a private registry), and the stack must be locked."""
     return {
         "description": "e2e: two existing H200 hosts", "hardware": "h200", "strategy": "low-latency",
         "topology": "unified", "options": options, "ttl": "8h",
@@ -77,7 +78,9 @@ def stack_spec(hosts: dict[str, str], options: dict[str, Any]) -> dict[str, Any]
         "bench": {"thresholds": {"chat-1k1k": {"min_success_ratio": 1.0, "min_output_throughput": 1.0}}},
         # the base image: the derived build needs the base's CUDA torch, which cannot exist here
         # (tests/engine/test_derived_image_build.py builds it up to that boundary)
-        "image": {"version": "v0.5.23", "derived": False},
+        "image": {"repository": repository, "version": "v0.5.23", "derived": False},
+        # `flashfleet lock` pins the weights' commit and the image's digest; nothing floats
+        "lock": "required",
         "nodes": {"count": len(hosts), "source": {"kind": "existing", "hosts": [
             {"address": a, "sshUser": LOGIN_USER, "hostKeys": [key], "gpus": {"model": "h200", "count": 8},
              "hostMemoryGib": 16} for a, key in hosts.items()]}},
@@ -91,6 +94,7 @@ class Engine:
     workdir: Path
     pool: HostPool
     role_vars: dict[str, Any]
+    repository: str  # the image's, in the test network's registry
     stack: str = "e2e"
     timings: dict[str, float] = field(default_factory=dict)
 
@@ -125,7 +129,7 @@ class Engine:
         by_address = {host.address: name for name, host in self.pool.hosts.items()}
         keys = {a: self.pool.ssh(by_address[a], "cat /etc/ssh/ssh_host_ed25519_key.pub").stdout.strip()
                 for a in addresses}  # fmt: skip
-        config["flashfleet:stack"] = stack_spec(keys, options)
+        config["flashfleet:stack"] = stack_spec(keys, options, self.repository)
         config["flashfleet:roleVars"] = self.role_vars
         self.stack_file.write_text(yaml.safe_dump(doc, sort_keys=False))
 

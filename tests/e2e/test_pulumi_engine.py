@@ -28,6 +28,7 @@ import yaml
 from hosts.aptrepo import ENGINE_DEBS, real_engine_version
 from hosts.engine_images import import_image, stop_engines
 from hosts.harness import HostSpec
+from hosts.registry import Registry
 from roles.conftest import TOKEN, Lab, open_lab
 from roles.hardware import H200, IMAGES, NVIDIA_DEVICES
 from roles.test_preflight import SMALL_SIZES
@@ -46,18 +47,31 @@ HOSTS = ["e2ea", "e2eb"]
 NEW_NAME = "e2e-renamed-model"
 
 
-def existing_docker_hosts(lab: Lab, version: str) -> None:
+def existing_docker_hosts(lab: Lab, version: str, registry: Registry) -> str:
     """The hosts as many existing GPU hosts are: Docker installed (by the container_runtime role,
-    which `up` then finds converged) and the pinned base image pulled; here it is imported, as
-    no registry is reachable. The timings go to the e2e summary."""
+    which `up` then finds converged) and trusting the private registry the stack's image comes
+    from. The base image is imported on the first host (no public registry is reachable) and
+    pushed from there; the other host has never held it. Returns the image's repository; the
+    timings go to the e2e summary."""
     start = time.monotonic()
     installed = lab.play(HOSTS, "container_runtime", extravars={"container_runtime_docker_version": version})
     assert installed.ok, installed.explain()
     key = (lab.repo.root / "repo-key.asc").read_text()
     for host in HOSTS:
         install_sandbox_docker(lab.pool.hosts[host].root)
-        import_image(lab.pool, host, IMAGES["h200"], apt_repo=f"{lab.base_url}/debian", apt_key=key)
-    TIMINGS["set-up: real Docker engine and the base image on 2 hosts"] = time.monotonic() - start
+        certs = lab.pool.hosts[host].root / f"etc/docker/certs.d/{registry.address}"
+        certs.mkdir(parents=True, exist_ok=True)
+        shutil.copy(registry.ca, certs / "ca.crt")
+    repository = f"{registry.address}/{IMAGES['h200'].split(':')[0]}"
+    pushed = f"{repository}:{IMAGES['h200'].split(':')[1]}"
+    import_image(lab.pool, HOSTS[0], IMAGES["h200"], apt_repo=f"{lab.base_url}/debian", apt_key=key)
+    lab.pool.ssh(
+        HOSTS[0], f"docker tag {IMAGES['h200']} {pushed} && docker push {pushed} && docker rmi {pushed}"
+    )
+    TIMINGS["set-up: real Docker engine on 2 hosts, the base image in the registry"] = (
+        time.monotonic() - start
+    )
+    return repository
 
 
 @pytest.fixture(scope="module")
@@ -68,13 +82,15 @@ def engine() -> Iterator[Engine]:
         raise RuntimeError(f"{ENGINE_DEBS} missing: run scripts/setup.d/25-docker-engine.sh")
     workdir = Path(tempfile.mkdtemp(prefix="flashfleet-e2e-", dir="/var/tmp"))
     eng: Engine | None = None
+    registry: Registry | None = None
     specs = [HostSpec(h, H200, NVIDIA_DEVICES, container_engine=True) for h in HOSTS]
     try:
         with open_lab(specs, groups=dict.fromkeys(HOSTS, "h200"), engine_debs=ENGINE_DEBS) as lab:
             pool, base = lab.pool, lab.base_url
             version = real_engine_version().split("-")[0]
             try:
-                existing_docker_hosts(lab, version)
+                registry = Registry(workdir / "registry", host=pool.gateway, tls=True).start()
+                repository = existing_docker_hosts(lab, version, registry)
                 role_vars = {
                     "nvidia_driver_repo_url": f"{base}/cuda/repos",
                     "container_runtime_docker_repo_url": f"{base}/docker/linux",
@@ -90,13 +106,21 @@ def engine() -> Iterator[Engine]:
                     "sglang_serve_ready_poll_s": 1,
                     **SMALL_SIZES,
                 }
-                eng = Engine(workdir, pool, role_vars)
+                eng = Engine(workdir, pool, role_vars, repository)
                 eng.write_project([pool.hosts[h].address for h in HOSTS], {})
+                # the lock a `lock: required` stack needs: the Hub's commit, the registry's digest
+                locked = eng.flashfleet(
+                    "lock", eng.stack, timed="flashfleet lock",
+                    env={"HF_ENDPOINT": lab.hub_url, "SSL_CERT_FILE": str(registry.ca)},
+                )  # fmt: skip
+                assert locked.returncode == 0, locked.stdout + locked.stderr
                 eng.run("pulumi", "stack", "init", eng.stack, "--non-interactive")
                 eng.pulumi("config", "set", "--secret", "flashfleet:hfToken", TOKEN)
                 yield eng
             finally:
                 stop_engines(pool, HOSTS)
+                if registry is not None:
+                    registry.stop()
     finally:
         if eng is not None:
             TIMINGS.update(eng.timings)
@@ -153,23 +177,30 @@ def test_an_unpinned_host_is_refused_before_anything_runs(engine: Engine) -> Non
 
 
 def test_pulumi_up_brings_the_stack_up(engine: Engine) -> None:
+    lock = yaml.safe_load((engine.stack_file.parent / f"{engine.stack}.lock.yaml").read_text())
+    [locked] = [entry["digest"] for entry in lock["images"].values()]
     engine.pulumi("up", "--yes", "--skip-preview", timed="pulumi up (cold: prepare, serve, verify)")
     for host, procs in launches(engine).items():
         assert procs, host
         # `docker ps` on the host lists each unit's container, from the image its launch names:
-        # the base image imported before `up`, by its id
+        # the base by the digest the lock pins, pulled from the registry (the second host never
+        # held it before `up`), by its id
         listed = ssh(engine, host, "docker ps --format '{{.Names}} {{.Image}}'").splitlines()
         running = containers(engine, host)
         for launch in procs:
             name, image = launch["container_name"], launch["image"]
             unit = f"{name}.service"
             assert ssh(engine, host, f"systemctl is-active {unit}").strip() == "active", (host, unit)
-            assert f"{name} {image}" in listed, (host, listed)
+            # (docker ps names a by-digest image by its repository:tag; its id is the digest's)
+            assert f"{name} {image.split('@')[0]}" in listed, (host, listed)
             container = running[name]
             assert container["State"]["Running"], container["State"]
             image_id = ssh(engine, host, f"docker image inspect --format '{{{{.Id}}}}' {image}").strip()
             assert container["Image"] == image_id, (container["Image"], image_id)
             assert container["Args"] == launch["argv"][1:], container["Args"]  # after `sglang`
+            assert image == f"{engine.repository}:v0.5.23@{locked}", image
+            digests = ssh(engine, host, f"docker image inspect --format '{{{{json .RepoDigests}}}}' {image}")
+            assert f"{engine.repository}@{locked}" in json.loads(digests), digests
     endpoint = outputs(engine)["endpoint"]
     # no benchmark has run: the stack has no badge of its own (flashfleet.bench.evidence)
     assert outputs(engine)["evidence"] == "no evidence"
