@@ -51,6 +51,9 @@ FLAG_OWNERS: dict[str, str] = {
     "--mamba-full-memory-ratio": "mamba_full_memory_ratio",
     "--max-mamba-cache-size": "max_mamba_cache_size",
     "--max-running-requests": "max_running_requests",
+    **dict.fromkeys(
+        ["--weight-loader-prefetch-checkpoints", "--weight-loader-prefetch-num-threads"], "weight_prefetch"
+    ),
     **dict.fromkeys(["--nnodes", "--node-rank", "--dist-init-addr", "--nccl-init-addr"], "nodes"),
     **dict.fromkeys(
         [
@@ -128,6 +131,15 @@ def memory_flags(o: Options) -> list[str]:
         out += ["--mamba-full-memory-ratio", f"{o.mamba_full_memory_ratio:g}"]
     if o.max_mamba_cache_size is not None:
         out += ["--max-mamba-cache-size", str(o.max_mamba_cache_size)]
+    return out
+
+
+def loader_flags(o: Options) -> list[str]:
+    if o.weight_prefetch == "off":
+        return []
+    out = ["--weight-loader-prefetch-checkpoints"]
+    if o.weight_prefetch_threads is not None:
+        out += ["--weight-loader-prefetch-num-threads", str(o.weight_prefetch_threads)]
     return out
 
 

@@ -159,6 +159,18 @@ class Options:
     )
     max_mamba_cache_size: int | None = option("Pin on KDA state slots (--max-mamba-cache-size)", minimum=1)
     max_running_requests: int | None = option("--max-running-requests", minimum=1)
+    # Not in the seed's commands, so a render with it on is Not Verified: it overlaps the disk
+    # reads of the checkpoint with the copies to the GPUs (sglang's weight loader).
+    weight_prefetch: str = option(
+        "Prefetch the checkpoint into the page cache while loading (--weight-loader-prefetch-checkpoints)",
+        choices=ON_OFF,
+        default="off",
+    )
+    weight_prefetch_threads: int | None = option(
+        "Prefetch threads (--weight-loader-prefetch-num-threads); needs weight_prefetch=on",
+        minimum=1,
+        unset="sglang's default",
+    )
     nodes: int = option("Nodes serving one model instance", minimum=1, default=1)
     # The serving shape: several instances behind the SGLang router (each on its own nodes).
     replicas: int = option(

@@ -282,6 +282,7 @@ def _server_argv(
     argv += _precision_flags(ctx)
     argv += F.moe_flags(hw, topo)
     argv += F.memory_flags(o)
+    argv += F.loader_flags(o)
     argv += F.hicache_flags(o)
     argv += F.speculative_flags(o, topo)
     argv += F.feature_flags(o)

@@ -206,6 +206,12 @@ def _hicache_size(c: Context) -> str | None:
     return None
 
 
+def _prefetch_threads(c: Context) -> str | None:
+    if c.options.weight_prefetch_threads is not None and c.options.weight_prefetch == "off":
+        return "weight_prefetch_threads sizes the checkpoint prefetch, which needs weight_prefetch=on"
+    return None
+
+
 def _mamba_pin_and_ratio(c: Context) -> str | None:
     if c.options.mamba_full_memory_ratio is not None and c.options.max_mamba_cache_size is not None:
         return "set mamba_full_memory_ratio or max_mamba_cache_size, not both (the pin overrides the ratio)"
@@ -352,6 +358,12 @@ RULES: tuple[Rule, ...] = (
     Rule("pd-same-tp", "pd_decode_tp", "seed 3.6 Known limitations", _pd_same_tp),
     Rule("cuda-vmm-mnnvl", "mm_transport", "seed: Multimodal memory", _cuda_vmm),
     Rule("hicache-size-needs-tier", "hicache_size", "seed: Extend the cache hierarchy", _hicache_size),
+    Rule(
+        "prefetch-threads-need-prefetch",
+        "weight_prefetch_threads",
+        "sglang server args (--weight-loader-prefetch-num-threads)",
+        _prefetch_threads,
+    ),
     Rule(
         "mamba-pin-or-ratio",
         "max_mamba_cache_size",

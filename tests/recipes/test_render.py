@@ -221,3 +221,28 @@ def test_render_json_shape():
     router = next(p for p in data["processes"] if p["role"] == "router")
     assert router["argv"][:3] == ["python", "-m", "sglang_router.launch_router"]
     assert all(p["argv"][:2] == ["sglang", "serve"] for p in data["processes"] if p["role"] != "router")
+
+
+@pytest.mark.parametrize(("strategy", "topology"), [("low-latency", "unified"), ("high-throughput", "pd")])
+def test_weight_prefetch_reaches_every_model_server_and_costs_the_badge(strategy, topology):
+    base = render("gb300", strategy, topology)
+    on = render("gb300", strategy, topology, {"weight_prefetch": "on", "weight_prefetch_threads": "16"})
+    for proc in on.processes:
+        f = flags(proc.argv)
+        if proc.role == "router":
+            assert "--weight-loader-prefetch-checkpoints" not in f
+            continue
+        assert f["--weight-loader-prefetch-checkpoints"] == ()
+        assert f["--weight-loader-prefetch-num-threads"] == ("16",)
+    assert all("--weight-loader-prefetch-checkpoints" not in p.argv for p in base.processes)
+    # not in the seed's commands: never a measured badge
+    assert on.badge == "Not Verified"
+    assert "weight_prefetch" in on.badge_source
+
+
+def test_prefetch_threads_without_prefetch_is_refused():
+    from flashfleet.recipes.errors import RecipeError
+
+    with pytest.raises(RecipeError) as err:
+        render("h200", "low-latency", "unified", {"weight_prefetch_threads": "8"})
+    assert err.value.rule == "prefetch-threads-need-prefetch"
