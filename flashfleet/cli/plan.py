@@ -11,11 +11,13 @@ from flashfleet.cli.common import UsageError, add_evidence_results, add_format, 
 if TYPE_CHECKING:  # the plan's model is imported on the command's path only
     from flashfleet.launch import ContainerLaunch
     from flashfleet.planning.plan_model import (
+        BringupTime,
         CapacityView,
         CriticalPath,
         KubernetesSourceView,
         LockView,
         PlanView,
+        TimeToFirstToken,
     )
 
 
@@ -139,6 +141,37 @@ def _critical_path_lines(cp: CriticalPath) -> list[str]:
     return out
 
 
+def _bringup_time(t: BringupTime) -> str:
+    if t.total_s is not None:
+        return _seconds(t.total_s)
+    return f"at least {_seconds(t.known_s)}"
+
+
+def _ttft_lines(t: TimeToFirstToken) -> list[str]:
+    """The time to the first token: both bring-ups, phase by phase, then each lever flipped."""
+    from flashfleet.planning.time_to_first_token import SAME
+    from flashfleet.table import aligned
+
+    unknown = f"; unknown: {', '.join(t.first.unknown)}" if t.first.unknown else ""
+    out = [
+        f"  time to first token modeled ({t.node_source}): first bring-up {_bringup_time(t.first)}, "
+        f"second (the stack again after `down`) {_bringup_time(t.second)}; "
+        f"dominant: {t.first.dominant or 'none known'}{unknown}"
+    ]
+    rows = [["phase", "first", "second", "basis", "source"]]
+    for p in t.phases:
+        second = "" if p.second_source == SAME else f" (second: {p.second_source})"
+        rows.append([p.name, _seconds(p.first_s), _seconds(p.second_s), p.basis or "-", p.source + second])
+    out += ["    " + line for line in aligned(rows)]
+    for lever in t.levers:
+        out.append(
+            f"    lever {lever.name} ({lever.where}) is {lever.setting}; {lever.other}: first "
+            f"{_bringup_time(lever.first)}, second {_bringup_time(lever.second)}, dominant "
+            f"{lever.first.dominant or 'none known'}; badge: {lever.badge}"
+        )
+    return out
+
+
 def _lock_lines(lock: LockView, stack: str) -> list[str]:
     """The lock's state, then each moving part as locked or floating."""
     if lock.present:
@@ -213,6 +246,7 @@ def plan_text(d: PlanView) -> str:
         out.append(f"  path     {c.request_path}")
     out.append(f"  start    {' -> '.join(d.start_order)}")
     out += _critical_path_lines(d.critical_path)
+    out += _ttft_lines(d.time_to_first_token)
     out += _lock_lines(d.lock, d.stack)
     # Kubernetes: the workloads and their containers' commands instead of hosts and docker runs.
     if src.kind == "kubernetes":

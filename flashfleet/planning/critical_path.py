@@ -40,7 +40,7 @@ class Phase:
         return self.start_s + self.seconds
 
 
-def _source_kind(plan: StackPlan) -> str:
+def source_kind(plan: StackPlan) -> str:
     src = plan.spec.nodes.source
     if isinstance(src, KubernetesSource):
         return "kubernetes"
@@ -68,7 +68,7 @@ def _transfer(name: str, sizes: list[tuple[str, float | None, str, str | None]],
 
 def _phases(plan: StackPlan) -> dict[str, Phase]:
     cat = bringup_catalog()
-    kind = _source_kind(plan)
+    kind = source_kind(plan)
     defaults = cat["source"][kind]
     over = plan.spec.bringup
     src = plan.spec.nodes.source
@@ -95,7 +95,7 @@ def _phases(plan: StackPlan) -> dict[str, Phase]:
 def critical_path(plan: StackPlan) -> CriticalPath:
     """Phases with start and duration, which overlap, the total (the longest lane) and its ratio
     to the largest transfer."""
-    kind = _source_kind(plan)
+    kind = source_kind(plan)
     phases = _phases(plan)
     lanes = bringup_catalog()["schedule"]["kubernetes" if kind == "kubernetes" else "host"]["lanes"]
     placed: list[Phase] = []

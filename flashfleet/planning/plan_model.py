@@ -204,6 +204,45 @@ class CriticalPath(_View):
     defaults_source: str
 
 
+class StartupPhase(_View):
+    """One phase of the time to the first token, in the first bring-up and in the second (the same
+    stack brought up again after `flashfleet down`)."""
+
+    name: str
+    first_s: Number | None  # None: unknown
+    second_s: Number | None
+    basis: str | None  # published | estimate | assumed; None when unknown
+    source: str
+    second_source: str  # why the second bring-up takes what it takes
+
+
+class BringupTime(_View):
+    total_s: Number | None  # None while any phase is unknown
+    known_s: Number  # the phases known, on their schedule: a lower bound when some are unknown
+    unknown: list[str]
+    dominant: str | None  # the known phase that takes longest
+
+
+class Lever(_View):
+    """A stack or recipe setting that changes the time, with both bring-ups had it the other value."""
+
+    name: str
+    where: str  # recipe option | stack file
+    setting: str  # as the stack has it
+    other: str  # the value the figures below assume
+    badge: str  # what the other value does to the badge
+    first: BringupTime
+    second: BringupTime
+
+
+class TimeToFirstToken(_View):
+    node_source: str
+    phases: list[StartupPhase]
+    first: BringupTime
+    second: BringupTime
+    levers: list[Lever]
+
+
 class LockedPart(_View):
     kind: Literal["weights", "image", "packages"]
     name: str  # the repository, the image reference, or which packages
@@ -244,6 +283,7 @@ class PlanView(_View):
     hourly_cost_usd: Number | None
     price_source: str | None
     critical_path: CriticalPath
+    time_to_first_token: TimeToFirstToken
     lock: LockView
     # this stack's own badge, from its latest benchmark evidence (flashfleet.bench.evidence):
     # "measured here: ...", "evidence stale: ...", "no evidence"; None: not looked up

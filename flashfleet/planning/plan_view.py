@@ -39,6 +39,7 @@ from flashfleet.planning.plan_model import (
 )
 from flashfleet.planning.resolve import SSH_PORT, MooncakeEndpoints, StackPlan
 from flashfleet.planning.stack_recipe import kubernetes_plan
+from flashfleet.planning.time_to_first_token import time_to_first_token
 from flashfleet.recipes import Recipe
 from flashfleet.stack import capacity_block
 from flashfleet.stack.image import TRANSFORMERS_PIN
@@ -376,6 +377,7 @@ def plan_data(plan: StackPlan) -> PlanView:
     kube = isinstance(plan.spec.nodes.source, KubernetesSource)
     parts = _kubernetes_parts(plan) if kube else _host_parts(plan)
     recipe = parts.recipe
+    path = critical_path(plan)
     return PlanView(
         stack=plan.stack,
         description=plan.spec.description,
@@ -411,7 +413,8 @@ def plan_data(plan: StackPlan) -> PlanView:
         endpoint=parts.endpoint,
         hourly_cost_usd=plan.hourly_cost_usd,
         price_source=plan.price_source,
-        critical_path=critical_path(plan),
+        critical_path=path,
+        time_to_first_token=time_to_first_token(plan, path),
         lock=lock_summary(plan),
         warnings=list(plan.warnings),
         notes=list(recipe.notes),

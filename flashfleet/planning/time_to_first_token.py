@@ -1,0 +1,199 @@
+"""Time to the first token, modeled phase by phase: the first bring-up of a stack, and the second
+(the same stack brought up again after `flashfleet down`, with what `down` keeps).
+
+The node launch comes first; then the transfers on the critical path's lanes (driver, image,
+weights: flashfleet.planning.critical_path); then, one after another, the weights loaded into GPU
+memory, JIT builds and autotune, CUDA-graph capture, and readiness up to the first answered
+request. Each figure comes from flashfleet/catalog/bringup.toml ([startup]) with its basis and a
+public source; a phase without one is unknown, and the totals then say how much is known (a lower
+bound) and which phases are missing. Each lever (a recipe option or a stack setting that changes
+the time) is shown with both bring-ups as they would be with it the other way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flashfleet.catalog import bringup_catalog
+from flashfleet.planning.critical_path import source_kind
+from flashfleet.planning.plan_model import BringupTime, CriticalPath, Lever, StartupPhase, TimeToFirstToken
+from flashfleet.planning.resolve import StackPlan
+from flashfleet.stack.kubernetes_source import HostPathCache, KubernetesSource
+
+TRANSFERS = ("driver", "image", "weights")
+AFTER = ("load", "jit", "capture", "ready")
+SAME = "as in the first bring-up"
+
+
+def _lanes_total(lanes: list[list[str]], seconds: dict[str, float | None]) -> tuple[float | None, float]:
+    """(the transfers' end, None if a phase is unknown; the end of what is known)."""
+    ends = [sum(seconds[name] or 0.0 for name in lane) for lane in lanes]
+    known = max(ends, default=0.0)
+    unknown = any(seconds[name] is None for lane in lanes for name in lane)
+    return (None if unknown else known), known
+
+
+def _time(phases: list[StartupPhase], lanes: list[list[str]], second: bool) -> BringupTime:
+    seconds = {p.name: p.second_s if second else p.first_s for p in phases}
+    transfers, transfers_known = _lanes_total(lanes, seconds)
+    serial = ["launch", *AFTER]
+    known = transfers_known + sum(seconds[n] or 0.0 for n in serial)
+    unknown = [p.name for p in phases if seconds[p.name] is None]
+    timed = {n: s for n, s in seconds.items() if s}
+    return BringupTime(
+        total_s=None if unknown or transfers is None else round(known, 1),
+        known_s=round(known, 1),
+        unknown=unknown,
+        dominant=max(timed, key=lambda n: timed[n]) if timed else None,
+    )
+
+
+def _figure(entry: dict[str, Any], key: str = "seconds") -> tuple[float | None, str | None]:
+    value = entry.get(key)
+    return (None, None) if value is None else (float(value), entry["basis"])
+
+
+def _load(plan: StackPlan, prefetch: bool) -> StartupPhase:
+    cat = bringup_catalog()
+    load = cat["startup"]["load"]
+    sizes = [cat["checkpoint"][repo].get("size_gb") for repo in plan.recipe.repositories]
+    seconds = None
+    if all(s is not None for s in sizes):
+        per_gb = float(load["prefetch_s" if prefetch else "cold_s"]) / float(load["size_gb"])
+        seconds = round(per_gb * sum(float(s) for s in sizes), 1)
+    how = "with checkpoint prefetch (weight_prefetch=on)" if prefetch else "without checkpoint prefetch"
+    return StartupPhase(
+        name="load",
+        first_s=seconds,
+        second_s=seconds,
+        basis=load["basis"] if seconds is not None else None,
+        source=f"{how}: {load['source']}",
+        second_source="loaded cold again: a warm page cache is not counted on",
+    )
+
+
+def _second_transfer(
+    plan: StackPlan, kind: str, name: str, first: float | None, keep: bool
+) -> tuple[float | None, str]:
+    """The second bring-up's driver, image or weights phase, and why."""
+    if name == "weights" and plan.spec.weights.prestaged:
+        return 0.0, "prestaged on the node"
+    if kind == "aws":
+        return first, "a new instance and volume: " + SAME
+    if kind == "existing":
+        if name == "driver":
+            return 0.0, "installed by the first bring-up: the role only checks it"
+        if name == "image":
+            return 0.0, "kept on the node: `down` removes containers and units, not images"
+        if keep:
+            return 0.0, "kept on the node: teardown.keepCaches is true (the default)"
+        return first, "teardown.keepCaches: false deletes the cache at `down`: downloaded again"
+    # kubernetes
+    if name == "driver":
+        return first, SAME
+    if name == "image":
+        return 0.0, "in the node's image cache (until the kubelet's image garbage collection)"
+    src = plan.spec.nodes.source
+    if isinstance(src, KubernetesSource) and isinstance(src.model_cache, HostPathCache):
+        return 0.0, "the hostPath cache stays on the node"
+    return first, "`down` deletes the stack's PVC: downloaded again"
+
+
+def _phases(plan: StackPlan, cp: CriticalPath, *, prefetch: bool, keep: bool) -> list[StartupPhase]:
+    startup = bringup_catalog()["startup"]
+    kind = source_kind(plan)
+    launch = startup["launch"][kind]
+    seconds, basis = _figure(launch)
+    out = [
+        StartupPhase(
+            name="launch",
+            first_s=seconds,
+            second_s=seconds,
+            basis=basis,
+            source=launch["source"],
+            second_source=SAME,
+        )
+    ]
+    by_name = {p.name: p for p in cp.phases}
+    for name in (n for n in TRANSFERS if n in by_name):  # Kubernetes: the cluster has the driver
+        p = by_name[name]
+        second, why = _second_transfer(plan, kind, name, p.seconds, keep)
+        basis = p.basis if p.size_gb is not None else ("assumed" if p.seconds is not None else None)
+        out.append(
+            StartupPhase(
+                name=name, first_s=p.seconds, second_s=second, basis=basis, source=p.source, second_source=why
+            )
+        )
+    out.append(_load(plan, prefetch))
+    jit = startup["jit"][plan.vendor]
+    first, basis = _figure(jit, "first_s")
+    out.append(
+        StartupPhase(
+            name="jit",
+            first_s=first,
+            second_s=first,
+            basis=basis,
+            source=jit["source"],
+            second_source="built again: the JIT and autotune caches live in the container, removed at `down`",
+        )
+    )
+    for name in ("capture", "ready"):
+        entry = startup[name]
+        seconds, basis = _figure(entry)
+        out.append(
+            StartupPhase(
+                name=name,
+                first_s=seconds,
+                second_s=seconds,
+                basis=basis,
+                source=entry["source"],
+                second_source=SAME,
+            )
+        )
+    return out
+
+
+def time_to_first_token(plan: StackPlan, cp: CriticalPath) -> TimeToFirstToken:
+    prefetch = plan.recipe.options.weight_prefetch == "on"
+    keep = plan.spec.teardown.keep_caches if plan.spec.teardown is not None else True
+    kind = source_kind(plan)
+
+    def both(p: bool, k: bool) -> tuple[BringupTime, BringupTime]:
+        phases = _phases(plan, cp, prefetch=p, keep=k)
+        return _time(phases, cp.lanes, False), _time(phases, cp.lanes, True)
+
+    phases = _phases(plan, cp, prefetch=prefetch, keep=keep)
+    first, second = both(not prefetch, keep)
+    levers = [
+        Lever(
+            name="weight_prefetch",
+            where="recipe option",
+            setting="on" if prefetch else "off",
+            other="off" if prefetch else "on",
+            badge="Not Verified (not in the seed's commands)"
+            if not prefetch
+            else "the measured command's badge, if nothing else changed",
+            first=first,
+            second=second,
+        )
+    ]
+    if kind == "existing" and not plan.spec.weights.prestaged:
+        first, second = both(prefetch, not keep)
+        levers.append(
+            Lever(
+                name="teardown.keepCaches",
+                where="stack file",
+                setting=str(keep).lower(),
+                other=str(not keep).lower(),
+                badge="none: the badge is the recipe's",
+                first=first,
+                second=second,
+            )
+        )
+    return TimeToFirstToken(
+        node_source=kind,
+        phases=phases,
+        first=_time(phases, cp.lanes, False),
+        second=_time(phases, cp.lanes, True),
+        levers=levers,
+    )

@@ -1,0 +1,204 @@
+"""`flashfleet plan`'s time to the first token: every phase from launch to the first answer, each
+figure sourced or unknown, the first and the second bring-up of a stack side by side, and each
+lever flipped."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+
+from flashfleet.catalog import bringup_catalog
+from flashfleet.cli import main
+from flashfleet.planning import load_stack
+from flashfleet.planning.critical_path import critical_path
+from flashfleet.planning.time_to_first_token import time_to_first_token
+from flashfleet.stack import list_stacks
+
+Doc = dict[str, Any]
+ORDER = ["launch", "driver", "image", "weights", "load", "jit", "capture", "ready"]
+BASES = {"published", "estimate", "assumed"}
+# what a source of a figure the product prints must never be: an internal reference
+INTERNAL = re.compile(r"\bissue \d+\b(?! *\(|\S)|\bthis project's\b|\binternal\b|\bour own\b", re.IGNORECASE)
+
+
+def _strings(node: Any, path: str = "") -> list[tuple[str, str]]:
+    if isinstance(node, dict):
+        return [s for k, v in node.items() for s in _strings(v, f"{path}.{k}")]
+    if isinstance(node, list):
+        return [s for i, v in enumerate(node) for s in _strings(v, f"{path}[{i}]")]
+    return [(path, node)] if isinstance(node, str) else []
+
+
+def _figures(node: Any, path: str = "") -> list[tuple[str, dict[str, Any]]]:
+    """Every table of the catalog that holds a number, with its path."""
+    if not isinstance(node, dict):
+        return []
+    out = (
+        [(path, node)]
+        if any(isinstance(v, int | float) and not isinstance(v, bool) for v in node.values())
+        else []
+    )
+    return out + [f for k, v in node.items() for f in _figures(v, f"{path}.{k}")]
+
+
+def test_every_figure_of_the_bringup_catalog_is_sourced_and_no_source_is_internal() -> None:
+    cat = bringup_catalog()
+    for path, table in _figures(cat):
+        if path.startswith(".schedule"):
+            continue  # lanes, not figures
+        assert table.get("source"), path
+        if not path.startswith(".source."):  # the node sources' stated defaults: their own source line
+            assert table.get("basis") in BASES, path
+    # the GitHub issues of the projects cited ("sglang issue #3673") are public; an issue number
+    # with nothing public around it is not
+    for path, text in _strings(cat):
+        assert not INTERNAL.search(text), (path, text)
+        if "issue" in text.lower():
+            assert re.search(r"\b(sglang|github\.com/\S+) (issue|PR) #\d+", text), (path, text)
+    startup = cat["startup"]
+    for name in ("capture", "ready"):
+        assert "seconds" not in startup[name]
+        assert startup[name]["source"].startswith("unknown"), name
+
+
+@pytest.mark.parametrize("stack", list_stacks())
+def test_plan_json_carries_the_time_to_first_token_of_every_catalog_stack(
+    stack: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["plan", stack, "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    t, cp = data["time_to_first_token"], data["critical_path"]
+    kube = t["node_source"] == "kubernetes"
+    assert [p["name"] for p in t["phases"]] == [n for n in ORDER if not (kube and n == "driver")]
+    by = {p["name"]: p for p in t["phases"]}
+    for p in t["phases"]:
+        assert p["source"], p
+        assert p["second_source"], p
+        if p["first_s"] is None:
+            assert p["basis"] is None, p
+        else:
+            assert p["basis"] in BASES, p
+    for which in ("first", "second"):
+        time = t[which]
+        missing = [p["name"] for p in t["phases"] if p[f"{which}_s"] is None]
+        assert time["unknown"] == missing
+        assert (time["total_s"] is None) == bool(missing)
+        # launch, then the critical path's lanes, then the phases after the transfers, one by one
+        lanes = max(sum(by[n][f"{which}_s"] or 0 for n in lane) for lane in cp["lanes"])
+        serial = sum(by[n][f"{which}_s"] or 0 for n in ["launch", "load", "jit", "capture", "ready"])
+        assert time["known_s"] == pytest.approx(lanes + serial, abs=0.1)
+        timed = {n: p[f"{which}_s"] for n, p in by.items() if p[f"{which}_s"]}
+        assert time["dominant"] == max(timed, key=timed.__getitem__)
+    # the transfers are the critical path's own figures
+    for p in cp["phases"]:
+        assert by[p["name"]]["first_s"] == p["seconds"]
+    # the second bring-up never takes longer than the first
+    assert t["second"]["known_s"] <= t["first"]["known_s"]
+    assert t["levers"][0]["name"] == "weight_prefetch"
+
+
+def test_an_aws_stack_pays_everything_again_and_loading_dominates() -> None:
+    plan = load_stack("gb300-lowlat")
+    t = time_to_first_token(plan, critical_path(plan))
+    by = {p.name: p for p in t.phases}
+    assert [by[n].second_s for n in ORDER] == [by[n].first_s for n in ORDER]
+    assert by["launch"].first_s is None  # no public launch figure: unknown, not invented
+    load = bringup_catalog()["startup"]["load"]
+    assert by["load"].first_s == load["cold_s"]  # the FP8 checkpoint the figure was measured on
+    assert by["load"].basis == "estimate"
+    assert "pt9912/runpod-glm-flash" in by["load"].source
+    assert t.first.dominant == "load"
+    assert t.first.total_s is None
+    assert t.first.unknown == ["launch", "capture", "ready"]
+    assert t.first.known_s == pytest.approx(262.4 + 1128 + 180, abs=0.1)  # weights lane, load, autotune
+    # the lever: prefetch cuts the load to the measured 216 s; the download then dominates
+    prefetch = t.levers[0]
+    assert (prefetch.setting, prefetch.other) == ("off", "on")
+    assert prefetch.first.known_s == pytest.approx(262.4 + 216 + 180, abs=0.1)
+    assert prefetch.first.dominant == "weights"
+    assert prefetch.badge.startswith("Not Verified")
+
+
+def test_prefetch_on_in_the_stack_file_models_the_faster_load(write_stack) -> None:
+    def change(doc: Doc) -> None:
+        doc["config"]["flashfleet:stack"]["options"] = {"weight_prefetch": "on"}
+
+    plan = load_stack("broken", write_stack("h200-lowlat", change))
+    t = time_to_first_token(plan, critical_path(plan))
+    load = next(p for p in t.phases if p.name == "load")
+    assert load.first_s == 216
+    assert load.source.startswith("with checkpoint prefetch")
+    assert plan.recipe.badge == "Not Verified"
+    assert (t.levers[0].setting, t.levers[0].other) == ("on", "off")
+    assert t.levers[0].first.known_s > t.first.known_s
+
+
+def test_a_smaller_checkpoint_loads_in_proportion() -> None:
+    plan = load_stack("mi355x-agentx")  # MXFP4 checkpoint
+    t = time_to_first_token(plan, critical_path(plan))
+    cat = bringup_catalog()
+    size = cat["checkpoint"][plan.recipe.model]["size_gb"]
+    load = next(p for p in t.phases if p.name == "load")
+    assert load.first_s == pytest.approx(1128 * size / 328, abs=0.1)
+    # no public figure for AMD's JIT builds: unknown
+    assert next(p for p in t.phases if p.name == "jit").first_s is None
+
+
+def test_existing_hosts_keep_image_driver_and_weights_for_the_second_bring_up(write_stack) -> None:
+    plan = load_stack("mi355x-lowlat")
+    t = time_to_first_token(plan, critical_path(plan))
+    by = {p.name: p for p in t.phases}
+    assert by["driver"].first_s == 600
+    assert by["weights"].first_s == pytest.approx(328 * 8 / 1.0, abs=0.1)
+    assert [by[n].second_s for n in ("driver", "image", "weights")] == [0, 0, 0]
+    assert "keepCaches" in by["weights"].second_source
+    assert by["load"].second_s == by["load"].first_s  # loaded cold again
+    assert t.first.dominant == "weights"
+    assert t.second.dominant == "load"
+    assert t.second.known_s == pytest.approx(1128, abs=0.1)
+    keep = next(lever for lever in t.levers if lever.name == "teardown.keepCaches")
+    assert (keep.setting, keep.other) == ("true", "false")
+    assert keep.second.known_s == pytest.approx(by["weights"].first_s + 1128, abs=0.1)
+
+    # with keepCaches: false the stack itself downloads again, and the lever says what keeping saves
+    def no_keep(doc: Doc) -> None:
+        doc["config"]["flashfleet:stack"]["teardown"] = {"keepCaches": False}
+
+    plan = load_stack("broken", write_stack("mi355x-lowlat", no_keep))
+    t = time_to_first_token(plan, critical_path(plan))
+    weights = next(p for p in t.phases if p.name == "weights")
+    assert weights.second_s == weights.first_s
+    assert next(
+        lever for lever in t.levers if lever.name == "teardown.keepCaches"
+    ).second.known_s == pytest.approx(1128, abs=0.1)
+
+
+def test_kubernetes_with_a_host_path_cache_keeps_the_weights_and_the_image() -> None:
+    plan = load_stack("mi355x-k8s")
+    t = time_to_first_token(plan, critical_path(plan))
+    by = {p.name: p for p in t.phases}
+    assert by["weights"].first_s
+    assert by["weights"].second_s == 0
+    assert "hostPath" in by["weights"].second_source
+    assert by["image"].second_s == 0
+    assert [lever.name for lever in t.levers] == ["weight_prefetch"]
+
+
+def test_plan_text_shows_both_bring_ups_and_each_lever(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "mi355x-lowlat"]) == 0
+    out = capsys.readouterr().out
+    head = next(line for line in out.splitlines() if "time to first token modeled" in line)
+    assert "first bring-up at least 62.5 min" in head
+    assert "second (the stack again after `down`) at least 18.8 min" in head
+    assert "dominant: weights" in head
+    assert "unknown: jit, capture, ready" in head
+    rows = {line.split()[0]: line for line in out.splitlines() if line.startswith("    ") and "min" in line}
+    assert rows["load"].split()[1:5] == ["18.8", "min", "18.8", "min"]
+    assert (
+        "lever weight_prefetch (recipe option) is off; on: first at least 47.3 min, second at least 3.6 min"
+        in out
+    )
+    assert "lever teardown.keepCaches (stack file) is true; false:" in out
