@@ -7,6 +7,7 @@ devices or mounts. Secrets never appear here: only the name of a root-only env f
 
 from __future__ import annotations
 
+import hashlib
 import posixpath
 from typing import Annotated, Any, Literal
 
@@ -40,6 +41,8 @@ class LaunchSettings(BaseModel):
     # The stack's lock (flashfleet.stack.lock): repository -> the commit the nodes downloaded.
     # A server loads that commit (`--revision`), never what the cache's `main` ref names.
     revisions: dict[str, str] = Field(default_factory=dict)
+    # caches.jit: the kernels' compile caches on the cache volume (jit_cache_env).
+    jit_cache: bool = False
 
 
 # The flag naming a repository a server loads, and the flag pinning its revision.
@@ -230,6 +233,41 @@ def _mounts(recipe: Recipe, settings: LaunchSettings) -> tuple[Mount, ...]:
     return tuple(mounts)
 
 
+# The compile caches SGLang's kernels write at first boot, each moved by its own variable from
+# a folder inside the container (which `down` removes) to the cache volume. Defaults in the
+# image (docs/bringup-time.md): FlashInfer ~/.cache/flashinfer (under FLASHINFER_WORKSPACE_BASE),
+# DeepGEMM ~/.deep_gemm, Triton ~/.triton/cache, TVM FFI (SGLang's jit_kernel) ~/.cache/tvm-ffi,
+# TileLang ~/.tilelang/cache, torch inductor /tmp/torchinductor_root, torch extensions
+# ~/.cache/torch_extensions, CUDA's PTX cache ~/.nv/ComputeCache.
+_JIT_CACHE_VARS = {
+    "FLASHINFER_WORKSPACE_BASE": "flashinfer",
+    "DG_JIT_CACHE_DIR": "deep_gemm",
+    "TRITON_CACHE_DIR": "triton",
+    "TVM_FFI_CACHE_DIR": "tvm-ffi",
+    "TILELANG_CACHE_DIR": "tilelang",
+    "TORCHINDUCTOR_CACHE_DIR": "torchinductor",
+    "TORCH_EXTENSIONS_DIR": "torch_extensions",
+}
+_VENDOR_JIT_CACHE_VARS = {"nvidia": {"CUDA_CACHE_PATH": "nv-compute"}, "amd": {}}
+JIT_CACHE_DIR = ".flashfleet-jit"  # inside the model cache, beside the Hub's hub/ folder
+
+
+def jit_cache_key(image_ref: str) -> str:
+    """One folder per image: kernels built by one image's compilers are never loaded by another."""
+    return hashlib.sha256(image_ref.encode()).hexdigest()[:16]
+
+
+def jit_cache_env(vendor: str, image_ref: str) -> dict[str, str]:
+    """The variables that put every compile cache under the model cache's JIT folder for the image.
+
+    The folder is inside the model cache volume, so it lives, and goes, with the weights:
+    kept across `down` unless teardown.keepCaches is false, on the hostPath or PVC on Kubernetes.
+    """
+    base = posixpath.join(CONTAINER_HF_CACHE, JIT_CACHE_DIR, jit_cache_key(image_ref))
+    names = {**_JIT_CACHE_VARS, **_VENDOR_JIT_CACHE_VARS[vendor]}
+    return {var: posixpath.join(base, sub) for var, sub in names.items()}
+
+
 def _rdma_access(recipe: Recipe) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(devices, capabilities) for RDMA: the Mooncake store over rdma/efa pins memory."""
     if recipe.options.hicache == "l1l2l3":
@@ -251,6 +289,9 @@ def container_launches(recipe: Recipe, settings: LaunchSettings | None = None) -
         keyed = settings.api_key and serves_model and proc.rank == 0 and proc.role != "encoder"
         mounts = _mounts(recipe, settings) if serves_model else ()
         argv = container_argv(proc)
+        env = {**proc.env, **_visible_devices_env(hw, proc)}
+        if serves_model and settings.jit_cache:
+            env = {**jit_cache_env(hw.vendor, settings.image.ref(hw)), **env}
         if serves_model:
             argv = _locked_revisions(argv, settings.revisions)
         if keyed:
@@ -264,7 +305,7 @@ def container_launches(recipe: Recipe, settings: LaunchSettings | None = None) -
                 container_name=f"flashfleet-{proc.name}",
                 image=settings.image.ref(hw),
                 argv=argv,
-                env={**proc.env, **_visible_devices_env(hw, proc)},
+                env=env,
                 env_file=settings.secret_env_file if serves_model else "",
                 secret_env_names=SECRET_ENV_NAMES if serves_model else (),
                 vendor=hw.vendor,

@@ -183,6 +183,7 @@ class StackPlan:
             model_cache_dir=self.spec.model_cache_dir,
             api_key=self.api_key_required,
             revisions={repo: e.commit for repo, e in self.lock.weights.items()} if self.lock else {},
+            jit_cache=self.spec.caches.jit,
         )
 
     def recipe_for(self, private_addresses: Sequence[str] | None = None) -> Recipe:

@@ -89,7 +89,10 @@ def kubernetes_plan(
         nodes=spec.nodes.count,
         recipe_for=lambda addresses: render_stack(spec, None if addresses is None else list(addresses)),
         settings=LaunchSettings(
-            image=spec.image, model_cache_dir=spec.model_cache_dir, revisions=dict(revisions or {})
+            image=spec.image,
+            model_cache_dir=spec.model_cache_dir,
+            revisions=dict(revisions or {}),
+            jit_cache=spec.caches.jit,
         ),
         mooncake=spec.mooncake,
     )

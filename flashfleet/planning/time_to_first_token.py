@@ -72,6 +72,20 @@ def _load(plan: StackPlan, prefetch: bool) -> StartupPhase:
     )
 
 
+def _cache_volume_kept(plan: StackPlan, kind: str, keep: bool) -> tuple[bool, str]:
+    """Whether the second bring-up finds the first one's cache volume, and why."""
+    if kind == "aws":
+        return False, "a new instance and volume"
+    if kind == "existing":
+        if keep:
+            return True, "the cache volume is kept on the node (teardown.keepCaches: true)"
+        return False, "teardown.keepCaches: false deletes the cache volume at `down`"
+    src = plan.spec.nodes.source
+    if isinstance(src, KubernetesSource) and isinstance(src.model_cache, HostPathCache):
+        return True, "the hostPath cache stays on the node"
+    return False, "`down` deletes the stack's PVC"
+
+
 def _second_transfer(
     plan: StackPlan, kind: str, name: str, first: float | None, keep: bool
 ) -> tuple[float | None, str]:
@@ -80,26 +94,37 @@ def _second_transfer(
         return 0.0, "prestaged on the node"
     if kind == "aws":
         return first, "a new instance and volume: " + SAME
-    if kind == "existing":
-        if name == "driver":
-            return 0.0, "installed by the first bring-up: the role only checks it"
-        if name == "image":
-            return 0.0, "kept on the node: `down` removes containers and units, not images"
-        if keep:
-            return 0.0, "kept on the node: teardown.keepCaches is true (the default)"
-        return first, "teardown.keepCaches: false deletes the cache at `down`: downloaded again"
-    # kubernetes
     if name == "driver":
+        if kind == "existing":
+            return 0.0, "installed by the first bring-up: the role only checks it"
         return first, SAME
     if name == "image":
+        if kind == "existing":
+            return 0.0, "kept on the node: `down` removes containers and units, not images"
         return 0.0, "in the node's image cache (until the kubelet's image garbage collection)"
-    src = plan.spec.nodes.source
-    if isinstance(src, KubernetesSource) and isinstance(src.model_cache, HostPathCache):
-        return 0.0, "the hostPath cache stays on the node"
-    return first, "`down` deletes the stack's PVC: downloaded again"
+    kept, why = _cache_volume_kept(plan, kind, keep)
+    return (0.0, f"kept: {why}") if kept else (first, f"downloaded again: {why}")
 
 
-def _phases(plan: StackPlan, cp: CriticalPath, *, prefetch: bool, keep: bool) -> list[StartupPhase]:
+def _jit(plan: StackPlan, kind: str, *, jit_cache: bool, keep: bool) -> StartupPhase:
+    jit = bringup_catalog()["startup"]["jit"][plan.vendor]
+    first, basis = _figure(jit, "first_s")
+    cached, _ = _figure(jit, "cached_s")
+    kept, why = _cache_volume_kept(plan, kind, keep)
+    if not jit_cache:
+        second, note = first, "built again: caches.jit is false, so the compile caches live in the container"
+    elif kept:
+        second, note = cached, f"the compile caches are on the cache volume (caches.jit: true) and {why}"
+    else:
+        second, note = first, f"built again: the compile caches are on the cache volume, but {why}"
+    return StartupPhase(
+        name="jit", first_s=first, second_s=second, basis=basis, source=jit["source"], second_source=note
+    )
+
+
+def _phases(
+    plan: StackPlan, cp: CriticalPath, *, prefetch: bool, keep: bool, jit_cache: bool
+) -> list[StartupPhase]:
     startup = bringup_catalog()["startup"]
     kind = source_kind(plan)
     launch = startup["launch"][kind]
@@ -125,18 +150,7 @@ def _phases(plan: StackPlan, cp: CriticalPath, *, prefetch: bool, keep: bool) ->
             )
         )
     out.append(_load(plan, prefetch))
-    jit = startup["jit"][plan.vendor]
-    first, basis = _figure(jit, "first_s")
-    out.append(
-        StartupPhase(
-            name="jit",
-            first_s=first,
-            second_s=first,
-            basis=basis,
-            source=jit["source"],
-            second_source="built again: the JIT and autotune caches live in the container, removed at `down`",
-        )
-    )
+    out.append(_jit(plan, kind, jit_cache=jit_cache, keep=keep))
     for name in ("capture", "ready"):
         entry = startup[name]
         seconds, basis = _figure(entry)
@@ -156,14 +170,15 @@ def _phases(plan: StackPlan, cp: CriticalPath, *, prefetch: bool, keep: bool) ->
 def time_to_first_token(plan: StackPlan, cp: CriticalPath) -> TimeToFirstToken:
     prefetch = plan.recipe.options.weight_prefetch == "on"
     keep = plan.spec.teardown.keep_caches if plan.spec.teardown is not None else True
+    jit_cache = plan.spec.caches.jit
     kind = source_kind(plan)
 
-    def both(p: bool, k: bool) -> tuple[BringupTime, BringupTime]:
-        phases = _phases(plan, cp, prefetch=p, keep=k)
+    def both(p: bool, k: bool, j: bool) -> tuple[BringupTime, BringupTime]:
+        phases = _phases(plan, cp, prefetch=p, keep=k, jit_cache=j)
         return _time(phases, cp.lanes, False), _time(phases, cp.lanes, True)
 
-    phases = _phases(plan, cp, prefetch=prefetch, keep=keep)
-    first, second = both(not prefetch, keep)
+    phases = _phases(plan, cp, prefetch=prefetch, keep=keep, jit_cache=jit_cache)
+    first, second = both(not prefetch, keep, jit_cache)
     levers = [
         Lever(
             name="weight_prefetch",
@@ -177,8 +192,20 @@ def time_to_first_token(plan: StackPlan, cp: CriticalPath) -> TimeToFirstToken:
             second=second,
         )
     ]
+    first, second = both(prefetch, keep, not jit_cache)
+    levers.append(
+        Lever(
+            name="caches.jit",
+            where="stack file",
+            setting=str(jit_cache).lower(),
+            other=str(not jit_cache).lower(),
+            badge="none: the command is the same, only where its compile caches live moves",
+            first=first,
+            second=second,
+        )
+    )
     if kind == "existing" and not plan.spec.weights.prestaged:
-        first, second = both(prefetch, not keep)
+        first, second = both(prefetch, not keep, jit_cache)
         levers.append(
             Lever(
                 name="teardown.keepCaches",

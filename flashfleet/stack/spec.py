@@ -405,6 +405,16 @@ class BringupSpec(Strict):
     driver_install_s: float | None = Field(default=None, ge=0, le=86400)
 
 
+class CachesSpec(Strict):
+    """What the nodes keep between two boots of the server (docs/bringup-time.md)."""
+
+    # true: the compile caches of SGLang's kernels (FlashInfer, DeepGEMM, Triton, TVM FFI,
+    # TileLang, torch, CUDA's PTX cache) live on the node's cache volume, one folder per image,
+    # instead of inside the container that `down` removes; a restart or a second bring-up on
+    # the same disk then skips the JIT builds. The command is the same: the badge does not move.
+    jit: StrictBool = True
+
+
 class ServingSpec(Strict):
     """How clients reach the servers (docs/security.md, "API key")."""
 
@@ -447,6 +457,7 @@ class StackSpec(Strict):
     model_cache_dir: HostPath = "/opt/flashfleet/hf-cache"
     bench: BenchSpec = BenchSpec()
     teardown: TeardownSpec | None = None  # None: keep the caches
+    caches: CachesSpec = CachesSpec()
     bringup: BringupSpec = BringupSpec()
     weights: WeightsSpec = WeightsSpec()
     serving: ServingSpec = ServingSpec()

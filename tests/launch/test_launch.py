@@ -197,3 +197,63 @@ def test_a_launch_round_trips_through_its_dump_and_refuses_a_disagreeing_copy():
                 ContainerLaunch.model_validate({**dumped, name: value})
         with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
             ContainerLaunch.model_validate({**dumped, "ports": [1]})
+
+
+def test_the_jit_cache_puts_every_compile_cache_on_the_cache_volume_one_folder_per_image():
+    from flashfleet.launch import CONTAINER_HF_CACHE, JIT_CACHE_DIR
+
+    pd = render("gb300", "high-throughput", "pd")
+    image = ImageSpec()
+    off = container_launches(pd, LaunchSettings(image=image))
+    on = container_launches(pd, LaunchSettings(image=image, jit_cache=True))
+    cuda = {"FLASHINFER_WORKSPACE_BASE", "DG_JIT_CACHE_DIR", "TRITON_CACHE_DIR", "TVM_FFI_CACHE_DIR"}
+    for before, after in zip(off, on, strict=True):
+        added = {k: v for k, v in after.env.items() if k not in before.env}
+        assert {k: after.env[k] for k in before.env} == before.env  # the recipe's own env wins
+        if before.role == "router":
+            assert added == {}  # it compiles nothing
+            continue
+        assert cuda | {"CUDA_CACHE_PATH", "TORCHINDUCTOR_CACHE_DIR"} <= set(added)
+        folders = {v.rsplit("/", 1)[0] for v in added.values()}
+        assert len(folders) == 1  # every cache of a process under one folder...
+        (folder,) = folders
+        assert folder.startswith(f"{CONTAINER_HF_CACHE}/{JIT_CACHE_DIR}/")  # ...on the cache volume's mount
+        assert any(m.target == CONTAINER_HF_CACHE and not m.read_only for m in after.mounts)
+        assert len(set(added.values())) == len(added)  # each library its own folder
+    # the same folder on every node of the image; another image, another folder
+    assert len({launch.env.get("TRITON_CACHE_DIR") for launch in on if launch.role != "router"}) == 1
+    other = container_launches(pd, LaunchSettings(image=ImageSpec(version="v0.5.22"), jit_cache=True))
+    assert other[0].env["TRITON_CACHE_DIR"] != on[0].env["TRITON_CACHE_DIR"]
+    # ROCm has no CUDA PTX cache
+    amd = container_launches(render("mi355x", "low-latency", "unified"), LaunchSettings(jit_cache=True))
+    assert "CUDA_CACHE_PATH" not in amd[0].env and cuda <= set(amd[0].env)
+
+
+def test_a_stack_plan_carries_the_jit_cache_into_docker_and_kubernetes(capsys):
+    import json
+
+    assert main(["manifest", "mi355x-k8s", "--format", "json"]) == 0
+    manifests = json.loads(capsys.readouterr().out)
+
+    def envs(node):
+        if isinstance(node, dict):
+            if "containers" in node and "volumes" in node:
+                yield node
+            for v in node.values():
+                yield from envs(v)
+        elif isinstance(node, list):
+            for v in node:
+                yield from envs(v)
+
+    servers = [p for p in envs(manifests) if any(c["name"] == "server" for c in p["containers"])]
+    assert servers, "no server pod spec"
+    for pod in servers:
+        (server,) = [c for c in pod["containers"] if c["name"] == "server"]
+        env = {e["name"]: e.get("value") for e in server.get("env", [])}
+        mounts = {m["mountPath"]: m["name"] for m in server["volumeMounts"]}
+        # the folder is on the pod's cache volume (the hostPath or the PVC), not in the container
+        assert env["TRITON_CACHE_DIR"].startswith("/root/.cache/huggingface/.flashfleet-jit/")
+        assert "/root/.cache/huggingface" in mounts
+        assert "CUDA_CACHE_PATH" not in env  # MI355X
+    assert main(["plan", "gb300-lowlat"]) == 0
+    assert "-e TRITON_CACHE_DIR=/root/.cache/huggingface/.flashfleet-jit/" in capsys.readouterr().out

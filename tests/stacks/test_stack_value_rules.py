@@ -62,6 +62,7 @@ OPT_INS: list[tuple[str, str, Callable[[Doc, Any], None], str]] = [
     ("allowPublicIngress", "h200-lowlat", lambda d, v: (_open_to_all(d), src(d).update(allowPublicIngress=v)), "nodes.source.allowPublicIngress"),
     ("allowUnpinnedHostKeys", "mi355x-lowlat", lambda d, v: (d["config"].update({"flashfleet:hfToken": {"secure": "v1:abcdef"}}), src(d).update(allowUnpinnedHostKeys=v)), "nodes.source.allowUnpinnedHostKeys"),
     ("keepCaches", "mi355x-lowlat", lambda d, v: spec(d).update(teardown={"keepCaches": v}), "teardown.keepCaches"),
+    ("jitCache", "gb300-lowlat", lambda d, v: spec(d).update(caches={"jit": v}), "caches.jit"),
     ("prestaged", "mi355x-lowlat", lambda d, v: spec(d).update(weights={"prestaged": v}), "weights.prestaged"),
     ("publicIp", "h200-lowlat", lambda d, v: src(d).update(publicIp=v), "nodes.source.publicIp"),
 ]  # fmt: skip

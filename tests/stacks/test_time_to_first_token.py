@@ -184,7 +184,7 @@ def test_kubernetes_with_a_host_path_cache_keeps_the_weights_and_the_image() -> 
     assert by["weights"].second_s == 0
     assert "hostPath" in by["weights"].second_source
     assert by["image"].second_s == 0
-    assert [lever.name for lever in t.levers] == ["weight_prefetch"]
+    assert [lever.name for lever in t.levers] == ["weight_prefetch", "caches.jit"]
 
 
 def test_plan_text_shows_both_bring_ups_and_each_lever(capsys: pytest.CaptureFixture[str]) -> None:
@@ -202,3 +202,94 @@ def test_plan_text_shows_both_bring_ups_and_each_lever(capsys: pytest.CaptureFix
         in out
     )
     assert "lever teardown.keepCaches (stack file) is true; false:" in out
+
+
+def _h200_on_a_host(doc: Doc) -> None:
+    """h200-lowlat on an existing host of its own: NVIDIA, whose JIT time has a public figure."""
+    stack = doc["config"]["flashfleet:stack"]
+    stack["nodes"]["source"] = {
+        "kind": "existing",
+        "hosts": [{"address": "192.0.2.20", "sshUser": "ubuntu", "gpus": {"model": "h200", "count": 8}, "hostMemoryGib": 2048}],
+    }
+
+
+def test_the_jit_cache_on_the_kept_volume_skips_the_builds_of_the_second_bring_up(write_stack) -> None:
+    plan = load_stack("broken", write_stack("h200-lowlat", _h200_on_a_host))
+    t = time_to_first_token(plan, critical_path(plan))
+    jit = next(p for p in t.phases if p.name == "jit")
+    cat = bringup_catalog()["startup"]["jit"]["nvidia"]
+    assert (jit.first_s, jit.second_s) == (cat["first_s"], cat["cached_s"])
+    assert "caches.jit: true" in jit.second_source
+    assert t.second.known_s == pytest.approx(1128, abs=0.1)  # the load alone: everything else kept
+    lever = next(lever for lever in t.levers if lever.name == "caches.jit")
+    assert (lever.setting, lever.other) == ("true", "false")
+    assert lever.badge.startswith("none")
+    assert lever.first.known_s == t.first.known_s  # the first boot builds either way
+    assert lever.second.known_s == pytest.approx(1128 + cat["first_s"], abs=0.1)
+    # the cache is on the volume teardown.keepCaches: false deletes: built again
+    keep = next(lever for lever in t.levers if lever.name == "teardown.keepCaches")
+    assert keep.second.known_s == pytest.approx(t.first.known_s, abs=0.1)
+
+
+def test_caches_jit_false_in_the_stack_file_builds_again(write_stack) -> None:
+    def change(doc: Doc) -> None:
+        _h200_on_a_host(doc)
+        doc["config"]["flashfleet:stack"]["caches"] = {"jit": False}
+
+    plan = load_stack("broken", write_stack("h200-lowlat", change))
+    t = time_to_first_token(plan, critical_path(plan))
+    jit = next(p for p in t.phases if p.name == "jit")
+    assert jit.second_s == jit.first_s == 180
+    assert "caches.jit is false" in jit.second_source
+    lever = next(lever for lever in t.levers if lever.name == "caches.jit")
+    assert (lever.setting, lever.other) == ("false", "true")
+    assert lever.second.known_s == pytest.approx(t.second.known_s - 180, abs=0.1)
+    # and the launch carries none of the cache variables
+    assert all("TRITON_CACHE_DIR" not in launch.env for launch in plan.launches_by_node()[0])
+
+
+def test_an_aws_restart_only_gains_from_the_jit_cache_and_says_why() -> None:
+    plan = load_stack("gb300-lowlat")
+    t = time_to_first_token(plan, critical_path(plan))
+    jit = next(p for p in t.phases if p.name == "jit")
+    assert jit.second_s == jit.first_s
+    assert "new instance and volume" in jit.second_source
+    lever = next(lever for lever in t.levers if lever.name == "caches.jit")
+    assert lever.second.known_s == t.second.known_s
+
+
+README_TTFT = re.compile(
+    r"^\| (?P<stack>[\w-]+) \((?P<source>[^)]+)\) \| at least (?P<first>[\d.]+) min \| at least "
+    r"(?P<second>[\d.]+) min \| (?P<dominant>\w+), (?P<dominant_min>[\d.]+) min \| at least "
+    r"(?P<pf_first>[\d.]+) / (?P<pf_second>[\d.]+) min \|$",
+    re.MULTILINE,
+)
+
+
+def test_the_readme_quotes_what_plan_models(capsys: pytest.CaptureFixture[str]) -> None:
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    rows = list(README_TTFT.finditer(readme))
+    stacks = [r["stack"] for r in rows]
+    assert {"gb300-lowlat", "h200-lowlat"} <= set(stacks), stacks  # a GB300 and an H200 stack
+    for row in rows:
+        assert main(["plan", row["stack"], "--format", "json"]) == 0
+        t = json.loads(capsys.readouterr().out)["time_to_first_token"]
+        by = {p["name"]: p for p in t["phases"]}
+        prefetch = t["levers"][0]
+
+        def minutes(seconds: float) -> str:
+            return f"{seconds / 60:.1f}"
+
+        assert {"aws": "AWS", "existing": "existing hosts", "kubernetes": "Kubernetes"}[t["node_source"]] == row[
+            "source"
+        ]
+        assert (minutes(t["first"]["known_s"]), minutes(t["second"]["known_s"])) == (row["first"], row["second"])
+        assert t["first"]["dominant"] == row["dominant"]
+        assert minutes(by[row["dominant"]]["first_s"]) == row["dominant_min"]
+        assert prefetch["name"] == "weight_prefetch" and prefetch["other"] == "on"
+        assert (minutes(prefetch["first"]["known_s"]), minutes(prefetch["second"]["known_s"])) == (
+            row["pf_first"],
+            row["pf_second"],
+        )
