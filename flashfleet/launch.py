@@ -142,6 +142,9 @@ class ContainerLaunch(BaseModel):
     rank: int = Field(description="rank of a multi-node server (0: the one that serves HTTP)")
     serves_http: bool = Field(description="answers /health (not a rank > 0)")
     serves_api: bool = Field(description="serves the OpenAI API (not an encoder, not a rank > 0)")
+    prints_startup: bool = Field(
+        description="prints SGLang's startup timings (an `sglang serve` that serves HTTP: not a router)"
+    )
     api_key_file: str = Field(
         "", description="root-only YAML (`api-key:`) the process reads with --config; empty: no key"
     )
@@ -202,6 +205,7 @@ def _derived(launch: ContainerLaunch) -> dict[str, Any]:
         "serves_http": serves_http,
         # The OpenAI API (/v1/models, chat): not an encoder-only server, not a rank > 0.
         "serves_api": serves_http and launch.role != "encoder",
+        "prints_startup": serves_http and launch.role != "router",
     }
 
 

@@ -124,7 +124,7 @@ class HostVars(BaseModel):
     flashfleet_mooncake: bool = Field(description="the stack uses the Mooncake L3 tier")
     flashfleet_processes: list[ContainerLaunch] = Field(
         description="container launches of this node (`flashfleet.launch`), in start order, each with "
-        "`rank`, `serves_http` and `serves_api`"
+        "`rank`, `serves_http`, `serves_api` and `prints_startup`"
     )
     flashfleet_reasoning: bool = Field(description="the servers parse reasoning (`reasoning_parser` on)")
     flashfleet_tool_calls: bool = Field(description="the servers parse tool calls (`tool_call_parser` on)")

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from flashfleet.bringup.startup_timings import StartupTimings, startup_from_events
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -55,6 +57,8 @@ class Span:
 class Timeline:
     playbook: str
     spans: list[Span]
+    # host -> process -> the server's own startup timings (read from its journal by sglang_serve)
+    startup: dict[str, dict[str, StartupTimings]] = field(default_factory=dict)
 
     @property
     def hosts(self) -> list[str]:
@@ -80,6 +84,7 @@ def read_events(path: Path) -> list[dict[str, Any]]:
 
 def build_timeline(events: Iterable[Mapping[str, Any]]) -> Timeline:
     """Merges consecutive task results of one host and one phase into spans."""
+    events = list(events)
     playbook, results = "", []
     for event in events:
         data = event.get("event_data") or {}
@@ -114,7 +119,7 @@ def build_timeline(events: Iterable[Mapping[str, Any]]) -> Timeline:
     for (host, phase), start in launched.items():
         end = max(s.end for s in spans if s.host == host and s.phase == phase)
         spans.append(Span(host, phase, start, end, 0, 0, False, background=True))
-    return Timeline(playbook, sorted(spans, key=lambda s: (s.host, s.start)))
+    return Timeline(playbook, sorted(spans, key=lambda s: (s.host, s.start)), startup_from_events(events))
 
 
 def _starts_async_job(res: Mapping[str, Any]) -> bool:

@@ -1,5 +1,6 @@
-"""`flashfleet timeline RUN_DIR`: the bring-up Gantt chart (PNG) of a run, and the slowest
-phase of each host as text."""
+"""`flashfleet timeline RUN_DIR`: the bring-up Gantt chart (PNG) of a run, the slowest phase of
+each host as text, and each server's own startup timings (load, JIT, CUDA graphs, readiness) as
+SGLang printed them on its node."""
 
 from __future__ import annotations
 
@@ -43,5 +44,7 @@ def run(args: argparse.Namespace) -> int:
         slowest = max(spans, key=lambda s: s.duration)
         took = max(s.end for s in spans) - min(s.start for s in spans)
         print(f"{labels.get(host, host)}: {took:.1f}s, slowest phase {slowest.phase} {slowest.duration:.1f}s")
+        for process, timings in timeline.startup.get(host, {}).items():
+            print(f"  {process}, the server's own log: {timings.line()}")
     print(f"timeline: {png}")
     return 0

@@ -30,8 +30,14 @@ Two entries, one server:
   environment, it answers the way the real server's flags say, and chat answers what the verify
   checks ask (a sum, a greeting, a tool call, the colour of an image). Knobs, read per request,
   live in /etc/flashfleet-test/standin.json: load_seconds (everything answers 503 this long after
-  start: weights loading); image_mode ("pixels" reads the colour from the image, "text-only"
-  ignores it). Like SGLang 0.5.23 it reads `--config FILE.yaml` (flags as top-level keys; the
+  start: weights loading); jit_seconds (this much more on a cold kernel cache: JIT builds);
+  image_mode ("pixels" reads the colour from the image, "text-only" ignores it). While it
+  starts it prints the boot lines SGLang 0.5.23 prints (srt/model_executor/model_runner.py
+  "Load weight end.", srt/model_executor/model_runner_components/cuda_graph_setup.py "Capture
+  ... CUDA graph end.", srt/entrypoints/engine.py "Engine startup timings (s)",
+  srt/entrypoints/http_server.py "The server is fired up and ready to roll!"), and /server_info reports the
+  same `startup_time`. Its kernel cache is $TVM_FFI_CACHE_DIR (SGLang's jit_kernel modules),
+  warm once a boot filled it: a folder the container keeps only under a mount. Like SGLang 0.5.23 it reads `--config FILE.yaml` (flags as top-level keys; the
   command line wins) and exits when the file is missing, not YAML or unreadable; with an API key
   (`--api-key` or `api-key:` there) every path but /health*, /ready* and /metrics* answers 401
   unless the request carries `Authorization: Bearer <key>` (srt/utils/auth.py,
@@ -62,6 +68,7 @@ MODEL = "glm-5.3-flash-standin"
 GENERATION_PATHS = ("/generate", "/v1/chat/completions", "/v1/completions")
 OPEN_PATHS = ("/health", "/ready", "/metrics")  # SGLang lets these through without a key
 KNOBS = "/etc/flashfleet-test/standin.json"
+KNOBS_ENV = "FLASHFLEET_TEST_KNOBS"  # another knobs file (the stand-in's own tests)
 # Set by tests/serve/fake_docker.py: the container's bind mounts as [[host path, container path]].
 MOUNTS_ENV = "FLASHFLEET_TEST_MOUNTS"
 COUNTERS = ("sglang:prompt_tokens_total", "sglang:generation_tokens_total", "sglang:num_requests_total",
@@ -139,6 +146,9 @@ class StandinState:
     kv: dict[int, int] = field(default_factory=dict)  # prefill: bootstrap_room -> prompt tokens
     served_log: list[Served] = field(default_factory=list)  # every generation answered, in order
     started: float = field(default_factory=time.monotonic)
+    jit_s: float = 0.0  # the JIT builds of this boot (a cold kernel cache), after the load
+    booted: threading.Event | None = None  # the container's boot lines are all printed
+    startup_time: dict[str, Any] | None = None  # what /server_info reports, once booted
     counters: dict[str, float] = field(default_factory=dict)
     device: set[str] = field(default_factory=set)  # prefixes in the device and host tiers
     requests: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
@@ -154,7 +164,9 @@ class StandinState:
             return {}
 
     def loaded(self) -> bool:
-        return time.monotonic() - self.started >= float(self.knobs().get("load_seconds", 0))
+        if self.booted is not None and not self.booted.is_set():
+            return False
+        return time.monotonic() - self.started >= float(self.knobs().get("load_seconds", 0)) + self.jit_s
 
     def count(self, name: str, value: float) -> None:
         with self.lock:
@@ -384,7 +396,7 @@ def _handler(state: StandinState) -> type[BaseHTTPRequestHandler]:
                 self._json(200, {"version": "standin", "model_path": state.model_path,
                                  "tokenizer_path": state.model_path, "served_model_name": state.model,
                                  "dp_size": state.dp_size, "disaggregation_mode": state.disaggregation or "null",
-                                 "internal_states": states})  # fmt: skip
+                                 "startup_time": state.startup_time, "internal_states": states})  # fmt: skip
             elif self.path in ("/model_info", "/get_model_info"):
                 self._json(200, {"model_path": state.model_path, "tokenizer_path": state.model_path,
                                  "is_generation": True})  # fmt: skip
@@ -668,13 +680,13 @@ def join_mooncake(argv: list[str]) -> Store | None:
     return store  # type: ignore[no-any-return]
 
 
-def state_from_argv(argv: list[str], knobs_path: str = KNOBS) -> StandinState:
+def state_from_argv(argv: list[str], knobs_path: str | None = None) -> StandinState:
     """The server the container's (config-merged) argv asks for; answers come at once."""
     if "sglang_router.launch_router" in argv:
         sys.exit("the stand-in is no router: run the real sglang_router")
     mode = flag(argv, "--disaggregation-mode")  # "null" (the default), "prefill" or "decode"
     return StandinState(
-        ttft_s=0.0, itl_s=0.0, answers=True, knobs_path=knobs_path,
+        ttft_s=0.0, itl_s=0.0, answers=True, knobs_path=knobs_path or os.environ.get(KNOBS_ENV, KNOBS),
         model=flag(argv, "--served-model-name") or flag(argv, "--model-path") or "",
         model_path=flag(argv, "--model-path") or "",
         disaggregation=mode if mode in ("prefill", "decode") else None,
@@ -686,6 +698,51 @@ def state_from_argv(argv: list[str], knobs_path: str = KNOBS) -> StandinState:
     )  # fmt: skip
 
 
+JIT_CACHE_ENV = "TVM_FFI_CACHE_DIR"
+JIT_CACHE_DEFAULT = "/root/.cache/tvm-ffi"  # tvm-ffi's default in the image, inside the container
+JIT_MARKER = "standin-kernels.so"
+CUDA_GRAPH_PHASES = ("prefill", "decode", "target_verify", "draft_prefill", "draft_decode", "draft_extend")
+
+
+def jit_cache() -> tuple[bool, str | None]:
+    """(warm, the host folder a cold boot fills): a folder not under a mount is the container's
+    own, gone with it, so the next container builds again."""
+    folder = host_path(os.environ.get(JIT_CACHE_ENV) or JIT_CACHE_DEFAULT)
+    if folder is None:
+        return False, None
+    return os.path.exists(os.path.join(folder, JIT_MARKER)), folder
+
+
+def say(line: str) -> None:
+    """One log line with SGLang's own prefix ("[2026-11-03 10:12:01] ...")."""
+    print(f"[{time.strftime('%Y-%m-%d %H:%M:%S')}] {line}", flush=True)
+
+
+def boot(state: StandinState, load_s: float, fill: str | None) -> None:
+    """The boot lines SGLang prints, at the times the stand-in's load and JIT builds take."""
+    say("Load weight begin. avail mem=139.50 GB")
+    time.sleep(load_s)
+    say(f"Load weight end. elapsed={load_s:.2f} s, type=GlmMoeDsaForCausalLM, avail mem=60.10 GB, mem usage=79.40 GB.")
+    time.sleep(state.jit_s)
+    if fill is not None and state.jit_s:
+        os.makedirs(fill, exist_ok=True)
+        with open(os.path.join(fill, JIT_MARKER), "w") as f:
+            f.write("built by the stand-in\n")
+    say("Capture decode CUDA graph end. elapsed=0.00 s, mem usage=0.00 GB, avail mem=50.00 GB.")
+    graphs = dict.fromkeys(CUDA_GRAPH_PHASES, 0.0)
+    e2e = round(time.monotonic() - state.started, 2)
+    state.startup_time = {"load_weight": load_s, "kv_cache_allocation": 0.0, "scheduler_e2e": e2e,
+                          "cuda_graph": graphs, "tokenizer_e2e": e2e}  # fmt: skip
+    say(
+        f"Engine startup timings (s): load_weight={load_s:.2f}, kv_cache_allocation=0.00, "
+        f"scheduler_e2e={e2e:.2f}, cuda_graph={{{', '.join(f'{k}={v:.2f}' for k, v in graphs.items())}}}, "
+        f"tokenizer_e2e={e2e:.2f}"
+    )
+    say("The server is fired up and ready to roll!")
+    assert state.booted is not None
+    state.booted.set()
+
+
 def main(argv: list[str]) -> None:
     # SGLang's server (uvicorn) ends on SIGTERM, as a container's PID 1 too, where the kernel
     # drops a signal that has no handler: `docker stop` ends it at once, not at its timeout
@@ -695,6 +752,11 @@ def main(argv: list[str]) -> None:
     if flag(argv, "--node-rank", "0") != "0":
         while True:  # ranks > 0 serve no HTTP
             time.sleep(3600)
+    knobs = state.knobs()
+    warm, fill = jit_cache()
+    state.jit_s = 0.0 if warm else float(knobs.get("jit_seconds", 0))
+    state.booted = threading.Event()
+    threading.Thread(target=boot, args=(state, float(knobs.get("load_seconds", 0)), fill), daemon=True).start()
     host, port = flag(argv, "--host", "127.0.0.1") or "", int(flag(argv, "--port", "30000") or 30000)
     server = ThreadingHTTPServer((host, port), _handler(state))
     server.daemon_threads = True

@@ -23,11 +23,14 @@ from typing import Any
 import pytest
 
 from flashfleet.bringup.playbook_run import RunResult
+from flashfleet.bringup.timeline import build_timeline, read_events
+from flashfleet.launch import CONTAINER_HF_CACHE
 
 from .lab import MOONCAKE_CACHE, TOKEN, ServeLab, install_fake_docker, make_stack, serve_lab
 
 HOSTS = ["l3a", "l3b", "epd", "pd"]
 LOAD_SECONDS = 3
+JIT_SECONDS = 2  # the stand-in's JIT builds on a cold kernel cache
 TRICKY = 'glm $HOME %h "quoted" back\\slash'  # systemd would expand $, % and eat quotes unescaped
 SITE_TAGS = "mooncake,serve,verify"
 FAST = {"sglang_serve_ready_timeout_s": 60, "sglang_serve_ready_poll_s": 1}
@@ -63,7 +66,7 @@ def site() -> Iterator[dict[str, Any]]:
 
 def set_knobs(lab: ServeLab, host: str, **knobs: Any) -> None:
     path = lab.pool.hosts[host].root / "etc/flashfleet-test/standin.json"
-    path.write_text(json.dumps({"load_seconds": LOAD_SECONDS, **knobs}))
+    path.write_text(json.dumps({"load_seconds": LOAD_SECONDS, "jit_seconds": JIT_SECONDS, **knobs}))
 
 
 def records(lab: ServeLab, host: str) -> list[dict[str, Any]]:
@@ -126,6 +129,34 @@ def test_smoke_checks_ran_against_each_api(site: dict[str, Any]) -> None:
     assert ("l3-node-1", "Model | remember its id") not in passed  # rank 1 serves no API
 
 
+def _node(site: dict[str, Any], host: str) -> str:
+    hosts = site["inventory"]["all"]["hosts"]
+    return next(n for n, v in hosts.items() if v["ansible_host"] == site["lab"].address(host))
+
+
+def test_each_server_reports_its_own_start_and_built_its_kernels_on_the_cache_volume(
+    site: dict[str, Any],
+) -> None:
+    lab = site["lab"]
+    startup = build_timeline(read_events(site["runs"][0].events_log)).startup
+    for host in HOSTS:
+        node = _node(site, host)
+        printing = [launch["name"] for launch in launches(site, host) if launch["prints_startup"]]
+        assert sorted(startup.get(node, {})) == sorted(printing), node  # not the router, not rank 1
+        for name, t in startup.get(node, {}).items():
+            assert t.load_s == LOAD_SECONDS, (node, name)
+            assert t.jit_s >= JIT_SECONDS - 0.5, (node, name, t)  # a cold kernel cache: built
+            assert t.ready_s is not None, (node, name)
+        # the kernels are on the node's cache volume, in the image's folder
+        cache = site["inventory"]["all"]["hosts"][node]["flashfleet_model_cache_dir"]
+        for launch in launches(site, host):
+            if launch["prints_startup"]:
+                folder = launch["env"]["TVM_FFI_CACHE_DIR"].replace(CONTAINER_HF_CACHE, cache, 1)
+                assert lab.ssh(host, f"ls {folder}").split() == ["standin-kernels.so"], (host, folder)
+    # a restart on the same disk: the encoder and, through Requires=, the language server after it
+    lab.ssh("epd", "systemctl restart flashfleet-encoder.service")
+
+
 def test_second_run_changes_nothing(site: dict[str, Any]) -> None:
     """With `reconverge` (flashfleet configure --reconverge, and every other run of this module
     but the converge record's): every role runs again, and none changes anything."""
@@ -137,6 +168,19 @@ def test_second_run_changes_nothing(site: dict[str, Any]) -> None:
     for node in ("l3-node-0", "epd-node-0", "pd-node-0"):
         assert {"sglang_serve", "verify"} <= roles_ran(lab, node), node
     assert "mooncake" in roles_ran(lab, "l3-node-0")
+
+
+def test_a_restarted_server_finds_its_kernels_built_and_the_others_keep_their_start(
+    site: dict[str, Any],
+) -> None:
+    """The re-run above read each server's current start: the restarted ones' (warm), the
+    others' first one (cold), never an earlier start's lines."""
+    again = build_timeline(read_events(site["runs"][1].events_log)).startup
+    for name, t in again["epd-node-0"].items():
+        assert t.jit_s < JIT_SECONDS - 0.5, (name, t)
+        assert t.load_s == LOAD_SECONDS  # the weights load again: only the kernels were kept
+    first = build_timeline(read_events(site["runs"][0].events_log)).startup
+    assert again["l3-node-0"] == first["l3-node-0"]
 
 
 # The converge record: the path `flashfleet configure` and `pulumi up` take (no `reconverge`).

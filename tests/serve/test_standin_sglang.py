@@ -39,9 +39,11 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start(argv: list[str], mounts: list[list[str]] | None) -> tuple[subprocess.Popen[str], str]:
+def start(
+    argv: list[str], mounts: list[list[str]] | None, extra_env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[str], str]:
     port = free_port()
-    env = {"PATH": os.environ["PATH"]}
+    env = {"PATH": os.environ["PATH"], **(extra_env or {})}
     if mounts is not None:
         env[MOUNTS_ENV] = json.dumps(mounts)
     proc = subprocess.Popen(
@@ -295,3 +297,45 @@ def test_the_container_prefill_serves_its_bootstrap_port() -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+def _boot(tmp_path: Path, mounts: list[list[str]] | None, cache: str) -> tuple[float, list[str], dict]:
+    """One container start: (seconds to /health 200, its log lines, /server_info's startup_time)."""
+    knobs = tmp_path / "knobs.json"
+    knobs.write_text(json.dumps({"load_seconds": 0.3, "jit_seconds": 1.5}))
+    began = time.monotonic()
+    proc, url = start([], mounts, {"FLASHFLEET_TEST_KNOBS": str(knobs), "TVM_FFI_CACHE_DIR": cache})
+    took = time.monotonic() - began
+    try:
+        with urllib.request.urlopen(f"{url}/server_info", timeout=5) as resp:
+            startup = json.load(resp)["startup_time"]
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=30)
+    return took, out.splitlines(), startup
+
+
+def test_a_kernel_cache_under_a_mount_is_warm_at_the_next_start(tmp_path: Path) -> None:
+    from flashfleet.bringup.startup_timings import parse_startup
+
+    volume = tmp_path / "volume"
+    volume.mkdir()
+    mounts = [[str(volume), "/root/.cache/huggingface"]]
+    cache = "/root/.cache/huggingface/.flashfleet-jit/abc/tvm-ffi"
+    cold, lines, startup = _boot(tmp_path, mounts, cache)
+    assert cold >= 1.8  # the load and the JIT builds before /health answers
+    timings = parse_startup(lines)
+    assert timings is not None, lines
+    assert timings.load_s == pytest.approx(0.3) and timings.jit_s >= 1.4
+    assert startup["load_weight"] == pytest.approx(0.3) and startup["scheduler_e2e"] >= 1.8
+    assert any(line.endswith("The server is fired up and ready to roll!") for line in lines)
+    assert (volume / ".flashfleet-jit/abc/tvm-ffi/standin-kernels.so").is_file()  # on the host's volume
+    warm, lines, _ = _boot(tmp_path, mounts, cache)
+    timings = parse_startup(lines)
+    assert timings is not None and timings.jit_s < 0.5
+    assert warm < cold - 1.0
+    # a cache folder no mount brings in is the container's own: built again at every start
+    for _ in range(2):
+        _, lines, _ = _boot(tmp_path, mounts, "/root/.cache/tvm-ffi")
+        timings = parse_startup(lines)
+        assert timings is not None and timings.jit_s >= 1.4
