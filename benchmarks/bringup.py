@@ -20,8 +20,16 @@ Prints figures and ratios measured side by side in one run; asserts nothing (spe
 here, not in tests). Needs root and the test-host cache (scripts/setup.d/20-test-hosts.sh,
 30-mooncake.sh), like tests/roles, tests/serve and tests/e2e.
 
-Usage: python benchmarks/bringup.py [--format json] [--keep DIR]
-Goals (issue 17): rerun_ratio = second_s / noop_s <= 1.3; hosts4_ratio = four_hosts_s / one_host_s <= 1.3.
+`--after-down` measures the other second run instead: the first bring-up of a stack, then
+`down` (teardown.yml, caches kept: teardown.keepCaches defaults to true), then the same bring-up
+again, side by side in one run on one host: the second/first ratio, each phase of both, what the
+second asked of the stand-in Hub (nothing, when the cache was kept), and each server's own
+startup timings from its log (the stand-in's load, and its JIT builds, which a kept kernel cache
+skips).
+
+Usage: python benchmarks/bringup.py [--format json] [--keep DIR] [--after-down]
+Goals: rerun_ratio = second_s / noop_s <= 1.3; hosts4_ratio = four_hosts_s / one_host_s <= 1.3;
+after `down`, hub_file_gets of the second bring-up = 0 and second_ratio well under 1.
 """
 
 from __future__ import annotations
@@ -49,7 +57,7 @@ from roles.test_preflight import SMALL_SIZES  # noqa: E402
 from serve.lab import MOONCAKE_CACHE, ServeLab, make_stack  # noqa: E402
 
 from flashfleet.bringup.playbook_run import RunResult, run_playbook  # noqa: E402
-from flashfleet.bringup.timeline import read_events, write_timeline  # noqa: E402
+from flashfleet.bringup.timeline import build_timeline, read_events, write_timeline  # noqa: E402
 from flashfleet.planning import StackPlan  # noqa: E402
 
 ONE, FOUR = ["b1"], ["q0", "q1", "q2", "q3"]
@@ -222,10 +230,7 @@ def site(
 ) -> dict[str, Any]:
     """One `site.yml` run, as the product's bring-up runs it."""
     inventory = slab.inventory((stack, hosts))
-    extravars = {
-        **lab.repo_vars(), **SMALL_SIZES, **SMALL_MEMORY, **FAST_SERVE,
-        "sglang_serve_docker": FAKE_DOCKER, "teardown_docker": FAKE_DOCKER,
-    }  # fmt: skip
+    extravars = _site_vars(lab)
     took, result, cpu = measured(
         f"site-{which}-{len(hosts)}" + ("" if run is None else f"-{run}"), lab, hosts, keep,
         lambda: slab.run("site.yml", inventory, extravars=extravars, token=lab.hub.token,
@@ -235,7 +240,69 @@ def site(
     return {"total": round(took, 2), **phases, "changed": result.count("changed"), "cpu": cpu}
 
 
-def prepare_hosts(lab: Lab) -> ServeLab:
+LOAD_S, JIT_S = 2, 3  # the stand-in's load, and its JIT builds on a cold kernel cache
+
+
+def _site_vars(lab: Lab) -> dict[str, Any]:
+    return {
+        **lab.repo_vars(), **SMALL_SIZES, **SMALL_MEMORY, **FAST_SERVE,
+        "sglang_serve_docker": FAKE_DOCKER, "teardown_docker": FAKE_DOCKER,
+    }  # fmt: skip
+
+
+def bringup(
+    lab: Lab, slab: ServeLab, inventory: dict[str, Any], keep: Path | None, label: str
+) -> dict[str, Any]:
+    """One whole bring-up (site.yml): its phases, what it asked of the Hub, each server's own start."""
+    asked, files = len(lab.hub.requests), sum(len(lab.hub.file_gets(r)) for r in lab.hub.repos)
+    took, result, cpu = measured(
+        label, lab, ONE, keep,
+        lambda: slab.run("site.yml", inventory, extravars=_site_vars(lab), token=lab.hub.token),
+    )  # fmt: skip
+    events = read_events(result.events_log)
+    servers = {
+        f"{host}/{name}": {"load_s": t.load_s, "jit_s": t.jit_s, "ready_s": t.ready_s}
+        for host, by_name in build_timeline(events).startup.items()
+        for name, t in by_name.items()
+    }
+    return {
+        "total": round(took, 2),
+        **phase_seconds(events),
+        "changed": result.count("changed"),
+        "hub_requests": len(lab.hub.requests) - asked,
+        "hub_file_gets": sum(len(lab.hub.file_gets(r)) for r in lab.hub.repos) - files,
+        "servers": servers,
+        "cpu": cpu,
+    }
+
+
+def measure_after_down(keep: Path | None) -> dict[str, Any]:
+    """The first bring-up, `down` with the caches kept, and the second bring-up, side by side."""
+    if not (MOONCAKE_CACHE / ".ok").exists():
+        raise Failed(f"{MOONCAKE_CACHE} missing: run scripts/setup.d/30-mooncake.sh")
+    with open_lab([HostSpec(h, H200, NVIDIA_DEVICES) for h in ONE]) as lab:
+        slab = prepare_hosts(lab, {"load_seconds": LOAD_S, "jit_seconds": JIT_S})
+        stack = make_stack("again", "unified", [slab.address(h) for h in ONE])
+        inventory = slab.inventory((stack, ONE))
+        first = bringup(lab, slab, inventory, keep, "first")
+        down, _, _ = measured(
+            "down", lab, ONE, keep,
+            lambda: slab.run("teardown.yml", inventory, extravars=_site_vars(lab)),
+        )  # fmt: skip
+        second = bringup(lab, slab, inventory, keep, "second")
+    return {
+        "cores": os.cpu_count(),
+        "standin_load_s": LOAD_S,
+        "standin_jit_s": JIT_S,
+        "first": first,
+        "down_s": round(down, 2),
+        "second": second,
+        "second_ratio": round(second["total"] / first["total"], 2),
+        "saved_s": {k: round(first[k] - second[k], 2) for k in PHASES.values()},
+    }
+
+
+def prepare_hosts(lab: Lab, knobs: dict[str, Any] | None = None) -> ServeLab:
     """What tests/e2e gives its hosts, plus the Mooncake packages as their distribution archive."""
     www = lab.repo.root / "mooncake"
     www.symlink_to(MOONCAKE_CACHE / "debs")  # served by the lab's own repository server
@@ -243,7 +310,7 @@ def prepare_hosts(lab: Lab) -> ServeLab:
     for name, host in lab.pool.hosts.items():
         install_fake_docker(host.root)
         (host.root / "etc/flashfleet-test/standin.json").write_text(
-            json.dumps({"load_seconds": 1, "image_mode": "pixels"})
+            json.dumps({"load_seconds": 1, "image_mode": "pixels", **(knobs or {})})
         )
         slab.use_archive(name)
     return slab
@@ -314,12 +381,30 @@ def main() -> int:
     parser.add_argument(
         "--keep", type=Path, default=None, help="copy every run's events.jsonl and its timeline PNG here"
     )
+    parser.add_argument(
+        "--after-down", action="store_true", help="first bring-up, `down` (caches kept), second bring-up"
+    )
     args = parser.parse_args()
     try:
-        data = measure(args.keep)
+        data = measure_after_down(args.keep) if args.after_down else measure(args.keep)
     except Failed as err:
         print(f"bringup benchmark: {err}", file=sys.stderr)
         return 1
+    if args.format == "json":
+        print(json.dumps(data, sort_keys=True))
+        return 0
+    if args.after_down:
+        print(f"cores {data['cores']}; stand-in load {LOAD_S} s, JIT {JIT_S} s on a cold kernel cache")
+        print(f"{'':<16} {'first':>10} {'second':>10}")
+        rows = ["total", *PHASES.values(), "hub_requests", "hub_file_gets", "changed"]
+        for key in rows:
+            print(f"{key:<16} {data['first'][key]:>10} {data['second'][key]:>10}")
+        for server, first in data["first"]["servers"].items():
+            second = data["second"]["servers"].get(server, {})
+            for key in ("load_s", "jit_s"):
+                print(f"{server + ' ' + key:<16} {first[key]:>10} {second.get(key, '-'):>10}")
+        print(f"second_ratio {data['second_ratio']} (down took {data['down_s']} s)")
+        return 0
     if args.format == "json":
         print(json.dumps(data, sort_keys=True))
         return 0

@@ -38,7 +38,9 @@ def test_the_summary_and_the_ready_line_give_each_phase() -> None:
     assert t.jit_s == pytest.approx(412.50 - 228.09 - 0.44 - 70.33, abs=0.01)
     assert t.ready_s == 12.5  # from the summary's journal stamp to "fired up"'s
     line = t.line()
-    assert "load 228.1 s" in line and "CUDA graphs 70.3 s" in line and "ready 12.5 s later" in line
+    assert "load 228.1 s" in line
+    assert "CUDA graphs 70.3 s" in line
+    assert "ready 12.5 s later" in line
 
 
 def test_the_last_start_wins_and_a_start_not_yet_ready_says_so() -> None:
@@ -55,7 +57,8 @@ def test_the_last_start_wins_and_a_start_not_yet_ready_says_so() -> None:
 
 def test_sglangs_own_prefix_dates_the_lines_without_a_journal() -> None:
     t = parse_startup([line.split(f"{UNIT} ", 1)[1] for line in JOURNAL])
-    assert t is not None and t.ready_s == 12.0  # whole seconds: SGLang's prefix has no fraction
+    assert t is not None
+    assert t.ready_s == 12.0
 
 
 @pytest.mark.parametrize(

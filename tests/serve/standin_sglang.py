@@ -722,7 +722,9 @@ def boot(state: StandinState, load_s: float, fill: str | None) -> None:
     """The boot lines SGLang prints, at the times the stand-in's load and JIT builds take."""
     say("Load weight begin. avail mem=139.50 GB")
     time.sleep(load_s)
-    say(f"Load weight end. elapsed={load_s:.2f} s, type=GlmMoeDsaForCausalLM, avail mem=60.10 GB, mem usage=79.40 GB.")
+    say(
+        f"Load weight end. elapsed={load_s:.2f} s, type=GlmMoeDsaForCausalLM, avail mem=60.10 GB, mem usage=79.40 GB."
+    )
     time.sleep(state.jit_s)
     if fill is not None and state.jit_s:
         os.makedirs(fill, exist_ok=True)
@@ -756,7 +758,9 @@ def main(argv: list[str]) -> None:
     warm, fill = jit_cache()
     state.jit_s = 0.0 if warm else float(knobs.get("jit_seconds", 0))
     state.booted = threading.Event()
-    threading.Thread(target=boot, args=(state, float(knobs.get("load_seconds", 0)), fill), daemon=True).start()
+    threading.Thread(
+        target=boot, args=(state, float(knobs.get("load_seconds", 0)), fill), daemon=True
+    ).start()
     host, port = flag(argv, "--host", "127.0.0.1") or "", int(flag(argv, "--port", "30000") or 30000)
     server = ThreadingHTTPServer((host, port), _handler(state))
     server.daemon_threads = True

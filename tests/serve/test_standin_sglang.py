@@ -326,16 +326,20 @@ def test_a_kernel_cache_under_a_mount_is_warm_at_the_next_start(tmp_path: Path) 
     assert cold >= 1.8  # the load and the JIT builds before /health answers
     timings = parse_startup(lines)
     assert timings is not None, lines
-    assert timings.load_s == pytest.approx(0.3) and timings.jit_s >= 1.4
-    assert startup["load_weight"] == pytest.approx(0.3) and startup["scheduler_e2e"] >= 1.8
+    assert timings.load_s == pytest.approx(0.3)
+    assert timings.jit_s >= 1.4
+    assert startup["load_weight"] == pytest.approx(0.3)
+    assert startup["scheduler_e2e"] >= 1.8
     assert any(line.endswith("The server is fired up and ready to roll!") for line in lines)
     assert (volume / ".flashfleet-jit/abc/tvm-ffi/standin-kernels.so").is_file()  # on the host's volume
     warm, lines, _ = _boot(tmp_path, mounts, cache)
     timings = parse_startup(lines)
-    assert timings is not None and timings.jit_s < 0.5
+    assert timings is not None
+    assert timings.jit_s < 0.5
     assert warm < cold - 1.0
     # a cache folder no mount brings in is the container's own: built again at every start
     for _ in range(2):
         _, lines, _ = _boot(tmp_path, mounts, "/root/.cache/tvm-ffi")
         timings = parse_startup(lines)
-        assert timings is not None and timings.jit_s >= 1.4
+        assert timings is not None
+        assert timings.jit_s >= 1.4

@@ -209,7 +209,14 @@ def _h200_on_a_host(doc: Doc) -> None:
     stack = doc["config"]["flashfleet:stack"]
     stack["nodes"]["source"] = {
         "kind": "existing",
-        "hosts": [{"address": "192.0.2.20", "sshUser": "ubuntu", "gpus": {"model": "h200", "count": 8}, "hostMemoryGib": 2048}],
+        "hosts": [
+            {
+                "address": "192.0.2.20",
+                "sshUser": "ubuntu",
+                "gpus": {"model": "h200", "count": 8},
+                "hostMemoryGib": 2048,
+            }
+        ],
     }
 
 
@@ -282,13 +289,17 @@ def test_the_readme_quotes_what_plan_models(capsys: pytest.CaptureFixture[str]) 
         def minutes(seconds: float) -> str:
             return f"{seconds / 60:.1f}"
 
-        assert {"aws": "AWS", "existing": "existing hosts", "kubernetes": "Kubernetes"}[t["node_source"]] == row[
-            "source"
-        ]
-        assert (minutes(t["first"]["known_s"]), minutes(t["second"]["known_s"])) == (row["first"], row["second"])
+        assert {"aws": "AWS", "existing": "existing hosts", "kubernetes": "Kubernetes"}[
+            t["node_source"]
+        ] == row["source"]
+        assert (minutes(t["first"]["known_s"]), minutes(t["second"]["known_s"])) == (
+            row["first"],
+            row["second"],
+        )
         assert t["first"]["dominant"] == row["dominant"]
         assert minutes(by[row["dominant"]]["first_s"]) == row["dominant_min"]
-        assert prefetch["name"] == "weight_prefetch" and prefetch["other"] == "on"
+        assert prefetch["name"] == "weight_prefetch"
+        assert prefetch["other"] == "on"
         assert (minutes(prefetch["first"]["known_s"]), minutes(prefetch["second"]["known_s"])) == (
             row["pf_first"],
             row["pf_second"],
