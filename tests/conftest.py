@@ -90,6 +90,7 @@ SLOW_PATHS = {
         "runner",
     ),
     "bringup/test_cli.py::test_bench_cluster_tears_down_what_configure_brought_up": ("runner",),
+    "bringup/test_cli.py::test_down_keeps_the_caches_unless_told_to_purge_them": ("runner",),
     "bringup/test_handoff.py::test_progress_lines_per_host_and_phase": ("runner",),
     "bringup/test_timeline.py::test_a_real_run_draws_its_timeline_and_the_cli_redraws_it": ("runner",),
     "cli/test_careless_cli.py::test_a_failing_stack_selection_is_one_line": ("runner",),

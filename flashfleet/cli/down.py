@@ -12,7 +12,9 @@ Exit status: 0 gone (unreachable hosts are warnings), 1 the teardown or destroy 
 from __future__ import annotations
 
 import argparse
+import copy
 import sys
+from typing import Any
 
 from flashfleet.cli.common import UsageError, add_stack, can_ask, confirm
 
@@ -23,12 +25,46 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("down", help="tear the stack down (pulumi destroy, or teardown.yml on existing hosts)")
     add_stack(p, "stack name (the inventory's flashfleet_stack must match)")
     add_run_args(p, "teardown.yml")
+    p.add_argument(
+        "--purge-caches",
+        action="store_true",
+        help="with --inventory: delete each host's weight cache too, and the compile caches in it "
+        "(teardown.keepCaches: false for this teardown); without it the caches are kept",
+    )
     p.add_argument("--yes", action="store_true", help="do not ask (scripts); the list is still shown")
     p.set_defaults(func=run)
 
 
 def _print(line: str) -> None:
     print(line, end="" if line.endswith("\n") else "\n")
+
+
+def _hostvars(inventory: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    hosts = (inventory.get("all") or {}).get("hosts") or {}
+    return {name: facts for name, facts in hosts.items() if isinstance(facts, dict)}
+
+
+def _purging(inventory: dict[str, Any]) -> dict[str, Any]:
+    """The inventory with every host's caches deleted at teardown (teardown.keepCaches: false)."""
+    out = copy.deepcopy(inventory)
+    for facts in _hostvars(out).values():
+        facts["flashfleet_keep_caches"] = False
+    return out
+
+
+def _cache_lines(inventory: dict[str, Any]) -> list[str]:
+    """What happens to each host's cache: deleted or kept, and how to get the other."""
+    by_fate: dict[tuple[bool, str], list[str]] = {}
+    for name, facts in _hostvars(inventory).items():
+        if "flashfleet_model_cache_dir" in facts:
+            keep = bool(facts.get("flashfleet_keep_caches", True))
+            by_fate.setdefault((keep, str(facts["flashfleet_model_cache_dir"])), []).append(name)
+    return [
+        f"keeps the weight and compile caches in {path} on {', '.join(names)} (--purge-caches deletes them)"
+        if keep
+        else f"deletes the weight and compile caches in {path} on {', '.join(names)}"
+        for (keep, path), names in by_fate.items()
+    ]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -39,6 +75,11 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         if args.inventory is None:
+            if args.purge_caches:
+                raise UsageError(
+                    "--purge-caches: needs --inventory (existing hosts); on a Pulumi stack set "
+                    "teardown.keepCaches: false in the stack file and run `pulumi up` before `down`"
+                )
             if not stackops.cli_available():
                 raise stackops.PulumiUnavailable(stackops.NO_CLI)
             can_ask(yes=args.yes)
@@ -53,11 +94,15 @@ def run(args: argparse.Namespace) -> int:
             return 0
         project = project_of(args)
         inventory = load_inventory(args.inventory)
+        if args.purge_caches:
+            inventory = _purging(inventory)
         # the one validation of this path, before anything is asked or touched
         hosts = validate(project, args.playbook, inventory, {}, stack=args.stack)
         can_ask(yes=args.yes)
         print(f"flashfleet down {args.stack}: {args.playbook} on {', '.join(hosts)}")
         print("  stops and removes the containers and units flashfleet started there")
+        for line in _cache_lines(inventory):
+            print(f"  {line}")
         confirm(f"tear {args.stack} down on these hosts?", yes=args.yes)
         result = teardown(
             inventory, project=project, playbook=args.playbook, runs_root=args.runs_dir, stack=args.stack,

@@ -191,3 +191,35 @@ def test_down_of_a_stack_with_no_resources_asks_nothing_and_destroys_nothing(
     monkeypatch.setattr("flashfleet.cli.down.confirm", never)
     assert main(["down", "t1"]) == 0
     assert capsys.readouterr().out == "flashfleet down t1: the stack holds no resources; nothing to delete\n"
+
+
+def test_down_keeps_the_caches_unless_told_to_purge_them(no_pulumi: None, tmp_path: Path, capsys: Any) -> None:
+    up = inventory("t1", {"node-0": (local_host(), tmp_path / "n0")})
+    inv_file = _write(tmp_path / "up.yml", up)
+    down = ["down", "t1", "--yes", "--inventory", str(inv_file), "--project", str(PROJECT),
+            "--runs-dir", str(tmp_path / "runs")]  # fmt: skip
+    cache = tmp_path / "n0" / "cache"
+    for purge in (False, True):
+        assert _configure(tmp_path, inv_file) == 0
+        cache.mkdir(exist_ok=True)
+        (cache / "shard.safetensors").write_bytes(b"w" * 64)
+        capsys.readouterr()
+        assert main([*down, *(["--purge-caches"] if purge else [])]) == 0
+        out = capsys.readouterr().out
+        assert not (tmp_path / "n0" / "deployed.json").exists()
+        assert cache.exists() is not purge
+        where = f"the weight and compile caches in {tmp_path / 'n0'} on node-0"
+        if purge:
+            assert f"  deletes {where}\n" in out
+        else:
+            assert f"  keeps {where} (--purge-caches deletes them)\n" in out
+    # the inventory file itself is left as it was
+    assert yaml.safe_load(inv_file.read_text()) == up
+
+
+def test_purge_caches_without_an_inventory_is_refused_before_pulumi(no_pulumi: None, capsys: Any) -> None:
+    assert main(["down", "h200-lowlat", "--purge-caches", "--yes"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("flashfleet down: --purge-caches: needs --inventory")
+    assert "teardown.keepCaches: false" in err
+    assert len(err.splitlines()) == 1
