@@ -15,10 +15,12 @@ its initialisation, JIT builds and autotune: shown as one figure, ``jit_s``.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 TASK = "Ready | the server's own startup timings"  # the sglang_serve task that reads them
@@ -114,3 +116,18 @@ def startup_from_events(events: Iterable[Mapping[str, Any]]) -> dict[str, dict[s
             process = task.removeprefix(TASK).lstrip(": ").strip() or "server"
             out.setdefault(str(data.get("host")), {})[process] = timings
     return out
+
+
+def latest_startup(runs_root: Path, stack: str) -> tuple[str, list[StartupTimings]] | None:
+    """The newest run of `stack` under `runs_root` whose servers reported their start: the run
+    directory's name and every server's timings; None when no run here has any."""
+    for run in sorted(runs_root.joinpath(stack).glob("*/events.jsonl"), reverse=True):
+        try:
+            with run.open(encoding="utf-8") as f:
+                events = [json.loads(line) for line in f if TASK in line]
+        except (OSError, ValueError):
+            continue
+        found = [t for by_name in startup_from_events(events).values() for t in by_name.values()]
+        if found:
+            return run.parent.name, found
+    return None

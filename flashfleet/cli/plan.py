@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # the plan's model is imported on the command's path only
         CriticalPath,
         KubernetesSourceView,
         LockView,
+        MeasuredStartup,
         PlanView,
         TimeToFirstToken,
     )
@@ -27,7 +28,36 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     add_format(p, "text", "json")
     p.add_argument("--stacks-dir", type=Path, default=None, help="folder of stack files (default: stacks/)")
     add_evidence_results(p)
+    p.add_argument(
+        "--runs-dir",
+        type=Path,
+        default=None,
+        help="where bring-up runs are recorded (default: $FLASHFLEET_RUNS_DIR or ./.runner): the "
+        "newest run of the stack with its servers' own startup timings replaces the model's load, "
+        "capture and readiness",
+    )
     p.set_defaults(func=run)
+
+
+def _measured(runs_root: Path | None, stack: str) -> MeasuredStartup | None:
+    """The newest recorded bring-up's startup, each figure the slowest server's."""
+    from flashfleet.bringup.run_dirs import default_runs_root
+    from flashfleet.bringup.startup_timings import latest_startup
+    from flashfleet.planning.plan_model import MeasuredStartup
+
+    found = latest_startup(runs_root or default_runs_root(), stack)
+    if found is None:
+        return None
+    run, servers = found
+    readies = [t.ready_s for t in servers]
+    return MeasuredStartup(
+        run=run,
+        servers=len(servers),
+        load_s=max(t.load_s for t in servers),
+        jit_s=max(t.jit_s for t in servers),
+        capture_s=max(t.capture_s for t in servers),
+        ready_s=None if None in readies else max(r for r in readies if r is not None),
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -41,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
         plan = load_stack(*stack_arg(args.stack, args.stacks_dir))
     except StackError as err:
         raise UsageError(str(err)) from None
-    data = plan_data(plan).model_copy(update={"evidence": badge_line(plan, args.results)})
+    measured = _measured(args.runs_dir, plan.stack)
+    data = plan_data(plan, measured).model_copy(update={"evidence": badge_line(plan, args.results)})
     if args.format == "json":
         print_json(data.model_dump(mode="json"))
     else:
@@ -153,8 +184,9 @@ def _ttft_lines(t: TimeToFirstToken) -> list[str]:
     from flashfleet.table import aligned
 
     unknown = f"; unknown: {', '.join(t.first.unknown)}" if t.first.unknown else ""
+    how = "modeled" if t.measured is None else f"modeled, with run {t.measured.run}'s own figures"
     out = [
-        f"  time to first token modeled ({t.node_source}): first bring-up {_bringup_time(t.first)}, "
+        f"  time to first token {how} ({t.node_source}): first bring-up {_bringup_time(t.first)}, "
         f"second (the stack again after `down`) {_bringup_time(t.second)}; "
         f"dominant: {t.first.dominant or 'none known'}{unknown}"
     ]

@@ -235,12 +235,25 @@ class Lever(_View):
     second: BringupTime
 
 
+class MeasuredStartup(_View):
+    """A bring-up of this stack recorded here: its servers' own startup timings (the slowest
+    server's each), which replace the model's load, capture and readiness."""
+
+    run: str  # the run directory's name
+    servers: int
+    load_s: Number
+    jit_s: Number  # init, JIT builds and autotune: a cold or a warm kernel cache, not known which
+    capture_s: Number
+    ready_s: Number | None
+
+
 class TimeToFirstToken(_View):
     node_source: str
     phases: list[StartupPhase]
     first: BringupTime
     second: BringupTime
     levers: list[Lever]
+    measured: MeasuredStartup | None = None
 
 
 class LockedPart(_View):

@@ -28,6 +28,7 @@ from flashfleet.planning.plan_model import (
     KubernetesSourceView,
     LockedPart,
     LockView,
+    MeasuredStartup,
     NodeView,
     PlanView,
     PodProcess,
@@ -373,7 +374,8 @@ def lock_summary(plan: StackPlan) -> LockView:
     )
 
 
-def plan_data(plan: StackPlan) -> PlanView:
+def plan_data(plan: StackPlan, measured: MeasuredStartup | None = None) -> PlanView:
+    """The plan; ``measured``: a recorded bring-up's own startup figures (time_to_first_token)."""
     kube = isinstance(plan.spec.nodes.source, KubernetesSource)
     parts = _kubernetes_parts(plan) if kube else _host_parts(plan)
     recipe = parts.recipe
@@ -414,7 +416,7 @@ def plan_data(plan: StackPlan) -> PlanView:
         hourly_cost_usd=plan.hourly_cost_usd,
         price_source=plan.price_source,
         critical_path=path,
-        time_to_first_token=time_to_first_token(plan, path),
+        time_to_first_token=time_to_first_token(plan, path, measured),
         lock=lock_summary(plan),
         warnings=list(plan.warnings),
         notes=list(recipe.notes),

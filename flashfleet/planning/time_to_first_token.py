@@ -5,9 +5,11 @@ The node launch comes first; then the transfers on the critical path's lanes (dr
 weights: flashfleet.planning.critical_path); then, one after another, the weights loaded into GPU
 memory, JIT builds and autotune, CUDA-graph capture, and readiness up to the first answered
 request. Each figure comes from flashfleet/catalog/bringup.toml ([startup]) with its basis and a
-public source; a phase without one is unknown, and the totals then say how much is known (a lower
-bound) and which phases are missing. Each lever (a recipe option or a stack setting that changes
-the time) is shown with both bring-ups as they would be with it the other way.
+public source, unless a bring-up of the stack was recorded here: its servers' own load, capture
+and readiness then replace the model's (basis "measured"). A phase without a figure is unknown,
+and the totals then say how much is known (a lower bound) and which phases are missing. Each
+lever (a recipe option or a stack setting that changes the time) is shown with both bring-ups as
+they would be with it the other way.
 """
 
 from __future__ import annotations
@@ -16,7 +18,14 @@ from typing import Any
 
 from flashfleet.catalog import bringup_catalog
 from flashfleet.planning.critical_path import source_kind
-from flashfleet.planning.plan_model import BringupTime, CriticalPath, Lever, StartupPhase, TimeToFirstToken
+from flashfleet.planning.plan_model import (
+    BringupTime,
+    CriticalPath,
+    Lever,
+    MeasuredStartup,
+    StartupPhase,
+    TimeToFirstToken,
+)
 from flashfleet.planning.resolve import StackPlan
 from flashfleet.stack.kubernetes_source import HostPathCache, KubernetesSource
 
@@ -122,8 +131,34 @@ def _jit(plan: StackPlan, kind: str, *, jit_cache: bool, keep: bool) -> StartupP
     )
 
 
+def _measured(phase: StartupPhase, m: MeasuredStartup) -> StartupPhase:
+    """The phase with the recorded run's figure where the run has one (the JIT's stays modeled:
+    the run does not say whether its kernel cache was cold)."""
+    where = f"run {m.run}, the slowest of {m.servers} servers' own log"
+    if phase.name == "jit":
+        return phase.model_copy(update={"source": f"{phase.source}; measured {m.jit_s} s in {where}"})
+    value = {"load": m.load_s, "capture": m.capture_s, "ready": m.ready_s}.get(phase.name)
+    if value is None:
+        return phase
+    return phase.model_copy(
+        update={
+            "first_s": value,
+            "second_s": value,
+            "basis": "measured",
+            "source": f"measured in {where} (model: {phase.source})",
+            "second_source": SAME,
+        }
+    )
+
+
 def _phases(
-    plan: StackPlan, cp: CriticalPath, *, prefetch: bool, keep: bool, jit_cache: bool
+    plan: StackPlan,
+    cp: CriticalPath,
+    *,
+    prefetch: bool,
+    keep: bool,
+    jit_cache: bool,
+    measured: MeasuredStartup | None = None,
 ) -> list[StartupPhase]:
     startup = bringup_catalog()["startup"]
     kind = source_kind(plan)
@@ -164,20 +199,25 @@ def _phases(
                 second_source=SAME,
             )
         )
-    return out
+    return out if measured is None else [_measured(p, measured) for p in out]
 
 
-def time_to_first_token(plan: StackPlan, cp: CriticalPath) -> TimeToFirstToken:
+def time_to_first_token(
+    plan: StackPlan, cp: CriticalPath, measured: MeasuredStartup | None = None
+) -> TimeToFirstToken:
+    """The model, with a recorded run's own figures where ``measured`` gives them (they ran with
+    the stack's own settings: a lever flipped away from them is modeled)."""
     prefetch = plan.recipe.options.weight_prefetch == "on"
     keep = plan.spec.teardown.keep_caches if plan.spec.teardown is not None else True
     jit_cache = plan.spec.caches.jit
     kind = source_kind(plan)
 
     def both(p: bool, k: bool, j: bool) -> tuple[BringupTime, BringupTime]:
-        phases = _phases(plan, cp, prefetch=p, keep=k, jit_cache=j)
+        own = measured if p == prefetch else None  # the run's load was with the stack's own prefetch
+        phases = _phases(plan, cp, prefetch=p, keep=k, jit_cache=j, measured=own)
         return _time(phases, cp.lanes, False), _time(phases, cp.lanes, True)
 
-    phases = _phases(plan, cp, prefetch=prefetch, keep=keep, jit_cache=jit_cache)
+    phases = _phases(plan, cp, prefetch=prefetch, keep=keep, jit_cache=jit_cache, measured=measured)
     first, second = both(not prefetch, keep, jit_cache)
     levers = [
         Lever(
@@ -223,4 +263,5 @@ def time_to_first_token(plan: StackPlan, cp: CriticalPath) -> TimeToFirstToken:
         first=_time(phases, cp.lanes, False),
         second=_time(phases, cp.lanes, True),
         levers=levers,
+        measured=measured,
     )

@@ -193,7 +193,9 @@ def test_down_of_a_stack_with_no_resources_asks_nothing_and_destroys_nothing(
     assert capsys.readouterr().out == "flashfleet down t1: the stack holds no resources; nothing to delete\n"
 
 
-def test_down_keeps_the_caches_unless_told_to_purge_them(no_pulumi: None, tmp_path: Path, capsys: Any) -> None:
+def test_down_keeps_the_caches_unless_told_to_purge_them(
+    no_pulumi: None, tmp_path: Path, capsys: Any
+) -> None:
     up = inventory("t1", {"node-0": (local_host(), tmp_path / "n0")})
     inv_file = _write(tmp_path / "up.yml", up)
     down = ["down", "t1", "--yes", "--inventory", str(inv_file), "--project", str(PROJECT),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -66,9 +67,9 @@ def test_every_figure_of_the_bringup_catalog_is_sourced_and_no_source_is_interna
 
 @pytest.mark.parametrize("stack", list_stacks())
 def test_plan_json_carries_the_time_to_first_token_of_every_catalog_stack(
-    stack: str, capsys: pytest.CaptureFixture[str]
+    stack: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    assert main(["plan", stack, "--format", "json"]) == 0
+    assert main(["plan", stack, "--format", "json", "--runs-dir", str(tmp_path)]) == 0
     data = json.loads(capsys.readouterr().out)
     t, cp = data["time_to_first_token"], data["critical_path"]
     kube = t["node_source"] == "kubernetes"
@@ -304,3 +305,62 @@ def test_the_readme_quotes_what_plan_models(capsys: pytest.CaptureFixture[str]) 
             row["pf_first"],
             row["pf_second"],
         )
+
+
+def _startup_event(host: str, process: str, load: float, scheduler: float, ready: float) -> dict[str, Any]:
+    from flashfleet.bringup.startup_timings import TASK
+
+    summary = (
+        f"Engine startup timings (s): load_weight={load:.2f}, kv_cache_allocation=0.50, "
+        f"scheduler_e2e={scheduler:.2f}, cuda_graph={{prefill=0.00, decode=30.00, target_verify=5.00, "
+        f"draft_prefill=0.00, draft_decode=0.00, draft_extend=0.00}}, tokenizer_e2e={scheduler + 3:.2f}"
+    )
+    lines = [
+        f"2026-12-04T18:40:00.000000+0000 {host} docker[1]: {summary}",
+        f"2026-12-04T18:40:{ready:09.6f}+0000 {host} docker[1]: The server is fired up and ready to roll!",
+    ]
+    return {
+        "event": "runner_on_ok",
+        "event_data": {"host": host, "task": f"{TASK}: {process}", "res": {"stdout_lines": lines}},
+    }
+
+
+def test_a_recorded_run_replaces_the_models_load_capture_and_readiness(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runs = tmp_path / "runs"
+    older, newer, empty = (
+        runs / "mi355x-lowlat" / name for name in ("20261203-1", "20261204-1", "20261205-1")
+    )
+    for run, events in (
+        (older, [_startup_event("node-0", "server", 999.0, 1100.0, 9.0)]),
+        (newer, [_startup_event("node-0", "server", 700.0, 800.0, 12.5),
+                 _startup_event("node-1", "server", 640.0, 760.0, 20.0)]),
+        (empty, [{"event": "runner_on_ok", "event_data": {"host": "node-0", "task": "Phase | other"}}]),
+    ):  # fmt: skip
+        run.mkdir(parents=True)
+        (run / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    assert main(["plan", "mi355x-lowlat", "--format", "json", "--runs-dir", str(runs)]) == 0
+    t = json.loads(capsys.readouterr().out)["time_to_first_token"]
+    # the newest run with timings (the empty one after it has none), each figure the slowest server's
+    assert t["measured"] == {
+        "run": "20261204-1", "servers": 2, "load_s": 700.0, "jit_s": 84.5, "capture_s": 35.0, "ready_s": 20.0,
+    }  # fmt: skip
+    by = {p["name"]: p for p in t["phases"]}
+    for name, value in (("load", 700.0), ("capture", 35.0), ("ready", 20.0)):
+        assert (by[name]["first_s"], by[name]["second_s"], by[name]["basis"]) == (value, value, "measured")
+        assert "run 20261204-1" in by[name]["source"]
+    # the JIT stays modeled (unknown on AMD): a run does not say whether its kernel cache was cold
+    assert by["jit"]["first_s"] is None
+    assert "measured 84.5 s in run 20261204-1" in by["jit"]["source"]
+    assert t["first"]["unknown"] == ["jit"]
+    # a lever flipped away from the run's own settings is modeled: prefetch's load is the model's
+    prefetch = t["levers"][0]
+    assert prefetch["first"]["known_s"] < t["first"]["known_s"]
+    assert main(["plan", "mi355x-lowlat", "--runs-dir", str(runs)]) == 0
+    assert (
+        "time to first token modeled, with run 20261204-1's own figures (existing)" in capsys.readouterr().out
+    )
+    # no run recorded: the model alone
+    assert main(["plan", "mi355x-lowlat", "--format", "json", "--runs-dir", str(tmp_path / "none")]) == 0
+    assert json.loads(capsys.readouterr().out)["time_to_first_token"]["measured"] is None
