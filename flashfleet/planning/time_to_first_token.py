@@ -232,29 +232,28 @@ def time_to_first_token(
             second=second,
         )
     ]
-    first, second = both(prefetch, keep, not jit_cache)
+
+    def switch(name: str, setting: bool, badge: str, times: tuple[BringupTime, BringupTime]) -> Lever:
+        """A stack-file switch, with both bring-ups as they would be with it flipped."""
+        other = str(not setting).lower()
+        return Lever(name=name, where="stack file", setting=str(setting).lower(), other=other, badge=badge,
+                     first=times[0], second=times[1])  # fmt: skip
+
     levers.append(
-        Lever(
-            name="caches.jit",
-            where="stack file",
-            setting=str(jit_cache).lower(),
-            other=str(not jit_cache).lower(),
-            badge="none: the command is the same, only where its compile caches live moves",
-            first=first,
-            second=second,
+        switch(
+            "caches.jit",
+            jit_cache,
+            "none: the command is the same, only where its compile caches live moves",
+            both(prefetch, keep, not jit_cache),
         )
     )
     if kind == "existing" and not plan.spec.weights.prestaged:
-        first, second = both(prefetch, not keep, jit_cache)
         levers.append(
-            Lever(
-                name="teardown.keepCaches",
-                where="stack file",
-                setting=str(keep).lower(),
-                other=str(not keep).lower(),
-                badge="none: the badge is the recipe's",
-                first=first,
-                second=second,
+            switch(
+                "teardown.keepCaches",
+                keep,
+                "none: the badge is the recipe's",
+                both(prefetch, not keep, jit_cache),
             )
         )
     return TimeToFirstToken(
