@@ -102,19 +102,29 @@ def parse_startup(lines: Iterable[str]) -> StartupTimings | None:
     )
 
 
+def _unit(res: Mapping[str, Any]) -> str | None:
+    """The container the reading is of: the unit its journalctl matched (`_SYSTEMD_UNIT=`), since
+    Ansible templates a task's name once for every host."""
+    cmd = res.get("cmd")
+    words = cmd if isinstance(cmd, list) else str(cmd or "").split()
+    for word in words:
+        if str(word).startswith("_SYSTEMD_UNIT="):
+            return str(word).removeprefix("_SYSTEMD_UNIT=").removesuffix(".service")
+    return None
+
+
 def startup_from_events(events: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, StartupTimings]]:
-    """host -> process name -> its timings, from a run's ansible-runner events."""
+    """host -> container name -> its timings, from a run's ansible-runner events."""
     out: dict[str, dict[str, StartupTimings]] = {}
     for event in events:
         data = event.get("event_data") or {}
-        task = str(data.get("task") or "")
-        if event.get("event") != "runner_on_ok" or not task.startswith(TASK):
+        if event.get("event") != "runner_on_ok" or not str(data.get("task") or "").startswith(TASK):
             continue
         res = data.get("res") or {}
+        unit = _unit(res)
         timings = parse_startup(res.get("stdout_lines") or str(res.get("stdout") or "").splitlines())
-        if timings is not None:
-            process = task.removeprefix(TASK).lstrip(": ").strip() or "server"
-            out.setdefault(str(data.get("host")), {})[process] = timings
+        if unit is not None and timings is not None:
+            out.setdefault(str(data.get("host")), {})[unit] = timings
     return out
 
 

@@ -57,7 +57,7 @@ class Span:
 class Timeline:
     playbook: str
     spans: list[Span]
-    # host -> process -> the server's own startup timings (read from its journal by sglang_serve)
+    # host -> container -> the server's own startup timings (read from its journal by sglang_serve)
     startup: dict[str, dict[str, StartupTimings]] = field(default_factory=dict)
 
     @property

@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
         slowest = max(spans, key=lambda s: s.duration)
         took = max(s.end for s in spans) - min(s.start for s in spans)
         print(f"{labels.get(host, host)}: {took:.1f}s, slowest phase {slowest.phase} {slowest.duration:.1f}s")
-        for process, timings in timeline.startup.get(host, {}).items():
-            print(f"  {process}, the server's own log: {timings.line()}")
+        for container, timings in timeline.startup.get(host, {}).items():
+            print(f"  {container}, the server's own log: {timings.line()}")
     print(f"timeline: {png}")
     return 0

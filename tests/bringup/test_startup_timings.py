@@ -74,16 +74,18 @@ def test_no_summary_means_no_timings(lines: list[str]) -> None:
     assert parse_startup(lines) is None
 
 
-def _event(host: str, process: str, lines: list[str], event: str = "runner_on_ok") -> dict[str, Any]:
+def _event(host: str, unit: str, lines: list[str], event: str = "runner_on_ok") -> dict[str, Any]:
+    cmd = ["journalctl", f"_SYSTEMD_UNIT={unit}.service", "_SYSTEMD_INVOCATION_ID=0f3c", "--no-pager"]
     return {
         "event": event,
         "event_data": {
             "host": host,
             "role": "sglang_serve",
-            "task": f"{TASK}: {process}",
+            # Ansible templates a looped include's task name once, with the first host's vars
+            "task": f"{TASK}: some other host's process",
             "start": "2026-12-04T18:47:20+00:00",
             "end": "2026-12-04T18:47:21+00:00",
-            "res": {"changed": False, "stdout": "\n".join(lines), "stdout_lines": lines, "rc": 0},
+            "res": {"changed": False, "cmd": cmd, "stdout": "\n".join(lines), "stdout_lines": lines, "rc": 0},
         },
     }
 
@@ -91,15 +93,15 @@ def _event(host: str, process: str, lines: list[str], event: str = "runner_on_ok
 def test_the_events_of_a_run_give_each_hosts_servers(tmp_path: Path, capsys: Any) -> None:
     events = [
         {"event": "playbook_on_start", "event_data": {"playbook": "site.yml"}},
-        _event("node-0", "prefill", JOURNAL),
-        _event("node-0", "decode", []),  # printed nothing: no entry
-        _event("node-1", "server", JOURNAL, event="runner_on_failed"),  # not a reading
+        _event("node-0", "flashfleet-prefill", JOURNAL),
+        _event("node-0", "flashfleet-decode", []),  # printed nothing: no entry
+        _event("node-1", "flashfleet-server", JOURNAL, event="runner_on_failed"),  # not a reading
     ]
     found = startup_from_events(events)
     assert list(found) == ["node-0"]
-    assert list(found["node-0"]) == ["prefill"]
+    assert list(found["node-0"]) == ["flashfleet-prefill"]  # named by the unit, not the task
     assert build_timeline(events).startup == found
     (tmp_path / "events.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
     assert main(["timeline", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "  prefill, the server's own log: load 228.1 s, init/JIT/autotune 113.6 s" in out
+    assert "  flashfleet-prefill, the server's own log: load 228.1 s, init/JIT/autotune 113.6 s" in out

@@ -141,18 +141,23 @@ def test_each_server_reports_its_own_start_and_built_its_kernels_on_the_cache_vo
     startup = build_timeline(read_events(site["runs"][0].events_log)).startup
     for host in HOSTS:
         node = _node(site, host)
-        printing = [launch["name"] for launch in launches(site, host) if launch["prints_startup"]]
+        printing = [launch["container_name"] for launch in launches(site, host) if launch["prints_startup"]]
         assert sorted(startup.get(node, {})) == sorted(printing), node  # not the router, not rank 1
         for name, t in startup.get(node, {}).items():
             assert t.load_s == LOAD_SECONDS, (node, name)
-            assert t.jit_s >= JIT_SECONDS - 0.5, (node, name, t)  # a cold kernel cache: built
             assert t.ready_s is not None, (node, name)
+        if printing:
+            # the node's first server of the image found its kernel cache cold and built it; one
+            # started after it on the same node (epd's language, after the encoder) finds it warm
+            builds = [t.jit_s for t in startup[node].values()]
+            assert max(builds) >= JIT_SECONDS - 0.5, (node, startup[node])
         # the kernels are on the node's cache volume, in the image's folder
         cache = site["inventory"]["all"]["hosts"][node]["flashfleet_model_cache_dir"]
         for launch in launches(site, host):
             if launch["prints_startup"]:
                 folder = launch["env"]["TVM_FFI_CACHE_DIR"].replace(CONTAINER_HF_CACHE, cache, 1)
                 assert lab.ssh(host, f"ls {folder}").split() == ["standin-kernels.so"], (host, folder)
+    assert startup["epd-node-0"]["flashfleet-language"].jit_s < JIT_SECONDS - 0.5
     # a restart on the same disk: the encoder and, through Requires=, the language server after it
     lab.ssh("epd", "systemctl restart flashfleet-encoder.service")
 

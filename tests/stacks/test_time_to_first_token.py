@@ -319,9 +319,14 @@ def _startup_event(host: str, process: str, load: float, scheduler: float, ready
         f"2026-12-04T18:40:00.000000+0000 {host} docker[1]: {summary}",
         f"2026-12-04T18:40:{ready:09.6f}+0000 {host} docker[1]: The server is fired up and ready to roll!",
     ]
+    cmd = ["journalctl", f"_SYSTEMD_UNIT=flashfleet-{process}.service", "_SYSTEMD_INVOCATION_ID=1"]
     return {
         "event": "runner_on_ok",
-        "event_data": {"host": host, "task": f"{TASK}: {process}", "res": {"stdout_lines": lines}},
+        "event_data": {
+            "host": host,
+            "task": f"{TASK}: {process}",
+            "res": {"cmd": cmd, "stdout_lines": lines},
+        },
     }
 
 
