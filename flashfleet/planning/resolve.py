@@ -21,7 +21,7 @@ from flashfleet.catalog import hardware_catalog
 from flashfleet.catalog.instances import GIB_TO_GB, InstanceType, disk_figures
 from flashfleet.launch import ContainerLaunch, LaunchSettings, container_launches
 from flashfleet.planning import checks
-from flashfleet.planning.stack_recipe import recipe_problem, render_stack, router_node
+from flashfleet.planning.stack_recipe import launch_settings, recipe_problem, render_stack, router_node
 from flashfleet.recipes import Recipe, RecipeError
 from flashfleet.recipes.layouts import SERVE_PORT
 from flashfleet.stack import capacity_block
@@ -178,12 +178,10 @@ class StackPlan:
         return capacity_block.needs_purchase(self.spec)
 
     def launch_settings(self) -> LaunchSettings:
-        return LaunchSettings(
-            image=self.spec.image,
-            model_cache_dir=self.spec.model_cache_dir,
+        return launch_settings(
+            self.spec,
             api_key=self.api_key_required,
             revisions={repo: e.commit for repo, e in self.lock.weights.items()} if self.lock else {},
-            jit_cache=self.spec.caches.jit,
         )
 
     def recipe_for(self, private_addresses: Sequence[str] | None = None) -> Recipe:

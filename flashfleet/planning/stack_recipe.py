@@ -11,7 +11,7 @@ from flashfleet.k8s import KubernetesPlan, plan_kubernetes
 from flashfleet.launch import LaunchSettings
 from flashfleet.recipes import Recipe, RecipeError, render
 from flashfleet.stack.errors import Problem
-from flashfleet.stack.kubernetes_source import KubernetesSource
+from flashfleet.stack.kubernetes_source import KubernetesSource, PvcCache
 from flashfleet.stack.spec import SHAPE_KEYS, AwsSource, ExistingSource, StackSpec
 
 # Recipe fields that are keys of the stack itself, not options.
@@ -75,6 +75,37 @@ def render_stack(spec: StackSpec, addresses: list[str] | None = None) -> Recipe:
     )
 
 
+def cache_volume_is_one_nodes(spec: StackSpec) -> bool:
+    """Whether the stack's cache volume is one node's own (a host's disk, a hostPath, a
+    ReadWriteOnce PVC), not a ReadWriteMany PVC every server pod shares on network storage."""
+    src = spec.nodes.source
+    return not (
+        isinstance(src, KubernetesSource)
+        and isinstance(src.model_cache, PvcCache)
+        and src.model_cache.access_mode == "ReadWriteMany"
+    )
+
+
+def jit_cache_on_own_disk(spec: StackSpec) -> bool:
+    """Whether the compile caches go on the cache volume (caches.jit): only where it is one
+    node's. On a shared PVC the pods would build into, and load from, one folder at the same
+    time, so their caches stay in the containers."""
+    return spec.caches.jit and cache_volume_is_one_nodes(spec)
+
+
+def launch_settings(
+    spec: StackSpec, *, api_key: bool = False, revisions: Mapping[str, str] | None = None
+) -> LaunchSettings:
+    """How the stack's containers run: the one place that reads them from the spec."""
+    return LaunchSettings(
+        image=spec.image,
+        model_cache_dir=spec.model_cache_dir,
+        api_key=api_key,
+        revisions=dict(revisions or {}),
+        jit_cache=jit_cache_on_own_disk(spec),
+    )
+
+
 def kubernetes_plan(
     stack: str, spec: StackSpec, revisions: Mapping[str, str] | None = None
 ) -> KubernetesPlan:
@@ -88,12 +119,7 @@ def kubernetes_plan(
         hardware=spec.hardware,
         nodes=spec.nodes.count,
         recipe_for=lambda addresses: render_stack(spec, None if addresses is None else list(addresses)),
-        settings=LaunchSettings(
-            image=spec.image,
-            model_cache_dir=spec.model_cache_dir,
-            revisions=dict(revisions or {}),
-            jit_cache=spec.caches.jit,
-        ),
+        settings=launch_settings(spec, revisions=revisions),
         mooncake=spec.mooncake,
     )
 

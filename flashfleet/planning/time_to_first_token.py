@@ -27,6 +27,7 @@ from flashfleet.planning.plan_model import (
     TimeToFirstToken,
 )
 from flashfleet.planning.resolve import StackPlan
+from flashfleet.planning.stack_recipe import cache_volume_is_one_nodes
 from flashfleet.stack.kubernetes_source import HostPathCache, KubernetesSource
 
 TRANSFERS = ("driver", "image", "weights")
@@ -122,6 +123,14 @@ def _jit(plan: StackPlan, kind: str, *, jit_cache: bool, keep: bool) -> StartupP
     kept, why = _cache_volume_kept(plan, kind, keep)
     if not jit_cache:
         second, note = first, "built again: caches.jit is false, so the compile caches live in the container"
+    elif not cache_volume_is_one_nodes(plan.spec):
+        second, note = (
+            first,
+            (
+                "built again: the cache volume is a ReadWriteMany PVC every server pod shares, so the "
+                "compile caches stay in the containers"
+            ),
+        )
     elif kept:
         second, note = cached, f"the compile caches are on the cache volume (caches.jit: true) and {why}"
     else:

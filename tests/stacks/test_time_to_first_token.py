@@ -369,3 +369,35 @@ def test_a_recorded_run_replaces_the_models_load_capture_and_readiness(
     # no run recorded: the model alone
     assert main(["plan", "mi355x-lowlat", "--format", "json", "--runs-dir", str(tmp_path / "none")]) == 0
     assert json.loads(capsys.readouterr().out)["time_to_first_token"]["measured"] is None
+
+
+@pytest.mark.parametrize(("access", "on_volume"), [("ReadWriteMany", False), ("ReadWriteOnce", True)])
+def test_a_pvc_every_pod_shares_keeps_the_compile_caches_in_the_containers(
+    write_stack, access: str, on_volume: bool
+) -> None:
+    from flashfleet.planning.stack_recipe import kubernetes_plan
+
+    def change(doc: Doc) -> None:
+        src = doc["config"]["flashfleet:stack"]["nodes"]["source"]
+        src["modelCache"] = {
+            "kind": "pvc",
+            "storageClass": "fast-rwx",
+            "size": "1500Gi",
+            "accessMode": access,
+        }
+
+    plan = load_stack("broken", write_stack("mi355x-k8s", change))
+    assert plan.spec.caches.jit  # the default: asked for, and kept off only where it is unsafe
+    assert plan.launch_settings().jit_cache is on_volume
+    servers = [
+        c
+        for obj in kubernetes_plan(plan.stack, plan.spec).objects
+        for c in (((obj.get("spec") or {}).get("template") or {}).get("spec") or {}).get("containers", [])
+        if c["name"] == "server"
+    ]
+    assert servers
+    for server in servers:
+        names = {e["name"] for e in server.get("env", [])}
+        assert ("TVM_FFI_CACHE_DIR" in names) is on_volume
+    jit = next(p for p in time_to_first_token(plan, critical_path(plan)).phases if p.name == "jit")
+    assert ("ReadWriteMany PVC every server pod shares" in jit.second_source) is not on_volume
