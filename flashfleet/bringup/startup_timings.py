@@ -128,10 +128,11 @@ def startup_from_events(events: Iterable[Mapping[str, Any]]) -> dict[str, dict[s
     return out
 
 
-def latest_startup(runs_root: Path, stack: str) -> tuple[str, list[StartupTimings]] | None:
+def latest_startup(runs_root: Path, stack: str, newest: int = 10) -> tuple[str, list[StartupTimings]] | None:
     """The newest run of `stack` under `runs_root` whose servers reported their start: the run
-    directory's name and every server's timings; None when no run here has any."""
-    for run in sorted(runs_root.joinpath(stack).glob("*/events.jsonl"), reverse=True):
+    directory's name and every server's timings; None when none of the `newest` runs has any
+    (`plan` reads no more: a teardown or a check run reports none)."""
+    for run in sorted(runs_root.joinpath(stack).glob("*/events.jsonl"), reverse=True)[:newest]:
         try:
             with run.open(encoding="utf-8") as f:
                 events = [json.loads(line) for line in f if TASK in line]
