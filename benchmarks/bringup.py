@@ -236,8 +236,16 @@ def site(
         lambda: slab.run("site.yml", inventory, extravars=extravars, token=lab.hub.token,
                          reconverge=which == "full"),
     )  # fmt: skip
-    phases = phase_seconds(read_events(result.events_log))
-    return {"total": round(took, 2), **phases, "changed": result.count("changed"), "cpu": cpu}
+    events = read_events(result.events_log)
+    servers = {
+        f"{host}/{name}": {"load_s": t.load_s, "jit_s": t.jit_s, "ready_s": t.ready_s}
+        for host, by_name in build_timeline(events).startup.items()
+        for name, t in by_name.items()
+    }
+    return {
+        "total": round(took, 2), **phase_seconds(events), "changed": result.count("changed"),
+        "servers": servers, "cpu": cpu,
+    }  # fmt: skip
 
 
 LOAD_S, JIT_S = 2, 3  # the stand-in's load, and its JIT builds on a cold kernel cache
@@ -250,46 +258,29 @@ def _site_vars(lab: Lab) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def bringup(
-    lab: Lab, slab: ServeLab, inventory: dict[str, Any], keep: Path | None, label: str
-) -> dict[str, Any]:
-    """One whole bring-up (site.yml): its phases, what it asked of the Hub, each server's own start."""
+def bringup(lab: Lab, slab: ServeLab, stack: StackPlan, keep: Path | None, which: str) -> dict[str, Any]:
+    """One whole bring-up on one host (site()), and what it asked of the stand-in Hub."""
     asked, files = len(lab.hub.requests), sum(len(lab.hub.file_gets(r)) for r in lab.hub.repos)
-    took, result, cpu = measured(
-        label, lab, ONE, keep,
-        lambda: slab.run("site.yml", inventory, extravars=_site_vars(lab), token=lab.hub.token),
-    )  # fmt: skip
-    events = read_events(result.events_log)
-    servers = {
-        f"{host}/{name}": {"load_s": t.load_s, "jit_s": t.jit_s, "ready_s": t.ready_s}
-        for host, by_name in build_timeline(events).startup.items()
-        for name, t in by_name.items()
-    }
+    out = site(lab, slab, stack, ONE, keep, which=which)
     return {
-        "total": round(took, 2),
-        **phase_seconds(events),
-        "changed": result.count("changed"),
+        **out,
         "hub_requests": len(lab.hub.requests) - asked,
         "hub_file_gets": sum(len(lab.hub.file_gets(r)) for r in lab.hub.repos) - files,
-        "servers": servers,
-        "cpu": cpu,
     }
 
 
 def measure_after_down(keep: Path | None) -> dict[str, Any]:
     """The first bring-up, `down` with the caches kept, and the second bring-up, side by side."""
-    if not (MOONCAKE_CACHE / ".ok").exists():
-        raise Failed(f"{MOONCAKE_CACHE} missing: run scripts/setup.d/30-mooncake.sh")
+    need_mooncake_cache()
     with open_lab([HostSpec(h, H200, NVIDIA_DEVICES) for h in ONE]) as lab:
         slab = prepare_hosts(lab, {"load_seconds": LOAD_S, "jit_seconds": JIT_S})
         stack = make_stack("again", "unified", [slab.address(h) for h in ONE])
-        inventory = slab.inventory((stack, ONE))
-        first = bringup(lab, slab, inventory, keep, "first")
+        first = bringup(lab, slab, stack, keep, "first")
         down, _, _ = measured(
             "down", lab, ONE, keep,
-            lambda: slab.run("teardown.yml", inventory, extravars=_site_vars(lab)),
+            lambda: slab.run("teardown.yml", slab.inventory((stack, ONE)), extravars=_site_vars(lab)),
         )  # fmt: skip
-        second = bringup(lab, slab, inventory, keep, "second")
+        second = bringup(lab, slab, stack, keep, "second")
     return {
         "cores": os.cpu_count(),
         "standin_load_s": LOAD_S,
@@ -300,6 +291,12 @@ def measure_after_down(keep: Path | None) -> dict[str, Any]:
         "second_ratio": round(second["total"] / first["total"], 2),
         "saved_s": {k: round(first[k] - second[k], 2) for k in PHASES.values()},
     }
+
+
+def need_mooncake_cache() -> None:
+    """Before any host boots: the hosts' distribution archive comes from 30-mooncake.sh."""
+    if not (MOONCAKE_CACHE / ".ok").exists():
+        raise Failed(f"{MOONCAKE_CACHE} missing: run scripts/setup.d/30-mooncake.sh")
 
 
 def prepare_hosts(lab: Lab, knobs: dict[str, Any] | None = None) -> ServeLab:
@@ -317,8 +314,7 @@ def prepare_hosts(lab: Lab, knobs: dict[str, Any] | None = None) -> ServeLab:
 
 
 def measure(keep: Path | None) -> dict[str, Any]:
-    if not (MOONCAKE_CACHE / ".ok").exists():
-        raise Failed(f"{MOONCAKE_CACHE} missing: run scripts/setup.d/30-mooncake.sh")
+    need_mooncake_cache()
     out: dict[str, Any] = {"cores": os.cpu_count()}
     runs: dict[str, dict[str, Any]] = {}
     noops: dict[int, float] = {}
@@ -404,9 +400,6 @@ def main() -> int:
             for key in ("load_s", "jit_s"):
                 print(f"{server + ' ' + key:<16} {first[key]:>10} {second.get(key, '-'):>10}")
         print(f"second_ratio {data['second_ratio']} (down took {data['down_s']} s)")
-        return 0
-    if args.format == "json":
-        print(json.dumps(data, sort_keys=True))
         return 0
     print(f"cores {data['cores']}")
     keys = (
