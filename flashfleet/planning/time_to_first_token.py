@@ -116,6 +116,12 @@ def _second_transfer(
     return (0.0, f"kept: {why}") if kept else (first, f"downloaded again: {why}")
 
 
+_SHARED_VOLUME = (
+    "built again: the cache volume is a ReadWriteMany PVC every server pod shares, so the compile "
+    "caches stay in the containers"
+)
+
+
 def _jit(plan: StackPlan, kind: str, *, jit_cache: bool, keep: bool) -> StartupPhase:
     jit = bringup_catalog()["startup"]["jit"][plan.vendor]
     first, basis = _figure(jit, "first_s")
@@ -124,13 +130,7 @@ def _jit(plan: StackPlan, kind: str, *, jit_cache: bool, keep: bool) -> StartupP
     if not jit_cache:
         second, note = first, "built again: caches.jit is false, so the compile caches live in the container"
     elif not cache_volume_is_one_nodes(plan.spec):
-        second, note = (
-            first,
-            (
-                "built again: the cache volume is a ReadWriteMany PVC every server pod shares, so the "
-                "compile caches stay in the containers"
-            ),
-        )
+        second, note = first, _SHARED_VOLUME
     elif kept:
         second, note = cached, f"the compile caches are on the cache volume (caches.jit: true) and {why}"
     else:
