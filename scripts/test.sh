@@ -2,11 +2,13 @@
 # The whole test suite on a fresh Debian/Ubuntu machine: installs what the tests need
 # (scripts/setup.d/*.sh), lints, type-checks, then runs pytest in tiers.
 #
-# Set-up runs in three background lanes from the start: the Pulumi engine (40-pulumi.sh, a Go
-# build of ~470 CPU-s from an empty cache, at low priority; only tests/e2e needs it), the
-# parser oracle (10-sglang-oracle.sh) and the test hosts' steps in order. Lint and the fast tier
-# run meanwhile; then the slow tier (once hosts and oracle are ready), then tests/e2e (once the
-# engine is built), each on two pytest-xdist workers. With arguments, pytest gets exactly those,
+# Set-up runs in three background lanes from the start: the engines (40-pulumi.sh, the Pulumi
+# CLI, a Go build of ~470 CPU-s from an empty cache; then 45-kube.sh, the Kubernetes control
+# plane and kwok, ~290 s from an empty cache; both at low priority and cached, and only
+# tests/e2e and tests/k8s/cluster need them), the parser oracle (10-sglang-oracle.sh) and the
+# test hosts' steps in order. Lint and the fast tier run meanwhile; then the slow tier (once hosts
+# and oracle are ready), then tests/e2e and tests/k8s/cluster (once the engines are built), each
+# on two pytest-xdist workers. With arguments, pytest gets exactly those,
 # after all set-up (so that tests/e2e can be named).
 #
 # `scripts/test.sh --fast [PYTEST ARGS]`: the fast tier, for iterating: lint, type checks and
@@ -122,7 +124,7 @@ engine_steps=() oracle_steps=() host_steps=()
 for step in scripts/setup.d/*.sh; do
   [ -e "$step" ] || continue
   case "${step##*/}" in
-    40-pulumi.sh) engine_steps+=("$step") ;;
+    40-pulumi.sh | 45-kube.sh) engine_steps+=("$step") ;;
     10-sglang-oracle.sh) oracle_steps+=("$step") ;;
     *) host_steps+=("$step") ;;
   esac
@@ -147,12 +149,13 @@ wait_setup
 # server loading), so two overlap well on two cores. `--dist loadscope` keeps each folder's
 # session-wide hosts, and each module's hosts, on one worker (tests/conftest.py: xdist_scope).
 started=$SECONDS
-echo "== pytest, slow tier but tests/e2e (2 workers)"
-uv run --frozen --no-sync --group dev pytest -m slow --ignore=tests/e2e -n 2 --dist loadscope --durations=25 || rc=$?
+echo "== pytest, slow tier but tests/e2e and tests/k8s/cluster (2 workers)"
+uv run --frozen --no-sync --group dev pytest -m slow --ignore=tests/e2e --ignore=tests/k8s/cluster -n 2 --dist loadscope \
+  --durations=25 || rc=$?
 echo "== slow tier took $((SECONDS - started)) s"
 wait_engine
 started=$SECONDS
-echo "== pytest tests/e2e (the real Pulumi engine; 2 workers)"
-uv run --frozen --no-sync --group dev pytest tests/e2e -n 2 --dist loadscope --durations=10 || rc=$?
+echo "== pytest tests/e2e and tests/k8s/cluster (the real Pulumi engine and Kubernetes control plane; 2 workers)"
+uv run --frozen --no-sync --group dev pytest tests/e2e tests/k8s/cluster -n 2 --dist loadscope --durations=10 || rc=$?
 echo "== e2e took $((SECONDS - started)) s"
 exit "$rc"

@@ -58,7 +58,7 @@ def moto_env(moto_url: str, monkeypatch: pytest.MonkeyPatch) -> str:
 # for the resource fails at once, naming the marker, so the fast tier (`-m "not slow"`, as
 # `scripts/test.sh --fast` selects it) can never start a host, a container or an engine. Every
 # test with one of these markers also gets `slow`.
-SLOW_MARKERS = ("hosts", "docker", "pulumi_engine", "oracle", "runner", "index", "registry")
+SLOW_MARKERS = ("hosts", "docker", "pulumi_engine", "oracle", "runner", "index", "registry", "kube")
 _REFUSED_PROGRAMS = {
     "systemd-nspawn": "hosts",
     "machinectl": "hosts",
@@ -67,6 +67,10 @@ _REFUSED_PROGRAMS = {
     "pulumi": "pulumi_engine",
     "ansible-playbook": "runner",
     "docker-registry": "registry",
+    "etcd": "kube",
+    "kube-apiserver": "kube",
+    "kubectl": "kube",
+    "kwok": "kube",
 }
 
 
@@ -100,6 +104,7 @@ SLOW_PATHS = {
     "e2e/test_up_refusals.py": ("pulumi_engine",),  # no host: refused before the preview
     "engine": ("hosts", "docker"),
     "hosts/test_harness.py": ("hosts",),
+    "k8s/cluster": ("kube",),
     "mooncake": ("hosts",),
     "roles": ("hosts",),
     "roles/test_check_multimodal.py": (),
@@ -125,15 +130,14 @@ TESTS = Path(__file__).parent
 # scope of its own (its module-scoped hosts boot once). The scheduler below decides it from the
 # test's path: xdist's `loadgroup` marks are silently ignored on pytest 9.2, whose nodeids no
 # longer take the suffix it adds (github.com/pytest-dev/pytest-xdist/issues/1386).
-SESSION_HOST_FOLDERS = ("roles", "engine")
+SESSION_HOST_FOLDERS = ("roles", "engine", "k8s/cluster")  # k8s/cluster: one control plane
 
 
 def xdist_scope(nodeid: str) -> str:
     """The scheduling scope of a test: its folder under tests/ for SESSION_HOST_FOLDERS, else its
     module."""
     module = nodeid.split("::", 1)[0].removeprefix("tests/")
-    folder = module.split("/", 1)[0]
-    return folder if folder in SESSION_HOST_FOLDERS else module
+    return next((f for f in SESSION_HOST_FOLDERS if module.startswith(f + "/")), module)
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:

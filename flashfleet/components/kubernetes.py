@@ -16,7 +16,7 @@ import pulumi_kubernetes as k8s
 
 from flashfleet.k8s import KubernetesPlan, plan_kubernetes
 from flashfleet.k8s.manifests import RecipeFor
-from flashfleet.launch import SECRET_ENV_NAMES, LaunchSettings
+from flashfleet.launch import LaunchSettings
 from flashfleet.recipes.layouts import SERVE_PORT
 from flashfleet.stack.kubernetes_source import KubernetesSource
 from flashfleet.stack.spec import Mooncake
@@ -161,11 +161,12 @@ class KubernetesCluster(pulumi.ComponentResource):
     ) -> k8s.core.v1.Secret | None:
         if token is None:
             return None
+        manifest = plan.token_secret(pulumi.Output.secret(token))
         return k8s.core.v1.Secret(
             f"{name}-secret",
-            metadata={"name": plan.secret_name, "namespace": plan.namespace},
-            type="Opaque",
-            string_data={key: pulumi.Output.secret(token) for key in SECRET_ENV_NAMES},
+            metadata=manifest["metadata"],
+            type=manifest["type"],
+            string_data=manifest["stringData"],
             opts=pulumi.ResourceOptions(parent=self, depends_on=namespace),
         )
 

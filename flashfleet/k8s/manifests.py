@@ -16,7 +16,7 @@ from flashfleet.catalog import hardware_catalog
 from flashfleet.k8s import mooncake as mc
 from flashfleet.k8s import names, prepull, weights
 from flashfleet.k8s import replicas as kc
-from flashfleet.k8s.containers import CACHE_VOLUME, MOONCAKE_VOLUME, PodResources
+from flashfleet.k8s.containers import CACHE_VOLUME, GPU_RESOURCES, MOONCAKE_VOLUME, PodResources
 from flashfleet.k8s.errors import KubernetesRenderError
 from flashfleet.k8s.workloads import (
     PodShape,
@@ -27,7 +27,7 @@ from flashfleet.k8s.workloads import (
     rank_stateful_sets,
     shares_gpus,
 )
-from flashfleet.launch import ContainerLaunch, LaunchSettings, container_launches
+from flashfleet.launch import SECRET_ENV_NAMES, ContainerLaunch, LaunchSettings, container_launches
 from flashfleet.recipes import Recipe
 from flashfleet.recipes.layouts import SERVE_PORT
 from flashfleet.stack.kubernetes_source import HostPathCache, KubernetesSource, NodePool, PvcCache
@@ -52,6 +52,16 @@ class KubernetesPlan:
     @property
     def endpoint(self) -> str:
         return f"http://{self.endpoint_service}.{self.namespace}.svc:{SERVE_PORT}/v1"
+
+    def token_secret(self, token: object) -> dict[str, Any]:
+        """The HF token Secret; ``token`` is its value (in the component, a Pulumi secret Output)."""
+        return {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": names.metadata(self.secret_name, self.namespace, names.labels(self.stack, "token")),
+            "type": "Opaque",
+            "stringData": {key: token for key in SECRET_ENV_NAMES},
+        }
 
 
 def plan_kubernetes(
@@ -100,7 +110,16 @@ def plan_kubernetes(
 
     objects: list[dict[str, Any]] = []
     if source.create_namespace:
-        objects.append({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+        # Labels without the stack's name: stacks may share a namespace. With none, a server-side
+        # apply owns no field of it, and the second apply changes it (the server records the
+        # fields it already had under a manager of its own).
+        objects.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {"name": ns, "labels": names.shared_labels()},
+            }
+        )
 
     cache_volume = _cache_volume(stack, source)
     shared_cache = (
@@ -152,6 +171,7 @@ def plan_kubernetes(
             }
         )
     by_node = {node: [launch for launch in serving if launch.node == node] for node in pods}
+    _check_pods_fit(pool, hardware, by_node)
     gpu_sharing = any(shares_gpus(group) for group in by_node.values())
     claim_template = names.gpu_claim_template(stack) if gpu_sharing else None
     if gpu_sharing:
@@ -220,6 +240,23 @@ def _pool(source: KubernetesSource, hardware: str) -> NodePool:
             f"no node pool for {hardware}: say which nodes carry it (nodeSelector, tolerations)",
         )
     return source.node_pools[hardware]
+
+
+def _check_pods_fit(pool: NodePool, hardware: str, by_node: dict[int, list[ContainerLaunch]]) -> None:
+    """Refuses, before anything is applied, a pod that asks for more GPUs than a pool node offers:
+    the scheduler would leave it Pending."""
+    hw = hardware_catalog()[hardware]
+    offered = pool.gpus_per_node or hw.gpus_per_node
+    for node, group in by_node.items():
+        gpus = [gpu for launch in group for gpu in launch.gpus]
+        wanted = len(set(gpus)) if shares_gpus(group) else len(gpus)
+        if wanted > offered:
+            whose = "gpusPerNode" if pool.gpus_per_node else f"the {hw.label} node's GPUs"
+            raise KubernetesRenderError(
+                f"nodes.source.nodePools.{hardware}.gpusPerNode",
+                f"the pod of node {node} ({', '.join(launch.name for launch in group)}) asks for "
+                f"{wanted} {GPU_RESOURCES[hw.vendor]}; each node of the pool offers {offered} ({whose})",
+            )
 
 
 def _placement(pool: NodePool) -> dict[str, Any]:

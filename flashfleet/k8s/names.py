@@ -30,6 +30,11 @@ def check_stack_name(name: str) -> str:
     return name
 
 
+def shared_labels() -> dict[str, str]:
+    """The labels of an object that several stacks may share (their namespace)."""
+    return {LABEL_NAME: "flashfleet", LABEL_MANAGED_BY: "flashfleet"}
+
+
 def labels(stack: str, component: str, **extra: str) -> dict[str, str]:
     return {
         LABEL_NAME: "flashfleet",

@@ -116,6 +116,10 @@ class NodePool(Strict):
     # two processes of one pod share GPUs (encoder disaggregation), which device-plugin limits
     # cannot express: each container's limit gets GPUs of its own.
     gpu_device_class: str | None = Field(default=None, max_length=253, pattern=_DNS_SUBDOMAIN)
+    # The GPUs each node of the pool offers its pods (its allocatable nvidia.com/gpu or
+    # amd.com/gpu, or the devices its DRA driver publishes): fewer than the hardware's own count
+    # where the cluster keeps some back or partitions them. Unset: the hardware's GPUs per node.
+    gpus_per_node: StrictInt | None = Field(default=None, ge=1, le=64)
 
     @field_validator("node_selector")
     @classmethod

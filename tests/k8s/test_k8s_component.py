@@ -14,6 +14,7 @@ from k8s_cases import GB300_2P1D, GB300_LOWLAT, GB300_PD, H200_L3, MI355X_AGENTX
 from pulumi.runtime import rpc
 
 from flashfleet.components.kubernetes import KubernetesCluster, KubernetesClusterArgs, kubernetes_provider
+from flashfleet.k8s import names
 
 TOKEN = "hf_k8sTOKENthatMUSTneverLEAK0123456789"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
@@ -127,7 +128,11 @@ def test_token_only_inside_a_secret(case: Case) -> None:
     ]
     assert leaks == []
     (secret,) = d.mocks.of_type(SECRET)
-    assert secret.inputs["metadata"] == {"name": f"{case.stack}-hf-token", "namespace": "glm"}
+    assert secret.inputs["metadata"] == {
+        "name": f"{case.stack}-hf-token",
+        "namespace": "glm",
+        "labels": names.labels(case.stack, "token"),  # what `down` and sweeping find it by
+    }
     assert _is_secret(secret.inputs["stringData"])
     assert secret.inputs["stringData"]["value"] == {"HF_TOKEN": TOKEN}
 
