@@ -2,14 +2,14 @@
 # The whole test suite on a fresh Debian/Ubuntu machine: installs what the tests need
 # (scripts/setup.d/*.sh), lints, type-checks, then runs pytest in tiers.
 #
-# Set-up runs in three background lanes from the start: the engines (40-pulumi.sh, the Pulumi
-# CLI, a Go build of ~470 CPU-s from an empty cache; then 45-kube.sh, the Kubernetes control
-# plane and kwok, ~290 s from an empty cache; both at low priority and cached, and only
-# tests/e2e and tests/k8s/cluster need them), the parser oracle (10-sglang-oracle.sh) and the
-# test hosts' steps in order. Lint and the fast tier run meanwhile; then the slow tier (once hosts
-# and oracle are ready), then tests/e2e and tests/k8s/cluster (once the engines are built), each
-# on two pytest-xdist workers. With arguments, pytest gets exactly those,
-# after all set-up (so that tests/e2e can be named).
+# Set-up runs in three background lanes from the start: the engines, at low priority, in order
+# (40-pulumi.sh, the Pulumi CLI, a Go build of ~470 CPU-s from an empty cache; 45-kube.sh, the
+# Kubernetes control plane and kwok, ~290 s; 47-pulumi-kubernetes.sh, the provider plugin,
+# ~450 s; the last two cached outside the clone; only tests/e2e and tests/k8s/cluster need
+# them), the parser oracle (10-sglang-oracle.sh) and the test hosts' steps in order. Lint and the
+# fast tier run meanwhile; then the slow tier (once hosts and oracle are ready), then tests/e2e
+# and tests/k8s/cluster (once the engines are built), each on two pytest-xdist workers. With
+# arguments, pytest gets exactly those, after all set-up (so that tests/e2e can be named).
 #
 # `scripts/test.sh --fast [PYTEST ARGS]`: the fast tier, for iterating: lint, type checks and
 # every test not marked slow (no test host, Docker engine, Pulumi engine, parser oracle or
@@ -124,7 +124,7 @@ engine_steps=() oracle_steps=() host_steps=()
 for step in scripts/setup.d/*.sh; do
   [ -e "$step" ] || continue
   case "${step##*/}" in
-    40-pulumi.sh | 45-kube.sh) engine_steps+=("$step") ;;
+    40-pulumi.sh | 45-kube.sh | 47-pulumi-kubernetes.sh) engine_steps+=("$step") ;;
     10-sglang-oracle.sh) oracle_steps+=("$step") ;;
     *) host_steps+=("$step") ;;
   esac

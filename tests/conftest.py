@@ -105,6 +105,7 @@ SLOW_PATHS = {
     "engine": ("hosts", "docker"),
     "hosts/test_harness.py": ("hosts",),
     "k8s/cluster": ("kube",),
+    "k8s/cluster/test_pulumi_up.py": ("kube", "pulumi_engine"),
     "mooncake": ("hosts",),
     "roles": ("hosts",),
     "roles/test_check_multimodal.py": (),

@@ -56,7 +56,9 @@ _FACTORIES: dict[str, _Factory] = {
     "DaemonSet": _typed(k8s.apps.v1.DaemonSet),
     "Job": _typed(k8s.batch.v1.Job),
     "NetworkPolicy": _typed(k8s.networking.v1.NetworkPolicy),
-    "ResourceClaimTemplate": _typed(k8s.resource.v1.ResourceClaimTemplate),
+    # resource.k8s.io/v1 (DRA, GA in Kubernetes 1.34) postdates the typed SDK of the pinned
+    # provider; its generic resource sends the object as rendered
+    "ResourceClaimTemplate": _custom,
     "LeaderWorkerSet": _custom,
 }
 _AWAITED = {"Deployment", "StatefulSet", "Job"}

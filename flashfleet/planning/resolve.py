@@ -30,6 +30,7 @@ from flashfleet.stack.errors import STACK_KEY, Problem, StackError, from_validat
 from flashfleet.stack.files import DEFAULT_STACKS_DIR, REGION_KEY, StackFile, read_stack_file
 from flashfleet.stack.kubernetes_source import KubernetesSource
 from flashfleet.stack.lock import StackLock
+from flashfleet.stack.namespaces import namespace_clash
 from flashfleet.stack.spec import AwsSource, ExistingSource, Mooncake, NewNetwork, StackSpec
 
 SSH_PORT = 22
@@ -211,6 +212,8 @@ def load_stack(name: str, stacks_dir: Path = DEFAULT_STACKS_DIR) -> StackPlan:
 
 def resolve(sf: StackFile) -> StackPlan:
     spec = parse_spec(sf.name, sf.spec_data)
+    if clash := namespace_clash(sf):
+        raise StackError(sf.name, [Problem(f"{STACK_KEY}.nodes.source.namespace", clash, "kubernetes")])
     return resolve_spec(
         sf.name, spec, region=sf.region, has_hf_token=sf.has_hf_token, has_api_key=sf.has_api_key,
         lock=sf.lock,

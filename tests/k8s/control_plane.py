@@ -244,7 +244,18 @@ class ControlPlane:
         self.kubectl("create", "-f", "-", stdin=json.dumps(node))
         self.wait_for(lambda: _node_ready(self.get("node", name)), what=f"node {name} Ready", timeout_s=30)
 
-    def delete_nodes(self) -> None:
+    def reset(self) -> None:
+        """Back to an empty cluster between tests: the stacks' namespaces, volumes, DRA objects
+        and simulated nodes go."""
+        self.kubectl(
+            "delete",
+            "namespace",
+            "-l",
+            "app.kubernetes.io/managed-by=flashfleet",
+            "--wait=true",
+            "--timeout=120s",
+        )
+        self.kubectl("delete", "persistentvolumes,storageclasses,deviceclasses,resourceslices", "--all")
         self.kubectl("delete", "node", "-l", "type=kwok", "--wait=true")
 
 

@@ -213,11 +213,11 @@ def test_the_catalog_cluster_on_kubernetes() -> None:
         validate(obj)
     router = next(launch for launch in plan.launches if launch.name == "router")
     assert _router_urls(list(router.argv)) == [
-        "http://mi355x-k8s-replicas-replica-0.glm:31000",
-        "http://mi355x-k8s-replicas-replica-1.glm:31000",
+        "http://mi355x-k8s-replicas-replica-0.glm-replicas:31000",
+        "http://mi355x-k8s-replicas-replica-1.glm-replicas:31000",
     ]
     assert router.argv[router.argv.index("--policy") + 1] == "round_robin"
-    assert plan.endpoint == "http://mi355x-k8s-replicas.glm.svc:30000/v1"
+    assert plan.endpoint == "http://mi355x-k8s-replicas.glm-replicas.svc:30000/v1"
     # hostPath cache: each replica downloads into its own node's cache before it serves.
     for instance in ("replica-0", "replica-1"):
         (dep,) = [

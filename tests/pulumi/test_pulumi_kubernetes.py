@@ -50,8 +50,9 @@ def test_exports_endpoint_namespace_and_workloads_only(stack: str) -> None:
     r = program(stack)
     plan = kubernetes_plan(stack, r.bringup.spec)
     assert set(r.outputs) == {"endpoint", "namespace", "workloads", "expiresAt"}
-    assert r.outputs["endpoint"] == plan.endpoint == f"http://{stack}.glm.svc:30000/v1"
-    assert r.outputs["namespace"] == "glm"
+    ns = {"mi355x-k8s": "glm", "mi355x-k8s-replicas": "glm-replicas"}[stack]  # each its own namespace
+    assert r.outputs["endpoint"] == plan.endpoint == f"http://{stack}.{ns}.svc:30000/v1"
+    assert r.outputs["namespace"] == ns
     single = [f"{stack}-serve"]
     cluster = [f"{stack}-replica-0", f"{stack}-replica-1", f"{stack}-router"]
     assert r.outputs["workloads"] == list(plan.workloads) == (cluster if r.bringup.spec.cluster else single)

@@ -35,10 +35,7 @@ OWNED_KINDS = "deployments,statefulsets,daemonsets,jobs,pods,services,endpointsl
 @pytest.fixture
 def cp(cluster: ControlPlane) -> Iterator[ControlPlane]:
     yield cluster
-    for ns in ("glm",):
-        cluster.kubectl("delete", "namespace", ns, "--ignore-not-found", "--wait=true", "--timeout=120s")
-    cluster.kubectl("delete", "persistentvolumes,storageclasses,deviceclasses,resourceslices", "--all")
-    cluster.delete_nodes()
+    cluster.reset()
 
 
 def bring_up(cp: ControlPlane, plan: KubernetesPlan) -> None:

@@ -1,0 +1,159 @@
+"""`pulumi up` of the catalog's Kubernetes stacks, through the project's own program and component,
+the real Pulumi engine and the pulumi-kubernetes provider plugin (scripts/setup.d/40-pulumi.sh and
+47-pulumi-kubernetes.sh), against the local control plane with simulated GPU nodes.
+
+The stack files are the catalog's, unchanged: their kubeconfig context (`mi355x-cluster`) is a
+context of the test kubeconfig. `up` waits, as the provider does, for every awaited workload to be
+ready (kwok makes the pods Running and Ready); the second `up` must change nothing; an option
+change must roll out on nodes whose GPUs hold one copy; `destroy` must leave nothing behind.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from control_plane import ControlPlane
+from e2e.engine import pulumi_cli, pulumi_env, write_program
+from sim_nodes import add_plain_node, add_pool_nodes
+from test_scheduling import OWNED_KINDS
+
+from flashfleet.k8s import names
+from flashfleet.planning import load_stack
+from flashfleet.stack import DEFAULT_STACKS_DIR
+from flashfleet.stack.files import stack_path
+
+REPO = Path(__file__).resolve().parents[3]
+PROVIDER = REPO / ".tools" / "bin" / "pulumi-resource-kubernetes"
+TOKEN = "hf_e2eTokenThatMustNeverBeSeenInPlainText"
+
+
+@pytest.fixture
+def project(cluster: ControlPlane, tmp_path: Path) -> Iterator[Path]:
+    if pulumi_cli() is None or not PROVIDER.exists():
+        pytest.fail(
+            "no Pulumi CLI or kubernetes provider: run scripts/setup.d/40-pulumi.sh and 47-pulumi-kubernetes.sh"
+        )
+    write_program(tmp_path / "project")
+    (tmp_path / "state").mkdir()
+    yield tmp_path / "project"
+    cluster.reset()
+
+
+def _kubeconfig(cluster: ControlPlane, workdir: Path, context: str) -> Path:
+    """The test kubeconfig with its context named as the stack names it."""
+    cfg = json.loads(cluster.kubeconfig.read_text())
+    cfg["contexts"][0]["name"] = cfg["current-context"] = context
+    path = workdir / "kubeconfig"
+    path.write_text(json.dumps(cfg))
+    return path
+
+
+def _pulumi(project: Path, kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**pulumi_env(project.parent, project), "KUBECONFIG": str(kubeconfig)}
+    env["PATH"] = f"{PROVIDER.parent}:{env['PATH']}"
+    return subprocess.run(
+        ["pulumi", *args, "--non-interactive"], cwd=project, env=env,
+        text=True, capture_output=True, check=False, timeout=600,
+    )  # fmt: skip
+
+
+def _ok(done: subprocess.CompletedProcess[str]) -> str:
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    return out
+
+
+@pytest.mark.parametrize("stack", ["mi355x-k8s", "mi355x-k8s-replicas"])
+def test_up_serves_a_second_up_changes_nothing_and_destroy_leaves_nothing(
+    cluster: ControlPlane, project: Path, stack: str
+) -> None:
+    spec = load_stack(stack).spec
+    source = spec.nodes.source
+    pool = add_pool_nodes(cluster, source, spec.hardware, spec.nodes.count, prefix=f"{stack}-gpu")  # type: ignore[arg-type]
+    add_plain_node(cluster, "cpu-0")
+    shutil.copy(stack_path(stack, DEFAULT_STACKS_DIR), stack_path(stack, project / "stacks"))
+    kubeconfig = _kubeconfig(cluster, project.parent, source.context)  # type: ignore[union-attr]
+    _ok(_pulumi(project, kubeconfig, "stack", "init", stack))
+    _ok(
+        _pulumi(
+            project, kubeconfig, "config", "set", "--secret", "flashfleet:hfToken", TOKEN, "--stack", stack
+        )
+    )
+
+    _ok(_pulumi(project, kubeconfig, "up", "--yes", "--stack", stack))
+    sel, ns = f"{names.LABEL_INSTANCE}={stack}", source.namespace  # type: ignore[union-attr]
+    serving = cluster.items("pods", namespace=ns, selector=f"{sel},app.kubernetes.io/component=serve")
+    assert len(serving) == spec.nodes.count
+    assert {p["spec"]["nodeName"] for p in serving} <= set(pool)
+    assert all(p["status"]["phase"] == "Running" for p in serving)
+    secret = cluster.get("secret", names.secret_name(stack), namespace=ns)
+    assert secret["metadata"]["labels"][names.LABEL_INSTANCE] == stack
+    # the token is in the cluster's Secret, and never in plain text in the stack's state
+    exported = _ok(_pulumi(project, kubeconfig, "stack", "export", "--stack", stack))
+    assert TOKEN not in exported
+    outputs = json.loads(_ok(_pulumi(project, kubeconfig, "stack", "output", "--json", "--stack", stack)))
+    assert TOKEN not in json.dumps(outputs)
+
+    again = _ok(_pulumi(project, kubeconfig, "preview", "--expect-no-changes", "--diff", "--stack", stack))
+    assert "to update" not in again
+
+    _ok(_pulumi(project, kubeconfig, "destroy", "--yes", "--stack", stack))
+    left = cluster.kubectl("get", OWNED_KINDS, "-A", "-l", sel, "-o", "name")
+    assert left.strip() == ""
+    assert cluster.get("namespace", ns) is None
+
+
+def test_an_option_change_is_an_update_that_rolls_out(cluster: ControlPlane, project: Path) -> None:
+    stack = "mi355x-k8s"
+    spec = load_stack(stack).spec
+    add_pool_nodes(cluster, spec.nodes.source, "mi355x", 1, prefix="mi355x", gpus=4)  # type: ignore[arg-type]
+    file = stack_path(stack, project / "stacks")
+    shutil.copy(stack_path(stack, DEFAULT_STACKS_DIR), file)
+    kubeconfig = _kubeconfig(cluster, project.parent, "mi355x-cluster")
+    _ok(_pulumi(project, kubeconfig, "stack", "init", stack))
+    _ok(_pulumi(project, kubeconfig, "up", "--yes", "--stack", stack))
+    sel = f"{names.LABEL_INSTANCE}={stack},app.kubernetes.io/component=serve"
+    (before,) = cluster.items("pods", namespace="glm", selector=sel)
+
+    doc = yaml.safe_load(file.read_text())
+    doc["config"]["flashfleet:stack"]["options"] = {"max_running_requests": 64}
+    file.write_text(yaml.safe_dump(doc))
+    out = _ok(_pulumi(project, kubeconfig, "up", "--yes", "--stack", stack))
+    assert "1 updated" in out, out
+    pods = [
+        p
+        for p in cluster.items("pods", namespace="glm", selector=sel)
+        if "deletionTimestamp" not in p["metadata"]
+    ]
+    (after,) = pods
+    assert after["metadata"]["uid"] != before["metadata"]["uid"]
+    server = next(c for c in after["spec"]["containers"] if c["name"] == "server")
+    assert "--max-running-requests" in server["command"]
+    _ok(_pulumi(project, kubeconfig, "destroy", "--yes", "--stack", stack))
+
+
+def test_destroying_one_catalog_stack_leaves_the_other_serving(cluster: ControlPlane, project: Path) -> None:
+    """Both catalog stacks on one cluster: each has a namespace of its own (two stacks in one
+    namespace that either creates are refused offline), so one's destroy spares the other."""
+    stacks = ("mi355x-k8s", "mi355x-k8s-replicas")
+    add_pool_nodes(cluster, load_stack(stacks[0]).spec.nodes.source, "mi355x", 3, prefix="mi355x")  # type: ignore[arg-type]
+    kubeconfig = _kubeconfig(cluster, project.parent, "mi355x-cluster")
+    for stack in stacks:
+        shutil.copy(stack_path(stack, DEFAULT_STACKS_DIR), stack_path(stack, project / "stacks"))
+        _ok(_pulumi(project, kubeconfig, "stack", "init", stack))
+        _ok(_pulumi(project, kubeconfig, "up", "--yes", "--stack", stack))
+    _ok(_pulumi(project, kubeconfig, "destroy", "--yes", "--stack", stacks[0]))
+    survivor = load_stack(stacks[1]).spec.nodes.source.namespace  # type: ignore[union-attr]
+    deployments = cluster.items(
+        "deployments", namespace=survivor, selector=f"{names.LABEL_INSTANCE}={stacks[1]}"
+    )
+    assert len(deployments) == 3  # two replicas and the router
+    assert all(d["status"].get("readyReplicas") == 1 for d in deployments)
+    _ok(_pulumi(project, kubeconfig, "preview", "--expect-no-changes", "--stack", stacks[1]))
+    _ok(_pulumi(project, kubeconfig, "destroy", "--yes", "--stack", stacks[1]))
