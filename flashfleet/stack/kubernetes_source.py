@@ -134,8 +134,16 @@ class NodePool(Strict):
     @classmethod
     def _resources(cls, value: dict[str, int]) -> dict[str, int]:
         for name, count in value.items():
+            domain = name.partition("/")[0]
             if "/" not in name:
                 raise ValueError(f"{name!r}: extended resources are named domain/name")
+            # the API server's extended-resource rule: no requests. prefix (that names a quota);
+            # kubernetes.io names native resources, which no device plugin registers
+            if name.startswith("requests.") or domain == "kubernetes.io" or domain.endswith(".kubernetes.io"):
+                raise ValueError(
+                    f"{name!r} is not an extended resource name: its domain is not kubernetes.io "
+                    "and it does not start with requests."
+                )
             _check_label_key(name)
             if count < 1:
                 raise ValueError(f"{name}: count must be at least 1")

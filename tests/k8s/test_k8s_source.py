@@ -48,6 +48,18 @@ def test_minimal_source() -> None:
         ),
         ({"nodePools": {"gb300": {"nodeSelector": {"bad key!": "x"}}}}, "label key"),
         ({"nodePools": {"gb300": {"rdmaResources": {"efa": 1}}}}, "domain/name"),
+        # the API server refuses the quota prefix (tests/k8s/cluster/test_api_server.py); no
+        # device plugin registers a kubernetes.io resource
+        (
+            {"nodePools": {"gb300": {"rdmaResources": {"requests.example.com/efa": 1}}}},
+            "not an extended resource",
+        ),
+        ({"nodePools": {"gb300": {"rdmaResources": {"kubernetes.io/efa": 1}}}}, "not an extended resource"),
+        (
+            {"nodePools": {"gb300": {"rdmaResources": {"rdma.kubernetes.io/hca": 1}}}},
+            "not an extended resource",
+        ),
+        ({"nodePools": {"gb300": {"gpusPerNode": 0}}}, "gpusPerNode"),
         ({"nodePools": {"gb300": {"node_selector": {}}}}, "node_selector"),
     ],
 )

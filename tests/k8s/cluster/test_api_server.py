@@ -8,11 +8,14 @@ field manager the provider uses, after the namespace exists (a dry run cannot cr
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from control_plane import ControlPlane, KubectlError
-from k8s_cases import ALL, Case
+from k8s_cases import ALL, H200_L3_STATEFULSETS, POOLS, Case, source
+from k8s_schema import validate
+from pydantic import ValidationError
 
 from flashfleet.k8s import KubernetesPlan
 from flashfleet.planning import load_stack
@@ -71,3 +74,25 @@ def test_the_api_server_refuses_what_a_schema_check_accepts(cluster: ControlPlan
     broken = {**deployment, "spec": {**deployment["spec"], "selector": {"matchLabels": {"no": "match"}}}}
     with pytest.raises(KubectlError, match=r"selector.*does not match template"):
         cluster.apply([broken], dry_run=True)
+
+
+def test_an_rdma_resource_the_schema_takes_and_the_server_refuses_is_refused_offline(
+    cluster: ControlPlane,
+) -> None:
+    """A device-plugin resource named with the quota prefix: every JSON schema takes the objects,
+    the API server refuses them, and flashfleet refuses the stack first."""
+    resource = "requests.example.com/efa"
+    pools = {**POOLS, "h200": {**POOLS["h200"], "rdmaResources": {resource: 1}}}
+    with pytest.raises(ValidationError, match="is not an extended resource name"):
+        source(nodePools=pools)
+    # past flashfleet's check (the pool built unvalidated), what the server would have been sent
+    ok = source()
+    pool = ok.node_pools["h200"].model_copy(update={"rdma_resources": {resource: 1}})
+    case = replace(
+        H200_L3_STATEFULSETS, source=ok.model_copy(update={"node_pools": {**ok.node_pools, "h200": pool}})
+    )
+    plan = case.plan()
+    for obj in plan.objects:
+        validate(obj)
+    with pytest.raises(KubectlError, match="doesn't follow extended resource name standard"):
+        cluster.apply(ensure_namespace(cluster, plan), dry_run=True)
