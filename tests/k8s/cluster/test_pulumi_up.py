@@ -20,11 +20,12 @@ import pytest
 import yaml
 from control_plane import ControlPlane
 from e2e.engine import pulumi_cli, pulumi_env, write_program
-from sim_nodes import add_plain_node, add_pool_nodes
+from sim_nodes import add_plain_node, add_pool_nodes, provision_claims
 from test_scheduling import OWNED_KINDS
 
 from flashfleet.k8s import names
 from flashfleet.planning import load_stack
+from flashfleet.planning.stack_recipe import kubernetes_plan
 from flashfleet.stack import DEFAULT_STACKS_DIR
 from flashfleet.stack.files import stack_path
 
@@ -157,3 +158,52 @@ def test_destroying_one_catalog_stack_leaves_the_other_serving(cluster: ControlP
     assert all(d["status"].get("readyReplicas") == 1 for d in deployments)
     _ok(_pulumi(project, kubeconfig, "preview", "--expect-no-changes", "--stack", stacks[1]))
     _ok(_pulumi(project, kubeconfig, "destroy", "--yes", "--stack", stacks[1]))
+
+
+def _flashfleet(project: Path, kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {**pulumi_env(project.parent, project), "KUBECONFIG": str(kubeconfig)}
+    env["PATH"] = f"{PROVIDER.parent}:{env['PATH']}"
+    return subprocess.run(
+        [str(REPO / ".venv" / "bin" / "python"), "-m", "flashfleet", *args], cwd=project, env=env,
+        text=True, capture_output=True, check=False, timeout=600,
+    )  # fmt: skip
+
+
+def test_flashfleet_up_status_and_down_with_a_shared_cache_claim(
+    cluster: ControlPlane, project: Path
+) -> None:
+    """The CLI a user runs, on the catalog stack moved to a shared (ReadWriteMany) claim: the
+    provider awaits the weights Job before the server, `down` removes the claim with the rest."""
+    stack = "mi355x-k8s"
+    doc = yaml.safe_load(stack_path(stack, DEFAULT_STACKS_DIR).read_text())
+    source = doc["config"]["flashfleet:stack"]["nodes"]["source"]
+    source["modelCache"] = {"kind": "pvc", "storageClass": "shared-fs", "size": "2Ti"}
+    stack_path(stack, project / "stacks").write_text(yaml.safe_dump(doc))
+    spec = load_stack(stack, project / "stacks").spec
+    plan = kubernetes_plan(stack, spec)
+    assert plan.weights_job is not None
+    provision_claims(cluster, list(plan.objects))
+    add_pool_nodes(cluster, spec.nodes.source, "mi355x", 1, prefix="mi355x")  # type: ignore[arg-type]
+    kubeconfig = _kubeconfig(cluster, project.parent, "mi355x-cluster")
+    _ok(_pulumi(project, kubeconfig, "stack", "init", stack))
+
+    up = _flashfleet(project, kubeconfig, "up", stack, "--yes")
+    assert up.returncode == 0, up.stdout + up.stderr
+    assert "endpoint: http://mi355x-k8s.glm.svc:30000/v1" in up.stdout
+    job = cluster.get("job", plan.weights_job, namespace="glm")
+    assert job["status"]["succeeded"] == 1
+    server = cluster.get("deployment", f"{stack}-serve", namespace="glm")
+    # the server was created only once the Job had completed (the component's dependency)
+    assert server["metadata"]["creationTimestamp"] >= job["status"]["completionTime"]
+    pvc = cluster.get("pvc", names.model_cache_claim(stack), namespace="glm")
+    assert pvc["status"]["phase"] == "Bound"
+
+    status = _flashfleet(project, kubeconfig, "status", stack)
+    assert status.returncode == 0, status.stdout + status.stderr
+    assert "mi355x-k8s-serve" in status.stdout
+
+    down = _flashfleet(project, kubeconfig, "down", stack, "--yes")
+    assert down.returncode == 0, down.stdout + down.stderr
+    left = cluster.kubectl("get", OWNED_KINDS, "-A", "-l", f"{names.LABEL_INSTANCE}={stack}", "-o", "name")
+    assert left.strip() == ""
+    assert cluster.get("namespace", "glm") is None
