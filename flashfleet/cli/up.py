@@ -8,6 +8,9 @@ A stack on a Capacity Block or reservation is checked first (`--wait` waits for 
 
 `--preview` stops after the preview (exit 0, or 1 when the preview fails): nothing is created.
 
+On a Kubernetes stack, a pod the scheduler refuses for `--pending-grace` seconds cancels the
+update, which fails with the pod and the scheduler's reason (flashfleet.cli.shared.pending_watch).
+
 Exit status: 0 ok, 1 the update failed, 2 bad input, no Pulumi CLI, unusable capacity, or not
 confirmed.
 """
@@ -16,11 +19,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING
 
 from flashfleet.cli.common import UsageError, add_stack, can_ask, confirm
 
 if TYPE_CHECKING:
+    from flashfleet.cli.shared.pending_watch import PendingWatch
     from flashfleet.planning import StackPlan
     from flashfleet.planning.plan_model import PlanView
 
@@ -38,7 +43,24 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="a Capacity Block or reservation that has not started: wait for its start, not refuse",
     )
+    p.add_argument(
+        "--pending-grace", type=float, default=120.0, metavar="SECONDS",
+        help="Kubernetes stacks: how long a pod may stay unschedulable before up cancels and says why "
+        "(default 120; a cluster autoscaler adding a node needs longer)",
+    )  # fmt: skip
     p.set_defaults(func=run)
+
+
+def pending_watch(plan: StackPlan, grace_s: float) -> AbstractContextManager[PendingWatch | None]:
+    """A Kubernetes stack's scheduling watch while `pulumi up` runs; none for other sources."""
+    from flashfleet.stack.kubernetes_source import KubernetesSource
+
+    src = plan.spec.nodes.source
+    if not isinstance(src, KubernetesSource):
+        return nullcontext()
+    from flashfleet.cli.shared.pending_watch import PendingWatch
+
+    return PendingWatch(context=src.context, namespace=src.namespace, stack=plan.stack, grace_s=grace_s)
 
 
 def preflight(stack: str, plan: StackPlan, wait: bool) -> None:
@@ -129,7 +151,20 @@ def run(args: argparse.Namespace) -> int:
             print(f"flashfleet up {args.stack}: preview only, nothing created or changed")
             return 0
         confirm(f"bring {args.stack} up as previewed?", yes=args.yes)
-        outs = stackops.up(args.stack, _print)
+        with pending_watch(b, args.pending_grace) as watch:
+            try:
+                outs = stackops.up(args.stack, _print)
+            except stackops.StackError:
+                if watch is None or not watch.found:
+                    raise
+                for pod in watch.found:  # why, rather than the cancelled update's own last line
+                    print(f"flashfleet up: {pod.line()}", file=sys.stderr)
+                print(
+                    f"flashfleet up: cancelled after {args.pending_grace:g} s unschedulable; what was "
+                    f"created stays for `flashfleet down {args.stack}`",
+                    file=sys.stderr,
+                )
+                return 1
     except (stackops.PulumiUnavailable, stackops.UnknownStack) as err:
         raise UsageError(str(err)) from None
     except stackops.StackError as err:

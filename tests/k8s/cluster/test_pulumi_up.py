@@ -11,8 +11,10 @@ change must roll out on nodes whose GPUs hold one copy; `destroy` must leave not
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -207,3 +209,32 @@ def test_flashfleet_up_status_and_down_with_a_shared_cache_claim(
     left = cluster.kubectl("get", OWNED_KINDS, "-A", "-l", f"{names.LABEL_INSTANCE}={stack}", "-o", "name")
     assert left.strip() == ""
     assert cluster.get("namespace", "glm") is None
+
+
+def test_up_fails_with_the_pod_and_the_schedulers_reason_not_a_timeout(
+    cluster: ControlPlane, project: Path
+) -> None:
+    """The pool's nodes offer 2 GPUs where the server takes 4 (gpusPerNode unset, so nothing
+    offline knows): the pod stays Pending, and `up` says why once the verdict has stood."""
+    stack = "mi355x-k8s"
+    add_pool_nodes(cluster, load_stack(stack).spec.nodes.source, "mi355x", 1, prefix="mi355x", gpus=2)  # type: ignore[arg-type]
+    shutil.copy(stack_path(stack, DEFAULT_STACKS_DIR), stack_path(stack, project / "stacks"))
+    kubeconfig = _kubeconfig(cluster, project.parent, "mi355x-cluster")
+    _ok(_pulumi(project, kubeconfig, "stack", "init", stack))
+    started = time.monotonic()
+    up = _flashfleet(project, kubeconfig, "up", stack, "--yes", "--pending-grace", "10")
+    took = time.monotonic() - started
+    assert up.returncode == 1, up.stdout + up.stderr
+    assert took < 120  # not the provider's 3-hour timeout
+    lines = up.stderr.strip().splitlines()
+    assert re.fullmatch(
+        r"flashfleet up: pod glm/mi355x-k8s-serve-[a-z0-9]+-[a-z0-9]+ cannot be scheduled: "
+        r"0/1 nodes are available: 1 Insufficient amd\.com/gpu\..*",
+        lines[0],
+    ), up.stderr
+    assert "stays for `flashfleet down mi355x-k8s`" in lines[-1]
+    # the cancelled update recorded what it made: down removes it
+    down = _flashfleet(project, kubeconfig, "down", stack, "--yes")
+    assert down.returncode == 0, down.stdout + down.stderr
+    left = cluster.kubectl("get", OWNED_KINDS, "-A", "-l", f"{names.LABEL_INSTANCE}={stack}", "-o", "name")
+    assert left.strip() == ""
