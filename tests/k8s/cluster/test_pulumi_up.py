@@ -238,3 +238,40 @@ def test_up_fails_with_the_pod_and_the_schedulers_reason_not_a_timeout(
     assert down.returncode == 0, down.stdout + down.stderr
     left = cluster.kubectl("get", OWNED_KINDS, "-A", "-l", f"{names.LABEL_INSTANCE}={stack}", "-o", "name")
     assert left.strip() == ""
+
+
+def test_a_load_balancer_endpoint_is_the_address_the_cloud_gives_it(
+    cluster: ControlPlane, project: Path
+) -> None:
+    """serviceType LoadBalancer: the provider awaits the Service until the cloud's load-balancer
+    controller (here the test, writing the Service's status as one would) gives it an address,
+    and the stack's endpoint output is that address."""
+    stack = "mi355x-k8s"
+    doc = yaml.safe_load(stack_path(stack, DEFAULT_STACKS_DIR).read_text())
+    source = doc["config"]["flashfleet:stack"]["nodes"]["source"]
+    source.update(serviceType="LoadBalancer", loadBalancerSourceRanges=["203.0.113.0/24"])
+    stack_path(stack, project / "stacks").write_text(yaml.safe_dump(doc))
+    add_pool_nodes(cluster, load_stack(stack, project / "stacks").spec.nodes.source, "mi355x", 1, prefix="m")  # type: ignore[arg-type]
+    kubeconfig = _kubeconfig(cluster, project.parent, "mi355x-cluster")
+    _ok(_pulumi(project, kubeconfig, "stack", "init", stack))
+    env = {**pulumi_env(project.parent, project), "KUBECONFIG": str(kubeconfig)}
+    env["PATH"] = f"{PROVIDER.parent}:{env['PATH']}"
+    up = subprocess.Popen(
+        ["pulumi", "up", "--yes", "--stack", stack, "--non-interactive"], cwd=project, env=env, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    hostname = "k8s-glm-mi355x-0123456789.elb.us-east-1.amazonaws.com"
+    service = cluster.wait_for(
+        lambda: cluster.get("service", stack, namespace="glm"), what="the endpoint Service"
+    )
+    assert service["spec"]["type"] == "LoadBalancer"
+    assert service["spec"]["loadBalancerSourceRanges"] == ["203.0.113.0/24"]
+    cluster.kubectl(
+        "patch", "service", stack, "-n", "glm", "--subresource=status", "--type=merge",
+        "-p", json.dumps({"status": {"loadBalancer": {"ingress": [{"hostname": hostname}]}}}),
+    )  # fmt: skip
+    out, _ = up.communicate(timeout=300)
+    assert up.returncode == 0, out
+    outputs = json.loads(_ok(_pulumi(project, kubeconfig, "stack", "output", "--json", "--stack", stack)))
+    assert outputs["endpoint"] == f"http://{hostname}:30000/v1"
+    _ok(_pulumi(project, kubeconfig, "destroy", "--yes", "--stack", stack))
