@@ -99,7 +99,7 @@ def host_vars(
             flashfleet_api_key_required=any(launch["api_key_file"] for launch in launches),
             flashfleet_mooncake_layout=layout,
             # Without a teardown section the caches are kept.
-            flashfleet_keep_caches=spec.teardown.keep_caches if spec.teardown is not None else True,
+            flashfleet_keep_caches=spec.keeps_caches,
             # Pinned by every run (bringup.playbook_run): AWS nodes' keys as their consoles
             # showed them, existing hosts' as the stack lists them.
             flashfleet_host_keys=keys or None,

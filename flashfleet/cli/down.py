@@ -67,6 +67,31 @@ def _cache_lines(inventory: dict[str, Any]) -> list[str]:
     ]
 
 
+def _kept_on_cluster(stack: str) -> list[str]:
+    """A Kubernetes stack's cache claim (and the namespace it made) that `down` leaves in place."""
+    from flashfleet.cli.shared import stackops
+    from flashfleet.k8s import names
+    from flashfleet.planning import load_stack
+    from flashfleet.stack import StackError
+    from flashfleet.stack.kubernetes_source import KubernetesSource, PvcCache
+
+    try:
+        spec = load_stack(stack, stackops.project_dir() / "stacks").spec
+    except StackError:
+        return []  # the state decides what goes; a stack file that no longer loads keeps nothing
+    src = spec.nodes.source
+    if not isinstance(src, KubernetesSource) or not isinstance(src.model_cache, PvcCache):
+        return []
+    claim = f"{src.namespace}/{names.model_cache_claim(stack)}"
+    if not spec.keeps_caches:
+        return [f"deletes the model cache claim {claim} with the rest"]
+    also = f" and namespace {src.namespace}, which holds it" if src.create_namespace else ""
+    return [
+        f"keeps the model cache claim {claim} ({src.model_cache.size}){also}: the next up takes them "
+        "over (teardown.keepCaches: false, then up, deletes them at down)"
+    ]
+
+
 def run(args: argparse.Namespace) -> int:
     from flashfleet.bringup.errors import BringupInputError
     from flashfleet.bringup.handoff import TeardownError, teardown, teardown_verdict, validate
@@ -89,6 +114,8 @@ def run(args: argparse.Namespace) -> int:
                 return 0
             print(f"flashfleet down {args.stack} deletes {len(doomed)} resources (teardown.yml first):")
             print("\n".join(f"  {r}" for r in doomed))
+            for line in _kept_on_cluster(args.stack):
+                print(f"  {line}")
             confirm(f"delete the resources of {args.stack}?", yes=args.yes)
             stackops.destroy(args.stack, _print)
             return 0

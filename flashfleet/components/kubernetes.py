@@ -79,6 +79,9 @@ class KubernetesClusterArgs:
     mooncake: Mooncake | None = None
     hf_token: pulumi.Input[str] | None = None
     """The ``flashfleet:hfToken`` secret; it only ever reaches the cluster as a Secret."""
+    keep_cache: bool = True
+    """``teardown.keepCaches``: `down` leaves the model cache claim (and the namespace the stack
+    made, whose deletion would take the claim with it); the next `up` takes them over again."""
 
 
 def kubernetes_provider(name: str, source: KubernetesSource) -> k8s.Provider | None:
@@ -113,8 +116,11 @@ class KubernetesCluster(pulumi.ComponentResource):
         namespace: list[pulumi.Resource] = []
         before_serving: list[pulumi.Resource] = []
         instances: list[pulumi.Resource] = []  # a cluster's workloads, which its router lists
+        claim = next((o for o in plan.objects if o["kind"] == "PersistentVolumeClaim"), None)
+        keep = args.keep_cache and claim is not None
         if plan.objects and plan.objects[0]["kind"] == "Namespace":
-            namespace.append(self._create(name, plan.objects[0], pulumi.ResourceOptions(parent=self)))
+            opts = pulumi.ResourceOptions(parent=self, retain_on_delete=keep)
+            namespace.append(self._create(name, plan.objects[0], opts))
         # The token is in place before anything that downloads starts (its reference is optional).
         self.secret = self._secret(name, plan, args.hf_token, namespace)
         for obj in plan.objects[len(namespace) :]:
@@ -132,6 +138,7 @@ class KubernetesCluster(pulumi.ComponentResource):
                 parent=self,
                 depends_on=deps,
                 custom_timeouts=SERVE_TIMEOUTS if kind in _AWAITED else None,
+                retain_on_delete=keep and obj is claim,
             )
             resource = self._create(name, obj, child)
             if kind == "Job":

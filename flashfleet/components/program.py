@@ -59,6 +59,7 @@ def build_kubernetes(plan: StackPlan, hf_token: pulumi.Output[str] | None) -> Ku
         launch_settings=plan.launch_settings(),
         mooncake=plan.spec.mooncake,
         hf_token=hf_token,
+        keep_cache=plan.spec.keeps_caches,
     )
     provider = kubernetes_provider(plan.stack, src)
     return KubernetesCluster(plan.stack, args, opts=pulumi.ResourceOptions(provider=provider))

@@ -93,7 +93,9 @@ def _cache_volume_kept(plan: StackPlan, kind: str, keep: bool) -> tuple[bool, st
     src = plan.spec.nodes.source
     if isinstance(src, KubernetesSource) and isinstance(src.model_cache, HostPathCache):
         return True, "the hostPath cache stays on the node"
-    return False, "`down` deletes the stack's PVC"
+    if keep:
+        return True, "`down` keeps the stack's cache claim (teardown.keepCaches: true)"
+    return False, "teardown.keepCaches: false: `down` deletes the stack's cache claim"
 
 
 def _second_transfer(
@@ -217,7 +219,7 @@ def time_to_first_token(
     """The model, with a recorded run's own figures where ``measured`` gives them (they ran with
     the stack's own settings: a lever flipped away from them is modeled)."""
     prefetch = plan.recipe.options.weight_prefetch == "on"
-    keep = plan.spec.teardown.keep_caches if plan.spec.teardown is not None else True
+    keep = plan.spec.keeps_caches
     jit_cache = plan.spec.caches.jit
     kind = source_kind(plan)
 

@@ -481,3 +481,8 @@ class StackSpec(Strict):
         """The nodes that serve the model: nodes.count less a router's node of its own."""
         own = self.cluster is not None and self.cluster.router.own_node
         return self.nodes.count - own
+
+    @property
+    def keeps_caches(self) -> bool:
+        """`down` keeps the weight and compile caches (teardown.keepCaches; kept when unset)."""
+        return self.teardown is None or self.teardown.keep_caches

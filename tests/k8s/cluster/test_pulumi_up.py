@@ -175,12 +175,15 @@ def test_flashfleet_up_status_and_down_with_a_shared_cache_claim(
     cluster: ControlPlane, project: Path
 ) -> None:
     """The CLI a user runs, on the catalog stack moved to a shared (ReadWriteMany) claim: the
-    provider awaits the weights Job before the server, `down` removes the claim with the rest."""
+    provider awaits the weights Job before the server; `down` keeps the claim (and the namespace
+    holding it) for the next `up`, which takes them over; with teardown.keepCaches: false, `down`
+    deletes them too."""
     stack = "mi355x-k8s"
+    file = stack_path(stack, project / "stacks")
     doc = yaml.safe_load(stack_path(stack, DEFAULT_STACKS_DIR).read_text())
     source = doc["config"]["flashfleet:stack"]["nodes"]["source"]
     source["modelCache"] = {"kind": "pvc", "storageClass": "shared-fs", "size": "2Ti"}
-    stack_path(stack, project / "stacks").write_text(yaml.safe_dump(doc))
+    file.write_text(yaml.safe_dump(doc))
     spec = load_stack(stack, project / "stacks").spec
     plan = kubernetes_plan(stack, spec)
     assert plan.weights_job is not None
@@ -188,26 +191,41 @@ def test_flashfleet_up_status_and_down_with_a_shared_cache_claim(
     add_pool_nodes(cluster, spec.nodes.source, "mi355x", 1, prefix="mi355x")  # type: ignore[arg-type]
     kubeconfig = _kubeconfig(cluster, project.parent, "mi355x-cluster")
     _ok(_pulumi(project, kubeconfig, "stack", "init", stack))
+    claim = names.model_cache_claim(stack)
 
-    up = _flashfleet(project, kubeconfig, "up", stack, "--yes")
-    assert up.returncode == 0, up.stdout + up.stderr
-    assert "endpoint: http://mi355x-k8s.glm.svc:30000/v1" in up.stdout
+    def cli(*args: str) -> str:
+        done = _flashfleet(project, kubeconfig, *args)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return done.stdout
+
+    assert "endpoint: http://mi355x-k8s.glm.svc:30000/v1" in cli("up", stack, "--yes")
     job = cluster.get("job", plan.weights_job, namespace="glm")
     assert job["status"]["succeeded"] == 1
     server = cluster.get("deployment", f"{stack}-serve", namespace="glm")
     # the server was created only once the Job had completed (the component's dependency)
     assert server["metadata"]["creationTimestamp"] >= job["status"]["completionTime"]
-    pvc = cluster.get("pvc", names.model_cache_claim(stack), namespace="glm")
+    pvc = cluster.get("pvc", claim, namespace="glm")
     assert pvc["status"]["phase"] == "Bound"
+    assert "mi355x-k8s-serve" in cli("status", stack)
 
-    status = _flashfleet(project, kubeconfig, "status", stack)
-    assert status.returncode == 0, status.stdout + status.stderr
-    assert "mi355x-k8s-serve" in status.stdout
+    said = cli("down", stack, "--yes")
+    assert f"keeps the model cache claim glm/{claim} (2Ti) and namespace glm, which holds it" in said
+    sel = f"{names.LABEL_INSTANCE}={stack}"
+    assert cluster.kubectl("get", OWNED_KINDS, "-A", "-l", sel, "-o", "name").split() == [
+        f"persistentvolumeclaim/{claim}"
+    ]
+    assert cluster.get("namespace", "glm") is not None
 
-    down = _flashfleet(project, kubeconfig, "down", stack, "--yes")
-    assert down.returncode == 0, down.stdout + down.stderr
-    left = cluster.kubectl("get", OWNED_KINDS, "-A", "-l", f"{names.LABEL_INSTANCE}={stack}", "-o", "name")
-    assert left.strip() == ""
+    cli("up", stack, "--yes")  # takes the claim over: the same volume, with the weights on it
+    again = cluster.get("pvc", claim, namespace="glm")
+    assert again["metadata"]["uid"] == pvc["metadata"]["uid"]
+    assert again["spec"]["volumeName"] == pvc["spec"]["volumeName"]
+
+    doc["config"]["flashfleet:stack"]["teardown"] = {"keepCaches": False}
+    file.write_text(yaml.safe_dump(doc))
+    cli("up", stack, "--yes")
+    assert f"deletes the model cache claim glm/{claim} with the rest" in cli("down", stack, "--yes")
+    assert cluster.kubectl("get", OWNED_KINDS, "-A", "-l", sel, "-o", "name").strip() == ""
     assert cluster.get("namespace", "glm") is None
 
 
