@@ -142,7 +142,10 @@ def test_every_catalog_stack_parses_and_its_router_reads_every_worker():
     routed = [k for k, c in cases.items() if "expect" in c]
     assert len(routed) >= 3  # the replica and PD-across-nodes catalog stacks
     # a Kubernetes cluster's router reads its workers by the instances' Service DNS names
-    assert "http://mi355x-k8s-replicas-replica-1.glm:31000" in cases["mi355x-k8s-replicas/router"]["argv"]
+    assert (
+        "http://mi355x-k8s-replicas-replica-1.glm-replicas:31000"
+        in cases["mi355x-k8s-replicas/router"]["argv"]
+    )
     failures = {k: v for k, v in oracle(cases).items() if v is not None}
     assert failures == {}
     # the check itself bites: a router that lost a worker is refused
