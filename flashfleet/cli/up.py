@@ -51,6 +51,35 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=run)
 
 
+def kubernetes_fit(plan: StackPlan) -> None:
+    """A Kubernetes stack's server pods must fit the cluster's nodes by GPUs before anything is
+    applied (exit 2 with the nodes' figures). A cluster whose nodes cannot be read is left to the
+    scheduler and the pending watch, with a warning."""
+    from flashfleet.stack.kubernetes_source import KubernetesSource
+
+    src = plan.spec.nodes.source
+    if not isinstance(src, KubernetesSource):
+        return
+    from flashfleet.catalog import hardware_catalog
+    from flashfleet.cli.shared import cluster_api
+    from flashfleet.k8s import fit
+    from flashfleet.planning.stack_recipe import kubernetes_plan
+
+    try:
+        nodes = cluster_api.nodes(src.context)
+    except Exception as err:  # no kubeconfig, no access to nodes, no answer: not a refusal
+        first = (str(err).strip().splitlines() or [""])[0][:160]
+        print(f"flashfleet up: warning: the cluster's nodes cannot be read ({type(err).__name__}: {first}); "
+              "the scheduler decides, and up reports a pod it refuses", file=sys.stderr)  # fmt: skip
+        return
+    hw = plan.spec.hardware
+    why = fit.refusal(
+        kubernetes_plan(plan.stack, plan.spec), src.node_pools[hw], hardware_catalog()[hw].vendor, nodes
+    )
+    if why:
+        raise UsageError(f"stack {plan.stack}: flashfleet:stack.nodes.source.nodePools.{hw}: {why}")
+
+
 def pending_watch(plan: StackPlan, grace_s: float) -> AbstractContextManager[PendingWatch | None]:
     """A Kubernetes stack's scheduling watch while `pulumi up` runs; none for other sources."""
     from flashfleet.stack.kubernetes_source import KubernetesSource
@@ -141,6 +170,7 @@ def run(args: argparse.Namespace) -> int:
         stackops.check_secrets(args.stack)
     except (stackops.PulumiUnavailable, stackops.StackError, BringupInputError) as err:
         raise UsageError(str(err)) from None  # an unreadable config (wrong passphrase) as status says it
+    kubernetes_fit(b)  # read-only: a cluster whose nodes cannot hold the server pods
     recipe = f"{data.hardware} / {data.strategy} / {data.topology}, {data.badge}"
     print(f"flashfleet up {args.stack}: {recipe}")
     print("\n".join(phases(data)))

@@ -38,14 +38,16 @@ def add_pool_nodes(
     *,
     prefix: str,
     gpus: int | None = None,
+    cpu: int | None = None,
 ) -> list[str]:
     """``count`` nodes of the stack's pool for ``hardware``, each with the hardware's GPUs (or
-    ``gpus``); a pool with a DRA device class gets its GPUs as a ResourceSlice instead."""
+    ``gpus``) and room for one server pod (or ``cpu`` cores); a pool with a DRA device class gets
+    its GPUs as a ResourceSlice instead."""
     hw = hardware_catalog()[hardware]
     pool = source.node_pools[hardware]
     n_gpus = hw.gpus_per_node if gpus is None else gpus
     capacity = {
-        "cpu": str(pool.server_resources.cpu + HEADROOM_CPU),
+        "cpu": str(pool.server_resources.cpu + HEADROOM_CPU if cpu is None else cpu),
         "memory": f"{pool.server_resources.memory_gib + HEADROOM_GIB}Gi",
         GPU_RESOURCES[hw.vendor]: str(n_gpus),
         **{k: str(v) for k, v in pool.rdma_resources.items()},

@@ -5,14 +5,13 @@ the `pulumi` process the Automation API started: in-flight provider operations a
 and the state keeps what was created, for `down`), and `up` fails with the pod and the reason
 instead of waiting hours for the provider's timeout.
 
-The kubernetes client (imported here only) reads the same kubeconfig context as the provider.
+The cluster is read through the same kubeconfig context as the provider (cluster_api).
 What it cannot read (no kubeconfig, no API access yet, the namespace not made yet) is retried
 until `up` ends; the watch never fails an update by itself.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -64,18 +63,13 @@ class PendingWatch:
         self._thread.join(timeout=30)
 
     def _run(self) -> None:
-        from kubernetes import client, config
+        from flashfleet.cli.shared.cluster_api import Pods
 
-        core = None
-        selector = f"{names.LABEL_INSTANCE}={self.stack}"
+        api = None
         while not self._stop.wait(POLL_S):
             try:
-                if core is None:
-                    core = client.CoreV1Api(config.new_client_from_config(context=self.context))  # type: ignore[no-untyped-call]
-                resp = core.list_namespaced_pod(
-                    self.namespace, label_selector=selector, _preload_content=False, _request_timeout=10
-                )
-                pods = json.loads(resp.data)["items"]  # type: ignore[attr-defined]  # raw: _preload_content
+                api = api or Pods(self.context, self.namespace, f"{names.LABEL_INSTANCE}={self.stack}")
+                pods = api.list()
             except Exception:  # unreadable now is retried; the update decides
                 continue
             found = unschedulable(pods, datetime.now(UTC), self.grace_s)

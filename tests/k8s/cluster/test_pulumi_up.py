@@ -229,13 +229,33 @@ def test_flashfleet_up_status_and_down_with_a_shared_cache_claim(
     assert cluster.get("namespace", "glm") is None
 
 
+def test_up_refuses_a_cluster_whose_nodes_cannot_hold_the_pods(cluster: ControlPlane, project: Path) -> None:
+    """The pool's one node offers 2 GPUs where the server takes 4 (gpusPerNode unset, so the
+    stack file alone cannot know): `up` reads the nodes and refuses before anything is applied."""
+    stack = "mi355x-k8s"
+    add_pool_nodes(cluster, load_stack(stack).spec.nodes.source, "mi355x", 1, prefix="mi355x", gpus=2)  # type: ignore[arg-type]
+    shutil.copy(stack_path(stack, DEFAULT_STACKS_DIR), stack_path(stack, project / "stacks"))
+    kubeconfig = _kubeconfig(cluster, project.parent, "mi355x-cluster")
+    _ok(_pulumi(project, kubeconfig, "stack", "init", stack))
+    up = _flashfleet(project, kubeconfig, "up", stack, "--yes")
+    assert up.returncode == 2, up.stdout + up.stderr
+    (line,) = up.stderr.strip().splitlines()
+    assert line.endswith(
+        "flashfleet:stack.nodes.source.nodePools.mi355x: the pool's nodes (nodeSelector "
+        "{'amd.com/gpu.product-name': 'AMD_Instinct_MI355X'}) hold 0 of the 1 server pod(s) of 4 amd.com/gpu; "
+        "allocatable amd.com/gpu per node: mi355x-0: 2"
+    ), line
+    assert cluster.get("namespace", "glm") is None  # nothing applied
+    assert "kubernetes:" not in _ok(_pulumi(project, kubeconfig, "stack", "export", "--stack", stack))
+
+
 def test_up_fails_with_the_pod_and_the_schedulers_reason_not_a_timeout(
     cluster: ControlPlane, project: Path
 ) -> None:
-    """The pool's nodes offer 2 GPUs where the server takes 4 (gpusPerNode unset, so nothing
-    offline knows): the pod stays Pending, and `up` says why once the verdict has stood."""
+    """The node has the GPUs but not the CPU the server pod asks for (64 cores of 32): no GPU
+    count says so, the pod stays Pending, and `up` says why once the verdict has stood."""
     stack = "mi355x-k8s"
-    add_pool_nodes(cluster, load_stack(stack).spec.nodes.source, "mi355x", 1, prefix="mi355x", gpus=2)  # type: ignore[arg-type]
+    add_pool_nodes(cluster, load_stack(stack).spec.nodes.source, "mi355x", 1, prefix="mi355x", cpu=32)  # type: ignore[arg-type]
     shutil.copy(stack_path(stack, DEFAULT_STACKS_DIR), stack_path(stack, project / "stacks"))
     kubeconfig = _kubeconfig(cluster, project.parent, "mi355x-cluster")
     _ok(_pulumi(project, kubeconfig, "stack", "init", stack))
@@ -247,7 +267,7 @@ def test_up_fails_with_the_pod_and_the_schedulers_reason_not_a_timeout(
     lines = up.stderr.strip().splitlines()
     assert re.fullmatch(
         r"flashfleet up: pod glm/mi355x-k8s-serve-[a-z0-9]+-[a-z0-9]+ cannot be scheduled: "
-        r"0/1 nodes are available: 1 Insufficient amd\.com/gpu\..*",
+        r"0/1 nodes are available: 1 Insufficient cpu\..*",
         lines[0],
     ), up.stderr
     assert "stays for `flashfleet down mi355x-k8s`" in lines[-1]

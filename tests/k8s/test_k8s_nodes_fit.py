@@ -1,0 +1,61 @@
+"""`flashfleet up` asks the cluster's nodes whether they hold the stack's server pods by GPUs
+before anything is applied (the real API server's nodes: tests/k8s/cluster/test_pulumi_up.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flashfleet.k8s.fit import refusal, server_pod_gpus
+from flashfleet.planning import load_stack
+from flashfleet.planning.stack_recipe import kubernetes_plan
+
+SELECT = {"amd.com/gpu.product-name": "AMD_Instinct_MI355X"}
+TAINT = {"key": "amd.com/gpu", "effect": "NoSchedule"}
+
+
+def node(name: str, gpus: int, *, labels: dict[str, str] | None = None, taints: list[dict[str, str]] | None = None,
+         unschedulable: bool = False) -> dict[str, Any]:  # fmt: skip
+    return {
+        "metadata": {"name": name, "labels": SELECT if labels is None else labels},
+        "spec": {"taints": [TAINT] if taints is None else taints, "unschedulable": unschedulable},
+        "status": {"allocatable": {"amd.com/gpu": str(gpus), "cpu": "96"}},
+    }
+
+
+def verdict(stack: str, nodes: list[dict[str, Any]]) -> str | None:
+    spec = load_stack(stack).spec
+    pool = spec.nodes.source.node_pools["mi355x"]  # type: ignore[union-attr]
+    return refusal(kubernetes_plan(stack, spec), pool, "amd", nodes)
+
+
+def test_each_server_pod_is_counted_once_with_its_gpus() -> None:
+    plan = kubernetes_plan("mi355x-k8s-replicas", load_stack("mi355x-k8s-replicas").spec)
+    assert server_pod_gpus(plan, "amd.com/gpu") == [4, 4]  # two replicas; the router has none
+
+
+def test_nodes_that_hold_the_pods_pass() -> None:
+    assert verdict("mi355x-k8s", [node("a", 8)]) is None
+    assert verdict("mi355x-k8s-replicas", [node("a", 4), node("b", 4)]) is None
+    assert verdict("mi355x-k8s-replicas", [node("a", 8)]) is None  # by GPUs, two fit one node
+
+
+def test_too_few_gpus_are_refused_with_each_nodes_figure() -> None:
+    why = verdict("mi355x-k8s-replicas", [node("a", 4), node("b", 2)])
+    assert why == (
+        "the pool's nodes (nodeSelector {'amd.com/gpu.product-name': 'AMD_Instinct_MI355X'}) hold 1 of the "
+        "2 server pod(s) of 4 amd.com/gpu; allocatable amd.com/gpu per node: a: 4, b: 2"
+    )
+
+
+def test_nodes_outside_the_pool_do_not_count() -> None:
+    others = [
+        node("wrong-label", 8, labels={"amd.com/gpu.product-name": "AMD_Instinct_MI300X"}),
+        node("untolerated", 8, taints=[TAINT, {"key": "dedicated", "value": "db", "effect": "NoExecute"}]),
+        node("cordoned", 8, unschedulable=True),
+    ]
+    why = verdict("mi355x-k8s", others)
+    assert why is not None
+    assert why.startswith("no schedulable node of the cluster matches the pool")
+    # a PreferNoSchedule taint does not keep a pod off
+    soft = node("soft", 8, taints=[TAINT, {"key": "x", "effect": "PreferNoSchedule"}])
+    assert verdict("mi355x-k8s", [*others, soft]) is None
