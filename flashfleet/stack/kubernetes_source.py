@@ -141,8 +141,8 @@ class NodePool(Strict):
             # kubernetes.io names native resources, which no device plugin registers
             if name.startswith("requests.") or domain == "kubernetes.io" or domain.endswith(".kubernetes.io"):
                 raise ValueError(
-                    f"{name!r} is not an extended resource name: its domain is not kubernetes.io "
-                    "and it does not start with requests."
+                    f"{name!r} is not an extended resource name: its domain may not be kubernetes.io, "
+                    "and it may not start with requests."
                 )
             _check_label_key(name)
             if count < 1:
