@@ -9,6 +9,7 @@ Job's pods Succeeded), so no container runs and no pod IP answers. Talk only to 
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import secrets
@@ -24,6 +25,7 @@ from typing import Any
 
 CACHE = Path(os.environ.get("FLASHFLEET_KUBE_CACHE", "/var/cache/flashfleet/kube"))
 FAKE_NODE = {"kwok.x-k8s.io/node": "fake"}  # the annotation kwok manages nodes by
+PR_SET_PDEATHSIG = 1  # prctl(2)
 
 
 class KubectlError(RuntimeError):
@@ -34,6 +36,11 @@ class KubectlError(RuntimeError):
 
 def ready() -> bool:
     return (CACHE / ".stamp").is_file()
+
+
+def _die_with_parent() -> None:
+    """A worker killed mid-run (no fixture teardown) takes its control plane with it."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def _free_port() -> int:
@@ -74,7 +81,7 @@ class ControlPlane:
     def _start(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
         log = open(self.root / f"{name}.log", "wb")  # noqa: SIM115 - the process keeps it
         proc = subprocess.Popen([str(CACHE / "bin" / argv[0]), *argv[1:]], stdout=log, stderr=log,
-                                start_new_session=True)  # fmt: skip
+                                start_new_session=True, preexec_fn=_die_with_parent)  # noqa: PLW1509  # fmt: skip
         self._procs.append((name, proc))
         return proc
 
