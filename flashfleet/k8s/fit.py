@@ -41,29 +41,6 @@ def _in_pool(node: Mapping[str, Any], pool: NodePool) -> bool:
     return all(_tolerates(pool.tolerations, t) for t in taints)
 
 
-def _templates(obj: Mapping[str, Any]) -> list[tuple[Mapping[str, Any], int]]:
-    """A workload's pod templates, each with how many pods it makes."""
-    spec = obj.get("spec") or {}
-    replicas = int(spec.get("replicas", 1))
-    if obj["kind"] == "LeaderWorkerSet":
-        group = spec["leaderWorkerTemplate"]
-        workers = int(group.get("size", 1)) - 1
-        return [(group["leaderTemplate"], replicas), (group["workerTemplate"], replicas * workers)]
-    return [(spec["template"], replicas)] if obj["kind"] in ("Deployment", "StatefulSet") else []
-
-
-def server_pod_gpus(plan: KubernetesPlan, resource: str) -> list[int]:
-    """The GPUs each server pod of the stack asks for (device-plugin limits)."""
-    out = []
-    for obj in plan.objects:
-        for template, copies in _templates(obj):
-            pod = template["spec"]
-            containers = [*pod.get("initContainers", []), *pod["containers"]]
-            gpus = sum(int((c.get("resources") or {}).get("limits", {}).get(resource, 0)) for c in containers)
-            out += [gpus] * copies if gpus else []
-    return out
-
-
 def _allocatable(node: Mapping[str, Any], resource: str) -> int:
     return int(str(((node.get("status") or {}).get("allocatable") or {}).get(resource, "0")))
 
@@ -75,7 +52,7 @@ def refusal(
     if pool.gpu_device_class is not None:
         return None
     resource = GPU_RESOURCES[vendor]
-    wanted = server_pod_gpus(plan, resource)
+    wanted = plan.server_pod_gpus
     if not wanted:
         return None
     per_pod = max(wanted)

@@ -48,6 +48,7 @@ class KubernetesPlan:
     workloads: tuple[str, ...]  # Deployments, StatefulSets or LeaderWorkerSets serving the model
     router: str | None  # a cluster's router Deployment (the last workload); None for one instance
     weights_job: str | None  # the Job the workloads wait for, when the cache is shared
+    server_pod_gpus: tuple[int, ...] = ()  # the GPUs each server pod takes, one entry a pod
 
     @property
     def endpoint(self) -> str:
@@ -171,7 +172,7 @@ def plan_kubernetes(
             }
         )
     by_node = {node: [launch for launch in serving if launch.node == node] for node in pods}
-    _check_pods_fit(pool, hardware, by_node)
+    pod_gpus = _check_pods_fit(pool, hardware, by_node)
     gpu_sharing = any(shares_gpus(group) for group in by_node.values())
     claim_template = names.gpu_claim_template(stack) if gpu_sharing else None
     if gpu_sharing:
@@ -230,6 +231,7 @@ def plan_kubernetes(
         workloads=workloads,
         router=router,
         weights_job=job_name,
+        server_pod_gpus=pod_gpus,
     )
 
 
@@ -242,11 +244,14 @@ def _pool(source: KubernetesSource, hardware: str) -> NodePool:
     return source.node_pools[hardware]
 
 
-def _check_pods_fit(pool: NodePool, hardware: str, by_node: dict[int, list[ContainerLaunch]]) -> None:
-    """Refuses, before anything is applied, a pod that asks for more GPUs than a pool node offers:
-    the scheduler would leave it Pending."""
+def _check_pods_fit(
+    pool: NodePool, hardware: str, by_node: dict[int, list[ContainerLaunch]]
+) -> tuple[int, ...]:
+    """The GPUs each server pod takes; refuses, before anything is applied, a pod that asks for
+    more than a pool node offers: the scheduler would leave it Pending."""
     hw = hardware_catalog()[hardware]
     offered = pool.gpus_per_node or hw.gpus_per_node
+    out = []
     for node, group in by_node.items():
         gpus = [gpu for launch in group for gpu in launch.gpus]
         wanted = len(set(gpus)) if shares_gpus(group) else len(gpus)
@@ -257,6 +262,9 @@ def _check_pods_fit(pool: NodePool, hardware: str, by_node: dict[int, list[Conta
                 f"the pod of node {node} ({', '.join(launch.name for launch in group)}) asks for "
                 f"{wanted} {GPU_RESOURCES[hw.vendor]}; each node of the pool offers {offered} ({whose})",
             )
+        if wanted:  # a pod without GPUs asks the pool for none
+            out.append(wanted)
+    return tuple(out)
 
 
 def _placement(pool: NodePool) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from flashfleet.k8s.fit import refusal, server_pod_gpus
+from flashfleet.k8s.fit import refusal
 from flashfleet.planning import load_stack
 from flashfleet.planning.stack_recipe import kubernetes_plan
 
@@ -30,7 +30,7 @@ def verdict(stack: str, nodes: list[dict[str, Any]]) -> str | None:
 
 def test_each_server_pod_is_counted_once_with_its_gpus() -> None:
     plan = kubernetes_plan("mi355x-k8s-replicas", load_stack("mi355x-k8s-replicas").spec)
-    assert server_pod_gpus(plan, "amd.com/gpu") == [4, 4]  # two replicas; the router has none
+    assert plan.server_pod_gpus == (4, 4)  # two replicas; the router has none
 
 
 def test_nodes_that_hold_the_pods_pass() -> None:
