@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from flashfleet.components.tags import (
     EXPIRES_TAG,
@@ -76,24 +76,10 @@ class Resource:
     detail: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
-@dataclass(frozen=True)
-class Finding:
-    kind: str
-    id: str
-    stack: str | None
-    role: str | None
-    expires_at: str | None
-    stale: bool
-    reason: str
-    detail: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
-    orphan: bool = False  # of a stack the Pulumi backend asked does not know
+class Finding(BaseModel):
+    """One resource sweep found, and why it is or is not stale; `sweep --format json` lists it
+    (its evidence, without the API's detail)."""
 
-    def row(self) -> FindingRow:
-        """The finding as `sweep --format json` lists it (its evidence without the API's detail)."""
-        return FindingRow.model_validate(self, from_attributes=True)
-
-
-class FindingRow(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: str
@@ -102,8 +88,9 @@ class FindingRow(BaseModel):
     role: str | None
     expires_at: str | None
     stale: bool
-    orphan: bool
+    orphan: bool = False  # of a stack the Pulumi backend asked does not know
     reason: str
+    detail: dict[str, Any] = Field(default_factory=dict, exclude=True, repr=False)
 
 
 @dataclass(frozen=True)
@@ -304,15 +291,15 @@ def find(
             continue
         out.append(
             Finding(
-                res.kind,
-                res.id,
-                t.get(STACK_TAG),
-                t.get(ROLE_TAG),
-                t.get(EXPIRES_TAG),
-                verdict.stale,
-                verdict.reason,
-                res.detail,
-                verdict.orphan,
+                kind=res.kind,
+                id=res.id,
+                stack=t.get(STACK_TAG),
+                role=t.get(ROLE_TAG),
+                expires_at=t.get(EXPIRES_TAG),
+                stale=verdict.stale,
+                orphan=verdict.orphan,
+                reason=verdict.reason,
+                detail=res.detail,
             )
         )
     return sorted(out, key=lambda f: (KINDS.index(f.kind), f.id))

@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         print_json(
             {
                 "dry_run": not args.yes,
-                "findings": [f.row().model_dump() for f in shown],
+                "findings": [f.model_dump() for f in shown],
                 "deleted": [d.finding.id for d in deleted],
                 "kept_in_use": {d.finding.id: d.skipped for d in skipped},
                 "errors": {d.finding.id: d.error for d in failed},
