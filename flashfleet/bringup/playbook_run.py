@@ -239,9 +239,10 @@ def run_playbook(
     `on_event` sees every raw event first (phase starts, for live progress). A project without
     its own ansible.cfg runs with this repository's settings. `timeout_s` stops a run that
     takes longer (status `timeout`): a wedged host cannot hold the caller forever.
-    A bring-up playbook gets `flashfleet_converge` (flashfleet.bringup.converge): each node runs
-    only the roles whose inputs or managed state changed since its last converge, unless
-    `reconverge` asks for every role; `records=False` keeps no record at all (every role runs).
+    The playbooks get `flashfleet_converge` (flashfleet.bringup.converge): on each node, a
+    bring-up role runs only when what it is given or manages changed since it last converged
+    there, unless `reconverge` asks for every role; `records=False` keeps no record at all
+    (every role runs).
     """
     # Defence in depth: no event reaches a file or a handler with a secret in it, and a secret
     # that cannot be hidden safely stops the run before anything is written or touched.
@@ -274,13 +275,10 @@ def run_playbook(
         return sink(event)
 
     extravars = dict(extravars or {})
-    if records and carries_records(project_root, playbook):
+    if records and carries_records(project_root):
         extravars["flashfleet_converge"] = converge_vars(
-            inventory,
-            extravars,
-            project_root=project_root,
+            project_root,
             secrets=Secrets(hf_token or os.environ.get(TOKEN_ENV), api_key or os.environ.get(API_KEY_ENV)),
-            playbook=playbook,
             reconverge=reconverge,
         )
     private = Path(tempfile.mkdtemp(prefix="flashfleet-runner-"))  # holds the env dump; removed

@@ -1,5 +1,6 @@
-"""Every role a playbook applies, with the vars it passes: the one walk over playbooks that the
-role-argument check (arguments.py) and the converge digests (converge.py) share.
+"""Every role a playbook applies, with the vars it passes: the one walk over playbooks, for the
+role-argument check before the run (arguments.py) and the roleVars a person may set
+(role_vars.py).
 
 Ansible's own loader (`ansible.playbook.Playbook`) is not used here: it loads every role's
 tasks, defaults and handlers and replaces each import_role task by the role's own blocks (the
@@ -12,7 +13,7 @@ before they are templated; this reads them as such.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,10 +41,6 @@ class RoleUse:
     role: str
     variables: Mapping[str, Any]
     entry: str = "main"  # the argument-spec entry point (include_role's tasks_from)
-    # what applies the role as written: the `roles:` item or the import_role/include_role task,
-    # and the play around it (the converge digests read the facts both name)
-    source: Any = field(default=None, compare=False)
-    play_source: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
 
 def load_yaml(path: Path) -> Any:
@@ -67,13 +64,16 @@ def _flat(tasks: Any) -> Iterator[Mapping[str, Any]]:
 
 def _play_uses(playbook: str, play: Mapping[str, Any]) -> Iterator[RoleUse]:
     name, hosts = str(play.get("name", "")), str(play.get("hosts", "all"))
+    # a play's vars reach every role it applies (the bring-up plays map facts onto the arguments
+    # of their one role there, where the converge check reads them too)
+    shared = dict(play.get("vars") or {})
     for item in play.get("roles") or []:
         if isinstance(item, str):
-            yield RoleUse(playbook, name, hosts, item, {}, source=item, play_source=play)
+            yield RoleUse(playbook, name, hosts, item, shared)
         elif isinstance(item, Mapping):
             role = item.get("role") or item.get("name")
-            variables = dict(item.get("vars") or {})
-            yield RoleUse(playbook, name, hosts, str(role), variables, source=item, play_source=play)
+            variables = {**shared, **dict(item.get("vars") or {})}
+            yield RoleUse(playbook, name, hosts, str(role), variables)
     for section in _TASK_SECTIONS:
         for task in _flat(play.get(section) or []):
             action = next((k for k in _ROLE_TASKS if k in task), None)
@@ -82,8 +82,8 @@ def _play_uses(playbook: str, play: Mapping[str, Any]) -> Iterator[RoleUse]:
             target = task[action]
             role = target.get("name") if isinstance(target, Mapping) else target
             entry = str(target.get("tasks_from", "main")) if isinstance(target, Mapping) else "main"
-            variables = dict(task.get("vars") or {})
-            yield RoleUse(playbook, name, hosts, str(role), variables, entry, source=task, play_source=play)
+            variables = {**shared, **dict(task.get("vars") or {})}
+            yield RoleUse(playbook, name, hosts, str(role), variables, entry)
 
 
 def role_uses(project: Project, playbook: str, _seen: frozenset[str] = frozenset()) -> Iterator[RoleUse]:

@@ -226,13 +226,11 @@ REFUSED: dict[str, tuple[str, str]] = {
         OWNED,
         "whether teardown deletes the cache is the spec's teardown.keepCaches",
     ),
-    "converge_chain": (OWNED, "the converge record is computed by flashfleet"),
-    "converge_reach": (OWNED, "the converge record is computed by flashfleet"),
-    "converge_digests": (OWNED, "the converge record is computed by flashfleet"),
-    "converge_watch": (OWNED, "the converge record is computed by flashfleet"),
-    "converge_reconverge": (OWNED, "use `flashfleet configure --reconverge`"),
-    "converge_state_file": (OWNED, "the converge record is computed by flashfleet"),
-    "converge_done": (OWNED, "the converge record is computed by flashfleet"),
+    "converge_part": (OWNED, "which part of a role a play runs is the playbooks' own"),
+    "converge_state_file": (
+        OWNED,
+        "the converge record is flashfleet's; a full converge is `flashfleet configure --reconverge`",
+    ),
 }
 
 # The kind of every str, path, list or dict argument; bool, int, float and choices are checked by

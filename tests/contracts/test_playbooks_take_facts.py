@@ -72,10 +72,13 @@ def test_the_grep_finds_what_it_is_meant_to(tmp_path: Path, text: str) -> None:
 
 
 def _role_vars(playbook: str, role: str) -> dict[str, str]:
-    for play in yaml.safe_load((ROOT / "playbooks" / playbook).read_text()):
-        for entry in play.get("roles", []):
-            if entry.get("role") == role:
-                return dict(entry.get("vars", {}))
+    """What the first play of `playbook` that applies `role` gives it (its vars: one role a play)."""
+    from flashfleet.bringup.playbook_walk import role_uses
+    from flashfleet.bringup.project import DEFAULT_PROJECT
+
+    for use in role_uses(DEFAULT_PROJECT, playbook):
+        if use.role == role:
+            return dict(use.variables)
     raise AssertionError(f"{playbook} runs no {role}")
 
 
@@ -123,12 +126,7 @@ def test_the_download_client_is_the_catalogs_on_hosts_and_on_clusters() -> None:
         defaults["model_weights_revision"],
         defaults["model_weights_max_workers"],
     ) == (client.hub_version, client.revision, client.max_workers)
-    plays = yaml.safe_load((ROOT / "playbooks/prepare.yml").read_text())
-    mapped = {}
-    for play in plays:
-        for task in play.get("tasks", []):
-            if task.get("ansible.builtin.import_role", {}).get("name") == "model_weights":
-                mapped.update(task.get("vars", {}))
+    mapped = _role_vars("prepare.yml", "model_weights")
     assert mapped["model_weights_hub_version"] == "{{ flashfleet_weights_client.hub_version }}"
     assert mapped["model_weights_revision"] == "{{ flashfleet_weights_client.revision }}"
     assert mapped["model_weights_max_workers"] == "{{ flashfleet_weights_client.max_workers }}"

@@ -18,7 +18,7 @@ from flashfleet.bringup.redaction import REDACTED
 from flashfleet.cli.lock import resolve_repo
 
 from .conftest import TOKEN, Lab, assert_no_change, assert_same_plan, host_state
-from .hardware import DRAFT, MODEL
+from .hardware import DRAFT, MODEL, facts
 
 SHARD = "model-00002-of-00002.safetensors"
 CACHE = "/var/lib/flashfleet/hf/hub"
@@ -168,11 +168,12 @@ def _job_result(lab: Lab, jid: str, timeout_s: float = 120) -> dict[str, Any]:
 def test_the_job_installs_the_client_and_removes_the_token_without_the_wait(lab: Lab) -> None:
     # Issue 17: the client's venv and pip install ran in the start play, so the driver play started
     # that much later; and a node that failed in a later play never reached the wait, so its token
-    # file stayed in /run until the next prepare. Here the node fails in the driver play (a broken
-    # driver profile), with no client on it and an empty cache.
+    # file stayed in /run until the next prepare. Here the node fails in the driver play (a driver
+    # branch the repository does not have), with no client on it and an empty cache.
     lab.pool.ssh("h200", f"rm -rf {VENV}")
     cache = "/var/lib/flashfleet/hf-later"
-    broken = {"h200": {"flashfleet_model_cache_dir": cache, "flashfleet_driver": {}}}
+    driver = {**facts("h200")["flashfleet_driver"], "branch": "999", "version": "999.0.0-1"}
+    broken = {"h200": {"flashfleet_model_cache_dir": cache, "flashfleet_driver": driver}}
     run = lab.play(["h200"], "model_weights,nvidia_driver", facts_override=broken)
     assert not run.ok
     [failure] = run.result.failures

@@ -3,11 +3,11 @@
 Runs on the node as root, standard library only (Python 3.8+: no zip(strict=)). Reads one
 JSON request on stdin and prints one JSON answer:
 
-- check: walks the chain of roles the run reaches; the first role whose digest differs from the
-  record, whose snapshot (files, packages, units, images) no longer matches, or that was never
-  recorded, runs, and so does every role after it. Those roles are dropped from the record at
-  once, so a run that fails half-way never leaves a record that claims they converged.
-- record: stores the digest and a fresh snapshot of the roles that completed.
+- read: per recorded role, its digest and what drifted since it was recorded (files, packages,
+  units, images that no longer match the snapshot; "" when nothing did). Once per node and run.
+- drop: forget a role about to run, so that a run that fails half-way never leaves a record
+  that claims it converged.
+- record: stores a role's digest, what it manages (watch) and a fresh snapshot of it.
 
 The record is root-only (0600): it holds hashes of root-only files.
 """
@@ -128,16 +128,17 @@ def _load(path):
     try:
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
-        return data if isinstance(data, dict) else {}
     except (OSError, ValueError):
         return {}
+    roles = data.get("roles") if isinstance(data, dict) else None
+    return roles if isinstance(roles, dict) else {}  # none, or an older flashfleet's: all run
 
 
-def _save(path, state):
+def _save(path, roles):
     os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".converge-")
     with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(state, f, sort_keys=True, indent=1)
+        json.dump({"roles": roles}, f, sort_keys=True, indent=1)
     os.chmod(tmp, 0o600)
     os.replace(tmp, path)
 
@@ -147,60 +148,34 @@ def _drift(recorded, now):
     return ", ".join(changed)
 
 
-def selected(chain, reach, run_tags, skip_tags):
-    """The roles a run of these playbooks (reach; empty: all) with these tags reaches."""
-    out = []
-    for link in chain:
-        if reach and link["role"] not in reach:
-            continue
-        tags = set(link["tags"])
-        if ("all" in run_tags or tags & set(run_tags)) and not tags & set(skip_tags):
-            out.append(link["role"])
+def read(req):
+    out = {}
+    for role, entry in sorted(_load(req["state_file"]).items()):
+        if isinstance(entry, dict):
+            drift = _drift(entry.get("snapshot") or {}, snapshot(entry.get("watch") or {}))
+            out[role] = {"digest": entry.get("digest"), "drift": drift}
     return out
 
 
-def check(req):
-    state = _load(req["state_file"])
-    roles = selected(
-        req["chain"], req.get("reach") or [], req.get("run_tags") or ["all"], req.get("skip_tags") or []
-    )
-    run, reasons = [], {}
-    for role in roles:
-        if run:
-            run.append(role)
-            continue
-        record = state.get(role)
-        if req.get("reconverge"):
-            reason = "a full converge was asked for"
-        elif not isinstance(record, dict):
-            reason = "never converged here"
-        elif record.get("digest") != req["digests"].get(role):
-            reason = "its inputs changed"
-        else:
-            drift = _drift(record.get("snapshot") or {}, snapshot(record.get("watch") or {}))
-            reason = "drift: " + drift if drift else ""
-        if reason:
-            run.append(role)
-            reasons[role] = reason
-    if run and not req.get("check_mode"):
-        kept = {k: v for k, v in state.items() if k not in run}
-        if kept != state:
-            _save(req["state_file"], kept)
-    return {"run": run, "skip": [r for r in roles if r not in run], "reasons": reasons}
+def drop(req):
+    roles = _load(req["state_file"])
+    if roles.pop(req["role"], None) is None:
+        return {"dropped": False}
+    _save(req["state_file"], roles)
+    return {"dropped": True}
 
 
 def record(req):
-    state = _load(req["state_file"])
-    for role in req["done"]:
-        watch = req["watch"].get(role) or {}
-        state[role] = {"digest": req["digests"][role], "watch": watch, "snapshot": snapshot(watch)}
-    _save(req["state_file"], state)
-    return {"recorded": sorted(req["done"])}
+    roles = _load(req["state_file"])
+    watch = req.get("watch") or {}
+    roles[req["role"]] = {"digest": req["digest"], "watch": watch, "snapshot": snapshot(watch)}
+    _save(req["state_file"], roles)
+    return {"recorded": req["role"]}
 
 
 def main():
     req = json.load(sys.stdin)
-    answer = {"check": check, "record": record}[req["mode"]](req)
+    answer = {"read": read, "drop": drop, "record": record}[req["mode"]](req)
     json.dump(answer, sys.stdout, sort_keys=True)
     return 0
 
