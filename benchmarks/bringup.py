@@ -8,13 +8,13 @@ stand-in), and the flat repository of 30-mooncake.sh as the hosts' distribution 
 inventory is flashfleet.inventory's, from a unified H200 stack with a Mooncake L3 tier.
 
 Per host count (1, then 4): the first converge; then Ansible's floor (a no-op playbook on the
-same hosts: facts and one task) and the second converge (converge records: unchanged roles are
-skipped, changed=0), alternating, three of each, medians compared (one sample of a few seconds is
-noise on a shared machine); then a full one (`reconverge`, as `configure --reconverge`: every
-role again, Ansible's idempotence alone). Per-phase seconds come from the run's events. Each
-run also records the CPU seconds of the controller (this process, ansible-playbook and its
-SSH connections), of each host (its nspawn process tree) and of the whole machine, so the note
-can tell whether 4 hosts are CPU-bound on a small machine.
+same hosts: facts and one task) and the second converge (converge records: each unchanged role
+ends itself on each node, changed=0), alternating, three of each, medians compared (one sample
+of a few seconds is noise on a shared machine); then a full one (`reconverge`, as `configure
+--reconverge`: every role again, Ansible's idempotence alone). Per-phase seconds come from the
+run's events. Each run also records the CPU seconds of the controller (this process,
+ansible-playbook and its SSH connections), of each host (its nspawn process tree) and of the
+whole machine, so the note can tell whether 4 hosts are CPU-bound on a small machine.
 
 Prints figures and ratios measured side by side in one run; asserts nothing (speed targets live
 here, not in tests). Needs root and the test-host cache (scripts/setup.d/20-test-hosts.sh,
@@ -27,7 +27,12 @@ second asked of the stand-in Hub (nothing, when the cache was kept), and each se
 startup timings from its log (the stand-in's load, and its JIT builds, which a kept kernel cache
 skips).
 
-Usage: python benchmarks/bringup.py [--format json] [--keep DIR] [--after-down]
+`--against REV` also runs the same measurement as the project stood at git revision REV (its
+own benchmark, roles, playbooks and package, from a scratch worktree) in the same run, before
+this tree's, and prints the two side by side: a change to the converge records shows its
+rerun_ratio before and after.
+
+Usage: python benchmarks/bringup.py [--format json] [--keep DIR] [--after-down] [--against REV]
 Goals: rerun_ratio = second_s / noop_s <= 1.3; hosts4_ratio = four_hosts_s / one_host_s <= 1.3;
 after `down`, hub_file_gets of the second bring-up = 0 and second_ratio well under 1.
 """
@@ -39,6 +44,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -62,8 +68,7 @@ from flashfleet.planning import StackPlan  # noqa: E402
 
 ONE, FOUR = ["b1"], ["q0", "q1", "q2", "q3"]
 REPEATS = 3  # no-op and re-run samples per host count (medians compared)
-# site.yml's imported playbooks, by the prefix of their plays' names; the converge check that
-# opens each ("Converge | ...") counts to the phase it opens
+# site.yml's imported playbooks, by the prefix of their plays' names
 PHASES = {"Prepare": "prepare", "Mooncake": "mooncake", "Serve": "serve", "Verify": "verify"}
 # beside the docker the container_runtime role installs, which would replace it at /usr/bin
 FAKE_DOCKER = "/usr/local/lib/fake-docker/docker"
@@ -176,8 +181,7 @@ def _ts(text: str) -> float:
 
 def phase_seconds(events: Iterable[Mapping[str, Any]]) -> dict[str, float]:
     """Per phase of site.yml: from the start of its first play to the start of the next phase's
-    (the last phase: to the run's last event), so the phases add up to the run. The converge
-    plays (`Converge | ...`) count to the phase they open (the check) or close (the record)."""
+    (the last phase: to the run's last event), so the phases add up to the run."""
     timed = [e for e in events if e.get("created")]
     plays = [
         (_ts(e["created"]), str((e.get("event_data") or {}).get("play") or ""))
@@ -186,18 +190,11 @@ def phase_seconds(events: Iterable[Mapping[str, Any]]) -> dict[str, float]:
     ]
     if not plays:
         return {}
-    owner: list[str | None] = []
-    for _, name in plays:
-        prefix = name.partition(" | ")[0]
-        opens = prefix not in PHASES and "what changed" in name
-        owner.append(PHASES.get(prefix) or (None if opens else (owner[-1] if owner else None)))
-    for i in reversed(range(len(owner))):  # a check takes the phase of the play after it
-        owner[i] = owner[i] or (owner[i + 1] if i + 1 < len(owner) else None)
     end = max(_ts(e["created"]) for e in timed)
     out = dict.fromkeys(PHASES.values(), 0.0)
-    for i, (start, _) in enumerate(plays):
+    for i, (start, name) in enumerate(plays):
         stop = plays[i + 1][0] if i + 1 < len(plays) else end
-        out[owner[i] or "prepare"] += stop - start
+        out[PHASES.get(name.partition(" | ")[0], "prepare")] += stop - start
     return {k: round(v, 2) for k, v in out.items()}
 
 
@@ -371,6 +368,39 @@ def measure(keep: Path | None) -> dict[str, Any]:
     return out
 
 
+def measure_at(rev: str, after_down: bool) -> dict[str, Any]:
+    """The same measurement by the benchmark of revision `rev`, from a scratch git worktree."""
+    scratch = Path(tempfile.mkdtemp(prefix="flashfleet-rev-"))
+    tree = scratch / "tree"
+    git = ["git", "-C", str(REPO)]
+    subprocess.run([*git, "worktree", "add", "--detach", str(tree), rev], check=True, capture_output=True)
+    try:
+        argv = [sys.executable, str(tree / "benchmarks/bringup.py"), "--format", "json"]
+        argv += ["--after-down"] if after_down else []
+        done = subprocess.run(argv, check=False, stdout=subprocess.PIPE)
+        if done.returncode != 0:
+            raise Failed(f"the benchmark at {rev} failed (exit {done.returncode})")
+        return dict(json.loads(done.stdout))
+    finally:
+        subprocess.run([*git, "worktree", "remove", "--force", str(tree)], check=False, capture_output=True)
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+SIDE_BY_SIDE = (
+    "noop_s", "second_s", "rerun_ratio", "second_full_s", "full_rerun_ratio", "noop4_s",
+    "rerun4_ratio", "rerun4_full_ratio", "one_host_s", "four_hosts_s",
+)  # fmt: skip
+
+
+def print_against(rev: str, before: Mapping[str, Any], after: Mapping[str, Any]) -> None:
+    print(f"cores {after['cores']}; {rev} measured first, then this tree")
+    print(f"{'':<18} {rev[:12]:>12} {'this tree':>12}")
+    for key in SIDE_BY_SIDE:
+        print(f"{key:<18} {before.get(key, '-')!s:>12} {after.get(key, '-')!s:>12}")
+    for key in ("second_samples_s", "noop_samples_s"):
+        print(f"{key:<18} {before.get(key)} -> {after.get(key)}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--format", choices=["text", "json"], default="text")
@@ -380,14 +410,21 @@ def main() -> int:
     parser.add_argument(
         "--after-down", action="store_true", help="first bring-up, `down` (caches kept), second bring-up"
     )
+    parser.add_argument(
+        "--against", metavar="REV", help="also measure git revision REV first, and print both side by side"
+    )
     args = parser.parse_args()
     try:
+        before = measure_at(args.against, args.after_down) if args.against else None
         data = measure_after_down(args.keep) if args.after_down else measure(args.keep)
     except Failed as err:
         print(f"bringup benchmark: {err}", file=sys.stderr)
         return 1
     if args.format == "json":
-        print(json.dumps(data, sort_keys=True))
+        print(json.dumps(data if before is None else {"before": before, "after": data}, sort_keys=True))
+        return 0
+    if before is not None and not args.after_down:
+        print_against(args.against, before, data)
         return 0
     if args.after_down:
         print(f"cores {data['cores']}; stand-in load {LOAD_S} s, JIT {JIT_S} s on a cold kernel cache")
