@@ -113,7 +113,7 @@ def _no_subcommand(args: argparse.Namespace) -> int:
 
 @dataclass
 class _Target:
-    b: Any  # the stack's StackPlan
+    plan: Any  # the stack's StackPlan
     query: Any  # OfferQuery
     gpus: int  # per instance
     zone: str | None  # the zone the stack is bound to (an existing subnet's), or None
@@ -127,39 +127,39 @@ def _context(args: argparse.Namespace) -> _Target:
     from flashfleet.stack.spec import NewNetwork
 
     try:
-        b = load_stack(args.stack, args.stacks_dir or DEFAULT_STACKS_DIR)
+        plan = load_stack(args.stack, args.stacks_dir or DEFAULT_STACKS_DIR)
         check_hours(args.hours)
     except StackError as err:
         raise UsageError(str(err)) from None
     except OfferError as err:
         raise UsageError(f"{err} [rule: {err.rule}]") from None
-    src = b.spec.nodes.source
-    if not isinstance(src, AwsSource) or b.instance is None or block(b.spec) is None:
+    src = plan.spec.nodes.source
+    if not isinstance(src, AwsSource) or plan.instance is None or block(plan.spec) is None:
         raise UsageError(
-            f"stack {b.stack}: flashfleet:stack.nodes.source.capacity: Capacity Blocks are for AWS stacks "
+            f"stack {plan.stack}: flashfleet:stack.nodes.source.capacity: Capacity Blocks are for AWS stacks "
             "with capacity.kind: block [rule: capacity-block-stack]"
         )
     if args.start_after and args.start_after > datetime.now(UTC) + timedelta(weeks=8):
         raise UsageError("--start-after: a block starts at most 8 weeks ahead [rule: block-lead]")
     query = OfferQuery(
-        instance_type=b.instance.name,
-        instance_count=b.spec.gpu_node_count,
+        instance_type=plan.instance.name,
+        instance_count=plan.spec.gpu_node_count,
         hours=args.hours,
         start_after=args.start_after,
         end_before=args.end_before,
         # The catalog's UltraServer type when the instance type is sold only that way.
-        ultraserver_type=args.ultraserver_type or b.instance.ultraserver_type,
+        ultraserver_type=args.ultraserver_type or plan.instance.ultraserver_type,
         ultraserver_count=args.ultraserver_count,
     )
     # A new network follows the block's zone (buy moves it); an existing subnet pins the zone.
     zone = None if isinstance(src.network, NewNetwork) else "subnet"
-    return _Target(b, query, b.instance.gpus, zone)
+    return _Target(plan, query, plan.instance.gpus, zone)
 
 
-def _client(b: Any) -> Any:
+def _client(plan: Any) -> Any:
     from flashfleet.sweep import ec2_client
 
-    return ec2_client(b.region)
+    return ec2_client(plan.region)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -169,11 +169,11 @@ def run(args: argparse.Namespace) -> int:
 
     t = _context(args)
     try:
-        ec2 = _client(t.b)
+        ec2 = _client(t.plan)
         if t.zone == "subnet":
             from flashfleet.capacity.preflight import subnet_zone
 
-            t.zone = subnet_zone(ec2, t.b.spec.nodes.source.network.subnet_id)
+            t.zone = subnet_zone(ec2, t.plan.spec.nodes.source.network.subnet_id)
         if args.capacity_command == "offers":
             return _offers(args, ec2, t)
         return _buy(args, ec2, t)
@@ -186,15 +186,16 @@ def run(args: argparse.Namespace) -> int:
 def _offers(args: argparse.Namespace, ec2: Any, t: _Target) -> int:
     from flashfleet.capacity.offers import fitting, iso
 
-    b, query, zone = t.b, t.query, t.zone
+    plan, query, zone = t.plan, t.query, t.zone
     offers = fitting(ec2, query, t.gpus, zone)
     if args.format == "json":
-        print_json({"stack": b.stack, "region": b.region, "offers": [o.row().model_dump() for o in offers]})
+        listed = [o.row().model_dump() for o in offers]
+        print_json({"stack": plan.stack, "region": plan.region, "offers": listed})
         return 0
     where = f" in {zone}" if zone else ""
     print(
-        f"Capacity Block offerings for {b.stack}: {query.instance_count} x {query.instance_type}, "
-        f"{query.hours} h, {b.region}{where}"
+        f"Capacity Block offerings for {plan.stack}: {query.instance_count} x {query.instance_type}, "
+        f"{query.hours} h, {plan.region}{where}"
     )
     if not offers:
         print("none: try other --hours, --start-after or --end-before")
@@ -211,7 +212,7 @@ def _offers(args: argparse.Namespace, ec2: Any, t: _Target) -> int:
     same = f"--hours {query.hours}"
     same += f" --start-after {iso(query.start_after)}" if query.start_after else ""
     same += f" --end-before {iso(query.end_before)}" if query.end_before else ""
-    print(f"buy one: flashfleet capacity buy {b.stack} --offering ID {same} [--max-price USD]")
+    print(f"buy one: flashfleet capacity buy {plan.stack} --offering ID {same} [--max-price USD]")
     return 0
 
 
@@ -229,12 +230,12 @@ def _buy(args: argparse.Namespace, ec2: Any, t: _Target) -> int:
     from flashfleet.stack.capacity_block import block, usable_until
     from flashfleet.stack.files import stack_path
 
-    b, query, zone = t.b, t.query, t.zone
+    plan, query, zone = t.plan, t.query, t.zone
     now = datetime.now(UTC)
-    held = block(b.spec)
+    held = block(plan.spec)
     if held is not None and held.purchased is not None and held.purchased.end > now:
         raise UsageError(
-            f"stack {b.stack}: already holds block {held.reservation_id} until {iso(held.purchased.end)}; "
+            f"stack {plan.stack}: already holds block {held.reservation_id} until {iso(held.purchased.end)}; "
             "a second block would replace it in the stack file [rule: block-held]"
         )
     bound = purchase.ceiling(query, args.max_price)  # before asking EC2: no bound, no purchase
@@ -244,7 +245,7 @@ def _buy(args: argparse.Namespace, ec2: Any, t: _Target) -> int:
         raise wrong
     purchase.check_price(offer, bound)
     summary = (
-        f"Buy {offer.offering_id} for {b.stack}: {offer.instance_count} x {offer.instance_type} in "
+        f"Buy {offer.offering_id} for {plan.stack}: {offer.instance_count} x {offer.instance_type} in "
         f"{offer.availability_zone}, {iso(offer.start)} to {iso(offer.end)} ({offer.hours:g} h; nodes until "
         f"{iso(usable_until(offer.end))}), {offer.upfront_fee:.2f} {offer.currency} upfront"
     )
@@ -253,18 +254,18 @@ def _buy(args: argparse.Namespace, ec2: Any, t: _Target) -> int:
     if not args.yes and not _confirm("Buy it? [y/N] "):
         print("nothing bought")
         return 1
-    bought = purchase.buy(ec2, offer, b.stack, now)
+    bought = purchase.buy(ec2, offer, plan.stack, now)
     # The id first: if the file cannot be written, the user still has it.
-    print(f"bought {bought.reservation_id} ({bought.state}), tagged flashfleet:stack={b.stack}")
-    path = stack_path(b.stack, args.stacks_dir or DEFAULT_STACKS_DIR)
+    print(f"bought {bought.reservation_id} ({bought.state}), tagged flashfleet:stack={plan.stack}")
+    path = stack_path(plan.stack, args.stacks_dir or DEFAULT_STACKS_DIR)
     purchase.record(path, bought)
     try:
-        load_stack(b.stack, args.stacks_dir or DEFAULT_STACKS_DIR)
+        load_stack(plan.stack, args.stacks_dir or DEFAULT_STACKS_DIR)
     except StackError as err:
         print(f"flashfleet capacity buy: warning: {path.name} no longer validates: {err}", file=sys.stderr)
         return 1
     print(
         f"{path.name}: reservationId {bought.reservation_id}, zone {bought.availability_zone}, window written"
     )
-    print(f"next: flashfleet up {b.stack}" + (" --wait" if bought.start > now else ""))
+    print(f"next: flashfleet up {plan.stack}" + (" --wait" if bought.start > now else ""))
     return 0

@@ -52,9 +52,9 @@ def run(args: argparse.Namespace) -> int:
     for name, folder in targets:
         try:
             sf = read_stack_file(name, folder)
-            b = resolve(sf)
+            plan = resolve(sf)
             _check_role_vars(sf)
-            check_bringup(b, sf.role_vars)
+            check_bringup(plan, sf.role_vars)
         except StackError as err:
             results.append({"stack": name, "ok": False, "problems": [str(p) for p in err.problems]})
             if args.format == "text":
@@ -66,17 +66,17 @@ def run(args: argparse.Namespace) -> int:
             if args.format == "text":
                 print(f"FAIL stack {name}: {problem}", file=sys.stderr)
             continue
-        s = b.spec
-        offline = not_checked_offline(b)
+        s = plan.spec
+        offline = not_checked_offline(plan)
         # Valid, but `pulumi up` refuses it until its capacity exists: say so on the same line.
-        todo = capacity_needed(name, s) if b.needs_capacity_purchase else None
+        todo = capacity_needed(name, s) if plan.needs_capacity_purchase else None
         results.append({"stack": name, "ok": True, "hardware": s.hardware, "strategy": s.strategy,
-                        "topology": s.topology, "badge": b.recipe.badge, "todo": todo,
+                        "topology": s.topology, "badge": plan.recipe.badge, "todo": todo,
                         "not_checked_offline": offline})  # fmt: skip
         if args.format == "text":
             then = f"; {todo}" if todo else ""
             then += f"; not checked offline: {', '.join(offline)}" if offline else ""
-            print(f"ok   {name}: {s.hardware} / {s.strategy} / {s.topology}, {b.recipe.badge}{then}")
+            print(f"ok   {name}: {s.hardware} / {s.strategy} / {s.topology}, {plan.recipe.badge}{then}")
     if args.format == "json":
         print_json(results)
     return 0 if all(r["ok"] for r in results) else 2

@@ -104,15 +104,15 @@ class AwsNodes(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: AwsNodesArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("flashfleet:nodes:AwsNodes", name, {}, opts)
-        b = args.plan
-        src = b.spec.nodes.source
+        plan = args.plan
+        src = plan.spec.nodes.source
         assert isinstance(src, AwsSource)
-        assert b.instance is not None
-        self._name, self._stack, self._expires, self._spec = name, b.stack, args.expires_at, b.spec
+        assert plan.instance is not None
+        self._name, self._stack, self._expires, self._spec = name, plan.stack, args.expires_at, plan.spec
         child = pulumi.ResourceOptions(parent=self)
 
         vpc_id, subnet_id = self._network(src, child)
-        self.security_group = self._security_group(src, vpc_id, b.serving_port, child)
+        self.security_group = self._security_group(src, vpc_id, plan.serving_port, child)
         profile = self._instance_profile(child)
         self.placement_group = (
             ec2.PlacementGroup(
@@ -122,19 +122,20 @@ class AwsNodes(pulumi.ComponentResource):
             else None
         )
         cards: pulumi.Input[int]
-        if b.instance.efa_network_cards is not None:
-            cards = b.instance.efa_network_cards
+        if plan.instance.efa_network_cards is not None:
+            cards = plan.instance.efa_network_cards
         else:  # not in the catalog: ask EC2 (at preview/up time, with the user's credentials)
-            cards = ec2.get_instance_type_output(instance_type=b.instance.name).maximum_network_cards
-        ami = src.ami or ssm.get_parameter_output(name=dlami_parameter(b.instance.arch, src.dlami_os)).value
+            cards = ec2.get_instance_type_output(instance_type=plan.instance.name).maximum_network_cards
+        dlami = dlami_parameter(plan.instance.arch, src.dlami_os)
+        ami = src.ami or ssm.get_parameter_output(name=dlami).value
         capacity = src.capacity
         self.launch_template = self._template(
             "template",
             image_id=ami,
-            instance_type=b.instance.name,
+            instance_type=plan.instance.name,
             profile=profile,
             key_name=src.key_name,
-            root_volume_gib=b.root_volume_gib,
+            root_volume_gib=plan.root_volume_gib,
             network_interfaces=pulumi.Output.from_input(cards).apply(
                 lambda n: efa_interfaces(int(n), subnet_id, self.security_group.id)
             ),
@@ -161,7 +162,7 @@ class AwsNodes(pulumi.ComponentResource):
         # A cluster's router on a CPU instance of its own: plain Ubuntu, one ordinary interface,
         # outside the placement group and the GPU reservation or block; same network, group,
         # role, TTL guard and tags as the GPU nodes.
-        router = b.router_instance
+        router = plan.router_instance
         self.router_template = (
             None
             if router is None
@@ -171,7 +172,7 @@ class AwsNodes(pulumi.ComponentResource):
                 instance_type=router.name,
                 profile=profile,
                 key_name=src.key_name,
-                root_volume_gib=b.router_root_volume_gib,
+                root_volume_gib=plan.router_root_volume_gib,
                 network_interfaces=[
                     ec2.LaunchTemplateNetworkInterfaceArgs(
                         device_index=0,
@@ -184,7 +185,7 @@ class AwsNodes(pulumi.ComponentResource):
         )
         self.instances: list[ec2.Instance] = []
         self.eips: list[ec2.Eip] = []
-        for node in b.nodes:
+        for node in plan.nodes:
             template = (
                 self.launch_template
                 if node.gpu_node or self.router_template is None
@@ -217,7 +218,7 @@ class AwsNodes(pulumi.ComponentResource):
         # Read once per instance from its first-boot console and pinned by every run; a node not
         # read stops the bring-up here (one line), before any playbook touches it.
         self.host_key_reader = HostKeys(
-            f"{name}-host-keys", self.instance_ids, [n.name for n in b.nodes], b.region, opts=child
+            f"{name}-host-keys", self.instance_ids, [n.name for n in plan.nodes], plan.region, opts=child
         )
         self.host_keys = pulumi.Output.all(self.host_key_reader.keys, self.host_key_reader.missing).apply(
             lambda a: pinned_keys(a[0], a[1])
