@@ -16,8 +16,10 @@ from flashfleet.bringup.host_vars import HostVars
 from flashfleet.catalog import DFLASH2_DRAFT, download_client, hardware_catalog
 from flashfleet.launch import ContainerLaunch
 from flashfleet.planning import StackPlan
+from flashfleet.planning.packages import locked_for, pip_installs
 from flashfleet.recipes import Recipe
 from flashfleet.stack.image import TRANSFORMERS_PIN
+from flashfleet.stack.lock import LockedPackage
 
 HUGEPAGE_ENV = "MC_STORE_USE_HUGEPAGE"  # Mooncake's switch in a serving container's environment
 
@@ -25,10 +27,16 @@ HUGEPAGE_ENV = "MC_STORE_USE_HUGEPAGE"  # Mooncake's switch in a serving contain
 PD_WORKERS = ("prefill", "decode")
 
 
-def weights_client_facts() -> dict[str, Any]:
-    """``flashfleet_weights_client``: the catalog's download client, as the host is told it."""
+def weights_client_facts(lock: LockedPackage | None = None) -> dict[str, Any]:
+    """``flashfleet_weights_client``: the catalog's download client, as the host is told it, with
+    the stack's lock of it."""
     client = download_client()
-    return {"hub_version": client.hub_version, "revision": client.revision, "max_workers": client.max_workers}
+    return {
+        "hub_version": client.hub_version,
+        "revision": client.revision,
+        "max_workers": client.max_workers,
+        "lock": lock,
+    }
 
 
 GPU_MODEL = {"gb300": "GB300", "h200": "H200", "mi355x": "MI355X"}
@@ -54,13 +62,17 @@ def host_vars(
     # A PD worker answers /v1/models but not a client's chat (decode waits for its prefill's KV):
     # clients, and verify, reach prefill and decode only through a router.
     api = [launch["port"] for launch in launches if launch["serves_api"] and launch["role"] not in PD_WORKERS]
+    installs = pip_installs(spec)
     layout = None
     if plan.mooncake is not None:
         # Hugepages only when the serving containers are told to use them.
         hugepages = any(HUGEPAGE_ENV in launch["env"] for launch in launches)
+        [wheel] = [i for i in installs.values() if i.installer == "mooncake"]
         layout = {
             **plan.mooncake.endpoints(private_addresses).model_dump(),
             "hugepages_gib": plan.mooncake.spec.global_segment_gib if hugepages else 0,
+            "wheel": f"{wheel.name}{wheel.specifier}",
+            "lock": locked_for(installs, plan.lock, "mooncake").get(wheel.name),
         }
     hvars = HostVars.model_validate(
         dict(
@@ -84,6 +96,7 @@ def host_vars(
                     "ref": spec.image.derived_ref(hw),
                     "transformers": TRANSFORMERS_PIN,
                     "release": spec.image.version,
+                    "packages": locked_for(installs, plan.lock, "sglang_image"),
                 }
                 if spec.image.derived
                 else None
@@ -104,7 +117,9 @@ def host_vars(
             # showed them, existing hosts' as the stack lists them.
             flashfleet_host_keys=keys or None,
             flashfleet_weights_prestaged=spec.weights.prestaged,
-            flashfleet_weights_client=weights_client_facts(),
+            flashfleet_weights_client=weights_client_facts(
+                locked_for(installs, plan.lock, "model_weights").get("huggingface_hub")
+            ),
             # what this node downloads, of what the lock pins
             flashfleet_weights_lock=(
                 {r: e for r, e in plan.lock.weights.items() if gpus and r in recipe.repositories}

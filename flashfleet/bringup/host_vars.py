@@ -19,7 +19,7 @@ from pydantic.fields import FieldInfo
 
 from flashfleet.catalog import DriverProfile
 from flashfleet.launch import ContainerLaunch
-from flashfleet.stack.lock import LockedRepo
+from flashfleet.stack.lock import LockedPackage, LockedRepo
 from flashfleet.table import markdown
 
 _STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
@@ -40,6 +40,8 @@ class MooncakeLayout(BaseModel):
     hugepages_gib: int  # 0: the serving containers are not told to use hugepages
     devices: list[str]
     members: list[str]  # private addresses, by node index
+    wheel: str  # the Mooncake wheel's requirement for the protocol (flashfleet/catalog/downloads.toml)
+    lock: LockedPackage | None = None  # the stack's lock of that wheel: its version and files' sha256
 
 
 class DerivedImage(BaseModel):
@@ -50,6 +52,9 @@ class DerivedImage(BaseModel):
     ref: str  # named once, by flashfleet.stack.image.ImageSpec.derived_ref
     transformers: str  # the Transformers release installed in it (part of the name)
     release: str  # the SGLang release of its base (image.version, e.g. v0.5.23; the spec checks it)
+    # the stack's lock of the packages installed in it: name -> version and files' sha256 (the
+    # build installs exactly those bytes); {} without a lock
+    packages: dict[str, LockedPackage] = {}
 
 
 class WeightsClient(BaseModel):
@@ -60,6 +65,7 @@ class WeightsClient(BaseModel):
     hub_version: str  # huggingface_hub release (flashfleet/catalog/downloads.toml, shared with Kubernetes)
     revision: str
     max_workers: int
+    lock: LockedPackage | None = None  # the stack's lock of the client: its version and files' sha256
 
 
 def _driver_profile(value: Any) -> Any:

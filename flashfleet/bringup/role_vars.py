@@ -194,6 +194,7 @@ OWNED = "flashfleet-owned"
 # Never from roleVars or -e, with why. Secret handling: these name the token's file on the node
 # (deleted when the job ends), the secret files teardown deletes, and the controller environment
 # variables secrets are read from (pointing one at AWS_SECRET_ACCESS_KEY would ship that).
+_PACKAGES_LOCK = "the packages' lock is the stack's <stack>.lock.yaml, written by `flashfleet lock`"
 REFUSED: dict[str, tuple[str, str]] = {
     "model_weights_token_file": (
         SECRET,
@@ -221,6 +222,9 @@ REFUSED: dict[str, tuple[str, str]] = {
         OWNED,
         "the weights lock is the stack's <stack>.lock.yaml, written by `flashfleet lock`",
     ),
+    "model_weights_hub_lock": (OWNED, _PACKAGES_LOCK),
+    "sglang_image_lock": (OWNED, _PACKAGES_LOCK),
+    "mooncake_lock": (OWNED, _PACKAGES_LOCK),
     "node_facts_weights_markers": (OWNED, "the markers are model_weights' own, in the stack's cache"),
     "model_weights_remove_cache": (
         OWNED,

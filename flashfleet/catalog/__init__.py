@@ -139,6 +139,13 @@ def bringup_catalog() -> dict[str, Any]:
 
 
 @cache
+def pip_packages() -> dict[str, dict[str, str]]:
+    """What the nodes pip-install beside the weights client: `image` (the derived image's pins,
+    name -> specifier) and `mooncake` (transport -> the wheel's requirement)."""
+    raw = _load("downloads.toml")["packages"]
+    return {group: dict(entries) for group, entries in raw.items()}
+
+
 def download_client() -> DownloadClient:
     """The client release and arguments every weights download uses, hosts and clusters alike."""
     raw = _load("downloads.toml")

@@ -7,7 +7,10 @@ the stack file (flashfleet.stack.lock). The Hub is the one the nodes download fr
 `model_weights_hf_endpoint` role variable (a mirror), else $HF_ENDPOINT, else huggingface.co; a
 gated repository needs $HF_TOKEN. The image the nodes pull (`repository:tag`) is resolved in its
 registry to the digest it names today and each platform's (flashfleet/image_registry.py); the
-nodes' architecture must be among them.
+nodes' architecture must be among them. Each Python distribution the nodes pip-install
+(flashfleet/planning/packages.py) is resolved on the index they install it from (the stack's
+roleVars: a mirror or a wheel folder, else PyPI) to the newest version its specifier allows, with
+every file of that version and its sha256 (flashfleet/package_index.py).
 
 With a lock already there: the same pins print "current"; pins that moved upstream print as a
 diff and exit 1, and `--update` prints the diff and writes it.
@@ -34,7 +37,9 @@ class HubError(RuntimeError):
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
-        "lock", help="pin the stack's weights (commits, file hashes) and image (digest) in <stack>.lock.yaml"
+        "lock",
+        help="pin the stack's weights (commits, file hashes), image (digest) and pip packages (file hashes) "
+        "in <stack>.lock.yaml",
     )
     add_stack(p, "stack name, or the path of its file (stacks/Pulumi.<stack>.yaml)")
     p.add_argument("--stacks-dir", type=Path, default=None, help="folder of stack files (default: stacks/)")
@@ -49,7 +54,9 @@ def run(args: argparse.Namespace) -> int:
     from flashfleet.catalog import download_client, hardware_catalog
     from flashfleet.cli.common import stack_arg
     from flashfleet.image_registry import ARCH, RegistryError, resolve_image
+    from flashfleet.package_index import PackageIndexError, resolve_package
     from flashfleet.planning import parse_spec, resolve_spec
+    from flashfleet.planning.packages import pip_installs
     from flashfleet.stack import StackError, read_stack_file
     from flashfleet.stack.lock import StackLock, dump_lock, lock_diff, lock_path
 
@@ -69,25 +76,31 @@ def run(args: argparse.Namespace) -> int:
     try:
         weights = {repo: resolve_repo(repo, revision, endpoint) for repo in plan.recipe.repositories}
         images = {image: resolve_image(image, ARCH[hw.arch], spec.image.digest)}
-    except (HubError, RegistryError) as err:
+        packages = {
+            name: resolve_package(name, want.specifier, index_url=want.index_url, find_links=want.find_links)
+            for name, want in pip_installs(spec, sf.role_vars).items()
+        }
+    except (HubError, RegistryError, PackageIndexError) as err:
         print(f"flashfleet lock: {err}", file=sys.stderr)
         return 1
     new = StackLock(
-        stack=name, locked_on=datetime.now(UTC).date().isoformat(), weights=weights, images=images
-    )
+        stack=name, locked_on=datetime.now(UTC).date().isoformat(), weights=weights, images=images,
+        packages=packages,
+    )  # fmt: skip
     path = lock_path(sf.path, name)
     old = sf.lock
     if old is not None and new.pins_same(old):
         pins = [f"{r} @ {e.commit}" for r, e in old.weights.items()]
         pins += [f"{ref} @ {e.digest}" for ref, e in old.images.items()]
+        pins += [f"{n}=={e.version}" for n, e in sorted(old.packages.items())]
         print(f"{path.name} is current: " + ", ".join(pins))
         return 0
     if old is not None:
         print(lock_diff(old, new, path.name), end="")
         if not args.update:
             print(
-                f"flashfleet lock: {path.name} no longer matches the Hub or the registry (above); "
-                f"`flashfleet lock {name} --update` writes it",
+                f"flashfleet lock: {path.name} no longer matches the Hub, the registry or the package "
+                f"index (above); `flashfleet lock {name} --update` writes it",
                 file=sys.stderr,
             )
             return 1
@@ -96,6 +109,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"locked {repo} @ {entry.commit} ({entry.revision}, {len(entry.files)} files)")
     for ref, locked in new.images.items():
         print(f"locked {ref} @ {locked.digest} ({', '.join(sorted(locked.platforms))})")
+    for pkg, package in sorted(new.packages.items()):
+        print(f"locked {pkg}=={package.version} ({len(package.files)} files)")
     print(f"wrote {path}")
     return 0
 

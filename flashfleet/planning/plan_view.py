@@ -16,6 +16,7 @@ from flashfleet.k8s import KubernetesPlan
 from flashfleet.k8s import mooncake as k8s_mooncake
 from flashfleet.launch import ContainerLaunch
 from flashfleet.planning.critical_path import critical_path
+from flashfleet.planning.packages import pip_installs
 from flashfleet.planning.plan_model import (
     AwsSourceView,
     CapacityView,
@@ -43,7 +44,6 @@ from flashfleet.planning.stack_recipe import kubernetes_plan
 from flashfleet.planning.time_to_first_token import time_to_first_token
 from flashfleet.recipes import Recipe
 from flashfleet.stack import capacity_block
-from flashfleet.stack.image import TRANSFORMERS_PIN
 from flashfleet.stack.kubernetes_source import KubernetesSource
 from flashfleet.stack.lock import lock_file_name
 from flashfleet.stack.spec import AwsSource, ExistingSource
@@ -324,6 +324,13 @@ def _floating(kind: str, name: str, detail: str) -> LockedPart:
     )
 
 
+_INSTALLED_BY = {
+    "sglang_image": "in the derived image",
+    "model_weights": "the weights download client",
+    "mooncake": "the Mooncake wheel",
+}
+
+
 def lock_summary(plan: StackPlan) -> LockView:
     """Each moving part of the stack as locked (to what) or floating (and why)."""
     lock, spec = plan.lock, plan.spec
@@ -358,12 +365,25 @@ def lock_summary(plan: StackPlan) -> LockView:
         )
     else:
         parts.append(_floating("image", tagged, "a tag, whatever it names on the day"))
-    by_version = "pinned by version, not by package hash"
-    if spec.image.derived:
-        derived = f"derived image: transformers=={TRANSFORMERS_PIN}, tokenizers (a minimum), torchcodec"
-        parts.append(_floating("packages", derived, by_version))
-    parts.append(_floating("packages", "driver, container runtime and Mooncake", by_version))
-    parts.append(_floating("packages", f"weights client huggingface_hub=={client.hub_version}", by_version))
+    installs = pip_installs(spec)
+    for name, want in installs.items():
+        where = _INSTALLED_BY[want.installer]
+        locked = lock.packages.get(name) if lock is not None else None
+        if lock is None or locked is None or not want.allows(locked):
+            parts.append(_floating("packages", f"{name}{want.specifier}", f"{where}: whatever the index has"))
+            continue
+        detail = (
+            f"{where}: {locked.version} as of {lock.locked_on}; {len(locked.files)} files, "
+            "the node installs only one of those bytes"
+        )
+        parts.append(
+            LockedPart(kind="packages", name=name, state="locked", pinned=locked.version, detail=detail)
+        )
+    apt = (
+        "the driver and the container runtime by version (the catalog's), the rest by name; apt checks "
+        "each against its repository's signed index, not against a lock"
+    )
+    parts.append(_floating("packages", "driver, container runtime and system libraries (apt)", apt))
     return LockView(
         file=lock_file_name(plan.stack),
         present=lock is not None,

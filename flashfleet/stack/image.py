@@ -6,12 +6,13 @@ import re
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from flashfleet.catalog import Hardware
+from flashfleet.catalog import Hardware, pip_packages
 from flashfleet.catalog.releases import MIN_VERSION, parse_version
 from flashfleet.stack import safe_values
 
 DERIVED_REPOSITORY = "flashfleet/sglang"
-TRANSFORMERS_PIN = "5.17.0"  # installed in the derived image: GLM-5.3-Flash's multimodal processor
+# installed in the derived image: GLM-5.3-Flash's multimodal processor (the catalog's pin)
+TRANSFORMERS_PIN = pip_packages()["image"]["transformers"].removeprefix("==")
 
 
 class ImageSpec(BaseModel):

@@ -7,8 +7,11 @@ its size and hash as the Hub lists them (sha256 for LFS files, the git blob id o
 nodes download that commit, not the branch, and check each file against the lock before anything
 is served. The image: for the base image the node pulls (`repository:tag`), the digest the tag
 named in its registry when `flashfleet lock` ran, and each platform's manifest digest; the nodes
-pull and run it by that digest, so a tag moved since is not what runs. `plan` shows each part as
-locked or floating.
+pull and run it by that digest, so a tag moved since is not what runs. The packages: for each
+Python distribution the nodes pip-install (the derived image's Transformers, tokenizers and
+torchcodec, the weights download client, the Mooncake wheel), the version its specifier named
+on the index the nodes install from, and every file of that version with its sha256; the nodes
+install exactly those bytes. `plan` shows each part as locked or floating.
 
 Written by `flashfleet lock` (flashfleet/cli/lock.py), read here with the stack file: a lock that
 cannot be read is refused like a broken stack file, never ignored.
@@ -22,9 +25,16 @@ import io
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
+
+
+def _sorted(value: Any) -> Any:
+    """A mapping in key order: a lock resolved today and one read back from its file hash alike."""
+    return dict(sorted(value.items())) if isinstance(value, dict) else value
+
+
 SHA1 = r"^[0-9a-f]{40}$"
 SHA256 = r"^[0-9a-f]{64}$"
 DIGEST = r"^sha256:[0-9a-f]{64}$"
@@ -51,6 +61,8 @@ class LockedRepo(BaseModel):
     commit: str = Field(pattern=SHA1)  # what it resolved to
     files: dict[str, LockedFile] = Field(min_length=1)
 
+    _files_in_order = field_validator("files", mode="before")(_sorted)
+
 
 class LockedImage(BaseModel):
     """One image the nodes pull (``repository:tag``), resolved to what its registry served."""
@@ -65,6 +77,31 @@ class LockedImage(BaseModel):
     platforms: dict[str, Annotated[str, Field(pattern=DIGEST)]] = Field(min_length=1)
 
 
+class LockedPackageFile(BaseModel):
+    """One file of a locked distribution (a wheel for one platform, or the sdist)."""
+
+    model_config = _STRICT
+
+    sha256: str = Field(pattern=SHA256)
+
+
+class LockedPackage(BaseModel):
+    """One Python distribution a node installs, resolved on the index it installs from: the
+    version, and every file of that version with its sha256 (pip on the node takes the one that
+    fits it, and refuses bytes that match none)."""
+
+    model_config = _STRICT
+
+    version: str = Field(min_length=1)
+    files: dict[str, LockedPackageFile] = Field(min_length=1)
+
+    @property
+    def sha256s(self) -> list[str]:
+        return sorted(f.sha256 for f in self.files.values())
+
+    _files_in_order = field_validator("files", mode="before")(_sorted)
+
+
 class StackLock(BaseModel):
     model_config = _STRICT
 
@@ -72,12 +109,19 @@ class StackLock(BaseModel):
     locked_on: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$")  # the day `flashfleet lock` resolved it
     weights: dict[str, LockedRepo] = Field(min_length=1)
     images: dict[str, LockedImage] = Field(default_factory=dict)
+    # what the nodes pip-install, by the name they install it as: the derived image's pins, the
+    # weights download client, the Mooncake wheel
+    packages: dict[str, LockedPackage] = Field(default_factory=dict)
+
+    _in_order = field_validator("weights", "images", "packages", mode="before")(_sorted)
 
     @property
     def digest(self) -> str:
         """The hash of what the lock pins (not the day it was written): what a benchmark's
         fingerprint and an evidence record carry."""
-        pinned = self.model_dump_json(exclude={"locked_on"}, exclude_none=True)
+        # a lock that pins no package hashes as it did before packages were locked
+        unpinned = {"locked_on"} | (set() if self.packages else {"packages"})
+        pinned = self.model_dump_json(exclude=unpinned, exclude_none=True)
         return hashlib.sha256(pinned.encode()).hexdigest()
 
     def pins_same(self, other: StackLock) -> bool:
@@ -114,6 +158,12 @@ def dump_lock(lock: StackLock) -> str:
         for repo, entry in sorted(data["weights"].items())
     }
     data["images"] = dict(sorted(data["images"].items()))
+    data["packages"] = {
+        name: {**entry, "files": dict(sorted(entry["files"].items()))}
+        for name, entry in sorted(data["packages"].items())
+    }
+    if not data["packages"]:
+        del data["packages"]  # a lock written before packages were locked reads back the same
     yaml.dump(data, out)
     return out.getvalue()
 

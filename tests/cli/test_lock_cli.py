@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 from hosts.hub import Hub, Repo, git_oid
+from hosts.pypi import PackageIndex
 from hosts.registry import Registry
 
 from flashfleet.catalog import DFLASH2_DRAFT
@@ -60,14 +61,51 @@ def registry(tmp_path: Path) -> Iterator[Registry]:
     registry.stop()
 
 
+# What the nodes pip-install, as a package index holds it: the derived image's pins (two
+# tokenizers releases: the specifier takes the newest) and the weights client.
+PACKAGES = {
+    "transformers-5.17.0-py3-none-any.whl": b"transformers",
+    "tokenizers-0.23.1-cp39-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl": b"tokenizers 0.23.1",
+    "tokenizers-0.23.2-cp39-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl": b"tokenizers x86_64",
+    "tokenizers-0.23.2-cp39-abi3-manylinux_2_17_aarch64.manylinux2014_aarch64.whl": b"tokenizers arm64",
+    "torchcodec-0.9.1-cp312-cp312-manylinux_2_28_x86_64.whl": b"torchcodec",
+    "huggingface_hub-2.4.0-py3-none-any.whl": b"huggingface_hub",
+}
+
+
 @pytest.fixture
-def stacks(tmp_path: Path, registry: Registry) -> Path:
+def pypi() -> Iterator[PackageIndex]:
+    index = PackageIndex(files=dict(PACKAGES)).start()
+    yield index
+    index.stop()
+
+
+@pytest.fixture
+def stacks(tmp_path: Path, registry: Registry, pypi: PackageIndex) -> Path:
     folder = tmp_path / "stacks"
     folder.mkdir()
     shutil.copy(DEFAULT_STACKS_DIR / "Pulumi.h200-lowlat.yaml", folder)
     # the catalog's image, served by the registry here (the stack names the registry it pulls from)
     edit_spec(folder, "h200-lowlat", image={"repository": f"{registry.address}/{IMAGE}"})
+    # and the packages, from the index the nodes' pip reads (a mirror, named in roleVars)
+    set_role_vars(folder, "h200-lowlat", pypi)
     return folder
+
+
+def set_role_vars(stacks: Path, name: str, pypi: PackageIndex) -> None:
+    path = stacks / f"Pulumi.{name}.yaml"
+    doc = yaml.safe_load(path.read_text())
+    doc["config"]["flashfleet:roleVars"] = {
+        "sglang_image_pip_index_url": pypi.simple, "model_weights_pip_index_url": pypi.simple,
+    }  # fmt: skip
+    path.write_text(yaml.safe_dump(doc))
+
+
+def pins(name: str) -> dict[str, str]:
+    """Each locked file of `name`'s newest version in PACKAGES, with its sha256."""
+    return {
+        n: {"sha256": hashlib.sha256(b).hexdigest()} for n, b in PACKAGES.items() if n.startswith(name + "-")
+    }
 
 
 def edit_spec(stacks: Path, name: str, **changes: Any) -> None:
@@ -141,6 +179,52 @@ def test_lock_pins_the_commit_every_file_and_the_image_digest_and_plan_shows_it(
     assert hostvars["flashfleet_image"] == f"{tagged}@{digest}"
 
 
+def test_the_packages_the_nodes_install_are_locked_from_their_index_and_handed_to_each_role(
+    hub: Hub, registry: Registry, pypi: PackageIndex, stacks: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks)]) == 0
+    out = capsys.readouterr().out
+    assert "locked tokenizers==0.23.2 (2 files)\n" in out  # the newest the specifier allows
+    assert "locked huggingface_hub==2.4.0 (1 files)\n" in out
+    assert lock_of(stacks)["packages"] == {
+        "huggingface_hub": {"version": "2.4.0", "files": pins("huggingface_hub")},
+        "tokenizers": {"version": "0.23.2", "files": {n: h for n, h in pins("tokenizers").items() if "0.23.2" in n}},
+        "torchcodec": {"version": "0.9.1", "files": pins("torchcodec")},
+        "transformers": {"version": "5.17.0", "files": pins("transformers")},
+    }  # fmt: skip
+    # the index was asked for the pages alone: its JSON carries the hashes, nothing was fetched
+    assert not [r for r in pypi.requests if r.startswith("/files/")]
+    parts = {p["name"]: p for p in plan_json(stacks, capsys)["lock"]["parts"] if p["kind"] == "packages"}
+    assert (parts["tokenizers"]["state"], parts["tokenizers"]["pinned"]) == ("locked", "0.23.2")
+    assert parts["driver, container runtime and system libraries (apt)"]["state"] == "floating"
+    # each role is handed its own: the image's pins to sglang_image, the client to model_weights
+    [hostvars] = build_inventory(load_stack("h200-lowlat", stacks), ["198.51.100.7"], ["10.0.0.7"])["all"][
+        "hosts"
+    ].values()
+    assert set(hostvars["flashfleet_image_derived"]["packages"]) == {
+        "transformers",
+        "tokenizers",
+        "torchcodec",
+    }
+    assert hostvars["flashfleet_weights_client"]["lock"] == lock_of(stacks)["packages"]["huggingface_hub"]
+
+    # a newer tokenizers on the index moves the lock: a diff, and only --update writes it
+    newer = "tokenizers-0.23.3-cp39-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
+    pypi.files[newer] = b"tokenizers 0.23.3"
+    written = (stacks / "h200-lowlat.lock.yaml").read_bytes()
+    assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks)]) == 1
+    diff = capsys.readouterr().out
+    assert "-    version: 0.23.2\n" in diff
+    assert f"+      {newer}: {{sha256: {hashlib.sha256(b'tokenizers 0.23.3').hexdigest()}}}\n" in diff
+    assert (stacks / "h200-lowlat.lock.yaml").read_bytes() == written
+    # and an index that cannot be read is one line, and writes nothing
+    pypi.stop()
+    assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks), "--update"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("flashfleet lock: transformers==5.17.0: ConnectError: "), err
+    assert (stacks / "h200-lowlat.lock.yaml").read_bytes() == written
+
+
 def test_main_moved_upstream_is_a_diff_and_only_update_writes_it(
     hub: Hub, registry: Registry, stacks: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -150,8 +234,9 @@ def test_main_moved_upstream_is_a_diff_and_only_update_writes_it(
     capsys.readouterr()
     assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks)]) == 0  # nothing moved
     tagged, image = f"{registry.address}/{IMAGE}:v0.5.23", registry.tag_digest(IMAGE, "v0.5.23")
-    assert (
-        capsys.readouterr().out == f"h200-lowlat.lock.yaml is current: {MODEL} @ {old}, {tagged} @ {image}\n"
+    packages = "huggingface_hub==2.4.0, tokenizers==0.23.2, torchcodec==0.9.1, transformers==5.17.0"
+    assert capsys.readouterr().out == (
+        f"h200-lowlat.lock.yaml is current: {MODEL} @ {old}, {tagged} @ {image}, {packages}\n"
     )
 
     added = b"\x09" * 999
@@ -263,7 +348,8 @@ def test_lock_required_refuses_a_stack_without_one_and_lock_still_writes_it(
         err = capsys.readouterr().err
         assert (
             "flashfleet:stack.lock: required, but no h200-lowlat.lock.yaml: the nodes fetch "
-            f"{MODEL}, the image's tag as each is on the day: run `flashfleet lock h200-lowlat` "
+            f"{MODEL}, the image's tag, transformers==5.17.0, tokenizers>=0.23.1, torchcodec==0.9.1, "
+            "huggingface_hub==2.4.0 as each is on the day: run `flashfleet lock h200-lowlat` "
             "[rule: lock-required]"
         ) in err, err
     assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks)]) == 0

@@ -137,6 +137,7 @@ def test_the_download_client_is_the_catalogs_on_hosts_and_on_clusters() -> None:
         "hub_version": client.hub_version,
         "revision": client.revision,
         "max_workers": client.max_workers,
+        "lock": None,  # the catalog stack has no lock: the client is pinned by version alone
     }
     assert install_argv()[-1] == f"huggingface_hub=={client.hub_version}"
     argv = download_argv("org/repo")

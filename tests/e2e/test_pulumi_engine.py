@@ -180,6 +180,12 @@ def test_pulumi_up_brings_the_stack_up(engine: Engine) -> None:
     lock = yaml.safe_load((engine.stack_file.parent / f"{engine.stack}.lock.yaml").read_text())
     [locked] = [entry["digest"] for entry in lock["images"].values()]
     engine.pulumi("up", "--yes", "--skip-preview", timed="pulumi up (cold: prepare, serve, verify)")
+    # the lock pins the one package these nodes pip-install (the weights client; the stack runs
+    # the base image as it is), from the folder they install it from; each node holds exactly it
+    client = lock["packages"]["huggingface_hub"]
+    for host in HOSTS:
+        held = json.loads(ssh(engine, host, "cat /opt/flashfleet/hf-cli/flashfleet-client.json"))
+        assert held == {"sha256": sorted(f["sha256"] for f in client["files"].values())}, host
     for host, procs in launches(engine).items():
         assert procs, host
         # `docker ps` on the host lists each unit's container, from the image its launch names:

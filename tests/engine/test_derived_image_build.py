@@ -109,3 +109,52 @@ def test_the_role_builds_the_derived_image_up_to_the_vendor_torch(engine: Engine
     assert ffmpeg.stdout.startswith("ffmpeg version 5.1."), ffmpeg.stdout
     # the failed step's container stays behind (the legacy builder keeps it without --force-rm)
     engine.sh("h200", "docker container prune -f")
+
+
+def test_a_locked_build_installs_exactly_the_locked_files_and_refuses_other_bytes(engine: Engine) -> None:
+    """With the stack's lock (flashfleet lock, here resolved on the same wheel folder), the build
+    installs each pin from exactly one of its locked files in pip's hash-checking mode before the
+    rest; a lock whose hash the served file does not have stops the build there, naming the file."""
+    from flashfleet.package_index import resolve_package
+    from flashfleet.planning import load_stack
+    from flashfleet.planning.packages import pip_installs
+
+    assert (IMAGE_BUILD / ".ok").exists(), f"{IMAGE_BUILD}: run scripts/setup.d/27-sglang-image-build.sh"
+    pins = {
+        n: i.specifier
+        for n, i in pip_installs(load_stack("h200-lowlat").spec).items()
+        if i.installer == "sglang_image"
+    }
+    lock = {
+        name: resolve_package(name, specifier, find_links=str(IMAGE_BUILD / "wheels")).model_dump()
+        for name, specifier in pins.items()
+    }
+    where = {
+        "sglang_image_pip_find_links": engine.wheels_url,
+        "sglang_image_pip_trusted_host": engine.pool.gateway,
+    }
+    [(wheel, entry)] = lock["transformers"]["files"].items()
+    tampered = {**lock, "transformers": {**lock["transformers"], "files": {wheel: {"sha256": "0" * 64}}}}
+    refused = engine.play(["h200"], tags="sglang_image", extravars={**where, "sglang_image_lock": tampered})
+    assert not refused.ok
+    events = [json.loads(line) for line in refused.events_log.read_text().splitlines()]
+    [failed] = [e["event_data"] for e in events if e.get("event") == "runner_on_failed"]
+    assert failed["task"] == BUILD_TASK
+    output = failed["res"]["stdout"] + failed["res"]["stderr"]
+    assert "THESE PACKAGES DO NOT MATCH THE HASHES FROM THE REQUIREMENTS FILE" in output, output[-3000:]
+    assert f"Expected sha256 {'0' * 64}" in output
+    assert f"Got        {entry['sha256']}" in output
+    assert CHECK_STEP not in output  # stopped before anything else was installed or checked
+
+    built = engine.play(["h200"], tags="sglang_image", extravars={**where, "sglang_image_lock": lock})
+    events = [json.loads(line) for line in built.events_log.read_text().splitlines()]
+    [failed] = [e["event_data"] for e in events if e.get("event") == "runner_on_failed"]
+    output = failed["res"]["stdout"]
+    # the locked files passed pip's hash check, and the build went on to the vendor boundary
+    assert "RUN python3 -m pip install --no-cache-dir --no-deps --force-reinstall --require-hashes" in output
+    assert CHECK_STEP in output, output[-4000:]
+    check = output[output.index(CHECK_STEP) :]
+    assert "ok: Glm5NextProcessor imports from transformers 5.17.0" in check, check
+    assert "FAIL: torchcodec does not load" in check, check
+    assert " installed, the lock has " not in check  # every locked version is the one in the layer
+    engine.sh("h200", "docker container prune -f")

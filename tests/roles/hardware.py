@@ -57,9 +57,13 @@ def derived_image(hardware: str) -> str:
     return ImageSpec().derived_ref(hardware_catalog()[hardware])
 
 
-def derived_facts(hardware: str, release: str = ImageSpec().version) -> dict[str, str]:
+def derived_facts(hardware: str, release: str = ImageSpec().version) -> dict[str, Any]:
     """``flashfleet_image_derived`` as the inventory gives it (the release is flashfleet's, not the tag's)."""
-    return {"ref": derived_image(hardware), "transformers": TRANSFORMERS_PIN, "release": release}
+    from flashfleet.bringup.host_vars import DerivedImage
+
+    return DerivedImage(
+        ref=derived_image(hardware), transformers=TRANSFORMERS_PIN, release=release
+    ).model_dump()
 
 
 def facts(hardware: str, index: int = 0, **overrides: Any) -> dict[str, Any]:

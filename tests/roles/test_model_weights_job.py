@@ -12,10 +12,12 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hosts.pypi import PackageIndex, wheel
 
 SCRIPT = Path(__file__).parents[2] / "roles/model_weights/files/weights_fetch.py"
 # Not in the usual hf_ form: the job redacts the token it read, whatever its shape.
@@ -255,3 +257,62 @@ def test_a_client_that_cannot_be_installed_fails_every_repository(tmp_path: Path
     ]
     assert not report["changed"]
     assert not Path(req["token_file"]).exists()
+
+
+@pytest.fixture
+def client_index() -> Iterator[PackageIndex]:
+    """The client as a package index holds it: huggingface_hub 2.4.0 and what it needs."""
+    index = PackageIndex()
+    for name, version, requires in (
+        ("huggingface_hub", "2.4.0", ("filelock>=3",)),
+        ("filelock", "3.20.0", ()),
+    ):
+        filename, data = wheel(name, version, requires=requires)
+        index.files[filename] = data
+    yield index.start()
+    index.stop()
+
+
+def locked_client(index: PackageIndex) -> list[str]:
+    from flashfleet.package_index import resolve_package
+
+    return resolve_package("huggingface_hub", "==2.4.0", index_url=index.simple).sha256s
+
+
+def test_a_locked_client_is_installed_from_its_locked_bytes_and_other_bytes_fail(
+    tmp_path: Path, client_index: PackageIndex
+) -> None:
+    req = request(tmp_path, ["org/m"])
+    req.update(pip_args=["--index-url", client_index.simple], hub_sha256=locked_client(client_index))
+    _, report = finish(start(req, tmp_path))
+    assert report["installed"] == "huggingface_hub 2.4.0 (locked)"
+    venv = Path(req["venv"])
+    assert json.loads((venv / "flashfleet-client.json").read_text()) == {"sha256": req["hub_sha256"]}
+    probe = "import importlib.metadata as m; print(m.version('huggingface_hub'), m.version('filelock'))"
+    versions = subprocess.run([venv / "bin/python", "-c", probe], capture_output=True, text=True, check=True)
+    assert versions.stdout.split() == ["2.4.0", "3.20.0"]  # and what it needs, from the index
+
+    # The same version, other bytes on the index (a mirror rebuilt the wheel): a node that installs
+    # the client now refuses them, and every repository fails, naming the file and both hashes.
+    (tmp_path / "run").rename(tmp_path / "run-1")
+    again = request(tmp_path, ["org/m", "org/d"])
+    again.update(
+        venv=str(tmp_path / "another-node-venv"), pip_args=req["pip_args"], hub_sha256=req["hub_sha256"]
+    )
+    [filename] = [n for n in client_index.files if n.startswith("huggingface_hub-")]
+    rebuilt = wheel("huggingface_hub", "2.4.0", requires=("filelock>=3",), marker="rebuilt")[1]
+    client_index.tampered[filename] = rebuilt
+    rc, report = finish(start(again, tmp_path))
+    assert rc == 1
+    assert "huggingface_hub" not in report["installed"]  # only the venv was made
+    for line, repo in zip(report["failed"], ("org/m", "org/d"), strict=True):
+        assert line.startswith(f"hf download {repo} failed (no client: pip rc 1: "), line
+        assert f"Expected sha256 {req['hub_sha256'][0]}" in line, line
+        assert f"Got        {hashlib.sha256(rebuilt).hexdigest()}" in line, line
+    # and the node that holds the locked bytes keeps its client, without fetching it again
+    (tmp_path / "run").rename(tmp_path / "run-2")
+    kept = request(tmp_path, ["org/m"])
+    kept.update(venv=req["venv"], pip_args=req["pip_args"], hub_sha256=req["hub_sha256"])
+    _, report = finish(start(kept, tmp_path))
+    assert report["installed"] == ""
+    assert not Path(kept["token_file"]).exists()

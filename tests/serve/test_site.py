@@ -300,6 +300,50 @@ def test_a_wheel_changed_on_a_node_is_copied_again_and_only_it(site: dict[str, A
     assert lab.ssh("l3b", f"stat -c %Y {node_dir}/{wheels[-1]}") == before  # the others stay as they were
 
 
+def test_a_locked_mooncake_wheel_is_installed_from_its_locked_bytes_and_other_bytes_refused(
+    site: dict[str, Any],
+) -> None:
+    from packaging.requirements import Requirement
+
+    from flashfleet.package_index import resolve_package
+
+    lab: ServeLab = site["lab"]
+    hosts = site["inventory"]["all"]["hosts"]
+    l3 = [n for n, v in hosts.items() if v["flashfleet_mooncake"]]
+    wanted = Requirement(hosts[l3[0]]["flashfleet_mooncake_layout"]["wheel"])
+    # `flashfleet lock` on the wheel folder the nodes install from (mooncake_wheels_dir)
+    locked = resolve_package(wanted.name, str(wanted.specifier), find_links=str(MOONCAKE_CACHE / "wheels"))
+
+    def with_lock(lock: dict[str, Any]) -> dict[str, Any]:
+        inventory = copy.deepcopy(site["inventory"])
+        for name in l3:
+            inventory["all"]["hosts"][name]["flashfleet_mooncake_layout"]["lock"] = lock
+        return inventory
+
+    run = lab.run("site.yml", with_lock(locked.model_dump()), tags="mooncake", extravars=FAST)
+    assert run.ok, lab.explain(run)
+    reinstalled = {p.host for p in lab.progress if p.task == "the locked wheel in its own virtualenv"}
+    assert reinstalled == set(l3)  # once, from the locked file: the venv held an unlocked install
+    held = lab.ssh("l3a", "cat /opt/flashfleet/mooncake/venv/flashfleet-locked.txt")
+    assert held.startswith(f"{wanted.name}=={locked.version} --hash=sha256:"), held
+    again = lab.run("site.yml", with_lock(locked.model_dump()), tags="mooncake", extravars=FAST)
+    assert again.count("changed") == 0  # the venv holds this lock's wheel: nothing fetched again
+
+    # a lock of other bytes than the folder serves: refused on every L3 node, the file named
+    [(wheel_file, _)] = locked.files.items()
+    other = {"version": locked.version, "files": {wheel_file: {"sha256": "0" * 64}}}
+    refused = lab.run("site.yml", with_lock(other), tags="mooncake", extravars=FAST)
+    assert not refused.ok
+    assert {f.host for f in refused.failures} == set(l3)
+    for failure in refused.failures:
+        assert failure.task == "the locked wheel in its own virtualenv", failure
+        assert f"Expected sha256 {'0' * 64}" in failure.message, failure.message
+    # and the nodes keep the locked wheel they hold; the stack without a lock runs as before
+    assert lab.ssh("l3a", "cat /opt/flashfleet/mooncake/venv/flashfleet-locked.txt") == held
+    restored = lab.run("site.yml", site["inventory"], tags="mooncake", extravars=FAST)
+    assert restored.ok, lab.explain(restored)
+
+
 def _sha1(path: Path) -> str:
     return hashlib.sha1(path.read_bytes()).hexdigest()
 

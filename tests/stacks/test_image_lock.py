@@ -17,9 +17,18 @@ import yaml
 from flashfleet.cli import main
 from flashfleet.inventory import build_inventory
 from flashfleet.planning import load_stack
+from flashfleet.planning.packages import pip_installs
 from flashfleet.planning.stack_recipe import kubernetes_plan
 from flashfleet.stack import DEFAULT_STACKS_DIR
-from flashfleet.stack.lock import LockedFile, LockedImage, LockedRepo, StackLock, dump_lock
+from flashfleet.stack.lock import (
+    LockedFile,
+    LockedImage,
+    LockedPackage,
+    LockedPackageFile,
+    LockedRepo,
+    StackLock,
+    dump_lock,
+)
 
 MODEL = "zai-org/GLM-5.3-Flash"
 LOCKED = "sha256:" + "a" * 64
@@ -41,7 +50,15 @@ def _lock(folder: Path, name: str, tagged: str) -> None:
         revision="main", commit="c" * 40, files={"config.json": LockedFile(size=2, git_oid="d" * 40)}
     )
     image = LockedImage(digest=LOCKED, platforms={"linux/amd64": LOCKED})
-    lock = StackLock(stack=name, locked_on="2026-12-04", weights={MODEL: repo}, images={tagged: image})
+    # the packages pinned too: here only the image is under test
+    packages = {}
+    for pkg, want in pip_installs(load_stack(name, folder).spec).items():
+        version = want.specifier.lstrip("=<>!~")
+        wheel = f"{pkg}-{version}-py3-none-any.whl"
+        packages[pkg] = LockedPackage(version=version, files={wheel: LockedPackageFile(sha256="e" * 64)})
+    lock = StackLock(
+        stack=name, locked_on="2026-12-04", weights={MODEL: repo}, images={tagged: image}, packages=packages
+    )
     (folder / f"{name}.lock.yaml").write_text(dump_lock(lock))
 
 

@@ -126,19 +126,41 @@ class Job:
             os.chmod(path, 0o755)
 
     def client(self):
-        """The venv and the pinned client, installed only when missing or another version."""
+        """The venv and the pinned client, installed only when missing, another version, or not
+        from the files the stack's lock names (`hub_sha256`: installed first from exactly one of
+        them, in pip's hash-checking mode, then whatever it needs)."""
         venv, version = self.req["venv"], self.req["hub_version"]
+        hashes = sorted(self.req.get("hub_sha256") or [])
         python = os.path.join(venv, "bin", "python")
+        marker = os.path.join(venv, "flashfleet-client.json")  # which lock installed it
         if not os.path.exists(python):
             self.run(["/usr/bin/python3", "-m", "venv", venv])
             self.installed = f"{venv} (venv)"
+        try:  # none (an unlocked install, or one by an older flashfleet): no hashes
+            recorded = _read_json(marker).get("sha256", [])
+        except (OSError, ValueError, AttributeError):
+            recorded = []
         probe = "import importlib.metadata as m; print(m.version('huggingface_hub'))"
         with contextlib.suppress(RuntimeError):
-            if self.run([python, "-c", probe]).strip() == version:
+            if self.run([python, "-c", probe]).strip() == version and recorded == hashes:
                 return
         pip = [os.path.join(venv, "bin", "pip"), "install", "--disable-pip-version-check", "--quiet"]
+        if hashes:
+            with tempfile.NamedTemporaryFile("w", suffix=".txt", dir=venv, delete=False) as reqs:
+                reqs.write(
+                    f"huggingface_hub=={version} " + " ".join(f"--hash=sha256:{h}" for h in hashes) + "\n"
+                )
+            try:
+                # reinstalled, so that pip fetches and checks the file: an installed version is
+                # taken as it is, whatever bytes it came from
+                locked = ["--no-deps", "--force-reinstall", "--require-hashes", "-r", reqs.name]
+                self.run([*pip, *self.req["pip_args"], *locked])
+            finally:
+                os.unlink(reqs.name)
         self.run([*pip, *self.req["pip_args"], f"huggingface_hub=={version}"])
-        self.installed = f"huggingface_hub {version}"
+        with open(marker, "w", encoding="utf-8") as f:
+            json.dump({"sha256": hashes}, f)
+        self.installed = f"huggingface_hub {version}" + (" (locked)" if hashes else "")
 
     def download(self):
         """Every repository side by side; each one's output goes to a file, so none blocks on a pipe."""
@@ -239,6 +261,11 @@ class Job:
             "downloaded": self.downloaded,
             "failed": list(self.failed.values()),
         }
+
+
+def _read_json(path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
 
 
 def _file_identity(path, size_wanted, key):

@@ -48,6 +48,10 @@ def check(args: argparse.Namespace) -> list[str]:
         print(f"ok: {processor.__name__} imports from transformers {transformers}")
     except (ImportError, AttributeError) as exc:
         problems.append(f"Glm5NextProcessor does not import from transformers {transformers}: {exc}")
+    for pin in args.expect:  # the stack's lock: exactly these versions
+        name, _, version = pin.partition("==")
+        if installed(name) != version:
+            problems.append(f"{name} {installed(name)} installed, the lock has {version}")
     if not args.skip_torchcodec:
         try:
             importlib.import_module("torchcodec.decoders")
@@ -64,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--refuse-transformers", nargs="*", default=[], metavar="VERSION",
                         help="transformers versions refused by name")  # fmt: skip
     parser.add_argument("--skip-torchcodec", action="store_true", help="do not load torchcodec")
+    parser.add_argument("--expect", action="append", default=[], metavar="NAME==VERSION",
+                        help="a version the image must hold exactly (the stack's lock)")  # fmt: skip
     problems = check(parser.parse_args(argv))
     for problem in problems:
         print(f"FAIL: {problem}", file=sys.stderr)
