@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import yaml
 from hosts.hub import Hub, Repo
+from hosts.pypi import PackageIndex
 from hosts.registry import Registry
 from roles.hardware import IMAGES, MODEL
 
@@ -72,16 +73,21 @@ def _lock_stack(tmp_path: Path, registry: Registry, monkeypatch: pytest.MonkeyPa
     hub.repos[MODEL] = Repo({"config.json": b'{"model_type": "glm5_next"}'})
     monkeypatch.setenv("HF_ENDPOINT", hub.start("127.0.0.1"))
     monkeypatch.setenv("SSL_CERT_FILE", str(registry.ca))  # the registry's certificate, trusted
+    pypi = PackageIndex.of_catalog_pins().start()  # the packages the lock pins beside the image
     stacks = tmp_path / "stacks"
     stacks.mkdir()
     path = stacks / "Pulumi.h200-lowlat.yaml"
     doc = yaml.safe_load((DEFAULT_STACKS_DIR / path.name).read_text())
     doc["config"]["flashfleet:stack"]["image"] = {"repository": f"{registry.address}/{NAME}"}
+    doc["config"]["flashfleet:roleVars"] = {
+        "sglang_image_pip_index_url": pypi.simple, "model_weights_pip_index_url": pypi.simple,
+    }  # fmt: skip
     path.write_text(yaml.safe_dump(doc))
     try:
         assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks)]) == 0
     finally:
         hub.stop()
+        pypi.stop()
     return stacks
 
 

@@ -44,6 +44,25 @@ class PackageIndex:
     server: ThreadingHTTPServer | None = None
     url: str = ""
 
+    @classmethod
+    def of_catalog_pins(cls) -> PackageIndex:
+        """One file of each version the catalog pins (the derived image's packages, the weights
+        client, each Mooncake wheel): enough for `flashfleet lock` of any catalog stack."""
+        from packaging.requirements import Requirement
+
+        from flashfleet.catalog import download_client, pip_packages
+
+        catalog = pip_packages()
+        wanted = [f"{n}{spec}" for n, spec in catalog["image"].items()]
+        wanted += [*catalog["mooncake"].values(), f"huggingface_hub=={download_client().hub_version}"]
+        files = {}
+        for text in wanted:
+            req = Requirement(text)
+            version = next(iter(req.specifier)).version
+            name = f"{normalized(req.name).replace('-', '_')}-{version}-py3-none-any.whl"
+            files[name] = f"{name} as the index holds it".encode()
+        return cls(files=files)
+
     def start(self, address: str = "127.0.0.1") -> PackageIndex:
         index = self
 
