@@ -117,6 +117,7 @@ def host_vars(
             # showed them, existing hosts' as the stack lists them.
             flashfleet_host_keys=keys or None,
             flashfleet_weights_prestaged=spec.weights.prestaged,
+            flashfleet_weights_volume=gpus and plan.weights_snapshot is not None,
             flashfleet_weights_client=weights_client_facts(
                 locked_for(installs, plan.lock, "model_weights").get("huggingface_hub")
             ),

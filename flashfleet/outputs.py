@@ -15,5 +15,7 @@ HF_TOKEN = "hfToken"  # a Pulumi secret output: only for the ansible-runner hand
 API_KEY = "apiKey"  # a Pulumi secret output: for `configure` and `bench` (serving.apiKey: required)
 EXPIRES_AT = "expiresAt"  # ISO 8601 UTC deadline the nodes enforce on themselves
 BRINGUP_RUN_DIR = "bringupRunDir"  # the last site.yml run's directory (event log, timeline)
+# AWS stacks with caches.weightsSnapshot: the snapshot that keeps the weights (id, made, expiresAt)
+WEIGHTS_SNAPSHOT = "weightsSnapshot"
 NAMESPACE = "namespace"  # Kubernetes stacks: where the workloads live
 WORKLOADS = "workloads"  # Kubernetes stacks: the workloads' names

@@ -8,6 +8,9 @@ Evidence travels with the resource, never in a local folder (``flashfleet.compon
   does not list. One backend's silence is not evidence (a per-user backend knows only its user's
   stacks), so an orphan is only reported, unless its stack is also named explicitly (``named=``):
   then it is stale. Never judged from ``stacks/`` on this machine.
+- a cache (an EBS snapshot of a stack's weights, ``flashfleet:cache``): it outlives the stack that
+  made it by design, so only its expiry makes it stale, never an orphan's verdict. One an AMI of
+  the account uses is kept.
 - in use: a stale resource a live instance still uses (any instance, ours or not, e.g. one
   protected from termination) is kept: security groups, Elastic IPs, subnets, VPCs, placement
   groups, key pairs, instance profiles and their roles. IAM is global: an instance profile or
@@ -29,6 +32,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from flashfleet.components.tags import (
+    CACHE_TAG,
     EXPIRES_TAG,
     ROLE_TAG,
     STACK_TAG,
@@ -47,6 +51,7 @@ KINDS = (
     "security-group",
     "key-pair",
     "volume",
+    "snapshot",
     "route-table",
     "internet-gateway",
     "subnet",
@@ -208,6 +213,7 @@ KIND_OF_OP = {
     "describe_security_groups": "security-group",
     "describe_key_pairs": "key-pair",
     "describe_volumes": "volume",
+    "describe_snapshots": "snapshot",
     "describe_route_tables": "route-table",
     "describe_internet_gateways": "internet-gateway",
     "describe_subnets": "subnet",
@@ -225,6 +231,7 @@ LISTINGS: dict[str, Callable[[Clients], Iterator[Resource]]] = {
     "volume": _simple(
         "describe_volumes", "Volumes", "VolumeId", Filters=[{"Name": "status", "Values": ["available"]}]
     ),
+    "snapshot": _simple("describe_snapshots", "Snapshots", "SnapshotId", OwnerIds=["self"]),
     "route-table": _simple("describe_route_tables", "RouteTables", "RouteTableId"),
     "internet-gateway": _simple("describe_internet_gateways", "InternetGateways", "InternetGatewayId"),
     "subnet": _simple("describe_subnets", "Subnets", "SubnetId"),
@@ -286,7 +293,8 @@ def find(
     out = []
     for res in found:
         t = res.tags
-        verdict = judge(t, now, known, only or frozenset())
+        # a cache outlives its stack by design: its expiry alone says when it is done
+        verdict = judge(t, now, None if CACHE_TAG in t else known, only or frozenset())
         if verdict is None or (only is not None and t.get(STACK_TAG) not in only):
             continue
         out.append(
@@ -320,6 +328,7 @@ class Usage:
     profiles: set[str] = field(default_factory=set)  # instance profile ARNs
     launch_templates: set[str] = field(default_factory=set)
     addresses: set[str] = field(default_factory=set)  # associated Elastic IP allocation ids
+    snapshots: set[str] = field(default_factory=set)  # what the account's own AMIs are made of
 
     @classmethod
     def now(cls, ec2: Any) -> Usage:
@@ -368,6 +377,7 @@ class Usage:
                 "a live instance or interface uses it" if f.id in self.security_groups else None
             ),
             "key-pair": lambda: "a live instance uses it" if f.id in self.key_pairs else None,
+            "snapshot": lambda: "an AMI of the account is made of it" if f.id in self.snapshots else None,
             "route-table": lambda: self._vpc_user(d.get("VpcId")),
             "internet-gateway": lambda: next(
                 (u for a in d.get("Attachments", []) if (u := self._vpc_user(a.get("VpcId")))), None
@@ -386,6 +396,16 @@ class Usage:
 
     def _vpc_user(self, vpc: str | None) -> str | None:
         return f"a live instance or interface is in {vpc}" if vpc in self.vpcs else None
+
+
+def snapshots_in_images(ec2: Any) -> set[str]:
+    """The snapshots the account's own AMIs are made of: EC2 refuses to delete those."""
+    return {
+        m["Ebs"]["SnapshotId"]
+        for image in _pages(ec2, "describe_images", "Images", Owners=["self"])
+        for m in image.get("BlockDeviceMappings", [])
+        if m.get("Ebs", {}).get("SnapshotId")
+    }
 
 
 def profiles_in_use_everywhere(clients: Clients) -> set[str]:
@@ -429,6 +449,8 @@ def _delete_one(clients: Clients, f: Finding) -> None:
         ec2.delete_key_pair(KeyName=f.id)
     elif f.kind == "volume":
         ec2.delete_volume(VolumeId=f.id)
+    elif f.kind == "snapshot":
+        ec2.delete_snapshot(SnapshotId=f.id)
     elif f.kind == "route-table":
         for assoc in d.get("Associations", []):
             if assoc.get("Main"):
@@ -525,6 +547,8 @@ def delete(
         return done
     try:
         usage = Usage.now(clients.ec2)
+        if any(f.kind == "snapshot" for f in rest):
+            usage.snapshots = snapshots_in_images(clients.ec2)
     except Exception as err:  # without knowing what is in use, nothing else may go
         return done + [Deletion(f, f"could not tell whether it is in use: {_error(err)}") for f in rest]
     by_role: dict[str, set[str]] = {}

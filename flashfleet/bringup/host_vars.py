@@ -167,6 +167,12 @@ class HostVars(BaseModel):
         description="the checkpoint is already in `flashfleet_model_cache_dir` (`weights.prestaged` "
         "of the stack): `prepare.yml` downloads no weights",
     )
+    flashfleet_weights_volume: bool = Field(
+        False,
+        description="the node has an EBS weights volume of its own (`caches.weightsSnapshot` of an AWS "
+        "stack), restored from the stack's cache snapshot or empty: `model_weights` mounts it at "
+        "`flashfleet_model_cache_dir` before anything is written there",
+    )
     flashfleet_weights_lock: dict[str, LockedRepo] | None = Field(
         None,
         description="the stack's lock of the weights (`<stack>.lock.yaml`): repository -> `commit` and "

@@ -19,6 +19,7 @@ from pulumi_aws import ec2, iam, ssm, vpc
 from flashfleet.components.aws_host_keys import HostKeys, pinned_keys
 from flashfleet.components.tags import ROLE_TAG, base_tags, static_tags
 from flashfleet.components.ttl_guard import user_data_base64
+from flashfleet.components.weights_cache import RESTORE_FIELDS, WeightsSnapshot, restore_from
 from flashfleet.planning import StackPlan
 from flashfleet.planning.resolve import SSH_PORT
 from flashfleet.stack.capacity_block import MAX_BLOCK
@@ -42,6 +43,11 @@ UBUNTU_PARAMETER = "/aws/service/canonical/ubuntu/server/{release}/stable/curren
 UBUNTU_ARCH = {"x86_64": "amd64", "arm64": "arm64"}
 UBUNTU_VOLUME = {"22.04": "ebs-gp2", "24.04": "ebs-gp3"}
 ROOT_DEVICE = "/dev/sda1"  # Ubuntu AMIs
+# The weights volume (caches.weightsSnapshot): gp3 at its highest provisioned rates, since the
+# server reads the whole checkpoint from it at every start (the EC2 API: gp3 takes 3,000 to 16,000
+# IOPS and 125 to 1,000 MiB/s in a launch template).
+WEIGHTS_VOLUME_IOPS = 16000
+WEIGHTS_VOLUME_MIBS = 1000
 
 
 @dataclass(frozen=True)
@@ -109,6 +115,7 @@ class AwsNodes(pulumi.ComponentResource):
         assert isinstance(src, AwsSource)
         assert plan.instance is not None
         self._name, self._stack, self._expires, self._spec = name, plan.stack, args.expires_at, plan.spec
+        self._plan = plan
         child = pulumi.ResourceOptions(parent=self)
 
         vpc_id, subnet_id = self._network(src, child)
@@ -136,6 +143,7 @@ class AwsNodes(pulumi.ComponentResource):
             profile=profile,
             key_name=src.key_name,
             root_volume_gib=plan.root_volume_gib,
+            weights_volume=self._weights_volume(),
             network_interfaces=pulumi.Output.from_input(cards).apply(
                 lambda n: efa_interfaces(int(n), subnet_id, self.security_group.id)
             ),
@@ -243,6 +251,7 @@ class AwsNodes(pulumi.ComponentResource):
         key_name: str | None,
         root_volume_gib: int | None,
         network_interfaces: pulumi.Input[list[ec2.LaunchTemplateNetworkInterfaceArgs]],
+        weights_volume: ec2.LaunchTemplateBlockDeviceMappingArgs | None = None,
         placement: ec2.LaunchTemplatePlacementArgs | None = None,
         instance_market_options: ec2.LaunchTemplateInstanceMarketOptionsArgs | None = None,
         capacity_reservation_specification: ec2.LaunchTemplateCapacityReservationSpecificationArgs
@@ -275,7 +284,8 @@ class AwsNodes(pulumi.ComponentResource):
                         encrypted="true",
                         delete_on_termination="true",
                     ),
-                )
+                ),
+                *([weights_volume] if weights_volume else []),
             ],
             instance_initiated_shutdown_behavior="terminate",  # the TTL guard's shutdown ends billing
             user_data=user_data_base64(fallback_ttl_seconds(self._spec), max_life_seconds(self._spec)),
@@ -288,7 +298,53 @@ class AwsNodes(pulumi.ComponentResource):
             placement=placement,
             instance_market_options=instance_market_options,
             capacity_reservation_specification=capacity_reservation_specification,
+            # The restore is decided when the template is made: a snapshot that appears later (the
+            # one this stack's bring-up makes) must not give running nodes a new template.
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                ignore_changes=[f"blockDeviceMappings[1].ebs.{k}" for k in RESTORE_FIELDS]
+                if weights_volume
+                else None,
+            ),
+        )
+
+    def keep_weights(self, bringup: pulumi.Input[str]) -> WeightsSnapshot:
+        """After ``bringup`` (its run directory, new for every run): keep node 0's weights volume
+        as the stack's cache snapshot, or extend the one it was restored from."""
+        cache = self._plan.weights_snapshot
+        assert cache is not None
+        first_gpu = next(i for i, n in zip(self.instances, self._plan.nodes, strict=True) if n.gpu_node)
+        return WeightsSnapshot(
+            f"{self._name}-weights-cache",
+            instance_id=first_gpu.id,
+            plan=cache,
+            stack=self._stack,
+            region=self._plan.region,
+            bringup=bringup,
             opts=pulumi.ResourceOptions(parent=self),
+        )
+
+    def _weights_volume(self) -> ec2.LaunchTemplateBlockDeviceMappingArgs | None:
+        """Each GPU node's weights volume (flashfleet.components.weights_cache): from the newest
+        snapshot of the stack's cache key if there is one, else empty; deleted with its node."""
+        cache = self._plan.weights_snapshot
+        if cache is None:
+            return None
+        source = restore_from(cache)
+        rate = cache.initialization_rate_mibs
+        return ec2.LaunchTemplateBlockDeviceMappingArgs(
+            device_name=cache.device,
+            ebs=ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+                volume_size=cache.volume_gib,
+                volume_type="gp3",
+                iops=WEIGHTS_VOLUME_IOPS,
+                throughput=WEIGHTS_VOLUME_MIBS,
+                snapshot_id=source,
+                # a volume from a snapshot is encrypted as its snapshot is (EC2 refuses both)
+                encrypted=source.apply(lambda s: None if s else "true"),
+                volume_initialization_rate=source.apply(lambda s: rate if s else None),
+                delete_on_termination="true",
+            ),
         )
 
     def _tags(self, suffix: str) -> dict[str, str]:

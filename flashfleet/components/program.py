@@ -122,4 +122,10 @@ def deploy(
         "bringup", inventory, hf_token, playbook="site.yml", extravars=role_vars, api_key=api_key
     )
     exports[outputs.BRINGUP_RUN_DIR] = bringup.runDir
+    if isinstance(nodes, AwsNodes) and plan.weights_snapshot is not None:
+        # once the bring-up has served: the weights it downloaded outlive the stack
+        kept = nodes.keep_weights(bringup.runDir)
+        exports[outputs.WEIGHTS_SNAPSHOT] = pulumi.Output.all(
+            kept.snapshot_id, kept.made, kept.expires_at
+        ).apply(lambda a: {"snapshotId": a[0], "made": a[1], "expiresAt": a[2]})
     return exports

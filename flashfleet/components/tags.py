@@ -26,6 +26,9 @@ EXPIRES_TAG = "flashfleet:expires-at"
 ROLE_TAG = "flashfleet:role"
 MANAGED_BY_TAG = "flashfleet:managed-by"
 MANAGED_BY = "flashfleet"
+# A cache that outlives its stack (an EBS snapshot of the weights): what it holds is in
+# flashfleet.components.weights_cache's tags; sweep judges it by its expiry alone.
+CACHE_TAG = "flashfleet:cache"
 
 # The one form an expiry may take, for sweep (Python) and the TTL guard on the node alike.
 # Always read with re.fullmatch: with re.match, ``$`` also accepts a trailing newline.

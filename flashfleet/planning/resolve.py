@@ -22,6 +22,7 @@ from flashfleet.catalog.instances import GIB_TO_GB, InstanceType, disk_figures
 from flashfleet.launch import ContainerLaunch, LaunchSettings, container_launches
 from flashfleet.planning import checks
 from flashfleet.planning.stack_recipe import launch_settings, recipe_problem, render_stack, router_node
+from flashfleet.planning.weights_snapshot import WeightsSnapshotPlan, weights_snapshot
 from flashfleet.recipes import Recipe, RecipeError
 from flashfleet.recipes.layouts import SERVE_PORT
 from flashfleet.stack import capacity_block
@@ -116,6 +117,8 @@ class StackPlan:
     # AWS: the CPU instance of a cluster's router on a node of its own (the last node), or None.
     router_instance: InstanceType | None = None
     lock: StackLock | None = None  # <stack>.lock.yaml (flashfleet.stack.lock); checked against the recipe
+    # caches.weightsSnapshot (AWS): the weights volume kept as an EBS snapshot between bring-ups
+    weights_snapshot: WeightsSnapshotPlan | None = None
 
     @property
     def endpoint_node(self) -> int:
@@ -275,6 +278,8 @@ def resolve_spec(
     problems += image_problems
     lock_problems, lock_warnings = checks.check_lock(stack, spec, recipe, lock, base)
     problems += lock_problems
+    snapshot, snapshot_problems = weights_snapshot(stack, spec, recipe, lock, base)
+    problems += snapshot_problems
     problems += checks.check_image(spec, recipe, base)
     problems += checks.check_api_key(spec, recipe, base)
     if has_hf_token or spec.serving.api_key == "required":
@@ -320,6 +325,7 @@ def resolve_spec(
         has_api_key=has_api_key,
         router_instance=router,
         lock=lock,
+        weights_snapshot=snapshot,
     )
 
 

@@ -63,7 +63,7 @@ def _figure(entry: dict[str, Any], key: str = "seconds") -> tuple[float | None, 
     return (None, None) if value is None else (float(value), entry["basis"])
 
 
-def _load(plan: StackPlan, prefetch: bool) -> StartupPhase:
+def _load(plan: StackPlan, prefetch: bool, restored: bool) -> StartupPhase:
     cat = bringup_catalog()
     load = cat["startup"]["load"]
     sizes = [cat["checkpoint"][repo].get("size_gb") for repo in plan.recipe.repositories]
@@ -72,13 +72,34 @@ def _load(plan: StackPlan, prefetch: bool) -> StartupPhase:
         per_gb = float(load["prefetch_s" if prefetch else "cold_s"]) / float(load["size_gb"])
         seconds = round(per_gb * sum(float(s) for s in sizes), 1)
     how = "with checkpoint prefetch (weight_prefetch=on)" if prefetch else "without checkpoint prefetch"
+    second, note = seconds, "loaded cold again: a warm page cache is not counted on"
+    if restored:
+        second, note = _restored_load(plan, seconds, [s for s in sizes if s is not None])
     return StartupPhase(
         name="load",
         first_s=seconds,
-        second_s=seconds,
+        second_s=second,
         basis=load["basis"] if seconds is not None else None,
         source=f"{how}: {load['source']}",
-        second_source="loaded cold again: a warm page cache is not counted on",
+        second_source=note,
+    )
+
+
+def _restored_load(plan: StackPlan, load_s: float | None, sizes: list[float]) -> tuple[float | None, str]:
+    """The load from a volume restored from a snapshot: each block comes from S3 at its first
+    read, at the provisioned initialization rate if the stack sets one, else at a rate AWS does
+    not publish (unknown)."""
+    restore = bringup_catalog()["startup"]["restore"]
+    cache = plan.spec.caches.weights_snapshot
+    rate = cache.initialization_rate_mibs if cache is not None else None
+    if rate is None:
+        return None, f"unknown: lazy loading, {restore['source']}"
+    if load_s is None:
+        return None, f"unknown: the load's own figure is unknown; {restore['source']}"
+    fetch_s = round(sum(sizes) * 1e9 / (rate * 2**20), 1)
+    return max(load_s, fetch_s), (
+        f"the slower of the load and the volume's initialization at {rate} MiB/s "
+        f"(caches.weightsSnapshot.initializationRateMibs: {fetch_s} s): {restore['source']}"
     )
 
 
@@ -99,11 +120,13 @@ def _cache_volume_kept(plan: StackPlan, kind: str, keep: bool) -> tuple[bool, st
 
 
 def _second_transfer(
-    plan: StackPlan, kind: str, name: str, first: float | None, keep: bool
+    plan: StackPlan, kind: str, name: str, first: float | None, *, keep: bool, snapshot: bool
 ) -> tuple[float | None, str]:
     """The second bring-up's driver, image or weights phase, and why."""
     if name == "weights" and plan.spec.weights.prestaged:
         return 0.0, "prestaged on the node"
+    if name == "weights" and snapshot:
+        return 0.0, "restored from the EBS snapshot the first bring-up made (caches.weightsSnapshot)"
     if kind == "aws":
         return first, "a new instance and volume: " + SAME
     if name == "driver":
@@ -124,11 +147,13 @@ _SHARED_VOLUME = (
 )
 
 
-def _jit(plan: StackPlan, kind: str, *, jit_cache: bool, keep: bool) -> StartupPhase:
+def _jit(plan: StackPlan, kind: str, *, jit_cache: bool, keep: bool, snapshot: bool) -> StartupPhase:
     jit = bringup_catalog()["startup"]["jit"][plan.vendor]
     first, basis = _figure(jit, "first_s")
     cached, _ = _figure(jit, "cached_s")
     kept, why = _cache_volume_kept(plan, kind, keep)
+    if snapshot:
+        kept, why = True, "the weights volume is restored from its snapshot (caches.weightsSnapshot)"
     if not jit_cache:
         second, note = first, "built again: caches.jit is false, so the compile caches live in the container"
     elif not cache_volume_is_one_nodes(plan.spec):
@@ -169,6 +194,7 @@ def _phases(
     prefetch: bool,
     keep: bool,
     jit_cache: bool,
+    snapshot: bool,
     measured: MeasuredStartup | None = None,
 ) -> list[StartupPhase]:
     startup = bringup_catalog()["startup"]
@@ -188,15 +214,15 @@ def _phases(
     by_name = {p.name: p for p in cp.phases}
     for name in (n for n in TRANSFERS if n in by_name):  # Kubernetes: the cluster has the driver
         p = by_name[name]
-        second, why = _second_transfer(plan, kind, name, p.seconds, keep)
+        second, why = _second_transfer(plan, kind, name, p.seconds, keep=keep, snapshot=snapshot)
         basis = p.basis if p.size_gb is not None else ("assumed" if p.seconds is not None else None)
         out.append(
             StartupPhase(
                 name=name, first_s=p.seconds, second_s=second, basis=basis, source=p.source, second_source=why
             )
         )
-    out.append(_load(plan, prefetch))
-    out.append(_jit(plan, kind, jit_cache=jit_cache, keep=keep))
+    out.append(_load(plan, prefetch, snapshot))
+    out.append(_jit(plan, kind, jit_cache=jit_cache, keep=keep, snapshot=snapshot))
     for name in ("capture", "ready"):
         entry = startup[name]
         seconds, basis = _figure(entry)
@@ -222,13 +248,16 @@ def time_to_first_token(
     keep = plan.spec.keeps_caches
     jit_cache = plan.spec.caches.jit
     kind = source_kind(plan)
+    snapshot = plan.weights_snapshot is not None
 
-    def both(p: bool, k: bool, j: bool) -> tuple[BringupTime, BringupTime]:
+    def both(p: bool, k: bool, j: bool, s: bool = snapshot) -> tuple[BringupTime, BringupTime]:
         own = measured if p == prefetch else None  # the run's load was with the stack's own prefetch
-        phases = _phases(plan, cp, prefetch=p, keep=k, jit_cache=j, measured=own)
+        phases = _phases(plan, cp, prefetch=p, keep=k, jit_cache=j, snapshot=s, measured=own)
         return _time(phases, cp.lanes, False), _time(phases, cp.lanes, True)
 
-    phases = _phases(plan, cp, prefetch=prefetch, keep=keep, jit_cache=jit_cache, measured=measured)
+    phases = _phases(
+        plan, cp, prefetch=prefetch, keep=keep, jit_cache=jit_cache, snapshot=snapshot, measured=measured
+    )
     first, second = both(not prefetch, keep, jit_cache)
     levers = [
         Lever(
@@ -258,6 +287,19 @@ def time_to_first_token(
             both(prefetch, keep, not jit_cache),
         )
     )
+    if kind == "aws" and not plan.spec.weights.prestaged:
+        flipped = both(prefetch, keep, jit_cache, not snapshot)
+        levers.append(
+            Lever(
+                name="caches.weightsSnapshot",
+                where="stack file",
+                setting="on" if snapshot else "off",
+                other="off" if snapshot else "on (without an initialization rate)",
+                badge="none: the command is the same, only where its weights come from moves",
+                first=flipped[0],
+                second=flipped[1],
+            )
+        )
     if kind == "existing" and not plan.spec.weights.prestaged:
         levers.append(
             switch(

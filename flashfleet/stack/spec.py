@@ -405,6 +405,17 @@ class BringupSpec(Strict):
     driver_install_s: float | None = Field(default=None, ge=0, le=86400)
 
 
+class WeightsSnapshotSpec(Strict):
+    """The weights volume kept as an EBS snapshot between bring-ups (AWS)."""
+
+    # Days the snapshot is kept after the last bring-up that used or made it: its
+    # flashfleet:expires-at tag, by which `sweep` deletes it (a snapshot bills per GB-month).
+    keep_days: StrictInt = Field(default=7, ge=1, le=90)
+    # MiB/s at which a volume restored from the snapshot fetches its blocks from S3 (EC2's
+    # Provisioned Rate for Volume Initialization, 100 to 300, billed); unset: lazy loading.
+    initialization_rate_mibs: StrictInt | None = Field(default=None, ge=100, le=300)
+
+
 class CachesSpec(Strict):
     """What the nodes keep between two boots of the server (docs/bringup-time.md)."""
 
@@ -413,6 +424,10 @@ class CachesSpec(Strict):
     # instead of inside the container that `down` removes; a restart or a second bring-up on
     # the same disk then skips the JIT builds. The command is the same: the badge does not move.
     jit: StrictBool = True
+    # AWS only: the weights volume outlives the stack as an EBS snapshot, keyed by the locked
+    # commit of every repository it holds; the next `up` (this stack's or another's with the
+    # same weights) restores it instead of downloading (docs/bringup-time.md).
+    weights_snapshot: WeightsSnapshotSpec | None = None
 
 
 class ServingSpec(Strict):

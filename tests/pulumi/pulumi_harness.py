@@ -27,6 +27,7 @@ AMI = "ami-0123456789abcdef0"
 # What the EC2 API would answer for a type the catalog does not know (GB300's cards).
 API_NETWORK_CARDS = 5
 HOST_KEYS = "pulumi-python:dynamic/flashfleet:HostKeys"
+PLAYBOOK_RUN = "pulumi-python:dynamic/flashfleet:PlaybookRun"
 
 
 def console_key(instance_id: str) -> str:
@@ -54,6 +55,8 @@ class Recorder(pulumi.runtime.Mocks):
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     # nodes whose consoles show no host keys (the HostKeys provider records them as missing)
     keyless: set[str] = field(default_factory=set)
+    # the account's completed cache snapshots of the asked key, newest first (EC2's order)
+    snapshots: list[str] = field(default_factory=list)
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         out = dict(args.inputs)
@@ -71,6 +74,8 @@ class Recorder(pulumi.runtime.Mocks):
             out.update(arn=f"arn:aws:iam::123456789012:{args.name}", name=args.name)
         elif args.typ == "aws:ec2/placementGroup:PlacementGroup":
             out.update(name=args.name)
+        elif args.typ == PLAYBOOK_RUN:  # what the provider's create records: its run directory
+            out.update(runDir=f"runs/{n:03d}-{args.inputs.get('playbook')}")
         elif args.typ == HOST_KEYS:  # what the provider's create records (no EC2 under mocks)
             nodes, ids = args.inputs["nodes"], args.inputs["instanceIds"]
             out.update(
@@ -89,6 +94,8 @@ class Recorder(pulumi.runtime.Mocks):
             return {"name": args.args["name"], "value": AMI, "type": "String"}, []
         if args.token == "aws:ec2/getInstanceType:getInstanceType":
             return {"instanceType": args.args["instanceType"], "maximumNetworkCards": API_NETWORK_CARDS}, []
+        if args.token == "aws:ebs/getSnapshotIds:getSnapshotIds":
+            return {"ids": list(self.snapshots), "id": "snapshot-ids"}, []
         raise AssertionError(f"unexpected invoke {args.token}")
 
     def of_type(self, typ: str) -> list[Registration]:
@@ -115,9 +122,10 @@ def run_program(
     keyless: set[str] | None = None,
     plan: StackPlan | None = None,
     role_vars: dict[str, Any] | None = None,
+    snapshots: list[str] | None = None,
 ) -> Result:
     """`plan`: a stack resolved elsewhere (a stack file of another folder) instead of the catalog's."""
-    mocks = Recorder(keyless=keyless or set())
+    mocks = Recorder(keyless=keyless or set(), snapshots=snapshots or [])
     pulumi.runtime.set_mocks(mocks, project="flashfleet", stack=stack, preview=False)
     bringup = plan or load_stack(stack)
     values: dict[str, Any] = {}
