@@ -59,6 +59,7 @@ class HostSpec:
     devices: tuple[str, ...] = ()  # device nodes the GPUs would create (/dev/nvidia0, /dev/kfd)
     small_disk: tuple[str, str] | None = None  # (mount point, size) of a tiny real filesystem
     container_engine: bool = False  # lets a real dockerd run inside (see CGROUP_RW_UNIT)
+    block_devices: tuple[str, ...] = ()  # host block devices (a loop device) the host sees as disks
 
 
 @dataclass
@@ -115,6 +116,7 @@ class HostPool:
             f"--network-namespace-path=/run/netns/{netns}",
         ]  # fmt: skip
         argv += [f"--bind=/dev/null:{dev}" for dev in spec.devices]
+        argv += [f"--bind={dev}" for dev in spec.block_devices]
         if spec.container_engine:
             # iptables and the container sandbox need NET_ADMIN (not granted with a network
             # namespace path), `--cap-add IPC_LOCK` (RDMA launches) needs it in the machine's

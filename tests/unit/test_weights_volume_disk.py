@@ -50,5 +50,5 @@ def test_the_role_formats_only_a_disk_without_a_filesystem_and_mounts_by_uuid() 
     assert mkfs["when"] == "__model_weights_volume_fs.stdout | trim == ''"
     assert tasks["Volume | its filesystem"]["failed_when"] == "__model_weights_volume_fs.rc not in [0, 2]"
     unit = (ROLE / "templates" / "weights-volume.mount.j2").read_text()
-    assert "What=/dev/disk/by-uuid/" in unit
+    assert "What=UUID={{ __model_weights_volume_uuid.stdout | trim }}" in unit
     assert "Where={{ model_weights_cache_dir }}" in unit
