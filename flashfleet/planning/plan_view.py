@@ -324,6 +324,10 @@ def _floating(kind: str, name: str, detail: str) -> LockedPart:
     )
 
 
+def _locked(kind: str, name: str, pinned: str, detail: str) -> LockedPart:
+    return LockedPart(kind=kind, name=name, state="locked", pinned=pinned, detail=detail)
+
+
 _INSTALLED_BY = {
     "sglang_image": "in the derived image",
     "model_weights": "the weights download client",
@@ -342,12 +346,10 @@ def lock_summary(plan: StackPlan) -> LockView:
             parts.append(_floating("weights", repo, f"revision {client.revision}, whatever it is on the day"))
             continue
         detail = (
-            f"{entry.revision} as of {lock.locked_on}; {len(entry.files)} files, "
-            "each one's size and hash checked on the node"
+            f"{entry.revision} as of {lock.locked_on}; {len(entry.files)} files, each one's size and hash"
         )
-        parts.append(
-            LockedPart(kind="weights", name=repo, state="locked", pinned=entry.commit, detail=detail)
-        )
+        detail += " checked on the node"
+        parts.append(_locked("weights", repo, entry.commit, detail))
     tagged = spec.image.tagged_ref(hardware_catalog()[spec.hardware])
     if lock is not None and tagged in lock.images:
         image = lock.images[tagged]
@@ -355,13 +357,10 @@ def lock_summary(plan: StackPlan) -> LockView:
             f"the tag's digest as of {lock.locked_on}, pulled and run by it "
             f"({', '.join(sorted(image.platforms))})"
         )
-        parts.append(
-            LockedPart(kind="image", name=tagged, state="locked", pinned=image.digest, detail=detail)
-        )
+        parts.append(_locked("image", tagged, image.digest, detail))
     elif spec.image.digest:
-        detail = "pulled and run by the stack's image.digest"
         parts.append(
-            LockedPart(kind="image", name=tagged, state="locked", pinned=spec.image.digest, detail=detail)
+            _locked("image", tagged, spec.image.digest, "pulled and run by the stack's image.digest")
         )
     else:
         parts.append(_floating("image", tagged, "a tag, whatever it names on the day"))
@@ -372,13 +371,9 @@ def lock_summary(plan: StackPlan) -> LockView:
         if lock is None or locked is None or not want.allows(locked):
             parts.append(_floating("packages", f"{name}{want.specifier}", f"{where}: whatever the index has"))
             continue
-        detail = (
-            f"{where}: {locked.version} as of {lock.locked_on}; {len(locked.files)} files, "
-            "the node installs only one of those bytes"
-        )
-        parts.append(
-            LockedPart(kind="packages", name=name, state="locked", pinned=locked.version, detail=detail)
-        )
+        detail = f"{where}: {locked.version} as of {lock.locked_on}; {len(locked.files)} files, the node"
+        detail += " installs only one of those bytes"
+        parts.append(_locked("packages", name, locked.version, detail))
     apt = (
         "the driver and the container runtime by version (the catalog's), the rest by name; apt checks "
         "each against its repository's signed index, not against a lock"
