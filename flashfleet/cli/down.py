@@ -67,8 +67,9 @@ def _cache_lines(inventory: dict[str, Any]) -> list[str]:
     ]
 
 
-def _kept_on_cluster(stack: str) -> list[str]:
-    """A Kubernetes stack's cache claim (and the namespace it made) that `down` leaves in place."""
+def _kept_beyond_the_stack(stack: str) -> list[str]:
+    """What `down` leaves in place by design: a Kubernetes stack's cache claim (and the namespace
+    it made), an AWS stack's weights snapshot."""
     from flashfleet.cli.shared import stackops
     from flashfleet.k8s import names
     from flashfleet.planning import load_stack
@@ -76,9 +77,17 @@ def _kept_on_cluster(stack: str) -> list[str]:
     from flashfleet.stack.kubernetes_source import KubernetesSource, PvcCache
 
     try:
-        spec = load_stack(stack, stackops.project_dir() / "stacks").spec
+        plan = load_stack(stack, stackops.project_dir() / "stacks")
     except StackError:
         return []  # the state decides what goes; a stack file that no longer loads keeps nothing
+    spec, cache = plan.spec, plan.weights_snapshot
+    if cache is not None:
+        held = ", ".join(f"{repo}@{commit[:12]}" for repo, commit in cache.commits.items())
+        return [
+            f"keeps the weights snapshot of {held} (flashfleet:cache-key {cache.key}): in no stack's "
+            f"state, for the next up to restore; `flashfleet sweep` deletes it once its "
+            f"flashfleet:expires-at has passed ({cache.keep_days} days after the last bring-up that used it)"
+        ]
     src = spec.nodes.source
     if not isinstance(src, KubernetesSource) or not isinstance(src.model_cache, PvcCache):
         return []
@@ -114,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
                 return 0
             print(f"flashfleet down {args.stack} deletes {len(doomed)} resources (teardown.yml first):")
             print("\n".join(f"  {r}" for r in doomed))
-            for line in _kept_on_cluster(args.stack):
+            for line in _kept_beyond_the_stack(args.stack):
                 print(f"  {line}")
             confirm(f"delete the resources of {args.stack}?", yes=args.yes)
             stackops.destroy(args.stack, _print)

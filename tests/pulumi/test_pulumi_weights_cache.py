@@ -205,3 +205,26 @@ def test_an_aws_stack_without_it_shows_the_lever_off() -> None:
     assert (lever.setting, lever.other) == ("off", "on (without an initialization rate)")
     assert next(p for p in ttft.phases if p.name == "weights").second_s != 0.0
     assert "load" in lever.second.unknown  # on without a rate: the lazy load has no public figure
+
+
+def test_down_says_the_weights_snapshot_stays_and_who_removes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from flashfleet.cli import main
+    from flashfleet.cli.shared import stackops
+
+    stacks = tmp_path / "stacks"
+    stacks.mkdir()
+    _stack(stacks, "h200-lowlat", {"keepDays": 3})
+    destroyed: list[str] = []
+    monkeypatch.setattr(stackops, "project_dir", lambda: tmp_path)
+    monkeypatch.setattr(stackops, "cli_available", lambda: True)
+    monkeypatch.setattr(stackops, "resources", lambda stack: [f"aws:ec2/instance:Instance {stack}-node-0"])
+    monkeypatch.setattr(stackops, "destroy", lambda stack, _say: destroyed.append(stack))
+    assert main(["down", "h200-lowlat", "--yes"]) == 0
+    out = capsys.readouterr().out
+    key = load_stack("h200-lowlat", stacks).weights_snapshot.key  # type: ignore[union-attr]
+    model = load_stack("h200-lowlat").recipe.model
+    assert f"keeps the weights snapshot of {model}@{COMMIT[:12]} (flashfleet:cache-key {key})" in out
+    assert "3 days after the last bring-up that used it" in out
+    assert destroyed == ["h200-lowlat"]
