@@ -4,6 +4,7 @@ own badge (its benchmark evidence, flashfleet.bench.evidence) beside the cookboo
 from __future__ import annotations
 
 import argparse
+from dataclasses import asdict
 from pathlib import Path
 
 from flashfleet.cli.common import UsageError, add_evidence_results, add_format, print_json
@@ -53,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         out = []
         for c in cells:
-            row = c.to_dict()
+            row = asdict(c)
             if args.stacks:
                 row["stacks"] = own.get((c.hardware, c.strategy, c.topology), {})
             out.append(row)

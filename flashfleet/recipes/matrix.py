@@ -4,7 +4,6 @@ single option choices the rules refuse there."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from flashfleet.catalog import hardware_catalog
 from flashfleet.recipes.errors import RecipeError
@@ -21,16 +20,6 @@ class Cell:
     badge: str | None
     disabled_reason: str | None
     disabled_choices: dict[str, dict[str, str]] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "hardware": self.hardware,
-            "strategy": self.strategy,
-            "topology": self.topology,
-            "badge": self.badge,
-            "disabled_reason": self.disabled_reason,
-            "disabled_choices": self.disabled_choices,
-        }
 
 
 def _disabled_choices(hw: str, strategy: str, topology: str) -> dict[str, dict[str, str]]:
