@@ -26,6 +26,7 @@ from flashfleet.bringup.project import DEFAULT_PROJECT, REPO
 SCRIPT = REPO / "roles/converge/files/converge_state.py"
 BRINGUP = ("prepare.yml", "mooncake.yml", "serve.yml", "verify.yml")  # what site.yml imports
 CHECK = {"name": "converge", "tasks_from": "check", "rolespec_validate": False}
+OPEN = {**CHECK, "tasks_from": "open"}  # a playbook's first play: the node's record is read there
 RECORD = {"name": "converge", "tasks_from": "record", "rolespec_validate": False}
 
 
@@ -96,12 +97,15 @@ def test_a_project_without_the_converge_role_keeps_no_record(tmp_path: Path) -> 
 
 def test_every_bringup_play_applies_one_role_between_the_check_and_the_record() -> None:
     roles = []
+    books: list[str] = []
     for book, play in bringup_plays():
         [(role, _, own_vars)] = applied(play)
         roles.append(role)
         where = (book, play["name"])
         assert play["tags"] == [role], where  # the check and the record are the role's, tags and all
-        assert play["pre_tasks"][-1]["ansible.builtin.import_role"] == CHECK, where
+        first = book not in books
+        books.append(book)
+        assert play["pre_tasks"][-1]["ansible.builtin.import_role"] == (OPEN if first else CHECK), where
         assert [t["ansible.builtin.import_role"] for t in play["post_tasks"]] == [RECORD], where
         # what the role is given is the play's vars, where the check reads it too
         assert own_vars == {}, where

@@ -47,6 +47,7 @@ SPLIT_WAIT = """---
   changed_when: false
 """
 CHECK = "{name: converge, tasks_from: check, rolespec_validate: false}"
+OPEN = "{name: converge, tasks_from: open, rolespec_validate: false}"  # the first play: reads the record
 RECORD = "{name: converge, tasks_from: record, rolespec_validate: false}"
 SITE = f"""---
 - name: Site | gamma starts
@@ -57,7 +58,7 @@ SITE = f"""---
     converge_part: first
   pre_tasks:
     - name: Site | check gamma
-      ansible.builtin.import_role: {CHECK}
+      ansible.builtin.import_role: {OPEN}
   tasks:
     - name: Site | start gamma
       ansible.builtin.import_role:
