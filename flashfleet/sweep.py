@@ -39,6 +39,7 @@ from flashfleet.components.tags import (
     fully_ours,
     is_ours,
     parse_expiry,
+    tag_map,
     valid_stack,
 )
 
@@ -151,10 +152,6 @@ def judge(
 # --- listings -------------------------------------------------------------------------------------
 
 
-def _tags(items: Iterable[Mapping[str, str]] | None) -> dict[str, str]:
-    return {t["Key"]: t["Value"] for t in items or ()}
-
-
 def _pages(client: Any, op: str, key: str, **kwargs: Any) -> Iterator[dict[str, Any]]:
     if client.can_paginate(op):
         for page in client.get_paginator(op).paginate(**kwargs):
@@ -171,20 +168,20 @@ def _instances(ec2: Any, states: list[str]) -> Iterator[dict[str, Any]]:
 
 def _list_instances(clients: Clients) -> Iterator[Resource]:
     for inst in _instances(clients.ec2, SWEEPABLE_INSTANCE_STATES):
-        yield Resource("instance", inst["InstanceId"], _tags(inst.get("Tags")))
+        yield Resource("instance", inst["InstanceId"], tag_map(inst.get("Tags")))
 
 
 def _simple(op: str, key: str, id_key: str, **kwargs: Any) -> Callable[[Clients], Iterator[Resource]]:
     def items(clients: Clients) -> Iterator[Resource]:
         for item in _pages(clients.ec2, op, key, **kwargs):
-            yield Resource(KIND_OF_OP[op], item[id_key], _tags(item.get("Tags")), item)
+            yield Resource(KIND_OF_OP[op], item[id_key], tag_map(item.get("Tags")), item)
 
     return items
 
 
 def _list_addresses(clients: Clients) -> Iterator[Resource]:
     for a in clients.ec2.describe_addresses().get("Addresses", []):
-        yield Resource("elastic-ip", a["AllocationId"], _tags(a.get("Tags")), a)
+        yield Resource("elastic-ip", a["AllocationId"], tag_map(a.get("Tags")), a)
 
 
 def _list_iam(kind: str) -> Callable[[Clients], Iterator[Resource]]:
@@ -202,7 +199,7 @@ def _list_iam(kind: str) -> Callable[[Clients], Iterator[Resource]]:
                 full = iam.get_instance_profile(InstanceProfileName=name)["InstanceProfile"]
             else:
                 full = iam.get_role(RoleName=name)["Role"]
-            yield Resource(kind, name, _tags(full.get("Tags")), full)
+            yield Resource(kind, name, tag_map(full.get("Tags")), full)
 
     return items
 
@@ -345,7 +342,7 @@ class Usage:
                 u.key_pairs.add(key)
             if profile := inst.get("IamInstanceProfile", {}).get("Arn"):
                 u.profiles.add(profile)
-            if template := _tags(inst.get("Tags")).get("aws:ec2launchtemplate:id"):
+            if template := tag_map(inst.get("Tags")).get("aws:ec2launchtemplate:id"):
                 u.launch_templates.add(template)
         enis: set[str] = set()
         for eni in _pages(ec2, "describe_network_interfaces", "NetworkInterfaces"):
@@ -476,7 +473,7 @@ def _delete_one(clients: Clients, f: Finding) -> None:
 def _delete_profile(iam: Any, name: str) -> None:
     profile = iam.get_instance_profile(InstanceProfileName=name)["InstanceProfile"]  # as it is now
     roles = [r["RoleName"] for r in profile.get("Roles", [])]
-    if roles and not fully_ours(_tags(profile.get("Tags"))):
+    if roles and not fully_ours(tag_map(profile.get("Tags"))):
         raise Kept(
             f"it holds {', '.join(roles)}, and only a profile tagged with both {STACK_TAG} and "
             f"{EXPIRES_TAG} is emptied"

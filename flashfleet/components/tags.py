@@ -18,7 +18,7 @@ Ownership and staleness are decided from these tags alone, never from local file
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 
 STACK_TAG = "flashfleet:stack"
@@ -36,6 +36,11 @@ EXPIRY_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 EXPIRY_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$"
 # A Pulumi stack name (letters, digits, '-', '_', '.'); anything else is not one of our stacks.
 STACK_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
+
+
+def tag_map(items: Iterable[Mapping[str, str]] | None) -> dict[str, str]:
+    """An AWS API's ``[{"Key": ..., "Value": ...}]`` tag list as a mapping (none: empty)."""
+    return {t["Key"]: t["Value"] for t in items or ()}
 
 
 def iso_utc(moment: datetime) -> str:

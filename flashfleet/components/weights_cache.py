@@ -48,6 +48,7 @@ from flashfleet.components.tags import (
     is_ours,
     iso_utc,
     parse_expiry,
+    tag_map,
 )
 from flashfleet.planning.weights_snapshot import WeightsSnapshotPlan
 
@@ -94,10 +95,6 @@ def restore_from(plan: WeightsSnapshotPlan) -> pulumi.Output[str | None]:
 # --- after the bring-up: keep the cache -----------------------------------------------------------
 
 
-def _tags(items: Any) -> dict[str, str]:
-    return {t["Key"]: t["Value"] for t in items or ()}
-
-
 def _live_snapshot(ec2: Any, key: str) -> dict[str, Any] | None:
     """The newest snapshot of the key that is flashfleet's and done or being made."""
     pages = ec2.get_paginator("describe_snapshots").paginate(
@@ -107,7 +104,7 @@ def _live_snapshot(ec2: Any, key: str) -> dict[str, Any] | None:
             {"Name": "status", "Values": list(LIVE_STATES)},
         ],
     )
-    found = [s for page in pages for s in page.get("Snapshots", []) if is_ours(_tags(s.get("Tags")))]
+    found = [s for page in pages for s in page.get("Snapshots", []) if is_ours(tag_map(s.get("Tags")))]
     return max(found, key=lambda s: s["StartTime"], default=None)
 
 
@@ -128,7 +125,7 @@ def keep_weights(
     existing = _live_snapshot(ec2, tags[CACHE_KEY_TAG])
     if existing is not None:
         sid = existing["SnapshotId"]
-        expires = _later(_tags(existing.get("Tags")).get(EXPIRES_TAG), expires_at)
+        expires = _later(tag_map(existing.get("Tags")).get(EXPIRES_TAG), expires_at)
         ec2.create_tags(Resources=[sid], Tags=[{"Key": EXPIRES_TAG, "Value": expires}])
         return {"snapshot_id": sid, "made": False, "expires_at": expires}
     volumes = ec2.describe_volumes(

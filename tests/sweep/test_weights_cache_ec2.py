@@ -11,7 +11,7 @@ import pytest
 
 from flashfleet import sweep
 from flashfleet.cli import main
-from flashfleet.components.tags import CACHE_TAG, EXPIRES_TAG, MANAGED_BY_TAG, STACK_TAG, iso_utc
+from flashfleet.components.tags import CACHE_TAG, EXPIRES_TAG, MANAGED_BY_TAG, STACK_TAG, iso_utc, tag_map
 from flashfleet.components.weights_cache import CACHE_KEY_TAG, CHECKPOINT_TAG, REVISION_TAG, keep_weights
 
 from .account import FUTURE, PAST, launch, spec
@@ -38,13 +38,13 @@ def _node(ec2: Any) -> str:
     )
 
 
-def _tags(snapshot: dict[str, Any]) -> dict[str, str]:
-    return {t["Key"]: t["Value"] for t in snapshot.get("Tags", [])}
-
-
 def _snapshots(ec2: Any) -> list[dict[str, Any]]:
     """The account's cache snapshots (moto's own images come with snapshots of their own)."""
-    return [s for s in ec2.describe_snapshots(OwnerIds=["self"])["Snapshots"] if CACHE_TAG in _tags(s)]
+    return [
+        s
+        for s in ec2.describe_snapshots(OwnerIds=["self"])["Snapshots"]
+        if CACHE_TAG in tag_map(s.get("Tags"))
+    ]
 
 
 def _weights_volume(ec2: Any, instance: str) -> str:
@@ -66,7 +66,7 @@ def test_the_first_bringup_snapshots_node_0s_weights_volume_with_its_evidence(ec
     [snapshot] = _snapshots(ec2)
     assert snapshot["SnapshotId"] == done["snapshot_id"]
     assert snapshot["VolumeId"] == _weights_volume(ec2, node)  # the weights, not the root disk
-    assert _tags(snapshot) == {**TAGS, EXPIRES_TAG: expires}
+    assert tag_map(snapshot.get("Tags")) == {**TAGS, EXPIRES_TAG: expires}
 
 
 def test_the_next_bringup_keeps_that_snapshot_and_only_ever_moves_its_expiry_later(ec2) -> None:
@@ -79,7 +79,7 @@ def test_the_next_bringup_keeps_that_snapshot_and_only_ever_moves_its_expiry_lat
     again = keep_weights(ec2, instance_id=_node(ec2), device="/dev/sdf", tags=TAGS, expires_at=sooner)
     assert again["expires_at"] == later  # a shorter keepDays elsewhere never cuts a cache short
     [snapshot] = _snapshots(ec2)
-    assert _tags(snapshot)[EXPIRES_TAG] == later
+    assert tag_map(snapshot.get("Tags"))[EXPIRES_TAG] == later
 
 
 def test_a_snapshot_of_another_key_or_owner_is_not_the_cache(ec2) -> None:
