@@ -31,6 +31,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from flashfleet.components.aws_client import aws_client
 from flashfleet.components.tags import (
     CACHE_TAG,
     EXPIRES_TAG,
@@ -576,18 +577,9 @@ def delete(
 # --- clients and the Pulumi backend ---------------------------------------------------------------
 
 
-def _client(service: str, region: str | None) -> Any:
-    import boto3
-    from botocore.config import Config
-
-    return boto3.client(
-        service, region_name=region, config=Config(retries={"mode": "standard", "max_attempts": 3})
-    )
-
-
 def ec2_client(region: str | None = None) -> Any:
     """boto3's EC2 client with the standard settings (profile, region, AWS_ENDPOINT_URL...)."""
-    return _client("ec2", region)
+    return aws_client("ec2", region)
 
 
 class NoAccount(Exception):
@@ -613,7 +605,7 @@ def check_account(region: str | None) -> None:
 def clients(region: str | None = None) -> Clients:
     """EC2 now, IAM when an IAM kind is looked at, EC2 of other regions to see IAM's users;
     standard settings."""
-    return Clients(ec2=ec2_client(region), iam_factory=lambda: _client("iam", region), ec2_factory=ec2_client)
+    return Clients(ec2=ec2_client(region), iam_factory=lambda: aws_client("iam", region), ec2_factory=ec2_client)
 
 
 def backend_stacks(work_dir: str = ".") -> set[str]:

@@ -32,6 +32,7 @@ import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider, UpdateResult
 from pulumi.output import Unknown
 
+from flashfleet.components.aws_client import aws_client
 from flashfleet.components.host_keys import read_host_keys
 
 # cloud-init prints the keys at the end of the first boot (a few minutes on the GPU types); the
@@ -42,12 +43,7 @@ IAM_ACTION = "ec2:GetConsoleOutput"
 
 
 def _ec2(region: str | None) -> Any:
-    import boto3
-    from botocore.config import Config
-
-    return boto3.client(
-        "ec2", region_name=region, config=Config(retries={"mode": "standard", "max_attempts": 3})
-    )
+    return aws_client("ec2", region)
 
 
 def _plain(props: Mapping[str, Any]) -> tuple[list[str], list[str], str | None, float]:

@@ -39,6 +39,7 @@ import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider, UpdateResult
 from pulumi_aws import ebs
 
+from flashfleet.components.aws_client import aws_client
 from flashfleet.components.tags import (
     CACHE_TAG,
     EXPIRES_TAG,
@@ -149,18 +150,9 @@ def keep_weights(
     return {"snapshot_id": snapshot["SnapshotId"], "made": True, "expires_at": expires_at}
 
 
-def _ec2(region: str | None) -> Any:
-    import boto3
-    from botocore.config import Config
-
-    return boto3.client(
-        "ec2", region_name=region, config=Config(retries={"mode": "standard", "max_attempts": 3})
-    )
-
-
 def _keep(props: Mapping[str, Any]) -> dict[str, Any]:
     done = keep_weights(
-        _ec2(props.get("region")),
+        aws_client("ec2", props.get("region")),
         instance_id=str(props["instanceId"]),
         device=str(props["device"]),
         tags={str(k): str(v) for k, v in dict(props["tags"]).items()},

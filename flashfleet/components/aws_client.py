@@ -1,0 +1,19 @@
+"""boto3 clients with flashfleet's retry settings, made in one place: for `sweep` and the capacity
+checks, and for the dynamic resources that call AWS themselves (host keys, the weights cache).
+
+Credentials, profile and endpoint are boto3's own (AWS_PROFILE, AWS_ENDPOINT_URL, ...). boto3 is
+imported only when a client is made: the CLI's other commands stay light.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def aws_client(service: str, region: str | None = None) -> Any:
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(
+        service, region_name=region, config=Config(retries={"mode": "standard", "max_attempts": 3})
+    )
