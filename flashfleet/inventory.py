@@ -25,6 +25,9 @@ HUGEPAGE_ENV = "MC_STORE_USE_HUGEPAGE"  # Mooncake's switch in a serving contain
 
 
 PD_WORKERS = ("prefill", "decode")
+# A checkpoint's weight files, as `hf download --exclude` takes them: what a node whose server
+# loads from a peer replica leaves on the Hub (its index, config, tokenizer and code it downloads).
+WEIGHT_FILES = ("*.safetensors", "*.bin", "*.pt", "*.pth", "*.gguf")
 
 
 def weights_client_facts(lock: LockedPackage | None = None) -> dict[str, Any]:
@@ -118,6 +121,7 @@ def host_vars(
             flashfleet_host_keys=keys or None,
             flashfleet_weights_prestaged=spec.weights.prestaged,
             flashfleet_weights_volume=gpus and plan.weights_snapshot is not None,
+            flashfleet_weights_exclude=list(WEIGHT_FILES) if any(p["load_from"] for p in launches) else [],
             flashfleet_weights_client=weights_client_facts(
                 locked_for(installs, plan.lock, "model_weights").get("huggingface_hub")
             ),

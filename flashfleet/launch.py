@@ -157,6 +157,11 @@ class ContainerLaunch(BaseModel):
         default_factory=dict,
         description="a worker behind a router: how the router lists it (`POST /workers` body)",
     )
+    load_from: str = Field(
+        "",
+        description="peer_load: the base URL of the replica it loads its weights from (its unit waits "
+        "for that one's /health before it starts); empty: from the node's disk",
+    )
 
     @classmethod
     def of(cls, **fields: Any) -> ContainerLaunch:
@@ -328,6 +333,7 @@ def container_launches(recipe: Recipe, settings: LaunchSettings | None = None) -
                 workers=proc.workers,
                 router_url=proc.router_url,
                 router_entry=proc.router_entry,
+                load_from=proc.load_from,
             )
         )
     return launches

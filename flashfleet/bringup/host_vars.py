@@ -173,6 +173,12 @@ class HostVars(BaseModel):
         "stack), restored from the stack's cache snapshot or empty: `model_weights` mounts it at "
         "`flashfleet_model_cache_dir` before anything is written there",
     )
+    flashfleet_weights_exclude: list[str] = Field(
+        default_factory=list,
+        description="file patterns `prepare.yml` does not download (`hf download --exclude`): the "
+        "checkpoint's weight files, on a node whose server loads them from the replica before it "
+        "(`peer_load`); its config, tokenizer and code still come from the Hub, checked against the lock",
+    )
     flashfleet_weights_lock: dict[str, LockedRepo] | None = Field(
         None,
         description="the stack's lock of the weights (`<stack>.lock.yaml`): repository -> `commit` and "

@@ -222,6 +222,10 @@ REFUSED: dict[str, tuple[str, str]] = {
         OWNED,
         "the weights lock is the stack's <stack>.lock.yaml, written by `flashfleet lock`",
     ),
+    "model_weights_exclude": (
+        OWNED,
+        "which files a node leaves on the Hub follows the recipe's peer_load (options.peer_load)",
+    ),
     "model_weights_hub_lock": (OWNED, _PACKAGES_LOCK),
     "sglang_image_lock": (OWNED, _PACKAGES_LOCK),
     "mooncake_lock": (OWNED, _PACKAGES_LOCK),

@@ -283,6 +283,10 @@ def recipe_ports(recipe: Recipe) -> dict[int, str]:
                 ports[int(value)] = f"{p.name} {flag}"
             elif flag == "--dist-init-addr" and value.rpartition(":")[2].isdigit():
                 ports[int(value.rpartition(":")[2])] = f"{p.name} {flag}"
+            elif flag == "--remote-instance-weight-loader-send-weights-group-ports":
+                # peer_load: bound on the seed replica's node, one a TP rank
+                for port in value.strip("[]").split(","):
+                    ports[int(port)] = f"{p.name}'s seed {flag}"
     return ports
 
 
@@ -327,6 +331,21 @@ def check_api_key(spec: StackSpec, recipe: Recipe, base: str) -> list[Problem]:
             )
         ]
     return []
+
+
+def check_peer_load(spec: StackSpec, recipe: Recipe, base: str) -> list[Problem]:
+    """options.peer_load: a replica's server starts only once its seed answers, which the host
+    roles' units wait for; a Kubernetes pod has nothing that waits."""
+    if recipe.options.peer_load != "on" or not isinstance(spec.nodes.source, KubernetesSource):
+        return []
+    return [
+        Problem(
+            f"{base}.options.peer_load",
+            "not offered on Kubernetes stacks yet: nothing makes a replica's pod wait for the replica "
+            "it loads from, and the seed serves one loader at a time",
+            "peer-load-source",
+        )
+    ]
 
 
 def check_host_keys_pinned(spec: StackSpec, base: str) -> list[Problem]:

@@ -46,7 +46,7 @@ def _lanes_total(lanes: list[list[str]], seconds: dict[str, float | None]) -> tu
 def _time(phases: list[StartupPhase], lanes: list[list[str]], second: bool) -> BringupTime:
     seconds = {p.name: p.second_s if second else p.first_s for p in phases}
     transfers, transfers_known = _lanes_total(lanes, seconds)
-    serial = ["launch", *AFTER]
+    serial = [p.name for p in phases if p.name not in TRANSFERS]  # launch, AFTER, then peers
     known = transfers_known + sum(seconds[n] or 0.0 for n in serial)
     unknown = [p.name for p in phases if seconds[p.name] is None]
     timed = {n: s for n, s in seconds.items() if s}
@@ -167,6 +167,26 @@ def _jit(plan: StackPlan, kind: str, *, jit_cache: bool, keep: bool, snapshot: b
     )
 
 
+def peer_load_applies(plan: StackPlan) -> bool:
+    """Where options.peer_load may be on: replicas of one unified node each, off Kubernetes (the
+    rules and planning refuse it elsewhere)."""
+    o = plan.recipe.options
+    return o.replicas > 1 and o.nodes == 1 and plan.recipe.topology == "unified" and source_kind(plan) != "kubernetes"
+
+
+def _peers(plan: StackPlan) -> StartupPhase:
+    """options.peer_load: the router serves once every replica is ready, and the replicas after
+    the first load one after another, each from the one before it (a seed sends to one loader at
+    a time), so their loads add up after the first replica's readiness."""
+    n = plan.recipe.options.replicas - 1
+    why = (
+        f"unknown: {n} replica(s) after the first, one after another, each loading the weights from the "
+        "one before it GPU to GPU, then its JIT, capture and readiness; the remote-instance loader's "
+        "throughput has no public figure"
+    )
+    return StartupPhase(name="peers", first_s=None, second_s=None, basis=None, source=why, second_source=SAME)
+
+
 def _measured(phase: StartupPhase, m: MeasuredStartup) -> StartupPhase:
     """The phase with the recorded run's figure where the run has one (the JIT's stays modeled:
     the run does not say whether its kernel cache was cold)."""
@@ -195,6 +215,7 @@ def _phases(
     keep: bool,
     jit_cache: bool,
     snapshot: bool,
+    peers: bool = False,
     measured: MeasuredStartup | None = None,
 ) -> list[StartupPhase]:
     startup = bringup_catalog()["startup"]
@@ -236,6 +257,8 @@ def _phases(
                 second_source=SAME,
             )
         )
+    if peers:
+        out.append(_peers(plan))
     return out if measured is None else [_measured(p, measured) for p in out]
 
 
@@ -249,15 +272,20 @@ def time_to_first_token(
     jit_cache = plan.spec.caches.jit
     kind = source_kind(plan)
     snapshot = plan.weights_snapshot is not None
+    peers = plan.recipe.options.peer_load == "on"
 
-    def both(p: bool, k: bool, j: bool, s: bool = snapshot) -> tuple[BringupTime, BringupTime]:
-        own = measured if p == prefetch else None  # the run's load was with the stack's own prefetch
-        phases = _phases(plan, cp, prefetch=p, keep=k, jit_cache=j, snapshot=s, measured=own)
+    def both(
+        p: bool, k: bool, j: bool, s: bool = snapshot, pl: bool = peers
+    ) -> tuple[BringupTime, BringupTime]:
+        # the run's load was with the stack's own prefetch and peer loading
+        own = measured if (p, pl) == (prefetch, peers) else None
+        phases = _phases(plan, cp, prefetch=p, keep=k, jit_cache=j, snapshot=s, peers=pl, measured=own)
         return _time(phases, cp.lanes, False), _time(phases, cp.lanes, True)
 
     phases = _phases(
-        plan, cp, prefetch=prefetch, keep=keep, jit_cache=jit_cache, snapshot=snapshot, measured=measured
-    )
+        plan, cp, prefetch=prefetch, keep=keep, jit_cache=jit_cache, snapshot=snapshot, peers=peers,
+        measured=measured,
+    )  # fmt: skip
     first, second = both(not prefetch, keep, jit_cache)
     levers = [
         Lever(
@@ -296,6 +324,21 @@ def time_to_first_token(
                 setting="on" if snapshot else "off",
                 other="off" if snapshot else "on (without an initialization rate)",
                 badge="none: the command is the same, only where its weights come from moves",
+                first=flipped[0],
+                second=flipped[1],
+            )
+        )
+    if peers or peer_load_applies(plan):
+        flipped = both(prefetch, keep, jit_cache, snapshot, not peers)
+        levers.append(
+            Lever(
+                name="peer_load",
+                where="recipe option",
+                setting="on" if peers else "off",
+                other="off" if peers else "on",
+                badge="Not Verified (not in the seed's commands)"
+                if not peers
+                else "the measured command's badge, if nothing else changed",
                 first=flipped[0],
                 second=flipped[1],
             )

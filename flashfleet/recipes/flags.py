@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from flashfleet.catalog import CHECKPOINTS, DFLASH2_DRAFT, Hardware
-from flashfleet.recipes.layouts import MOONCAKE_CONFIG_ENV, MOONCAKE_CONFIG_PATH, Topology
+from flashfleet.recipes.layouts import MOONCAKE_CONFIG_ENV, MOONCAKE_CONFIG_PATH, PEER_LOAD_PORT, Topology
 from flashfleet.recipes.options import Options
 
 # kv_dsa -> (--kv-cache-dtype, DSA backend for both prefill and decode)
@@ -53,6 +53,16 @@ FLAG_OWNERS: dict[str, str] = {
     "--max-running-requests": "max_running_requests",
     **dict.fromkeys(
         ["--weight-loader-prefetch-checkpoints", "--weight-loader-prefetch-num-threads"], "weight_prefetch"
+    ),
+    **dict.fromkeys(
+        [
+            "--load-format",
+            "--remote-instance-weight-loader-seed-instance-ip",
+            "--remote-instance-weight-loader-seed-instance-service-port",
+            "--remote-instance-weight-loader-send-weights-group-ports",
+            "--remote-instance-weight-loader-backend",
+        ],
+        "peer_load",
     ),
     **dict.fromkeys(["--nnodes", "--node-rank", "--dist-init-addr", "--nccl-init-addr"], "nodes"),
     **dict.fromkeys(
@@ -141,6 +151,24 @@ def loader_flags(o: Options) -> list[str]:
     if o.weight_prefetch_threads is not None:
         out += ["--weight-loader-prefetch-num-threads", str(o.weight_prefetch_threads)]
     return out
+
+
+def peer_load_flags(seed_address: str, seed_port: int, tp: int) -> list[str]:
+    """A replica that loads from its seed replica: every setting the loader needs, since sglang
+    quietly falls back to loading from disk when one is missing."""
+    ports = ",".join(str(PEER_LOAD_PORT + rank) for rank in range(tp))
+    return [
+        "--load-format",
+        "remote_instance",
+        "--remote-instance-weight-loader-seed-instance-ip",
+        seed_address,
+        "--remote-instance-weight-loader-seed-instance-service-port",
+        str(seed_port),
+        "--remote-instance-weight-loader-send-weights-group-ports",
+        f"[{ports}]",
+        "--remote-instance-weight-loader-backend",
+        "nccl",
+    ]
 
 
 def hicache_flags(o: Options) -> list[str]:

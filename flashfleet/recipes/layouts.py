@@ -103,6 +103,9 @@ PD_NIXL_ENV = {"UCX_NET_DEVICES": "lo", "UCX_TLS": "tcp,cuda_copy,cuda_ipc,self,
 # A cluster (replicas or PD across nodes): the router is the endpoint on SERVE_PORT, so a replica
 # worker serves on its own port, even on a node without the router (one port for every worker).
 WORKER_PORT = 31000
+# peer_load: the weights send group's ports on the seed replica's node, one per TP rank (sglang's
+# --remote-instance-weight-loader-send-weights-group-ports wants exactly tp of them).
+PEER_LOAD_PORT = 31600
 # PD across nodes over Mooncake on the NVLink fabric of GB200/GB300 (sglang docs,
 # advanced_features/pd_disaggregation.md). NIXL across nodes takes no loopback UCX settings.
 MOONCAKE_MNNVL_ENV = {"SGLANG_MOONCAKE_CUSTOM_MEM_POOL": "True", "MC_FORCE_MNNVL": "True"}

@@ -171,6 +171,14 @@ class Options:
         minimum=1,
         unset="sglang's default",
     )
+    # Not in the seed's commands either (Not Verified when on): each replica after the first loads
+    # the weights from the replica before it, GPU to GPU over the network (sglang's
+    # remote-instance weight loader), instead of from its disk; its node downloads no shard.
+    peer_load: str = option(
+        "Replicas after the first load their weights from the one before (--load-format remote_instance)",
+        choices=ON_OFF,
+        default="off",
+    )
     nodes: int = option("Nodes serving one model instance", minimum=1, default=1)
     # The serving shape: several instances behind the SGLang router (each on its own nodes).
     replicas: int = option(

@@ -57,6 +57,9 @@ class Process:
     # by (what `POST /workers` takes back after a rolling update took it out).
     router_url: str = ""
     router_entry: dict[str, str | int] = field(default_factory=dict)
+    # peer_load: the base URL of the replica it loads its weights from (it starts once that one
+    # answers /health); "" loads from disk.
+    load_from: str = ""
 
     @property
     def url(self) -> str:
@@ -76,6 +79,9 @@ class Process:
             "workers": list(self.workers),
             "router_url": self.router_url,
             "router_entry": dict(self.router_entry),
+            # only where set: a render without peer_load (and the fingerprint of a run made with
+            # it) reads as it did before the option existed
+            **({"load_from": self.load_from} if self.load_from else {}),
         }
 
 
@@ -512,8 +518,11 @@ def _cluster(ctx: Context, topo: Topology, shape: ClusterShape, addrs: list[str]
     entries: list[tuple[Instance, Process]] = []  # each instance's process that serves the API
     router_node = shape.router_node if shape.router_node is not None else 0
     router_url = f"http://{addrs[router_node]}:{SERVE_PORT}"
-    for inst in shape.instances:
+    for k, inst in enumerate(shape.instances):
         own = [addrs[n] for n in inst.nodes]
+        # peer_load: a replica after the first loads from the one before it (a seed serves one
+        # loader at a time, so the chain also orders the loads)
+        seed = addrs[shape.instances[k - 1].nodes[0]] if k and ctx.options.peer_load == "on" else ""
         if inst.role == "replica":
             parts = _BUILDERS[ctx.topology](ctx, topo, own, WORKER_PORT)
         else:
@@ -532,8 +541,15 @@ def _cluster(ctx: Context, topo: Topology, shape: ClusterShape, addrs: list[str]
                 # Its own counters show that it served a share (bench) and when it is idle (drain).
                 net = len(F.network_flags(proc.port))  # the last words, as every server ends
                 metrics = () if "--enable-metrics" in proc.argv else ("--enable-metrics",)
-                argv = (*proc.argv[:-net], *metrics, *proc.argv[-net:])
-                proc = replace(proc, argv=argv, router_url=router_url, router_entry=_router_entry(inst, url))
+                peer = F.peer_load_flags(seed, WORKER_PORT, ctx.options.tp) if seed else []
+                argv = (*proc.argv[:-net], *metrics, *peer, *proc.argv[-net:])
+                proc = replace(
+                    proc,
+                    argv=argv,
+                    router_url=router_url,
+                    router_entry=_router_entry(inst, url),
+                    load_from=f"http://{seed}:{WORKER_PORT}" if seed else "",
+                )
                 entries.append((inst, proc))
             procs.append(proc)
     router_beside = [p.name for _, p in entries if p.node == router_node]

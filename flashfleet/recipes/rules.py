@@ -212,6 +212,26 @@ def _prefetch_threads(c: Context) -> str | None:
     return None
 
 
+def _peer_load(c: Context) -> str | None:
+    o = c.options
+    if o.peer_load == "off":
+        return None
+    if o.replicas < 2:
+        return "peer_load needs replicas of 2 or more: each replica after the first loads from the one before it"
+    if c.topology != "unified":
+        return "peer_load applies to replicas of the unified topology (one server each)"
+    if o.nodes > 1:
+        return "peer_load needs replicas of one node each: the loader reaches its seed at one node's address"
+    if o.dp_attention == "on":
+        return "the seed serves the loader only with dp_size 1, and dp_attention sets --dp-size to tp"
+    if o.speculative != "off":
+        return (
+            "the draft model would load from the seed too (--speculative-draft-load-format follows "
+            "--load-format), and a seed sends its target model's weights only: set speculative=off"
+        )
+    return None
+
+
 def _mamba_pin_and_ratio(c: Context) -> str | None:
     if c.options.mamba_full_memory_ratio is not None and c.options.max_mamba_cache_size is not None:
         return "set mamba_full_memory_ratio or max_mamba_cache_size, not both (the pin overrides the ratio)"
@@ -363,6 +383,12 @@ RULES: tuple[Rule, ...] = (
         "weight_prefetch_threads",
         "sglang server args (--weight-loader-prefetch-num-threads)",
         _prefetch_threads,
+    ),
+    Rule(
+        "peer-load-replicas",
+        "peer_load",
+        "sglang remote-instance weight loader (a seed of the same parallelism, dp_size 1, target model only)",
+        _peer_load,
     ),
     Rule(
         "mamba-pin-or-ratio",

@@ -39,6 +39,7 @@ SAMPLES: dict[str, list[object]] = {
 CLUSTER_SHAPES: list[dict[str, object]] = [
     {"replicas": 2},
     {"replicas": 3, "router_policy": "round_robin"},
+    {"replicas": 3, "peer_load": "on"},  # the remote-instance loader's flags on replicas 1 and 2
     {"prefill": 1, "decode": 2, "router_policy": "power_of_two"},
     {"prefill": 2, "decode": 1},
     {"prefill": 1, "decode": 1, "kv_transfer": "mooncake"},

@@ -261,3 +261,33 @@ def test_a_lock_pins_the_commit_and_checks_every_file_on_the_node(lab: Lab) -> N
     del lab.hub.tampered[f"{repo}/{name}"]
     again = lab.play(["h200"], "model_weights", facts_override=node("/var/lib/flashfleet/hf-tampered"))
     assert again.ok, again.explain()
+
+
+def test_a_node_that_loads_from_a_peer_downloads_no_weight_file(lab: Lab) -> None:
+    """peer_load: the node's server loads the weights from another replica, so the node downloads
+    the rest (config, tokenizer) at the locked commit, checked against the lock, and asks the Hub
+    for no shard; a second run asks it nothing."""
+    repo = "peer-test/GLM-5.3-Flash"
+    shards = {f"model-0000{i}-of-00002.safetensors": bytes([i]) * 300_000 for i in (1, 2)}
+    lab.hub.repos[repo] = Repo({"config.json": b'{"v": 1}', "tokenizer.json": b"{}", **shards})
+    locked = resolve_repo(repo, "main", lab.hub_url)
+    cache = "/var/lib/flashfleet/hf-peer"
+    node = {
+        "h200": {
+            "flashfleet_model": repo,
+            "flashfleet_model_cache_dir": cache,
+            "flashfleet_weights_lock": {repo: locked.model_dump(mode="json")},
+            "flashfleet_weights_exclude": ["*.safetensors", "*.bin", "*.pt", "*.pth", "*.gguf"],
+        }
+    }
+    run = lab.play(["h200"], "model_weights", facts_override=node)
+    assert run.ok, run.explain()
+    fetched = sorted(g.path.rsplit("/", 1)[1] for g in lab.hub.file_gets(repo))
+    assert fetched == ["config.json", "tokenizer.json"], fetched
+    snapshot = f"{cache}/hub/models--peer-test--GLM-5.3-Flash/snapshots/{locked.commit}"
+    assert lab.pool.ssh("h200", f"ls {snapshot}").stdout.split() == ["config.json", "tokenizer.json"]
+    marker = f"{cache}/.flashfleet-complete/peer-test--GLM-5.3-Flash@{locked.commit}+no-weight-files"
+    assert lab.pool.ssh("h200", f"cat {marker}").stdout.strip() == snapshot
+    asked = len(lab.hub.requests)
+    assert_no_change(lab.play(["h200"], "model_weights", facts_override=node))
+    assert len(lab.hub.requests) == asked

@@ -171,6 +171,36 @@ def test_a_shard_that_differs_from_the_lock_fails_named_and_leaves_the_cache(tmp
     assert not list(Path(req["marker_dir"]).iterdir())
 
 
+# The stand-in client as the Hub's leaves files out: with --exclude it places only the config.
+PLACE_CONFIG_ONLY = (
+    'snap="$6/models--$(echo $2 | sed s,/,--,)/snapshots/$4"; mkdir -p "$snap"\n'
+    "printf '%s' '{config}' > \"$snap/config.json\"\n"
+    'echo "$@" >> "{asked}"; echo "$snap"'
+)
+
+
+@pytest.mark.parametrize("config", [CONFIG, b'{"model_type": "GLM"}'])  # the same size
+def test_a_repository_without_its_weight_files_is_checked_for_the_rest(tmp_path: Path, config: bytes) -> None:
+    """peer_load: the node downloads all but the weight files (its server loads them from another
+    replica): the client is told to leave them out, the lock's check skips only those, and the
+    marker says the download left them out."""
+    stand_in_venv(tmp_path / "venv", PLACE_CONFIG_ONLY.format(config=config.decode(), asked=tmp_path / "asked"))
+    req = request(tmp_path, ["org/m"])
+    req["lock"] = {"org/m": locked({"model-00001-of-00001.safetensors": SHARD, "config.json": CONFIG})}
+    req["exclude"], req["marker_suffix"] = ["*.safetensors", "*.bin"], "+no-weight-files"
+    rc, report = finish(start(req, tmp_path))
+    argv = (tmp_path / "asked").read_text().split()
+    assert argv[argv.index("--exclude") :] == ["--exclude", "*.safetensors", "--exclude", "*.bin"]
+    markers = sorted(p.name for p in Path(req["marker_dir"]).iterdir())
+    if config == CONFIG:
+        assert (rc, report["downloaded"], report["failed"]) == (0, ["org/m"], [])
+        assert markers == [f"org--m@{COMMIT}+no-weight-files"]  # never taken for a whole download
+    else:  # what it does download is still checked
+        assert rc == 1
+        assert "not the locked bytes: config.json has git_oid" in report["failed"][0]
+        assert markers == []
+
+
 def test_a_shard_of_another_size_fails_before_any_hashing(tmp_path: Path) -> None:
     req = locked_request(tmp_path, SHARD[:-1])
     rc, report = finish(start(req, tmp_path))

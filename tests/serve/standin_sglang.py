@@ -43,7 +43,10 @@ Two entries, one server:
   unless the request carries `Authorization: Bearer <key>` (srt/utils/auth.py,
   decide_request_auth, NORMAL level). It is no router: where a router runs, the tests run the
   real one (tests/serve/real_router.py, tests/serve/fake_docker.py). With
-  `--hicache-storage-backend mooncake` it joins the real Mooncake store as its L3 tier.
+  `--hicache-storage-backend mooncake` it joins the real Mooncake store as its L3 tier. With
+`--load-format remote_instance` it takes its weights from the seed instance its flags name, as
+SGLang's loader asks a seed (a send group, then the send), instead of its own load_seconds; as a
+seed it sends to one loader at a time (knob peer_load_seconds: the weights on the wire).
 """
 
 from __future__ import annotations
@@ -125,6 +128,8 @@ class StandinState:
     zero_tokens: bool = False  # answer 200 with an empty completion (0 output tokens)
     healthy: bool = True  # /health answers 200
     dp_size: int = 1
+    tp_size: int = 1  # --tp-size: a loader's send group needs one port per rank
+    sending_to: str | None = None  # a seed's loader group being sent to (one at a time)
     dp_ready: int = 1  # ranks that report an internal state in /server_info
     l3_reads: bool = True  # a prefix the L3 tier holds is read back (storage hits)
     prefill: StandinState | None = None  # PD router: where prompt tokens are counted
@@ -318,6 +323,31 @@ def fetch_kv(body: dict[str, Any], wait_s: float) -> str | None:
         time.sleep(0.005)
 
 
+# A seed of SGLang's remote-instance weight loader (srt/entrypoints/http_server.py): the loader
+# asks it to set up a send group, then to send. SGLang's own test says a seed serves one loader at
+# a time and leaves that to the user; the stand-in refuses a second one, so a test sees it.
+SEED_PATHS = ("/init_weights_send_group_for_remote_instance", "/send_weights_to_remote_instance")
+
+
+def seed_answer(state: StandinState, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    group = str(body.get("group_name") or "")
+    with state.lock:
+        if path == SEED_PATHS[0]:
+            ports = str(body.get("ports") or "").split(",")
+            if len(ports) != state.tp_size:  # model_runner's assertion
+                return 400, {"success": False, "message": f"Expected {state.tp_size} ports, but got {len(ports)} ports."}
+            if state.sending_to not in (None, group):
+                return 400, {"success": False, "message": f"already sending weights to {state.sending_to}"}
+            state.sending_to = group
+            return 200, {"success": True, "message": "send group ready"}
+        if state.sending_to != group:
+            return 400, {"success": False, "message": f"no send group {group!r}"}
+    time.sleep(float(state.knobs().get("peer_load_seconds", 0)))  # the weights on the wire
+    with state.lock:
+        state.sending_to = None
+    return 200, {"success": True, "message": "weights sent"}
+
+
 def _bootstrap_handler(state: StandinState) -> type[BaseHTTPRequestHandler]:
     """The prefill's bootstrap server: GET /kv/ROOM answers once that room has been prefilled."""
 
@@ -418,6 +448,9 @@ def _handler(state: StandinState) -> type[BaseHTTPRequestHandler]:
             elif self.path == "/flush_cache":
                 state.flush()
                 self._json(200, {})
+            elif self.path in SEED_PATHS:
+                code, answer = seed_answer(state, self.path, body)
+                self._json(code, answer)
             else:
                 self._json(404, {"error": "not found"})
 
@@ -691,6 +724,7 @@ def state_from_argv(argv: list[str], knobs_path: str | None = None) -> StandinSt
         model_path=flag(argv, "--model-path") or "",
         disaggregation=mode if mode in ("prefill", "decode") else None,
         bootstrap_port=int(flag(argv, "--disaggregation-bootstrap-port", "8998") or 8998),
+        tp_size=int(flag(argv, "--tp-size", "1") or 1),
         api_key=flag(argv, "--api-key"), metrics="--enable-metrics" in argv,
         models_route="--encoder-only" not in argv,
         reasoning_parser="--reasoning-parser" in argv, tool_call_parser="--tool-call-parser" in argv,
@@ -718,10 +752,38 @@ def say(line: str) -> None:
     print(f"[{time.strftime('%Y-%m-%d %H:%M:%S')}] {line}", flush=True)
 
 
-def boot(state: StandinState, load_s: float, fill: str | None) -> None:
+def load_from_seed(argv: list[str]) -> float:
+    """`--load-format remote_instance`: the weights come from the seed instance the flags name, as
+    SGLang's loader asks for them (a send group, then the send); seconds it took. A seed that
+    refuses or cannot be reached ends the server, as the real load's exception does."""
+    seed = (f"http://{flag(argv, '--remote-instance-weight-loader-seed-instance-ip')}:"
+            f"{flag(argv, '--remote-instance-weight-loader-seed-instance-service-port')}")  # fmt: skip
+    ports = json.loads(flag(argv, "--remote-instance-weight-loader-send-weights-group-ports") or "[]")
+    group = f"standin-{os.uname().nodename}-{os.getpid()}"
+    body = {"master_address": seed.split("//")[1].rsplit(":", 1)[0], "ports": ",".join(map(str, ports)),
+            "group_rank": 0, "world_size": 2, "group_name": group, "backend": "nccl"}  # fmt: skip
+    start = time.monotonic()
+    for path in SEED_PATHS:
+        req = urllib.request.Request(f"{seed}{path}", data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json"})  # fmt: skip
+        try:
+            with urllib.request.urlopen(req, timeout=600) as resp:
+                resp.read()
+        except OSError as e:  # URLError and HTTPError among them
+            detail = e.read().decode(errors="replace") if hasattr(e, "read") else str(e)
+            say(f"Failed to load weights from remote instance {seed}{path}: {detail}")
+            os._exit(1)
+    say(f"Loaded weights from remote instance {seed}")
+    return round(time.monotonic() - start, 2)
+
+
+def boot(state: StandinState, load_s: float, fill: str | None, argv: list[str] | None = None) -> None:
     """The boot lines SGLang prints, at the times the stand-in's load and JIT builds take."""
     say("Load weight begin. avail mem=139.50 GB")
-    time.sleep(load_s)
+    if argv is not None and flag(argv, "--load-format") == "remote_instance":
+        load_s = load_from_seed(argv)
+    else:
+        time.sleep(load_s)
     say(
         f"Load weight end. elapsed={load_s:.2f} s, type=GlmMoeDsaForCausalLM, avail mem=60.10 GB, mem usage=79.40 GB."
     )
@@ -759,7 +821,7 @@ def main(argv: list[str]) -> None:
     state.jit_s = 0.0 if warm else float(knobs.get("jit_seconds", 0))
     state.booted = threading.Event()
     threading.Thread(
-        target=boot, args=(state, float(knobs.get("load_seconds", 0)), fill), daemon=True
+        target=boot, args=(state, float(knobs.get("load_seconds", 0)), fill, argv), daemon=True
     ).start()
     host, port = flag(argv, "--host", "127.0.0.1") or "", int(flag(argv, "--port", "30000") or 30000)
     server = ThreadingHTTPServer((host, port), _handler(state))

@@ -271,3 +271,39 @@ def test_a_router_on_a_host_of_its_own_fronts_the_replicas_on_the_others(lab: Se
     before = {u: counters(u) for u in urls}
     assert [chat(endpoint, f"own router {i}") for i in range(6)] == [200] * 6
     assert served(lab, urls, before) == [3.0, 3.0]  # round_robin, from the router's own host
+
+
+def test_replicas_load_their_weights_from_each_other_one_after_another(lab: ServeLab) -> None:
+    """peer_load: replica-1 loads from replica-0 and replica-2 from replica-1 (SGLang's remote-instance
+    loader, as the stand-in seeds answer it), each container started only once the replica before
+    it answered /health: a seed sends to one loader at a time, and the chain keeps it so."""
+    a = lab.address
+    peer_s = 1.5  # the weights on the wire, per loader
+    for host in HOSTS:
+        set_knobs(lab, host, load_seconds=LOAD_SECONDS, peer_load_seconds=peer_s)
+    stack = make_stack("peer", "unified", [a(h) for h in HOSTS], strategy="high-throughput",
+                       options={"peer_load": "on"}, cluster={"replicas": 3, "router": {"policy": "round_robin"}})  # fmt: skip
+    inventory = lab.inventory((stack, HOSTS))
+    # a first start on every node at once (no unit left by the stacks before): the chain alone
+    # orders the loads
+    down = lab.run("teardown.yml", inventory, extravars=FAST)
+    assert down.ok, lab.explain(down)
+    run = lab.run("site.yml", inventory, tags=SERVE, extravars=FAST)
+    assert run.ok, lab.explain(run)
+    starts = [unit_starts(lab, h, f"flashfleet-replica-{i}")[-1] for i, h in enumerate(HOSTS)]
+    # each started once the one before it was ready: its own load (replica-0) or its peer load
+    assert starts[1] >= starts[0] + LOAD_SECONDS, starts
+    assert starts[2] >= starts[1] + peer_s, starts
+    for i, host in enumerate(HOSTS[1:], start=1):
+        log = lab.ssh(host, f"journalctl -u flashfleet-replica-{i}.service --no-pager -o cat")
+        assert f"Loaded weights from remote instance http://{a(HOSTS[i - 1])}:31000" in log, log
+        unit = lab.ssh(host, f"systemctl cat flashfleet-replica-{i}.service")
+        assert f'"http://{a(HOSTS[i - 1])}:31000/health"' in unit, unit  # its ExecStartPre waits for it
+    log0 = lab.ssh("c0", "journalctl -u flashfleet-replica-0.service --no-pager -o cat")
+    assert "from remote instance" not in log0  # the chain's seed loads from its disk
+    urls = worker_urls(lab, *HOSTS)
+    before = {u: counters(u) for u in urls}
+    assert [chat(router_url(lab), f"peer loaded {i}") for i in range(6)] == [200] * 6
+    assert served(lab, urls, before) == [2.0, 2.0, 2.0]
+    for host in HOSTS:
+        set_knobs(lab, host, load_seconds=LOAD_SECONDS)

@@ -343,3 +343,45 @@ def test_a_kernel_cache_under_a_mount_is_warm_at_the_next_start(tmp_path: Path) 
         timings = parse_startup(lines)
         assert timings is not None
         assert timings.jit_s >= 1.4
+
+
+def loader_argv(port: str, ports: str = "[31600,31601]") -> list[str]:
+    flag = "--remote-instance-weight-loader-"
+    return ["--tp-size", "2", "--load-format", "remote_instance", f"{flag}seed-instance-ip", "127.0.0.1",
+            f"{flag}seed-instance-service-port", port, f"{flag}send-weights-group-ports", ports,
+            f"{flag}backend", "nccl"]  # fmt: skip
+
+
+def test_a_seed_sends_to_one_loader_at_a_time_and_needs_a_port_per_rank() -> None:
+    from tests.serve.standin_sglang import SEED_PATHS, seed_answer
+
+    seed = StandinState(tp_size=2)
+    first = {"ports": "31600,31601", "group_name": "a"}
+    assert seed_answer(seed, SEED_PATHS[0], first)[0] == 200
+    code, answer = seed_answer(seed, SEED_PATHS[0], {**first, "group_name": "b"})
+    assert (code, answer["message"]) == (400, "already sending weights to a")
+    assert seed_answer(seed, SEED_PATHS[1], {"group_name": "b"})[0] == 400
+    assert seed_answer(seed, SEED_PATHS[1], first)[0] == 200  # sent: the seed is free again
+    assert seed_answer(seed, SEED_PATHS[0], {**first, "group_name": "b"})[0] == 200
+    code, answer = seed_answer(StandinState(tp_size=8), SEED_PATHS[0], first)
+    assert (code, answer["message"]) == (400, "Expected 8 ports, but got 2 ports.")
+
+
+def test_a_loader_loads_from_its_seed_and_stops_when_the_seed_refuses() -> None:
+    seed, seed_url = start(["--tp-size", "2"], None)
+    try:
+        port = seed_url.rsplit(":", 1)[1]
+        loader, url = start(loader_argv(port), None)
+        try:
+            assert status(url, "/v1/models", None) == 200
+        finally:
+            loader.kill()
+            out = loader.communicate()[0]
+        assert f"Loaded weights from remote instance http://127.0.0.1:{port}" in out
+        wrong, _ = start(loader_argv(port, "[31600]"), None)  # a port short: the seed refuses
+        out = wrong.communicate(timeout=30)[0]
+        assert wrong.returncode == 1
+        assert "Failed to load weights from remote instance" in out and "Expected 2 ports" in out
+    finally:
+        seed.kill()
+        seed.wait()

@@ -10,7 +10,9 @@ library only (Python 3.8+). Reads one JSON request on stdin, and:
    finished and the next prepare does not ask the Hub again. A repository in the request's
    `lock` is downloaded at its locked commit, and every file of the lock is checked first (size,
    then sha256 for an LFS file or the git blob id otherwise): a file that differs fails the
-   repository, named, and leaves the cache, so the next run fetches it again;
+   repository, named, and leaves the cache, so the next run fetches it again. Files matching
+   the request's `exclude` patterns (a node whose server loads the weights from a peer) are left
+   out of the download and of the check, and the marker says so (`marker_suffix`);
 3. removes the token file when it ends, whatever the outcome, SIGTERM included: a node that
    never reaches the wait play keeps the token no longer than its download needs it.
 
@@ -22,6 +24,7 @@ argument or an environment value of any process here.
 """
 
 import contextlib
+import fnmatch
 import hashlib
 import json
 import os
@@ -178,6 +181,8 @@ class Job:
             out = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed in stop()
             argv = [hf, "download", repo, "--revision", self.revision(repo), "--cache-dir", req["hub_dir"],
                     "--max-workers", str(req["max_workers"])]  # fmt: skip
+            for pattern in req.get("exclude") or []:  # the client takes one pattern a flag
+                argv += ["--exclude", pattern]
             with _stop.deferred():
                 proc = subprocess.Popen(
                     argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env
@@ -217,6 +222,8 @@ class Job:
         if not snapshot.endswith("/" + locked["commit"]):
             return f"the client placed {snapshot or 'nothing'}, not commit {locked['commit']}"
         for name, want in sorted(locked["files"].items()):
+            if any(fnmatch.fnmatch(name, pattern) for pattern in self.req.get("exclude") or []):
+                continue  # left on the Hub on purpose (the server loads it from a peer)
             path = os.path.join(snapshot, name)
             key = "sha256" if want.get("sha256") else "git_oid"
             got = _file_identity(path, want["size"], key)
@@ -232,7 +239,7 @@ class Job:
 
     def mark(self, repo, snapshot):
         req = self.req
-        name = f"{repo.replace('/', '--')}@{self.revision(repo)}"
+        name = f"{repo.replace('/', '--')}@{self.revision(repo)}{req.get('marker_suffix', '')}"
         fd, tmp = tempfile.mkstemp(dir=req["marker_dir"], prefix=".tmp-")
         with os.fdopen(fd, "w") as f:
             f.write(snapshot + "\n")
