@@ -605,7 +605,9 @@ def check_account(region: str | None) -> None:
 def clients(region: str | None = None) -> Clients:
     """EC2 now, IAM when an IAM kind is looked at, EC2 of other regions to see IAM's users;
     standard settings."""
-    return Clients(ec2=ec2_client(region), iam_factory=lambda: aws_client("iam", region), ec2_factory=ec2_client)
+    return Clients(
+        ec2=ec2_client(region), iam_factory=lambda: aws_client("iam", region), ec2_factory=ec2_client
+    )
 
 
 def backend_stacks(work_dir: str = ".") -> set[str]:

@@ -171,7 +171,8 @@ def peer_load_applies(plan: StackPlan) -> bool:
     """Where options.peer_load may be on: replicas of one unified node each, off Kubernetes (the
     rules and planning refuse it elsewhere)."""
     o = plan.recipe.options
-    return o.replicas > 1 and o.nodes == 1 and plan.recipe.topology == "unified" and source_kind(plan) != "kubernetes"
+    one_node_replicas = o.replicas > 1 and o.nodes == 1 and plan.recipe.topology == "unified"
+    return one_node_replicas and source_kind(plan) != "kubernetes"
 
 
 def _peers(plan: StackPlan) -> StartupPhase:
@@ -286,20 +287,19 @@ def time_to_first_token(
         plan, cp, prefetch=prefetch, keep=keep, jit_cache=jit_cache, snapshot=snapshot, peers=peers,
         measured=measured,
     )  # fmt: skip
-    first, second = both(not prefetch, keep, jit_cache)
-    levers = [
-        Lever(
-            name="weight_prefetch",
-            where="recipe option",
-            setting="on" if prefetch else "off",
-            other="off" if prefetch else "on",
-            badge="Not Verified (not in the seed's commands)"
-            if not prefetch
-            else "the measured command's badge, if nothing else changed",
-            first=first,
-            second=second,
+
+    def option(name: str, on: bool, times: tuple[BringupTime, BringupTime]) -> Lever:
+        """A recipe option not in the seed's commands, with both bring-ups as they would be with
+        it flipped: on, the recipe is Not Verified."""
+        badge = (
+            "the measured command's badge, if nothing else changed"
+            if on
+            else ("Not Verified (not in the seed's commands)")
         )
-    ]
+        return Lever(name=name, where="recipe option", setting="on" if on else "off",
+                     other="off" if on else "on", badge=badge, first=times[0], second=times[1])  # fmt: skip
+
+    levers = [option("weight_prefetch", prefetch, both(not prefetch, keep, jit_cache))]
 
     def switch(name: str, setting: bool, badge: str, times: tuple[BringupTime, BringupTime]) -> Lever:
         """A stack-file switch, with both bring-ups as they would be with it flipped."""
@@ -329,20 +329,7 @@ def time_to_first_token(
             )
         )
     if peers or peer_load_applies(plan):
-        flipped = both(prefetch, keep, jit_cache, snapshot, not peers)
-        levers.append(
-            Lever(
-                name="peer_load",
-                where="recipe option",
-                setting="on" if peers else "off",
-                other="off" if peers else "on",
-                badge="Not Verified (not in the seed's commands)"
-                if not peers
-                else "the measured command's badge, if nothing else changed",
-                first=flipped[0],
-                second=flipped[1],
-            )
-        )
+        levers.append(option("peer_load", peers, both(prefetch, keep, jit_cache, snapshot, not peers)))
     if kind == "existing" and not plan.spec.weights.prestaged:
         levers.append(
             switch(

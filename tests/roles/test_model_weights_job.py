@@ -184,7 +184,9 @@ def test_a_repository_without_its_weight_files_is_checked_for_the_rest(tmp_path:
     """peer_load: the node downloads all but the weight files (its server loads them from another
     replica): the client is told to leave them out, the lock's check skips only those, and the
     marker says the download left them out."""
-    stand_in_venv(tmp_path / "venv", PLACE_CONFIG_ONLY.format(config=config.decode(), asked=tmp_path / "asked"))
+    stand_in_venv(
+        tmp_path / "venv", PLACE_CONFIG_ONLY.format(config=config.decode(), asked=tmp_path / "asked")
+    )
     req = request(tmp_path, ["org/m"])
     req["lock"] = {"org/m": locked({"model-00001-of-00001.safetensors": SHARD, "config.json": CONFIG})}
     req["exclude"], req["marker_suffix"] = ["*.safetensors", "*.bin"], "+no-weight-files"

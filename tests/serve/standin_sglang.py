@@ -335,7 +335,10 @@ def seed_answer(state: StandinState, path: str, body: dict[str, Any]) -> tuple[i
         if path == SEED_PATHS[0]:
             ports = str(body.get("ports") or "").split(",")
             if len(ports) != state.tp_size:  # model_runner's assertion
-                return 400, {"success": False, "message": f"Expected {state.tp_size} ports, but got {len(ports)} ports."}
+                return 400, {
+                    "success": False,
+                    "message": f"Expected {state.tp_size} ports, but got {len(ports)} ports.",
+                }
             if state.sending_to not in (None, group):
                 return 400, {"success": False, "message": f"already sending weights to {state.sending_to}"}
             state.sending_to = group

@@ -381,7 +381,8 @@ def test_a_loader_loads_from_its_seed_and_stops_when_the_seed_refuses() -> None:
         wrong, _ = start(loader_argv(port, "[31600]"), None)  # a port short: the seed refuses
         out = wrong.communicate(timeout=30)[0]
         assert wrong.returncode == 1
-        assert "Failed to load weights from remote instance" in out and "Expected 2 ports" in out
+        assert "Failed to load weights from remote instance" in out
+        assert "Expected 2 ports" in out
     finally:
         seed.kill()
         seed.wait()

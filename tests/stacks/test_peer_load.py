@@ -38,7 +38,8 @@ def test_each_replica_after_the_first_loads_from_the_one_before_it() -> None:
     recipe = render("h200", "high-throughput", "unified", {"replicas": 3, "peer_load": "on"}, addresses=ADDRS)
     procs = {p.name: p for p in recipe.processes}
     r0, r1, r2 = procs["replica-0"], procs["replica-1"], procs["replica-2"]
-    assert flags(r0.argv) == {} and r0.load_from == ""  # the seed of the chain loads from disk
+    assert flags(r0.argv) == {}  # the seed of the chain loads from disk
+    assert r0.load_from == ""
     for proc, seed in ((r1, "10.0.0.1"), (r2, "10.0.0.2")):
         assert flags(proc.argv) == {
             "--load-format": "remote_instance",
@@ -63,7 +64,11 @@ def test_each_replica_after_the_first_loads_from_the_one_before_it() -> None:
     [
         ("unified", {"peer_load": "on"}, "needs replicas of 2 or more"),
         ("unified", {"peer_load": "on", "replicas": 2, "nodes": 2, "tp": 16}, "replicas of one node each"),
-        ("unified", {"peer_load": "on", "replicas": 2, "dp_attention": "on", "speculative": "off"}, "dp_size 1"),
+        (
+            "unified",
+            {"peer_load": "on", "replicas": 2, "dp_attention": "on", "speculative": "off"},
+            "dp_size 1",
+        ),
         ("prefill-cp", {"peer_load": "on", "replicas": 2}, "unified topology"),
         ("unified", {"peer_load": "on", "replicas": 2, "speculative": "eagle"}, "set speculative=off"),
     ],
@@ -110,17 +115,21 @@ def test_plan_models_the_chained_loads_as_unknown_and_shows_the_lever(
     [lever] = [lever for lever in t.levers if lever.name == "peer_load"]
     assert (lever.setting, lever.other, lever.where) == ("off", "on", "recipe option")
     assert lever.badge.startswith("Not Verified")
-    assert "peers" in lever.first.unknown and t.first.unknown == lever.first.unknown[:-1]
+    assert "peers" in lever.first.unknown
+    assert t.first.unknown == lever.first.unknown[:-1]
     on = load_stack("broken", write_stack("h200-replicas", _peer_stack))
     t_on = time_to_first_token(on, critical_path(on))
     peers = t_on.phases[-1]
     assert (peers.name, peers.first_s, peers.basis) == ("peers", None, None)
     assert "1 replica(s) after the first, one after another" in peers.source
-    assert t_on.first.total_s is None and "peers" in t_on.first.unknown
+    assert t_on.first.total_s is None
+    assert "peers" in t_on.first.unknown
     assert t_on.first.known_s == t.first.known_s  # the first replica's own path, as without it
     # a stack of one server has no lever to show
     single = load_stack("h200-lowlat")
-    assert "peer_load" not in [lever.name for lever in time_to_first_token(single, critical_path(single)).levers]
+    assert "peer_load" not in [
+        lever.name for lever in time_to_first_token(single, critical_path(single)).levers
+    ]
     assert main(["plan", "broken", "--stacks-dir", str(write_stack("h200-replicas", _peer_stack)),
                  "--format", "json"]) == 0  # fmt: skip
     out = json.loads(capsys.readouterr().out)
@@ -134,7 +143,8 @@ def test_kubernetes_stacks_refuse_it_before_anything_is_created(
     assert main(["validate", "broken", "--stacks-dir", str(stacks)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1, err
-    assert f"{S}.options.peer_load" in err[0] and "not offered on Kubernetes" in err[0]
+    assert f"{S}.options.peer_load" in err[0]
+    assert "not offered on Kubernetes" in err[0]
 
 
 def test_the_seeds_send_group_ports_are_taken_like_any_other(write_stack: WriteStack) -> None:

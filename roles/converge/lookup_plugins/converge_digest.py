@@ -45,5 +45,5 @@ class LookupModule(LookupBase):
             [[variables[n] for n in names], variables.get(f"_{role}_watch", {})]
         )
         salt = (variables.get("flashfleet_converge") or {}).get("salt", {}).get(role, "")
-        text = json.dumps([salt, dict(zip(names, inputs)), watch], sort_keys=True, default=str)
+        text = json.dumps([salt, dict(zip(names, inputs, strict=True)), watch], sort_keys=True, default=str)
         return [hashlib.sha256(text.encode()).hexdigest()]
