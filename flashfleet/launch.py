@@ -19,6 +19,7 @@ from flashfleet.recipes.errors import RecipeError
 from flashfleet.recipes.layouts import MOONCAKE_CONFIG_PATH
 from flashfleet.recipes.render import Process, Recipe
 from flashfleet.stack.image import ImageSpec
+from flashfleet.stack.lock import LockedPackage, LockedRepo
 
 SECRET_ENV_NAMES = ("HF_TOKEN",)
 # The serving API key: SGLang reads `--api-key` from its argv or from a `--config` YAML file
@@ -38,11 +39,20 @@ class LaunchSettings(BaseModel):
     secret_env_file: str = "/etc/flashfleet/secrets.env"
     # serving.apiKey: required: the processes that serve the OpenAI API demand the key.
     api_key: bool = False
-    # The stack's lock (flashfleet.stack.lock): repository -> the commit the nodes downloaded.
-    # A server loads that commit (`--revision`), never what the cache's `main` ref names.
-    revisions: dict[str, str] = Field(default_factory=dict)
+    # The stack's lock of the weights (flashfleet.stack.lock): repository -> its commit and files.
+    # A server loads that commit (`--revision`), never what the cache's `main` ref names; a
+    # Kubernetes download fetches it and checks each file, as the hosts' role does.
+    weights_lock: dict[str, LockedRepo] = Field(default_factory=dict)
+    # The lock of the download client (huggingface_hub): its version and files' hashes; None: the
+    # catalog's version from the index, unlocked.
+    client_lock: LockedPackage | None = None
     # caches.jit: the kernels' compile caches on the cache volume (jit_cache_env).
     jit_cache: bool = False
+
+    @property
+    def revisions(self) -> dict[str, str]:
+        """Repository -> the locked commit the servers load."""
+        return {repo: entry.commit for repo, entry in self.weights_lock.items()}
 
 
 # The flag naming a repository a server loads, and the flag pinning its revision.

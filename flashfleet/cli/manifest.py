@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
             f"(`flashfleet plan {b.stack}` shows its bring-up)"
         )
     try:
-        plan = kubernetes_plan(b.stack, b.spec, b.launch_settings().revisions)
+        plan = kubernetes_plan(b.stack, b.spec, b.lock)
     except (KubernetesRenderError, RecipeError) as err:
         raise UsageError(str(err)) from None
     if args.format == "json":

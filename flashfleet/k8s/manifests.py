@@ -140,7 +140,7 @@ def plan_kubernetes(
     # Created beside the download, never after it: see flashfleet/k8s/prepull.py.
     serving_images = sorted({launch.image for launch in launches})
     objects.append(prepull.pre_pull(stack, ns, serving_images, source.pause_image, placement))
-    downloads = weights.downloads(recipe, source.download_image, secret, settings.revisions)
+    downloads = weights.downloads(recipe, source.download_image, secret, settings)
     job_name = None
     if l3:
         assert mooncake is not None

@@ -7,32 +7,40 @@ processes start (``hf download`` skips files the cache already has).
 
 The downloads run on the source's small ``downloadImage``, never on the serving image: an init
 container's image is pulled when the container starts, so a download on the serving image would
-wait for the whole serving-image pull (75 GB for ROCm). A first init container installs the
-pinned huggingface_hub release (the catalog's, which hosts install too) into a pod-local
-directory with pip; each download then runs its ``hf`` with the host role's arguments. Both are
-argv lists: no shell, and a repository name is one argv word. The token reaches ``hf`` as the
-host role hands it over: a read-only file named by ``HF_TOKEN_PATH``, never an environment value.
+wait for the whole serving-image pull (75 GB for ROCm). Every container runs the hosts' own
+download program (roles/model_weights/files/weights_fetch.py), its request as an argument,
+so pods and hosts enforce the stack's lock alike: a first init container installs the pinned
+huggingface_hub release into a pod-local venv (from the lock's files, in pip's hash-checking
+mode, when the stack is locked); each download then fetches its repository at the locked commit
+and checks every file against the lock, and a file that differs fails the container, named. Both
+are argv lists: no shell, and a repository name is one JSON string. The token reaches ``hf`` as
+the host role hands it over: the Secret's read-only file, named by ``HF_TOKEN_PATH``, never an
+environment value.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from flashfleet.catalog import download_client
 from flashfleet.k8s import resources
-from flashfleet.k8s.containers import CACHE_VOLUME, TOKEN_MOUNT, token_env, token_volume
-from flashfleet.launch import CONTAINER_HF_CACHE, SECRET_ENV_NAMES
+from flashfleet.k8s.containers import CACHE_VOLUME, TOKEN_DIR, TOKEN_MOUNT, token_env, token_volume
+from flashfleet.launch import CONTAINER_HF_CACHE, SECRET_ENV_NAMES, LaunchSettings
 from flashfleet.recipes import Recipe
 
 CLIENT_VOLUME = "hf-client"
-CLIENT_DIR = "/opt/flashfleet/hf-client"  # pip --target: packages here, console scripts in bin/
+CLIENT_DIR = "/opt/flashfleet/hf-client"  # the client's venv, pod-local
 CLIENT_CONTAINER = "weights-client"
 # The servers read HF_HOME's hub/ (the default cache): the downloads write exactly there.
 HUB_DIR = f"{CONTAINER_HF_CACHE}/hub"
-# As the host role runs it: no telemetry, no progress bars in the logs.
-_QUIET = {"HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_DISABLE_PROGRESS_BARS": "1"}
+HUB_ENDPOINT = "https://huggingface.co"
+# As the hosts' role gives it (model_weights_timeout_s): the program stops its downloads then.
+TIMEOUT_S = 14400
+# The hosts' download program, run by every download container as it is.
+FETCH_PROGRAM = Path(__file__).resolve().parents[2] / "roles/model_weights/files/weights_fetch.py"
 
 
 @dataclass(frozen=True)
@@ -50,55 +58,51 @@ def _slug(repo: str) -> str:
     return repo.lower().replace("/", "-").replace(".", "-").replace("_", "-")[:50].strip("-")
 
 
-def download_argv(repo: str, revision: str | None = None) -> list[str]:
-    """``hf download`` as roles/model_weights/tasks/start.yml runs it, from the same catalog facts;
-    `revision`: the stack's locked commit of the repository (None: the catalog's revision)."""
-    client = download_client()
-    return [
-        "python",  # the console script's own shebang is the image's Python anyway
-        f"{CLIENT_DIR}/bin/hf",
-        "download",
-        repo,
-        "--revision",
-        revision or client.revision,
-        "--cache-dir",
-        HUB_DIR,
-        "--max-workers",
-        str(client.max_workers),
-    ]
+def fetch_request(repos: list[str], settings: LaunchSettings) -> dict[str, Any]:
+    """The request weights_fetch.py takes, as roles/model_weights/tasks/start.yml builds it on a
+    host, from the same catalog facts and the stack's lock; [] repositories: the client only."""
+    client, locked = download_client(), settings.client_lock
+    weights = {r: e.model_dump(mode="json") for r, e in settings.weights_lock.items() if r in repos}
+    return {
+        "repos": repos,
+        "revision": client.revision,
+        "lock": weights,
+        "cache_dir": CONTAINER_HF_CACHE,
+        "hub_dir": HUB_DIR,
+        "marker_dir": f"{CONTAINER_HF_CACHE}/.flashfleet-complete",
+        "venv": CLIENT_DIR,
+        "hub_version": locked.version if locked is not None else client.hub_version,
+        "hub_sha256": locked.sha256s if locked is not None else [],
+        "pip_args": [],
+        "endpoint": HUB_ENDPOINT,
+        "max_workers": client.max_workers,
+        "token_file": f"{TOKEN_DIR}/HF_TOKEN",
+        "keep_token_file": True,  # the Secret's read-only file, not the program's to remove
+        "timeout_s": TIMEOUT_S,
+    }
 
 
-def install_argv() -> list[str]:
-    return [
-        "python",
-        "-m",
-        "pip",
-        "install",
-        "--no-cache-dir",
-        "--disable-pip-version-check",
-        "--target",
-        CLIENT_DIR,
-        f"huggingface_hub=={download_client().hub_version}",
-    ]
+def fetch_command(request: dict[str, Any]) -> list[str]:
+    """The container's argv: the download program and its request (python: the image's own)."""
+    return ["python", "-c", FETCH_PROGRAM.read_text(), "--request", json.dumps(request, sort_keys=True)]
 
 
-def downloads(
-    recipe: Recipe, image: str, secret_name: str, revisions: Mapping[str, str] | None = None
-) -> Downloads:
-    """The download containers on ``image`` (the source's downloadImage); ``revisions``: the
-    stack's lock, repository -> commit (the files' hashes are checked on hosts only)."""
-    revisions = revisions or {}
+def shown(command: list[str]) -> list[str]:
+    """A container's argv as `plan` prints it: the download program by its path, not its text."""
+    if command[:2] == ["python", "-c"] and len(command) == 5 and command[2] == FETCH_PROGRAM.read_text():
+        return ["python", "-c", f"<{FETCH_PROGRAM.relative_to(FETCH_PROGRAM.parents[3])}>", *command[3:]]
+    return command
+
+
+def downloads(recipe: Recipe, image: str, secret_name: str, settings: LaunchSettings) -> Downloads:
+    """The download containers on ``image`` (the source's downloadImage), with the stack's lock
+    as ``settings`` carries it."""
     client_mount = {"name": CLIENT_VOLUME, "mountPath": CLIENT_DIR}
-    env: list[dict[str, Any]] = [
-        {"name": "PYTHONPATH", "value": CLIENT_DIR},
-        *({"name": k, "value": v} for k, v in _QUIET.items()),
-        *token_env(SECRET_ENV_NAMES, "weights download"),
-    ]
     install = {
         "name": CLIENT_CONTAINER,
         "image": image,
         "imagePullPolicy": "IfNotPresent",
-        "command": install_argv(),
+        "command": fetch_command(fetch_request([], settings)),
         "resources": resources.CLIENT_INSTALL,
         "volumeMounts": [client_mount],
     }
@@ -107,8 +111,8 @@ def downloads(
             "name": f"weights-{_slug(repo)}"[:63].rstrip("-"),
             "image": image,
             "imagePullPolicy": "IfNotPresent",
-            "command": download_argv(repo, revisions.get(repo)),
-            "env": env,
+            "command": fetch_command(fetch_request([repo], settings)),
+            "env": token_env(SECRET_ENV_NAMES, "weights download"),
             "resources": resources.DOWNLOAD,
             "volumeMounts": [
                 {"name": CACHE_VOLUME, "mountPath": CONTAINER_HF_CACHE},

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from flashfleet.catalog import download_client, hardware_catalog
-from flashfleet.k8s import KubernetesPlan
+from flashfleet.k8s import KubernetesPlan, weights
 from flashfleet.k8s import mooncake as k8s_mooncake
 from flashfleet.launch import ContainerLaunch
 from flashfleet.planning.critical_path import critical_path
@@ -158,7 +158,7 @@ def _container(c: dict[str, Any], pod: str, init: bool) -> WorkloadContainer:
         name=c["name"],
         stage=stage,
         image=c["image"],
-        command=list(c["command"]),
+        command=weights.shown(list(c["command"])),
         env={e["name"]: e["value"] for e in c.get("env", []) if "value" in e},
         env_from=sorted(e["name"] for e in c.get("env", []) if "valueFrom" in e),  # Secret, pod IP
         resources=c.get("resources", {}),
@@ -229,7 +229,7 @@ class _Parts:
 
 
 def _kubernetes_parts(stack_plan: StackPlan) -> _Parts:
-    plan = kubernetes_plan(stack_plan.stack, stack_plan.spec, stack_plan.launch_settings().revisions)
+    plan = kubernetes_plan(stack_plan.stack, stack_plan.spec, stack_plan.lock)
     src = stack_plan.spec.nodes.source
     assert isinstance(src, KubernetesSource)
     endpoint = plan.endpoint

@@ -185,7 +185,7 @@ class StackPlan:
         return launch_settings(
             self.spec,
             api_key=self.api_key_required,
-            revisions={repo: e.commit for repo, e in self.lock.weights.items()} if self.lock else {},
+            lock=self.lock,
         )
 
     def recipe_for(self, private_addresses: Sequence[str] | None = None) -> Recipe:

@@ -4,14 +4,15 @@ a problem that names the stack key it comes from."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from flashfleet.k8s import KubernetesPlan, plan_kubernetes
 from flashfleet.launch import LaunchSettings
+from flashfleet.planning.packages import locked_for, pip_installs
 from flashfleet.recipes import Recipe, RecipeError, render
 from flashfleet.stack.errors import Problem
 from flashfleet.stack.kubernetes_source import KubernetesSource, PvcCache
+from flashfleet.stack.lock import StackLock
 from flashfleet.stack.spec import SHAPE_KEYS, AwsSource, ExistingSource, StackSpec
 
 # Recipe fields that are keys of the stack itself, not options.
@@ -94,23 +95,24 @@ def jit_cache_on_own_disk(spec: StackSpec) -> bool:
 
 
 def launch_settings(
-    spec: StackSpec, *, api_key: bool = False, revisions: Mapping[str, str] | None = None
+    spec: StackSpec, *, api_key: bool = False, lock: StackLock | None = None
 ) -> LaunchSettings:
-    """How the stack's containers run: the one place that reads them from the spec."""
+    """How the stack's containers run: the one place that reads them from the spec (and what of
+    the stack's lock they need: the weights, and the download client's files)."""
+    client = locked_for(pip_installs(spec), lock, "model_weights").get("huggingface_hub")
     return LaunchSettings(
         image=spec.image,
         model_cache_dir=spec.model_cache_dir,
         api_key=api_key,
-        revisions=dict(revisions or {}),
+        weights_lock=dict(lock.weights) if lock is not None else {},
+        client_lock=client,
         jit_cache=jit_cache_on_own_disk(spec),
     )
 
 
-def kubernetes_plan(
-    stack: str, spec: StackSpec, revisions: Mapping[str, str] | None = None
-) -> KubernetesPlan:
-    """The stack's manifests (raises KubernetesRenderError, RecipeError); ``revisions``: the
-    stack's lock, repository -> commit (StackPlan.launch_settings)."""
+def kubernetes_plan(stack: str, spec: StackSpec, lock: StackLock | None = None) -> KubernetesPlan:
+    """The stack's manifests (raises KubernetesRenderError, RecipeError); ``lock``: the stack's
+    lock, whose weights and client the download containers fetch and check."""
     src = spec.nodes.source
     assert isinstance(src, KubernetesSource)
     return plan_kubernetes(
@@ -119,7 +121,7 @@ def kubernetes_plan(
         hardware=spec.hardware,
         nodes=spec.nodes.count,
         recipe_for=lambda addresses: render_stack(spec, None if addresses is None else list(addresses)),
-        settings=launch_settings(spec, revisions=revisions),
+        settings=launch_settings(spec, lock=lock),
         mooncake=spec.mooncake,
     )
 

@@ -117,7 +117,8 @@ def test_the_download_client_is_the_catalogs_on_hosts_and_on_clusters() -> None:
     # One pin (flashfleet/catalog/downloads.toml): prepare.yml maps it onto model_weights from the
     # inventory, the role's own defaults agree with it, and the Kubernetes downloads run it.
     from flashfleet.catalog import download_client
-    from flashfleet.k8s.weights import download_argv, install_argv
+    from flashfleet.k8s.weights import fetch_request
+    from flashfleet.launch import LaunchSettings
 
     client = download_client()
     defaults = yaml.safe_load((ROOT / "roles/model_weights/defaults/main.yml").read_text())
@@ -139,7 +140,10 @@ def test_the_download_client_is_the_catalogs_on_hosts_and_on_clusters() -> None:
         "max_workers": client.max_workers,
         "lock": None,  # the catalog stack has no lock: the client is pinned by version alone
     }
-    assert install_argv()[-1] == f"huggingface_hub=={client.hub_version}"
-    argv = download_argv("org/repo")
-    assert argv[argv.index("--revision") + 1] == client.revision
-    assert argv[argv.index("--max-workers") + 1] == str(client.max_workers)
+    # the Kubernetes downloads run the role's own program, with the same request
+    request = fetch_request(["org/repo"], LaunchSettings())
+    assert (request["hub_version"], request["revision"], request["max_workers"]) == (
+        client.hub_version,
+        client.revision,
+        client.max_workers,
+    )

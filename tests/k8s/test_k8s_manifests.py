@@ -26,6 +26,7 @@ from k8s_cases import (
 from flashfleet.catalog import DFLASH2_DRAFT, download_client
 from flashfleet.k8s import KubernetesRenderError, plan_kubernetes, resources
 from flashfleet.k8s.containers import MOONCAKE_HOSTNAME_ENV, TOKEN_FILE_ENV
+from flashfleet.k8s.weights import FETCH_PROGRAM as PROGRAM
 from flashfleet.launch import LaunchSettings
 from flashfleet.recipes.layouts import MOONCAKE_CONFIG_ENV, MOONCAKE_CONFIG_PATH
 from flashfleet.stack.image import ImageSpec
@@ -41,22 +42,20 @@ SERVE_CASES = [
 ]
 
 
-def download_argv(repo: str) -> list[str]:
-    """`hf download` with the host role's arguments, from the catalog's client (written out here,
-    so a change of the renderer's argv shows)."""
+def download_argv(repo: str | None) -> list[str]:
+    """The hosts' download program (roles/model_weights/files/weights_fetch.py) with the request a
+    host's role gives it, from the catalog's client (written out here, so a change of the
+    renderer's request shows); None: the client install alone."""
     client = download_client()
-    return [
-        "python",
-        "/opt/flashfleet/hf-client/bin/hf",
-        "download",
-        repo,
-        "--revision",
-        client.revision,
-        "--cache-dir",
-        "/root/.cache/huggingface/hub",
-        "--max-workers",
-        str(client.max_workers),
-    ]
+    request = {
+        "repos": [repo] if repo else [], "revision": client.revision, "lock": {},
+        "cache_dir": "/root/.cache/huggingface", "hub_dir": "/root/.cache/huggingface/hub",
+        "marker_dir": "/root/.cache/huggingface/.flashfleet-complete", "venv": "/opt/flashfleet/hf-client",
+        "hub_version": client.hub_version, "hub_sha256": [], "pip_args": [], "endpoint": "https://huggingface.co",
+        "max_workers": client.max_workers, "token_file": "/etc/flashfleet/hf-token/HF_TOKEN",
+        "keep_token_file": True, "timeout_s": 14400,
+    }  # fmt: skip
+    return ["python", "-c", PROGRAM.read_text(), "--request", json.dumps(request, sort_keys=True)]
 
 
 def _workload_containers(case: Case) -> dict[str, dict[str, Any]]:
@@ -176,6 +175,7 @@ def test_mi355x_agentx() -> None:
     # A host path is per node: the pod fills it before the server starts, and there is no Job.
     install, download = pod["initContainers"]
     assert install["name"] == "weights-client"
+    assert install["command"] == download_argv(None)
     assert download["command"] == download_argv("OneNexus/GLM-5.3-Flash-MXFP4")
     assert "restartPolicy" not in download
     assert volumes["hf-client"] == {"name": "hf-client", "emptyDir": {}}

@@ -348,3 +348,72 @@ def test_a_locked_client_is_installed_from_its_locked_bytes_and_other_bytes_fail
     _, report = finish(start(kept, tmp_path))
     assert report["installed"] == ""
     assert not Path(kept["token_file"]).exists()
+
+
+def pod_run(container: dict[str, Any], tmp: Path, env: dict[str, str]) -> tuple[int, dict[str, Any]]:
+    """A rendered Kubernetes download container, run here: its program and request as rendered,
+    the pod's paths mapped onto this test's folders (its volumes), this Python for the image's."""
+    from flashfleet.k8s.containers import TOKEN_DIR
+    from flashfleet.k8s.weights import CLIENT_DIR
+    from flashfleet.launch import CONTAINER_HF_CACHE
+
+    python, flag, program, given, raw = container["command"]
+    assert (python, flag, given) == ("python", "-c", "--request")
+    mounts = {CONTAINER_HF_CACHE: tmp / "cache", CLIENT_DIR: tmp / "venv", TOKEN_DIR: tmp / "secret"}
+    req = json.loads(raw)
+    for key in ("cache_dir", "hub_dir", "marker_dir", "venv", "token_file"):
+        inside = next(m for m in mounts if req[key].startswith(m))
+        req[key] = str(mounts[inside]) + req[key][len(inside) :]
+    done = subprocess.run(
+        [sys.executable, "-c", program, "--request", json.dumps(req)], capture_output=True, text=True, timeout=120, check=False,
+        env={**os.environ, **env},
+    )  # fmt: skip
+    return done.returncode, dict(json.loads(done.stdout))
+
+
+@pytest.mark.parametrize("served", [SHARD, b"tampered" * 875])
+def test_a_kubernetes_download_runs_this_program_and_enforces_the_lock(
+    tmp_path: Path, client_index: PackageIndex, served: bytes
+) -> None:
+    """The pods of a Kubernetes stack download as the hosts do: the client from the lock's files
+    in pip's hash-checking mode, the locked commit, every file checked; the Secret's token file
+    (read-only in a pod) is left as it is."""
+    from flashfleet.k8s.weights import downloads
+    from flashfleet.launch import LaunchSettings
+    from flashfleet.package_index import resolve_package
+    from flashfleet.recipes import render
+    from flashfleet.stack.lock import LockedRepo
+
+    recipe = render("mi355x", "low-latency")
+    [repo] = recipe.repositories
+    client = resolve_package("huggingface_hub", "==2.4.0", index_url=client_index.simple)
+    files = {"model-00001-of-00001.safetensors": SHARD, "config.json": CONFIG}
+    settings = LaunchSettings(
+        weights_lock={repo: LockedRepo.model_validate(locked(files))}, client_lock=client
+    )
+    pod = downloads(recipe, "python:3.12.12-slim-bookworm", "hf-secret", settings)
+    (tmp_path / "secret").mkdir()
+    token = tmp_path / "secret/HF_TOKEN"
+    token.write_text(TOKEN)
+    token.chmod(0o400)
+    index = {"PIP_INDEX_URL": client_index.simple}  # what PyPI is to a pod
+
+    rc, report = pod_run(pod.install, tmp_path, index)
+    assert (rc, report["installed"], report["failed"]) == (0, "huggingface_hub 2.4.0 (locked)", [])
+    # the index's wheel has no working `hf`: the stand-in client takes its place in the venv
+    (tmp_path / "served-shard").write_bytes(served)
+    hf = tmp_path / "venv/bin/hf"
+    hf.write_text("#!/bin/sh\n" + PLACE_SNAPSHOT.format(shard=tmp_path / "served-shard", config=CONFIG.decode(),
+                                                          asked=tmp_path / "asked") + "\n")  # fmt: skip
+    hf.chmod(0o755)
+    [download] = pod.containers
+    rc, report = pod_run(download, tmp_path, index)
+    assert report["installed"] == "", report  # the init container's client, checked and kept
+    assert (tmp_path / "asked").exists(), report
+    assert (tmp_path / "asked").read_text().split() == [COMMIT]  # the locked commit
+    if served == SHARD:
+        assert (rc, report["downloaded"], report["failed"]) == (0, [repo], [])
+    else:
+        assert rc == 1
+        assert "not the locked bytes: model-00001-of-00001.safetensors has sha256" in report["failed"][0]
+    assert token.read_text() == TOKEN  # the pod's Secret is not the program's to remove

@@ -102,7 +102,7 @@ def _download_and_pull(objects: tuple[dict[str, Any], ...], serving: set[str]) -
     for obj in objects:
         for pod in _pods(obj):
             every = [*pod.get("initContainers", []), *pod["containers"]]
-            downloads += [c["image"] for c in every if "download" in c.get("command", [])]
+            downloads += [c["image"] for c in every if c["name"].startswith("weights-")]
             if obj["kind"] == "DaemonSet" and {c["image"] for c in pod.get("initContainers", [])} & serving:
                 pre_pulls.append(pod)
     return downloads, pre_pulls

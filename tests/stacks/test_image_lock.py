@@ -109,7 +109,7 @@ def test_a_kubernetes_pod_pulls_the_locked_digest(tmp_path: Path, capsys: pytest
 
     def server_images() -> set[str]:
         plan = load_stack("mi355x-k8s", tmp_path)
-        k8s = kubernetes_plan(plan.stack, plan.spec, plan.launch_settings().revisions)
+        k8s = kubernetes_plan(plan.stack, plan.spec, plan.lock)
         return {
             c["image"]
             for o in k8s.objects

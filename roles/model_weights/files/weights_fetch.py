@@ -1,7 +1,8 @@
 """The model_weights background job on a node: the download client, then the downloads.
 
 Runs on the node as root, started by the start entry point with async and poll 0, standard
-library only (Python 3.8+). Reads one JSON request on stdin, and:
+library only (Python 3.8+). Reads one JSON request on stdin (or after `--request`: a Kubernetes
+download container runs this same program, flashfleet/k8s/weights.py), and:
 
 1. makes the cache directories and ensures the client (a venv with huggingface_hub at the pinned
    version, pip's index arguments as given), so the start play does not wait for pip;
@@ -14,7 +15,8 @@ library only (Python 3.8+). Reads one JSON request on stdin, and:
    the request's `exclude` patterns (a node whose server loads the weights from a peer) are left
    out of the download and of the check, and the marker says so (`marker_suffix`);
 3. removes the token file when it ends, whatever the outcome, SIGTERM included: a node that
-   never reaches the wait play keeps the token no longer than its download needs it.
+   never reaches the wait play keeps the token no longer than its download needs it (a pod's
+   token is its Secret's read-only file: `keep_token_file`).
 
 Prints one JSON report on stdout (the wait entry point reads it): `changed` (a client installed
 or a marker written), `installed` (what, or ""), `downloaded`, and `failed`, one line per
@@ -137,7 +139,7 @@ class Job:
         python = os.path.join(venv, "bin", "python")
         marker = os.path.join(venv, "flashfleet-client.json")  # which lock installed it
         if not os.path.exists(python):
-            self.run(["/usr/bin/python3", "-m", "venv", venv])
+            self.run([sys.executable, "-m", "venv", venv])  # the node's python3, the image's in a pod
             self.installed = f"{venv} (venv)"
         try:  # none (an unlocked install, or one by an older flashfleet): no hashes
             recorded = _read_json(marker).get("sha256", [])
@@ -258,8 +260,9 @@ class Job:
                 proc.kill()
                 proc.wait()
             out.close()
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(self.req["token_file"])
+        if not self.req.get("keep_token_file"):  # a pod's token is its Secret's, read-only
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(self.req["token_file"])
 
     def report(self):
         return {
@@ -292,7 +295,9 @@ def _file_identity(path, size_wanted, key):
 
 
 def main():
-    job = Job(json.load(sys.stdin))
+    # a pod has no stdin: its container gives the request as an argument
+    given = sys.argv[1:3]
+    job = Job(json.loads(given[1]) if given[:1] == ["--request"] else json.load(sys.stdin))
     for sig in _SIGNALS:
         signal.signal(sig, _stop.handle)
     try:
