@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -82,14 +83,20 @@ def fetch_request(repos: list[str], settings: LaunchSettings) -> dict[str, Any]:
     }
 
 
+@cache
+def _program() -> str:
+    """The download program's text: read once, however many containers and views use it."""
+    return FETCH_PROGRAM.read_text()
+
+
 def fetch_command(request: dict[str, Any]) -> list[str]:
     """The container's argv: the download program and its request (python: the image's own)."""
-    return ["python", "-c", FETCH_PROGRAM.read_text(), "--request", json.dumps(request, sort_keys=True)]
+    return ["python", "-c", _program(), "--request", json.dumps(request, sort_keys=True)]
 
 
 def shown(command: list[str]) -> list[str]:
     """A container's argv as `plan` prints it: the download program by its path, not its text."""
-    if command[:2] == ["python", "-c"] and len(command) == 5 and command[2] == FETCH_PROGRAM.read_text():
+    if command[:2] == ["python", "-c"] and len(command) == 5 and command[2] == _program():
         return ["python", "-c", f"<{FETCH_PROGRAM.relative_to(FETCH_PROGRAM.parents[3])}>", *command[3:]]
     return command
 

@@ -31,7 +31,6 @@ from flashfleet.planning.stack_recipe import cache_volume_is_one_nodes
 from flashfleet.stack.kubernetes_source import HostPathCache, KubernetesSource
 
 TRANSFERS = ("driver", "image", "weights")
-AFTER = ("load", "jit", "capture", "ready")
 SAME = "as in the first bring-up"
 
 
@@ -46,7 +45,8 @@ def _lanes_total(lanes: list[list[str]], seconds: dict[str, float | None]) -> tu
 def _time(phases: list[StartupPhase], lanes: list[list[str]], second: bool) -> BringupTime:
     seconds = {p.name: p.second_s if second else p.first_s for p in phases}
     transfers, transfers_known = _lanes_total(lanes, seconds)
-    serial = [p.name for p in phases if p.name not in TRANSFERS]  # launch, AFTER, then peers
+    # one after another: launch, load, jit, capture, ready, and peers where options.peer_load is on
+    serial = [p.name for p in phases if p.name not in TRANSFERS]
     known = transfers_known + sum(seconds[n] or 0.0 for n in serial)
     unknown = [p.name for p in phases if seconds[p.name] is None]
     timed = {n: s for n, s in seconds.items() if s}
