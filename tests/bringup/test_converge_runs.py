@@ -87,6 +87,11 @@ SITE = f"""---
   hosts: all
   gather_facts: false
   tags: [beta]
+  vars:
+    # an argument two variables away from what it renders from (an extra variable), and one read
+    # through a lookup: the check renders no template but the lookup's
+    _beta_words: {{first: "{{{{ word_for_beta }}}}", env: "{{{{ lookup('ansible.builtin.env', 'FLASHFLEET_TEST_WORD') }}}}"}}
+    beta_value: "{{{{ _beta_words.first }}}}{{{{ _beta_words.env }}}}"
   pre_tasks:
     - name: Site | check beta
       ansible.builtin.import_role: {CHECK}
@@ -175,7 +180,7 @@ class Run:
 
 
 def run(project: dict[str, Any], *, records: bool = True, **kwargs: Any) -> Run:
-    extravars = {"value_for_alpha": "one", "converge_state_file": str(project["record"]),
+    extravars = {"value_for_alpha": "one", "word_for_beta": "one", "converge_state_file": str(project["record"]),
                  **kwargs.pop("extravars", {})}  # fmt: skip
     inventory = {"all": {"hosts": {"node": {"ansible_connection": "local",
                                             "ansible_python_interpreter": "/usr/bin/python3"}}}}  # fmt: skip
@@ -212,6 +217,18 @@ def test_a_changed_argument_reruns_that_role_and_the_roles_after_it(project: dic
     assert (project["files"] / "alpha").read_text() == "two\n"
     assert run(project, extravars={"value_for_alpha": "two"}).ran == []
     assert run(project, extravars={"value_for_alpha": "two", "beta_value": "x"}).ran == ["beta"]
+
+
+def test_an_argument_follows_the_variables_it_renders_from(
+    project: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run(project)
+    assert run(project, extravars={"word_for_beta": "two"}).ran == ["beta"]
+    assert (project["files"] / "beta").read_text() == "two\n"
+    assert run(project, extravars={"word_for_beta": "two", "unrelated": "x"}).ran == []
+    monkeypatch.setenv("FLASHFLEET_TEST_WORD", "-three")
+    assert run(project, extravars={"word_for_beta": "two"}).ran == ["beta"]
+    assert (project["files"] / "beta").read_text() == "two-three\n"
 
 
 def test_drift_in_what_a_role_manages_reruns_it(project: dict[str, Any]) -> None:
