@@ -105,6 +105,9 @@ def host_vars(
                 else None
             ),
             flashfleet_driver=hw.driver if gpus else None,
+            flashfleet_driver_lock=(
+                plan.lock.apt if plan.lock is not None and plan.lock.apt and gpus and hw.driver else None
+            ),
             flashfleet_model_cache_dir=spec.model_cache_dir,
             flashfleet_mooncake=plan.mooncake is not None,
             flashfleet_processes=launches,

@@ -19,7 +19,7 @@ from pydantic.fields import FieldInfo
 
 from flashfleet.catalog import DriverProfile
 from flashfleet.launch import ContainerLaunch
-from flashfleet.stack.lock import LockedPackage, LockedRepo
+from flashfleet.stack.lock import LockedDeb, LockedPackage, LockedRepo
 from flashfleet.table import markdown
 
 _STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
@@ -185,11 +185,18 @@ class HostVars(BaseModel):
         "`files` (each one's `size`, and `sha256` or `git_oid`); `model_weights` downloads that commit "
         "and checks every file against it. null: no lock, the catalog's revision as it is on the day",
     )
+    flashfleet_driver_lock: dict[str, dict[str, LockedDeb]] | None = Field(
+        None,
+        description="the stack's lock of the NVIDIA driver's apt packages: repository directory (as the "
+        "node's sources name it) -> package -> `version`, `sha256`, `size`; `nvidia_driver` checks what "
+        "apt would install from its directory against it. null: no lock, or not an NVIDIA GPU node",
+    )
 
     def inventory_vars(self) -> dict[str, Any]:
-        """As the inventory carries them (JSON types; ansible_user and host keys left out when unset)."""
+        """As the inventory carries them (JSON types; ansible_user, host keys and the driver's lock left
+        out when unset)."""
         out = self.model_dump(mode="json")
-        for optional in ("ansible_user", "flashfleet_host_keys"):
+        for optional in ("ansible_user", "flashfleet_host_keys", "flashfleet_driver_lock"):
             if out[optional] is None:
                 del out[optional]
         return out

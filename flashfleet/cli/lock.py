@@ -10,7 +10,10 @@ registry to the digest it names today and each platform's (flashfleet/image_regi
 nodes' architecture must be among them. Each Python distribution the nodes pip-install
 (flashfleet/planning/packages.py) is resolved on the index they install it from (the stack's
 roleVars: a mirror or a wheel folder, else PyPI) to the newest version its specifier allows, with
-every file of that version and its sha256 (flashfleet/package_index.py).
+every file of that version and its sha256 (flashfleet/package_index.py). The NVIDIA driver's apt
+packages are resolved in each directory of the CUDA repository the nodes' sources may name (the
+stack's nvidia_driver_repo_url roleVar, else NVIDIA's; flashfleet/planning/apt_packages.py): every
+package apt takes from it for the driver, with its version, size and SHA256 (flashfleet/apt_index.py).
 
 With a lock already there: the same pins print "current"; pins that moved upstream print as a
 diff and exit 1, and `--update` prints the diff and writes it.
@@ -28,7 +31,7 @@ from typing import TYPE_CHECKING
 from flashfleet.cli.common import UsageError, add_stack
 
 if TYPE_CHECKING:
-    from flashfleet.stack.lock import LockedRepo
+    from flashfleet.stack.lock import LockedDeb, LockedRepo
 
 
 class HubError(RuntimeError):
@@ -38,8 +41,8 @@ class HubError(RuntimeError):
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "lock",
-        help="pin the stack's weights (commits, file hashes), image (digest) and pip packages (file hashes) "
-        "in <stack>.lock.yaml",
+        help="pin the stack's weights (commits, file hashes), image (digest), pip packages (file hashes) and "
+        "the NVIDIA driver's apt packages (SHA256) in <stack>.lock.yaml",
     )
     add_stack(p, "stack name, or the path of its file (stacks/Pulumi.<stack>.yaml)")
     p.add_argument("--stacks-dir", type=Path, default=None, help="folder of stack files (default: stacks/)")
@@ -51,11 +54,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from flashfleet.apt_index import AptIndexError
     from flashfleet.catalog import download_client, hardware_catalog
     from flashfleet.cli.common import stack_arg
     from flashfleet.image_registry import ARCH, RegistryError, resolve_image
     from flashfleet.package_index import PackageIndexError, resolve_package
     from flashfleet.planning import parse_spec, resolve_spec
+    from flashfleet.planning.apt_packages import driver_apt
     from flashfleet.planning.packages import pip_installs
     from flashfleet.stack import StackError, read_stack_file
     from flashfleet.stack.lock import StackLock, dump_lock, lock_diff, lock_path
@@ -80,12 +85,13 @@ def run(args: argparse.Namespace) -> int:
             name: resolve_package(name, want.specifier, index_url=want.index_url, find_links=want.find_links)
             for name, want in pip_installs(spec, sf.role_vars).items()
         }
-    except (HubError, RegistryError, PackageIndexError) as err:
+        apt = resolve_apt(driver_apt(spec, sf.role_vars))
+    except (HubError, RegistryError, PackageIndexError, AptIndexError) as err:
         print(f"flashfleet lock: {err}", file=sys.stderr)
         return 1
     new = StackLock(
         stack=name, locked_on=datetime.now(UTC).date().isoformat(), weights=weights, images=images,
-        packages=packages,
+        packages=packages, apt=apt,
     )  # fmt: skip
     path = lock_path(sf.path, name)
     old = sf.lock
@@ -93,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
         pins = [f"{r} @ {e.commit}" for r, e in old.weights.items()]
         pins += [f"{ref} @ {e.digest}" for ref, e in old.images.items()]
         pins += [f"{n}=={e.version}" for n, e in sorted(old.packages.items())]
+        pins += [f"{len(debs)} apt packages from {index}" for index, debs in old.apt.items()]
         print(f"{path.name} is current: " + ", ".join(pins))
         return 0
     if old is not None:
@@ -100,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
         if not args.update:
             print(
                 f"flashfleet lock: {path.name} no longer matches the Hub, the registry or the package "
-                f"index (above); `flashfleet lock {name} --update` writes it",
+                f"indexes (above); `flashfleet lock {name} --update` writes it",
                 file=sys.stderr,
             )
             return 1
@@ -111,8 +118,30 @@ def run(args: argparse.Namespace) -> int:
         print(f"locked {ref} @ {locked.digest} ({', '.join(sorted(locked.platforms))})")
     for pkg, package in sorted(new.packages.items()):
         print(f"locked {pkg}=={package.version} ({len(package.files)} files)")
+    for index, debs in new.apt.items():
+        versions = ", ".join(f"{n}={d.version}" for n, d in debs.items())
+        print(f"locked {len(debs)} apt packages from {index} ({versions})")
     print(f"wrote {path}")
     return 0
+
+
+def resolve_apt(wanted: dict[str, dict[str, str]]) -> dict[str, dict[str, LockedDeb]]:
+    """Each repository directory the nodes may name that the repository serves, resolved; a
+    distribution it does not serve is left out (a node on it fails closed), none at all is an
+    error."""
+    from flashfleet.apt_index import AptIndexError, NoIndex, resolve
+
+    out, missing = {}, []
+    for index, pins in wanted.items():
+        try:
+            out[index] = resolve(index, pins)
+        except NoIndex as err:
+            missing.append(str(err))
+    if wanted and not out:
+        raise AptIndexError(
+            missing[0] if len(missing) == 1 else f"none of {len(missing)} directories: {missing[0]}"
+        )
+    return out
 
 
 def resolve_repo(repo: str, revision: str, endpoint: str | None) -> LockedRepo:

@@ -14,7 +14,7 @@ from flashfleet.catalog import hardware_catalog
 from flashfleet.catalog.instances import InstanceType, gib_to_gb, instance_catalog
 from flashfleet.k8s import KubernetesRenderError
 from flashfleet.launch import check_build_requirements
-from flashfleet.planning import packages
+from flashfleet.planning import apt_packages, packages
 from flashfleet.planning.stack_recipe import kubernetes_plan, recipe_path, recipe_problem, router_node
 from flashfleet.recipes import Recipe, RecipeError
 from flashfleet.recipes.render import name_errors
@@ -540,6 +540,8 @@ def check_lock(
     if spec.image.digest is None:  # neither the stack nor its lock pins the image
         unlocked.append("the image's tag")  # `plan` names it (a value kept whole, not in prose)
     unlocked += packages.unlocked(packages.pip_installs(spec), lock)
+    if apt_packages.driver_apt(spec) and not apt_packages.locked_dirs(spec, lock):
+        unlocked.append("the NVIDIA driver's apt packages")
     if not unlocked:
         return [], []
     if lock is None:

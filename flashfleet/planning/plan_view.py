@@ -15,6 +15,7 @@ from flashfleet.catalog import download_client, hardware_catalog
 from flashfleet.k8s import KubernetesPlan, weights
 from flashfleet.k8s import mooncake as k8s_mooncake
 from flashfleet.launch import ContainerLaunch
+from flashfleet.planning.apt_packages import driver_apt, locked_dirs, where
 from flashfleet.planning.critical_path import critical_path
 from flashfleet.planning.packages import pip_installs
 from flashfleet.planning.plan_model import (
@@ -335,6 +336,28 @@ _INSTALLED_BY = {
 }
 
 
+def _driver_apt_parts(plan: StackPlan) -> list[LockedPart]:
+    """The NVIDIA driver's apt packages: locked for the repository directories (distributions) the
+    lock holds with every package the driver's pin names."""
+    wanted = driver_apt(plan.spec)
+    if not wanted:
+        return []
+    pins = next(iter(wanted.values()))
+    name = "NVIDIA driver (apt): " + ", ".join(pins)
+    locked = locked_dirs(plan.spec, plan.lock)
+    if plan.lock is None or not locked:
+        return [_floating("packages", name, "by version (the catalog's); apt checks them against the "
+                          "repository's signed index, not against a lock")]  # fmt: skip
+    held = plan.lock.apt
+    dirs = ", ".join(where(index) for index in locked)
+    detail = (
+        f"{sum(len(held[i]) for i in locked)} packages as of {plan.lock.locked_on} for {dirs} (a node on "
+        "another distribution stops); each SHA256 checked in the node's index, and what apt would "
+        "install, before installing"
+    )
+    return [_locked("packages", name, held[locked[0]][next(iter(pins))].version, detail)]
+
+
 def lock_summary(plan: StackPlan) -> LockView:
     """Each moving part of the stack as locked (to what) or floating (and why)."""
     lock, spec = plan.lock, plan.spec
@@ -374,11 +397,12 @@ def lock_summary(plan: StackPlan) -> LockView:
         detail = f"{where}: {locked.version} as of {lock.locked_on}; {len(locked.files)} files, the node"
         detail += " installs only one of those bytes"
         parts.append(_locked("packages", name, locked.version, detail))
+    parts.extend(_driver_apt_parts(plan))
     apt = (
-        "the driver and the container runtime by version (the catalog's), the rest by name; apt checks "
-        "each against its repository's signed index, not against a lock"
+        "the container runtime by version (the catalog's), the rest by name; apt checks each against "
+        "its repository's signed index, not against a lock"
     )
-    parts.append(_floating("packages", "driver, container runtime and system libraries (apt)", apt))
+    parts.append(_floating("packages", "container runtime and system libraries (apt)", apt))
     return LockView(
         file=lock_file_name(plan.stack),
         present=lock is not None,

@@ -11,7 +11,10 @@ pull and run it by that digest, so a tag moved since is not what runs. The packa
 Python distribution the nodes pip-install (the derived image's Transformers, tokenizers and
 torchcodec, the weights download client, the Mooncake wheel), the version its specifier named
 on the index the nodes install from, and every file of that version with its sha256; the nodes
-install exactly those bytes. `plan` shows each part as locked or floating.
+install exactly those bytes. The NVIDIA driver's apt packages: for each repository directory the
+nodes' sources may name (each distribution the nodes may run), every package apt takes from it for
+the driver, with its version and SHA256 as the repository's index lists them; the nodes check what
+apt would fetch against them before installing. `plan` shows each part as locked or floating.
 
 Written by `flashfleet lock` (flashfleet/cli/lock.py), read here with the stack file: a lock that
 cannot be read is refused like a broken stack file, never ignored.
@@ -102,6 +105,16 @@ class LockedPackage(BaseModel):
     _files_in_order = field_validator("files", mode="before")(_sorted)
 
 
+class LockedDeb(BaseModel):
+    """One Debian package apt takes from a vendor's repository, as its index lists it."""
+
+    model_config = _STRICT
+
+    version: str = Field(min_length=1)
+    sha256: str = Field(pattern=SHA256)
+    size: int = Field(ge=0)
+
+
 class StackLock(BaseModel):
     model_config = _STRICT
 
@@ -112,15 +125,18 @@ class StackLock(BaseModel):
     # what the nodes pip-install, by the name they install it as: the derived image's pins, the
     # weights download client, the Mooncake wheel
     packages: dict[str, LockedPackage] = Field(default_factory=dict)
+    # what the nodes apt-install from a vendor's repository, by the repository directory the
+    # node's sources name (one per distribution and architecture the nodes may run) and package
+    apt: dict[str, dict[str, LockedDeb]] = Field(default_factory=dict)
 
-    _in_order = field_validator("weights", "images", "packages", mode="before")(_sorted)
+    _in_order = field_validator("weights", "images", "packages", "apt", mode="before")(_sorted)
 
     @property
     def digest(self) -> str:
         """The hash of what the lock pins (not the day it was written): what a benchmark's
         fingerprint and an evidence record carry."""
-        # a lock that pins no package hashes as it did before packages were locked
-        unpinned = {"locked_on"} | (set() if self.packages else {"packages"})
+        # a lock that pins no package hashes as it did before packages (pip, apt) were locked
+        unpinned = {"locked_on"} | {part for part in ("packages", "apt") if not getattr(self, part)}
         pinned = self.model_dump_json(exclude=unpinned, exclude_none=True)
         return hashlib.sha256(pinned.encode()).hexdigest()
 
@@ -162,8 +178,10 @@ def dump_lock(lock: StackLock) -> str:
         name: {**entry, "files": dict(sorted(entry["files"].items()))}
         for name, entry in sorted(data["packages"].items())
     }
-    if not data["packages"]:
-        del data["packages"]  # a lock written before packages were locked reads back the same
+    data["apt"] = {index: dict(sorted(debs.items())) for index, debs in sorted(data["apt"].items())}
+    for part in ("packages", "apt"):
+        if not data[part]:
+            del data[part]  # a lock written before these were locked reads back the same
     yaml.dump(data, out)
     return out.getvalue()
 

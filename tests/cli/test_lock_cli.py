@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 import yaml
+from hosts.aptindex import AptIndex, Deb, of_catalog_driver
 from hosts.hub import Hub, Repo, git_oid
 from hosts.pypi import PackageIndex
 from hosts.registry import Registry
@@ -81,22 +82,31 @@ def pypi() -> Iterator[PackageIndex]:
 
 
 @pytest.fixture
-def stacks(tmp_path: Path, registry: Registry, pypi: PackageIndex) -> Path:
+def apt() -> Iterator[AptIndex]:
+    index = of_catalog_driver().start()
+    yield index
+    index.stop()
+
+
+@pytest.fixture
+def stacks(tmp_path: Path, registry: Registry, pypi: PackageIndex, apt: AptIndex) -> Path:
     folder = tmp_path / "stacks"
     folder.mkdir()
     shutil.copy(DEFAULT_STACKS_DIR / "Pulumi.h200-lowlat.yaml", folder)
     # the catalog's image, served by the registry here (the stack names the registry it pulls from)
     edit_spec(folder, "h200-lowlat", image={"repository": f"{registry.address}/{IMAGE}"})
-    # and the packages, from the index the nodes' pip reads (a mirror, named in roleVars)
-    set_role_vars(folder, "h200-lowlat", pypi)
+    # and the packages, from the index the nodes' pip reads (a mirror, named in roleVars), and the
+    # driver's from a mirror of NVIDIA's CUDA repository
+    set_role_vars(folder, "h200-lowlat", pypi, apt)
     return folder
 
 
-def set_role_vars(stacks: Path, name: str, pypi: PackageIndex) -> None:
+def set_role_vars(stacks: Path, name: str, pypi: PackageIndex, apt: AptIndex) -> None:
     path = stacks / f"Pulumi.{name}.yaml"
     doc = yaml.safe_load(path.read_text())
     doc["config"]["flashfleet:roleVars"] = {
         "sglang_image_pip_index_url": pypi.simple, "model_weights_pip_index_url": pypi.simple,
+        "nvidia_driver_repo_url": apt.url,
     }  # fmt: skip
     path.write_text(yaml.safe_dump(doc))
 
@@ -180,10 +190,28 @@ def test_lock_pins_the_commit_every_file_and_the_image_digest_and_plan_shows_it(
 
 
 def test_the_packages_the_nodes_install_are_locked_from_their_index_and_handed_to_each_role(
-    hub: Hub, registry: Registry, pypi: PackageIndex, stacks: Path, capsys: pytest.CaptureFixture[str]
+    hub: Hub,
+    registry: Registry,
+    pypi: PackageIndex,
+    apt: AptIndex,
+    stacks: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks)]) == 0
     out = capsys.readouterr().out
+    # the driver's apt packages, in the directory an AWS H200 node's sources name (its DLAMI's
+    # Ubuntu 24.04, x86_64), at the catalog's version, not the newer one the repository holds
+    index = f"{apt.url}/ubuntu2404/x86_64/"
+    driver = ("nvidia-driver-595-open", "nvidia-fabricmanager-595")
+    assert f"locked 2 apt packages from {index} ({driver[0]}=595.91.07-1, {driver[1]}=595.91.07-1)\n" in out
+    debs = {d.package: d for d in apt.dirs["ubuntu2404/x86_64"] if d.version == "595.91.07-1"}
+    assert lock_of(stacks)["apt"] == {index: {
+        name: {"version": "595.91.07-1", "sha256": hashlib.sha256(debs[name].data()).hexdigest(),
+               "size": len(debs[name].data())}
+        for name in driver
+    }}  # fmt: skip
+    assert apt.requests == ["/cuda/repos/ubuntu2404/x86_64/Packages.xz", "/cuda/repos/ubuntu2404/x86_64/Packages.gz",
+                            "/cuda/repos/ubuntu2404/x86_64/Packages"]  # fmt: skip
     assert "locked tokenizers==0.23.2 (2 files)\n" in out  # the newest the specifier allows
     assert "locked huggingface_hub==2.4.0 (1 files)\n" in out
     assert lock_of(stacks)["packages"] == {
@@ -196,7 +224,9 @@ def test_the_packages_the_nodes_install_are_locked_from_their_index_and_handed_t
     assert not [r for r in pypi.requests if r.startswith("/files/")]
     parts = {p["name"]: p for p in plan_json(stacks, capsys)["lock"]["parts"] if p["kind"] == "packages"}
     assert (parts["tokenizers"]["state"], parts["tokenizers"]["pinned"]) == ("locked", "0.23.2")
-    assert parts["driver, container runtime and system libraries (apt)"]["state"] == "floating"
+    assert parts["container runtime and system libraries (apt)"]["state"] == "floating"
+    nvidia = parts[f"NVIDIA driver (apt): {', '.join(driver)}"]
+    assert (nvidia["state"], nvidia["pinned"]) == ("locked", "595.91.07-1")
     # each role is handed its own: the image's pins to sglang_image, the client to model_weights
     [hostvars] = build_inventory(load_stack("h200-lowlat", stacks), ["198.51.100.7"], ["10.0.0.7"])["all"][
         "hosts"
@@ -207,6 +237,18 @@ def test_the_packages_the_nodes_install_are_locked_from_their_index_and_handed_t
         "torchcodec",
     }
     assert hostvars["flashfleet_weights_client"]["lock"] == lock_of(stacks)["packages"]["huggingface_hub"]
+    assert hostvars["flashfleet_driver_lock"] == lock_of(stacks)["apt"]  # nvidia_driver's
+
+    # the same driver version republished upstream (a new Debian revision): a diff, not written
+    republished = Deb(driver[1], "595.91.07-2", body=b"rebuilt")
+    apt.dirs["ubuntu2404/x86_64"].append(republished)
+    written = (stacks / "h200-lowlat.lock.yaml").read_bytes()
+    assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks)]) == 1
+    diff = capsys.readouterr().out
+    sha = hashlib.sha256(b"rebuilt").hexdigest()
+    assert f"+    {driver[1]}: {{sha256: {sha}, size: 7, version: 595.91.07-2}}\n" in diff, diff
+    assert (stacks / "h200-lowlat.lock.yaml").read_bytes() == written
+    apt.dirs["ubuntu2404/x86_64"].remove(republished)
 
     # a newer tokenizers on the index moves the lock: a diff, and only --update writes it
     newer = "tokenizers-0.23.3-cp39-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
@@ -226,7 +268,7 @@ def test_the_packages_the_nodes_install_are_locked_from_their_index_and_handed_t
 
 
 def test_main_moved_upstream_is_a_diff_and_only_update_writes_it(
-    hub: Hub, registry: Registry, stacks: Path, capsys: pytest.CaptureFixture[str]
+    hub: Hub, registry: Registry, apt: AptIndex, stacks: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks)]) == 0
     old = hub.repos[MODEL].sha
@@ -236,7 +278,8 @@ def test_main_moved_upstream_is_a_diff_and_only_update_writes_it(
     tagged, image = f"{registry.address}/{IMAGE}:v0.5.23", registry.tag_digest(IMAGE, "v0.5.23")
     packages = "huggingface_hub==2.4.0, tokenizers==0.23.2, torchcodec==0.9.1, transformers==5.17.0"
     assert capsys.readouterr().out == (
-        f"h200-lowlat.lock.yaml is current: {MODEL} @ {old}, {tagged} @ {image}, {packages}\n"
+        f"h200-lowlat.lock.yaml is current: {MODEL} @ {old}, {tagged} @ {image}, {packages}, "
+        f"2 apt packages from {apt.url}/ubuntu2404/x86_64/\n"
     )
 
     added = b"\x09" * 999
@@ -292,11 +335,17 @@ def test_an_image_pinned_by_the_stack_is_locked_to_that_digest_and_a_disagreemen
 
 
 def test_a_tag_without_the_nodes_architecture_is_refused_and_a_registry_down_is_one_line(
-    hub: Hub, registry: Registry, stacks: Path, capsys: pytest.CaptureFixture[str]
+    hub: Hub,
+    registry: Registry,
+    pypi: PackageIndex,
+    apt: AptIndex,
+    stacks: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     # GB300 nodes are arm64: an amd64-only -cu130 tag cannot run there
     shutil.copy(DEFAULT_STACKS_DIR / "Pulumi.gb300-lowlat.yaml", stacks)
     edit_spec(stacks, "gb300-lowlat", image={"repository": f"{registry.address}/{IMAGE}"})
+    set_role_vars(stacks, "gb300-lowlat", pypi, apt)
     registry.push(IMAGE, "v0.5.23-cu130")
     assert main(["lock", "gb300-lowlat", "--stacks-dir", str(stacks)]) == 1
     err = capsys.readouterr().err
@@ -349,7 +398,8 @@ def test_lock_required_refuses_a_stack_without_one_and_lock_still_writes_it(
         assert (
             "flashfleet:stack.lock: required, but no h200-lowlat.lock.yaml: the nodes fetch "
             f"{MODEL}, the image's tag, transformers==5.17.0, tokenizers>=0.23.1, torchcodec==0.9.1, "
-            "huggingface_hub==2.4.0 as each is on the day: run `flashfleet lock h200-lowlat` "
+            "huggingface_hub==2.4.0, the NVIDIA driver's apt packages as each is on the day: run "
+            "`flashfleet lock h200-lowlat` "
             "[rule: lock-required]"
         ) in err, err
     assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks)]) == 0

@@ -51,6 +51,52 @@ def test_h200_second_run_and_check_mode_change_nothing(lab: Lab) -> None:
     assert_no_change(check)
 
 
+def test_the_driver_is_installed_only_as_the_stack_s_lock_holds_it(lab: Lab) -> None:
+    """`flashfleet lock`'s resolution of the lab's CUDA repository (the one these Debian 12 hosts'
+    sources name), handed to the node as the inventory hands it: what apt would install is checked
+    against it before anything is installed."""
+    from flashfleet.apt_index import resolve
+
+    index = f"{lab.base_url}/cuda/repos/debian12/x86_64/"
+    pins = {"nvidia-driver-595-open": "595.91.07-*", "nvidia-fabricmanager-595": "595.91.07-*"}
+    locked = {n: d.model_dump() for n, d in resolve(index, pins).items()}
+    assert {n: d["version"] for n, d in locked.items()} == dict.fromkeys(pins, "595.91.07-1")
+
+    def play(lock: dict[str, object]) -> Run:
+        # the fabric manager gone again: the install (and its check) has something to do
+        lab.pool.ssh("h200", "apt-get purge -y -qq nvidia-fabricmanager-595")
+        return lab.play(["h200"], "nvidia_driver", facts_override={"h200": {"flashfleet_driver_lock": lock}})
+
+    run = play({index: locked})
+    assert run.ok, run.explain()
+    assert run.statuses("h200")["nvidia_driver:the packages are the locked ones"] == "ok"
+    assert dpkg(lab, "h200", "nvidia-fabricmanager-595") == "595.91.07-1"
+
+    # the repository's index lists other bytes than the lock: stopped before apt installs, named
+    other = {**locked, "nvidia-fabricmanager-595": {**locked["nvidia-fabricmanager-595"], "sha256": "0" * 64}}
+    refused = play({index: other})
+    assert not refused.ok
+    [failure] = refused.result.failures
+    assert failure.task == "the packages are the locked ones", failure
+    assert "nvidia-fabricmanager-595 595.91.07-1: the repository lists sha256 " in failure.message
+    assert f"where the lock has {'0' * 64}" in failure.message
+    absent = lab.pool.ssh("h200", "dpkg-query -W nvidia-fabricmanager-595 2>/dev/null || echo absent").stdout
+    assert absent.strip() == "absent"  # nothing installed
+    # a dependency apt would take from the repository that the lock does not hold is named too
+    partial = {"nvidia-driver-595-open": locked["nvidia-driver-595-open"]}
+    refused = play({index: partial})
+    assert (
+        "nvidia-fabricmanager-595 595.91.07-1: apt would install it from"
+        in refused.result.failures[0].message
+    )
+    # a lock of other distributions only: this node's is not in it
+    elsewhere = play({index.replace("debian12", "ubuntu2404"): locked})
+    assert "has no entry for " + index in elsewhere.result.failures[0].message
+
+    restored = play({index: locked})
+    assert restored.ok, restored.explain()
+
+
 def test_deep_learning_ami_keeps_its_running_driver(lab: Lab) -> None:
     run = lab.play(["dlami"], "nvidia_driver")
     assert run.ok, run.explain()

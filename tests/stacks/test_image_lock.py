@@ -17,10 +17,12 @@ import yaml
 from flashfleet.cli import main
 from flashfleet.inventory import build_inventory
 from flashfleet.planning import load_stack
+from flashfleet.planning.apt_packages import driver_apt
 from flashfleet.planning.packages import pip_installs
 from flashfleet.planning.stack_recipe import kubernetes_plan
 from flashfleet.stack import DEFAULT_STACKS_DIR
 from flashfleet.stack.lock import (
+    LockedDeb,
     LockedFile,
     LockedImage,
     LockedPackage,
@@ -50,15 +52,23 @@ def _lock(folder: Path, name: str, tagged: str) -> None:
         revision="main", commit="c" * 40, files={"config.json": LockedFile(size=2, git_oid="d" * 40)}
     )
     image = LockedImage(digest=LOCKED, platforms={"linux/amd64": LOCKED})
-    # the packages pinned too: here only the image is under test
+    # the packages (pip and the driver's apt) pinned too: here only the image is under test
     packages = {}
     for pkg, want in pip_installs(load_stack(name, folder).spec).items():
         version = want.specifier.lstrip("=<>!~")
         wheel = f"{pkg}-{version}-py3-none-any.whl"
         packages[pkg] = LockedPackage(version=version, files={wheel: LockedPackageFile(sha256="e" * 64)})
+    spec = load_stack(name, folder).spec
+    apt = {
+        index: {
+            p: LockedDeb(version=glob.replace("*", "1"), sha256="f" * 64, size=1) for p, glob in pins.items()
+        }
+        for index, pins in driver_apt(spec).items()
+    }
     lock = StackLock(
-        stack=name, locked_on="2026-12-04", weights={MODEL: repo}, images={tagged: image}, packages=packages
-    )
+        stack=name, locked_on="2026-12-04", weights={MODEL: repo}, images={tagged: image}, packages=packages,
+        apt=apt,
+    )  # fmt: skip
     (folder / f"{name}.lock.yaml").write_text(dump_lock(lock))
 
 

@@ -1,0 +1,140 @@
+"""What a vendor's apt repository holds today for the packages a role installs from it: every
+package apt would take from that repository, with its version, size and SHA256, for `flashfleet lock`.
+
+The repository is read as apt reads it: its Packages index (``Packages.xz``, ``.gz`` or plain, in
+the directory the node's sources name; a flat repository such as NVIDIA's CUDA one keeps it there).
+Each package the role installs is taken at the newest version its pin allows (the role's
+``Pin: version`` glob in apt's preferences), and its dependencies are followed inside the same
+repository: the first alternative the repository holds, at the newest version the relation allows.
+A dependency the repository does not hold comes from the distribution's own archive and is not
+the vendor's; it is not followed here. apt checks every file it fetches against this index, so a
+node whose index lists these SHA256s installs exactly the locked bytes.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import gzip
+import lzma
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from flashfleet.stack.lock import LockedDeb
+
+_INDEXES = (("Packages.xz", lzma.decompress), ("Packages.gz", gzip.decompress), ("Packages", bytes))
+_RELATIONS = ("pre-depends", "depends")
+
+
+class AptIndexError(RuntimeError):
+    """The repository did not resolve the packages; the message is one line."""
+
+
+class NoIndex(AptIndexError):
+    """The repository has no index in that directory (it does not serve that distribution)."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    package: str
+    version: str
+    sha256: str
+    size: int
+    relations: tuple[tuple[tuple[str, tuple[str, str] | None], ...], ...]  # AND of ORs
+
+
+def read_index(url: str, timeout_s: float = 60) -> list[Entry]:
+    """Every package of the index in the repository directory `url` (http(s) or file)."""
+    from debian.deb822 import Packages
+
+    base = url if url.endswith("/") else f"{url}/"
+    for name, decode in _INDEXES:
+        try:
+            with urllib.request.urlopen(base + name, timeout=timeout_s) as resp:
+                raw = resp.read()
+        except urllib.error.HTTPError as err:
+            if err.code == 404:
+                continue
+            raise AptIndexError(f"{base}{name}: the repository answered {err.code}") from None
+        except FileNotFoundError:
+            continue
+        except (OSError, urllib.error.URLError) as err:
+            raise AptIndexError(f"{base}{name}: {type(err).__name__}: {err}") from None
+        try:
+            text = decode(raw).decode("utf-8")
+        except (OSError, lzma.LZMAError, UnicodeDecodeError) as err:
+            raise AptIndexError(f"{base}{name}: cannot be read: {err}") from None
+        out = []
+        for para in Packages.iter_paragraphs(text, use_apt_pkg=False):
+            if not all(k in para for k in ("Package", "Version", "SHA256", "Size")):
+                raise AptIndexError(f"{base}{name}: an entry without Package, Version, SHA256 or Size")
+            relations = tuple(
+                tuple((alt["name"], alt.get("version")) for alt in group)
+                for kind in _RELATIONS
+                for group in para.relations[kind] or []
+            )
+            out.append(Entry(para["Package"], para["Version"], para["SHA256"], int(para["Size"]), relations))
+        return out
+    raise NoIndex(f"{base}: no Packages index (Packages.xz, Packages.gz or Packages)")
+
+
+def _allows(version: str, relation: tuple[str, str] | None) -> bool:
+    from debian.debian_support import version_compare
+
+    if relation is None:
+        return True
+    op, want = relation
+    order = version_compare(version, want)
+    return {"<<": order < 0, "<=": order <= 0, "=": order == 0, ">=": order >= 0, ">>": order > 0}[op]
+
+
+def _newest(entries: list[Entry]) -> Entry:
+    from functools import cmp_to_key
+
+    from debian.debian_support import version_compare
+
+    def order(a: Entry, b: Entry) -> int:
+        return version_compare(a.version, b.version)
+
+    return max(entries, key=cmp_to_key(order))
+
+
+def resolve(url: str, pins: Mapping[str, str]) -> dict[str, LockedDeb]:
+    """Every package apt takes from the repository at `url` to install `pins` (package -> its
+    version glob, "*" for none): the pinned ones and the dependencies the repository holds."""
+    from flashfleet.stack.lock import LockedDeb
+
+    by_name: dict[str, list[Entry]] = {}
+    for entry in read_index(url):
+        by_name.setdefault(entry.package, []).append(entry)
+    chosen: dict[str, Entry] = {}
+    todo: list[tuple[str, tuple[str, str] | None, str]] = [
+        (n, None, glob) for n, glob in sorted(pins.items())
+    ]
+    while todo:
+        name, relation, glob = todo.pop(0)
+        fits = [
+            e for e in by_name.get(name, [])
+            if fnmatch.fnmatchcase(e.version, glob) and _allows(e.version, relation)
+        ]  # fmt: skip
+        if name in chosen:
+            if chosen[name] not in fits:
+                raise AptIndexError(f"{url}: {name} {chosen[name].version} does not satisfy {relation}")
+            continue
+        if not fits:
+            wanted = f" {glob}" if glob != "*" else ""
+            wanted += f" ({relation[0]} {relation[1]})" if relation else ""
+            raise AptIndexError(f"{url}: the repository has no {name}{wanted}")
+        chosen[name] = entry = _newest(fits)
+        for group in entry.relations:
+            # the first alternative this repository holds; a group it holds none of is the
+            # distribution's to satisfy
+            held = next(((n, rel) for n, rel in group if n in by_name), None)
+            if held is not None:
+                todo.append((held[0], held[1], pins.get(held[0], "*")))
+    return {
+        name: LockedDeb(version=e.version, sha256=e.sha256, size=e.size) for name, e in sorted(chosen.items())
+    }
