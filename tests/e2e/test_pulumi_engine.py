@@ -186,6 +186,17 @@ def test_pulumi_up_brings_the_stack_up(engine: Engine) -> None:
     for host in HOSTS:
         held = json.loads(ssh(engine, host, "cat /opt/flashfleet/hf-cli/flashfleet-client.json"))
         assert held == {"sha256": sorted(f["sha256"] for f in client["files"].values())}, host
+    # the driver's apt packages: locked in the directory these Debian 12 hosts' sources name (the
+    # repository serves no Ubuntu), and asked of apt at the locked versions once each node had
+    # checked its index and apt's plan against them (nvidia_driver)
+    [(index, debs)] = lock["apt"].items()
+    assert index.endswith("/cuda/repos/debian12/x86_64/"), index
+    assert {name: deb["version"] for name, deb in debs.items()} == {
+        "nvidia-driver-595-open": "595.91.07-1", "nvidia-fabricmanager-595": "595.91.07-1",
+    }  # fmt: skip
+    for host in HOSTS:
+        history = ssh(engine, host, "cat /var/log/apt/history.log")
+        assert all(f"{name}={deb['version']}" in history for name, deb in debs.items()), (host, history)
     for host, procs in launches(engine).items():
         assert procs, host
         # `docker ps` on the host lists each unit's container, from the image its launch names:
