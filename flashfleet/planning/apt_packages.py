@@ -20,7 +20,8 @@ from flashfleet.catalog import hardware_catalog
 from flashfleet.stack.lock import StackLock
 from flashfleet.stack.spec import StackSpec
 
-# roles/nvidia_driver/defaults/main.yml's nvidia_driver_repo_url (tests/roles checks they agree)
+# roles/nvidia_driver/defaults/main.yml's nvidia_driver_repo_url, and the role's layout of it
+# (tests/stacks/test_apt_lock.py checks they agree)
 CUDA_REPO_URL = "https://developer.download.nvidia.com/compute/cuda/repos"
 # the distributions roles/preflight accepts -> the CUDA repository's directory for each
 CUDA_DISTROS = {"ubuntu-22.04": "ubuntu2204", "ubuntu-24.04": "ubuntu2404", "debian-12": "debian12"}

@@ -19,7 +19,7 @@ from flashfleet.apt_index import AptIndexError, NoIndex, resolve
 from flashfleet.cli import main
 from flashfleet.cli.lock import resolve_apt
 from flashfleet.planning import load_stack, parse_spec
-from flashfleet.planning.apt_packages import CUDA_REPO_URL, driver_apt, locked_dirs
+from flashfleet.planning.apt_packages import CUDA_ARCH, CUDA_DISTROS, CUDA_REPO_URL, driver_apt, locked_dirs
 from flashfleet.stack import DEFAULT_STACKS_DIR, read_stack_file
 from flashfleet.stack.lock import LockedDeb, StackLock, dump_lock, read_lock
 
@@ -191,3 +191,24 @@ def _plan(folder: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
     capsys.readouterr()
     assert main(["plan", "h200-lowlat", "--stacks-dir", str(folder), "--format", "json"]) == 0
     return dict(json.loads(capsys.readouterr().out))
+
+
+def test_the_directories_are_the_ones_the_role_names_for_the_distributions_preflight_accepts() -> None:
+    """The role builds its directory from its own default URL and the node's distribution
+    (roles/nvidia_driver/vars/main.yml); the lock resolves the same ones."""
+    import yaml
+
+    from flashfleet.bringup.project import REPO
+
+    defaults = yaml.safe_load((REPO / "roles/nvidia_driver/defaults/main.yml").read_text())
+    assert defaults["nvidia_driver_repo_url"] == CUDA_REPO_URL
+    supported = yaml.safe_load((REPO / "roles/preflight/vars/main.yml").read_text())[
+        "_preflight_supported_os"
+    ]
+    accepted = {f"{os.lower()}-{version}" for os, versions in supported.items() for version in versions}
+    assert accepted == set(CUDA_DISTROS)
+    role_vars = yaml.safe_load((REPO / "roles/nvidia_driver/vars/main.yml").read_text())
+    assert role_vars["_nvidia_driver_repo_arch"] == {
+        "x86_64": CUDA_ARCH["x86_64"],
+        "aarch64": CUDA_ARCH["arm64"],
+    }
