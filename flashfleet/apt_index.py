@@ -2,11 +2,12 @@
 package apt would take from that repository, with its version, size and SHA256, for `flashfleet lock`.
 
 The repository is read as apt reads it: its Packages index (``Packages.xz``, ``.gz`` or plain, in
-the directory the node's sources name; a flat repository such as NVIDIA's CUDA one keeps it there).
+the directory apt reads it from: a flat repository's own, such as NVIDIA's CUDA one, or a suite's
+``dists/<suite>/<component>/binary-<arch>/``), several together where a role adds several.
 Each package the role installs is taken at the newest version its pin allows (the role's
 ``Pin: version`` glob in apt's preferences), and its dependencies are followed inside the same
 repository: the first alternative the repository holds, at the newest version the relation allows.
-A dependency the repository does not hold comes from the distribution's own archive and is not
+A dependency the repositories do not hold comes from the distribution's own archive and is not
 the vendor's; it is not followed here. apt checks every file it fetches against this index, so a
 node whose index lists these SHA256s installs exactly the locked bytes.
 """
@@ -18,7 +19,7 @@ import gzip
 import lzma
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -91,50 +92,57 @@ def _allows(version: str, relation: tuple[str, str] | None) -> bool:
     return {"<<": order < 0, "<=": order <= 0, "=": order == 0, ">=": order >= 0, ">>": order > 0}[op]
 
 
-def _newest(entries: list[Entry]) -> Entry:
+def _newest(entries: list[tuple[Entry, str]]) -> tuple[Entry, str]:
     from functools import cmp_to_key
 
     from debian.debian_support import version_compare
 
-    def order(a: Entry, b: Entry) -> int:
-        return version_compare(a.version, b.version)
+    def order(a: tuple[Entry, str], b: tuple[Entry, str]) -> int:
+        return version_compare(a[0].version, b[0].version)
 
     return max(entries, key=cmp_to_key(order))
 
 
-def resolve(url: str, pins: Mapping[str, str]) -> dict[str, LockedDeb]:
-    """Every package apt takes from the repository at `url` to install `pins` (package -> its
-    version glob, "*" for none): the pinned ones and the dependencies the repository holds."""
+def resolve(
+    urls: Sequence[str], install: Sequence[str], pins: Mapping[str, str] | None = None
+) -> dict[str, dict[str, LockedDeb]]:
+    """Every package apt takes from the repository directories `urls` (read together, as apt reads
+    a node's sources) to install `install`, by the directory that holds it: the packages asked for
+    and the dependencies the directories hold. `pins`: package -> the version glob the role's apt
+    preferences pin it to (the rest: the newest)."""
     from flashfleet.stack.lock import LockedDeb
 
-    by_name: dict[str, list[Entry]] = {}
-    for entry in read_index(url):
-        by_name.setdefault(entry.package, []).append(entry)
-    chosen: dict[str, Entry] = {}
-    todo: list[tuple[str, tuple[str, str] | None, str]] = [
-        (n, None, glob) for n, glob in sorted(pins.items())
-    ]
+    globs = dict(pins or {})
+    by_name: dict[str, list[tuple[Entry, str]]] = {}
+    for url in urls:
+        for entry in read_index(url):
+            by_name.setdefault(entry.package, []).append((entry, url))
+    where = ", ".join(urls)
+    chosen: dict[str, tuple[Entry, str]] = {}
+    todo: list[tuple[str, tuple[str, str] | None]] = [(n, None) for n in install]
     while todo:
-        name, relation, glob = todo.pop(0)
+        name, relation = todo.pop(0)
+        glob = globs.get(name, "*")
         fits = [
-            e for e in by_name.get(name, [])
+            (e, url) for e, url in by_name.get(name, [])
             if fnmatch.fnmatchcase(e.version, glob) and _allows(e.version, relation)
         ]  # fmt: skip
         if name in chosen:
             if chosen[name] not in fits:
-                raise AptIndexError(f"{url}: {name} {chosen[name].version} does not satisfy {relation}")
+                raise AptIndexError(f"{where}: {name} {chosen[name][0].version} does not satisfy {relation}")
             continue
         if not fits:
             wanted = f" {glob}" if glob != "*" else ""
             wanted += f" ({relation[0]} {relation[1]})" if relation else ""
-            raise AptIndexError(f"{url}: the repository has no {name}{wanted}")
-        chosen[name] = entry = _newest(fits)
-        for group in entry.relations:
-            # the first alternative this repository holds; a group it holds none of is the
+            raise AptIndexError(f"{where}: the repository has no {name}{wanted}")
+        chosen[name] = _newest(fits)
+        for group in chosen[name][0].relations:
+            # the first alternative these directories hold; a group they hold none of is the
             # distribution's to satisfy
             held = next(((n, rel) for n, rel in group if n in by_name), None)
             if held is not None:
-                todo.append((held[0], held[1], pins.get(held[0], "*")))
-    return {
-        name: LockedDeb(version=e.version, sha256=e.sha256, size=e.size) for name, e in sorted(chosen.items())
-    }
+                todo.append(held)
+    out: dict[str, dict[str, LockedDeb]] = {}
+    for name, (e, url) in sorted(chosen.items()):
+        out.setdefault(url, {})[name] = LockedDeb(version=e.version, sha256=e.sha256, size=e.size)
+    return out

@@ -13,9 +13,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from flashfleet.bringup.host_vars import HostVars
-from flashfleet.catalog import DFLASH2_DRAFT, download_client, hardware_catalog
+from flashfleet.catalog import DFLASH2_DRAFT, download_client, hardware_catalog, node_packages
 from flashfleet.launch import ContainerLaunch
 from flashfleet.planning import StackPlan
+from flashfleet.planning.apt_packages import node_apt, role_locks
 from flashfleet.planning.packages import locked_for, pip_installs
 from flashfleet.recipes import Recipe
 from flashfleet.stack.image import TRANSFORMERS_PIN
@@ -66,6 +67,8 @@ def host_vars(
     # clients, and verify, reach prefill and decode only through a router.
     api = [launch["port"] for launch in launches if launch["serves_api"] and launch["role"] not in PD_WORKERS]
     installs = pip_installs(spec)
+    router = plan.router_instance.arch if plan.router_instance is not None else None
+    apt_wants = node_apt(spec, router_arch=router)
     layout = None
     if plan.mooncake is not None:
         # Hugepages only when the serving containers are told to use them.
@@ -105,9 +108,9 @@ def host_vars(
                 else None
             ),
             flashfleet_driver=hw.driver if gpus else None,
-            flashfleet_driver_lock=(
-                plan.lock.apt if plan.lock is not None and plan.lock.apt and gpus and hw.driver else None
-            ),
+            flashfleet_node_packages=node_packages().versions(),
+            # what the lock holds of each role's repository directories, whatever this node runs
+            flashfleet_apt_lock=role_locks(apt_wants, plan.lock.apt) if plan.lock is not None else None,
             flashfleet_model_cache_dir=spec.model_cache_dir,
             flashfleet_mooncake=plan.mooncake is not None,
             flashfleet_processes=launches,

@@ -68,6 +68,21 @@ class WeightsClient(BaseModel):
     lock: LockedPackage | None = None  # the stack's lock of the client: its version and files' sha256
 
 
+class NodePackageVersions(BaseModel):
+    """What the roles apt-install from vendors' repositories besides the NVIDIA driver, by version
+    (flashfleet/catalog/node_packages.toml)."""
+
+    model_config = _STRICT
+
+    docker_version: str  # container_runtime: docker-ce, docker-ce-cli
+    toolkit_version: str  # container_runtime: the NVIDIA container toolkit's four packages
+    amdgpu_version: str  # rocm_driver: the amdgpu release (its repository directory)
+    rocm_version: str  # rocm_driver: the ROCm release (its repository directory)
+
+
+AptRole = Literal["nvidia_driver", "container_runtime", "rocm_driver"]
+
+
 def _driver_profile(value: Any) -> Any:
     # The catalog's own dataclass, read back from the inventory's mapping.
     if isinstance(value, dict):
@@ -121,6 +136,11 @@ class HostVars(BaseModel):
         None,
         description="NVIDIA driver stack of the hardware (`branch`, `version`, `open_kernel_modules`, "
         "`fabricmanager`, `imex`); null on AMD",
+    )
+    flashfleet_node_packages: NodePackageVersions = Field(
+        description="what the roles apt-install from vendors' repositories besides the NVIDIA driver, by "
+        "version (`docker_version`, `toolkit_version`: the NVIDIA container toolkit, `amdgpu_version`, "
+        "`rocm_version`)"
     )
     flashfleet_model_cache_dir: str = Field(description="host directory of the shared Hugging Face cache")
     flashfleet_weights_client: WeightsClient = Field(
@@ -185,18 +205,19 @@ class HostVars(BaseModel):
         "`files` (each one's `size`, and `sha256` or `git_oid`); `model_weights` downloads that commit "
         "and checks every file against it. null: no lock, the catalog's revision as it is on the day",
     )
-    flashfleet_driver_lock: dict[str, dict[str, LockedDeb]] | None = Field(
+    flashfleet_apt_lock: dict[AptRole, dict[str, dict[str, LockedDeb]]] | None = Field(
         None,
-        description="the stack's lock of the NVIDIA driver's apt packages: repository directory (as the "
-        "node's sources name it) -> package -> `version`, `sha256`, `size`; `nvidia_driver` checks what "
-        "apt would install from its directory against it. null: no lock, or not an NVIDIA GPU node",
+        description="the stack's lock of what the roles apt-install from vendors' repositories: role -> "
+        "repository directory (as the node's sources name it) -> package -> `version`, `sha256`, `size`; "
+        "each role checks what apt would install from its directories against it and installs those "
+        "versions. null: no lock; a role left out installs unlocked",
     )
 
     def inventory_vars(self) -> dict[str, Any]:
         """As the inventory carries them (JSON types; ansible_user, host keys and the driver's lock left
         out when unset)."""
         out = self.model_dump(mode="json")
-        for optional in ("ansible_user", "flashfleet_host_keys", "flashfleet_driver_lock"):
+        for optional in ("ansible_user", "flashfleet_host_keys", "flashfleet_apt_lock"):
             if out[optional] is None:
                 del out[optional]
         return out

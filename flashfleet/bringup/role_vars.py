@@ -230,6 +230,8 @@ REFUSED: dict[str, tuple[str, str]] = {
     "sglang_image_lock": (OWNED, _PACKAGES_LOCK),
     "mooncake_lock": (OWNED, _PACKAGES_LOCK),
     "nvidia_driver_apt_lock": (OWNED, _PACKAGES_LOCK),
+    "container_runtime_apt_lock": (OWNED, _PACKAGES_LOCK),
+    "rocm_driver_apt_lock": (OWNED, _PACKAGES_LOCK),
     "node_facts_weights_markers": (OWNED, "the markers are model_weights' own, in the stack's cache"),
     "model_weights_remove_cache": (
         OWNED,

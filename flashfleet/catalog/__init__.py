@@ -52,6 +52,28 @@ class Hardware:
 
 
 @dataclass(frozen=True)
+class NodePackages:
+    """What the roles apt-install from vendors' repositories besides the NVIDIA driver
+    (node_packages.toml): the container runtime's and ROCm's versions and repositories."""
+
+    docker_version: str
+    docker_repo_url: str
+    toolkit_version: str
+    toolkit_repo_url: str
+    toolkit_packages: tuple[str, ...]
+    amdgpu_version: str
+    rocm_version: str
+    amdgpu_repo_url: str
+    rocm_repo_url: str
+
+    def versions(self) -> dict[str, str]:
+        """What a node is told (flashfleet_node_packages): the versions; the repositories are the
+        roles' own arguments, which a stack's roleVars may point at a mirror."""
+        keys = ("docker_version", "toolkit_version", "amdgpu_version", "rocm_version")
+        return {key: getattr(self, key) for key in keys}
+
+
+@dataclass(frozen=True)
 class DownloadClient:
     """The weights download client (huggingface_hub's ``hf download``) and the Kubernetes images."""
 
@@ -118,6 +140,23 @@ def hardware_catalog() -> dict[str, Hardware]:
                 f"hardware.toml: {hw_id}: a driver table is for NVIDIA hardware, and each has one"
             )
     return out
+
+
+@cache
+def node_packages() -> NodePackages:
+    raw = _load("node_packages.toml")
+    docker, toolkit, rocm = raw["docker"], raw["nvidia_container_toolkit"], raw["rocm"]
+    return NodePackages(
+        docker_version=docker["version"],
+        docker_repo_url=docker["repo_url"],
+        toolkit_version=toolkit["version"],
+        toolkit_repo_url=toolkit["repo_url"],
+        toolkit_packages=tuple(toolkit["packages"]),
+        amdgpu_version=rocm["amdgpu_version"],
+        rocm_version=rocm["rocm_version"],
+        amdgpu_repo_url=rocm["amdgpu_repo_url"],
+        rocm_repo_url=rocm["rocm_repo_url"],
+    )
 
 
 @cache

@@ -10,10 +10,11 @@ registry to the digest it names today and each platform's (flashfleet/image_regi
 nodes' architecture must be among them. Each Python distribution the nodes pip-install
 (flashfleet/planning/packages.py) is resolved on the index they install it from (the stack's
 roleVars: a mirror or a wheel folder, else PyPI) to the newest version its specifier allows, with
-every file of that version and its sha256 (flashfleet/package_index.py). The NVIDIA driver's apt
-packages are resolved in each directory of the CUDA repository the nodes' sources may name (the
-stack's nvidia_driver_repo_url roleVar, else NVIDIA's; flashfleet/planning/apt_packages.py): every
-package apt takes from it for the driver, with its version, size and SHA256 (flashfleet/apt_index.py).
+every file of that version and its sha256 (flashfleet/package_index.py). What the roles apt-install
+from vendors' repositories (the NVIDIA driver, Docker Engine, the NVIDIA container toolkit, the AMD
+driver and ROCm) is resolved in each repository directory the nodes' sources may name (the
+stack's roleVars' mirrors, else the vendors'; flashfleet/planning/apt_packages.py): every package
+apt takes from it for the role, with its version, size and SHA256 (flashfleet/apt_index.py).
 
 With a lock already there: the same pins print "current"; pins that moved upstream print as a
 diff and exit 1, and `--update` prints the diff and writes it.
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING
 from flashfleet.cli.common import UsageError, add_stack
 
 if TYPE_CHECKING:
+    from flashfleet.planning.apt_packages import AptWant
     from flashfleet.stack.lock import LockedDeb, LockedRepo
 
 
@@ -42,7 +44,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "lock",
         help="pin the stack's weights (commits, file hashes), image (digest), pip packages (file hashes) and "
-        "the NVIDIA driver's apt packages (SHA256) in <stack>.lock.yaml",
+        "the vendors' apt packages (SHA256: driver, container runtime, ROCm) in <stack>.lock.yaml",
     )
     add_stack(p, "stack name, or the path of its file (stacks/Pulumi.<stack>.yaml)")
     p.add_argument("--stacks-dir", type=Path, default=None, help="folder of stack files (default: stacks/)")
@@ -60,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     from flashfleet.image_registry import ARCH, RegistryError, resolve_image
     from flashfleet.package_index import PackageIndexError, resolve_package
     from flashfleet.planning import parse_spec, resolve_spec
-    from flashfleet.planning.apt_packages import driver_apt
+    from flashfleet.planning.apt_packages import node_apt
     from flashfleet.planning.packages import pip_installs
     from flashfleet.stack import StackError, read_stack_file
     from flashfleet.stack.lock import StackLock, dump_lock, lock_diff, lock_path
@@ -85,7 +87,8 @@ def run(args: argparse.Namespace) -> int:
             name: resolve_package(name, want.specifier, index_url=want.index_url, find_links=want.find_links)
             for name, want in pip_installs(spec, sf.role_vars).items()
         }
-        apt = resolve_apt(driver_apt(spec, sf.role_vars))
+        router = plan.router_instance.arch if plan.router_instance is not None else None
+        apt = resolve_apt(node_apt(spec, sf.role_vars, router))
     except (HubError, RegistryError, PackageIndexError, AptIndexError) as err:
         print(f"flashfleet lock: {err}", file=sys.stderr)
         return 1
@@ -125,22 +128,27 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def resolve_apt(wanted: dict[str, dict[str, str]]) -> dict[str, dict[str, LockedDeb]]:
-    """Each repository directory the nodes may name that the repository serves, resolved; a
-    distribution it does not serve is left out (a node on it fails closed), none at all is an
-    error."""
+def resolve_apt(wants: list[AptWant]) -> dict[str, dict[str, LockedDeb]]:
+    """Each want whose directories the repositories serve, resolved; a distribution they do not
+    serve is left out (a node on it fails closed), a role they serve none of is an error."""
     from flashfleet.apt_index import AptIndexError, NoIndex, resolve
 
-    out, missing = {}, []
-    for index, pins in wanted.items():
+    out: dict[str, dict[str, LockedDeb]] = {}
+    missing: dict[str, list[str]] = {}
+    for want in wants:
         try:
-            out[index] = resolve(index, pins)
+            found = resolve([i.url for i in want.indexes], want.install, want.globs())
         except NoIndex as err:
-            missing.append(str(err))
-    if wanted and not out:
-        raise AptIndexError(
-            missing[0] if len(missing) == 1 else f"none of {len(missing)} directories: {missing[0]}"
-        )
+            missing.setdefault(want.label, []).append(str(err))
+            continue
+        for index in want.indexes:  # each one it reads, even one it takes nothing from
+            out.setdefault(index.url, {}).update(found.get(index.url, {}))
+    for label, errors in missing.items():
+        if not any(w.label == label and all(i.url in out for i in w.indexes) for w in wants):
+            raise AptIndexError(
+                f"{label}: "
+                + (errors[0] if len(errors) == 1 else f"none of {len(errors)} directories: {errors[0]}")
+            )
     return out
 
 

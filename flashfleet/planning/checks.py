@@ -540,8 +540,9 @@ def check_lock(
     if spec.image.digest is None:  # neither the stack nor its lock pins the image
         unlocked.append("the image's tag")  # `plan` names it (a value kept whole, not in prose)
     unlocked += packages.unlocked(packages.pip_installs(spec), lock)
-    if apt_packages.driver_apt(spec) and not apt_packages.locked_dirs(spec, lock):
-        unlocked.append("the NVIDIA driver's apt packages")
+    unlocked += [
+        f"the {part}'s apt packages" for part in apt_packages.unlocked(apt_packages.node_apt(spec), lock)
+    ]
     if not unlocked:
         return [], []
     if lock is None:

@@ -15,7 +15,7 @@ from flashfleet.catalog import download_client, hardware_catalog
 from flashfleet.k8s import KubernetesPlan, weights
 from flashfleet.k8s import mooncake as k8s_mooncake
 from flashfleet.launch import ContainerLaunch
-from flashfleet.planning.apt_packages import driver_apt, locked_dirs, where
+from flashfleet.planning.apt_packages import locked_wants, node_apt, where
 from flashfleet.planning.critical_path import critical_path
 from flashfleet.planning.packages import pip_installs
 from flashfleet.planning.plan_model import (
@@ -336,26 +336,33 @@ _INSTALLED_BY = {
 }
 
 
-def _driver_apt_parts(plan: StackPlan) -> list[LockedPart]:
-    """The NVIDIA driver's apt packages: locked for the repository directories (distributions) the
-    lock holds with every package the driver's pin names."""
-    wanted = driver_apt(plan.spec)
-    if not wanted:
-        return []
-    pins = next(iter(wanted.values()))
-    name = "NVIDIA driver (apt): " + ", ".join(pins)
-    locked = locked_dirs(plan.spec, plan.lock)
-    if plan.lock is None or not locked:
-        return [_floating("packages", name, "by version (the catalog's); apt checks them against the "
-                          "repository's signed index, not against a lock")]  # fmt: skip
-    held = plan.lock.apt
-    dirs = ", ".join(where(index) for index in locked)
-    detail = (
-        f"{sum(len(held[i]) for i in locked)} packages as of {plan.lock.locked_on} for {dirs} (a node on "
-        "another distribution stops); each SHA256 checked in the node's index, and what apt would "
-        "install, before installing"
-    )
-    return [_locked("packages", name, held[locked[0]][next(iter(pins))].version, detail)]
+def _apt_parts(plan: StackPlan) -> list[LockedPart]:
+    """What the roles apt-install from vendors' repositories, a part per label (the NVIDIA driver,
+    Docker Engine, ...): locked for the distributions the lock holds it for, with every package its
+    pins name at a version they allow."""
+    router = plan.router_instance.arch if plan.router_instance is not None else None
+    wants = node_apt(plan.spec, router_arch=router)
+    locked = locked_wants(wants, plan.lock)
+    parts = []
+    for label in dict.fromkeys(w.label for w in wants):
+        mine = [w for w in wants if w.label == label]
+        name = f"{label} (apt): " + ", ".join(mine[0].install)
+        held = {w: dirs for w, dirs in locked.items() if w.label == label}
+        if plan.lock is None or not held:
+            why = "by version (the catalog's); apt checks them against the signed index, not against a lock"
+            parts.append(_floating("packages", name, why))
+            continue
+        dirs = list(dict.fromkeys(d for ds in held.values() for d in ds))
+        count = sum(len(plan.lock.apt[d]) for d in dirs)
+        detail = (
+            f"{count} packages as of {plan.lock.locked_on} for {', '.join(where(d) for d in dirs)} (a node "
+            "elsewhere stops); each SHA256 checked in the node's index, and what apt would install, "
+            "before installing"
+        )
+        first = mine[0].install[0]
+        version = next(plan.lock.apt[d][first].version for d in dirs if first in plan.lock.apt[d])
+        parts.append(_locked("packages", name, version, detail))
+    return parts
 
 
 def lock_summary(plan: StackPlan) -> LockView:
@@ -397,12 +404,10 @@ def lock_summary(plan: StackPlan) -> LockView:
         detail = f"{where}: {locked.version} as of {lock.locked_on}; {len(locked.files)} files, the node"
         detail += " installs only one of those bytes"
         parts.append(_locked("packages", name, locked.version, detail))
-    parts.extend(_driver_apt_parts(plan))
-    apt = (
-        "the container runtime by version (the catalog's), the rest by name; apt checks each against "
-        "its repository's signed index, not against a lock"
-    )
-    parts.append(_floating("packages", "container runtime and system libraries (apt)", apt))
+    parts.extend(_apt_parts(plan))
+    if spec.nodes.source.kind != "kubernetes":
+        apt = "by name, from the distribution's archive; apt checks each against its signed index, not a lock"
+        parts.append(_floating("packages", "system libraries the vendors' packages depend on (apt)", apt))
     return LockView(
         file=lock_file_name(plan.stack),
         present=lock is not None,

@@ -11,10 +11,12 @@ pull and run it by that digest, so a tag moved since is not what runs. The packa
 Python distribution the nodes pip-install (the derived image's Transformers, tokenizers and
 torchcodec, the weights download client, the Mooncake wheel), the version its specifier named
 on the index the nodes install from, and every file of that version with its sha256; the nodes
-install exactly those bytes. The NVIDIA driver's apt packages: for each repository directory the
-nodes' sources may name (each distribution the nodes may run), every package apt takes from it for
-the driver, with its version and SHA256 as the repository's index lists them; the nodes check what
-apt would fetch against them before installing. `plan` shows each part as locked or floating.
+install exactly those bytes. The vendors' apt packages (the NVIDIA driver, Docker Engine, the NVIDIA
+container toolkit, the AMD driver and ROCm): for each repository directory the nodes' sources may
+name (each distribution and architecture the nodes may run), every package apt takes from it for
+the role, with its version and SHA256 as the repository's index lists them; the nodes check what
+apt would fetch against them before installing, and install exactly those versions. `plan` shows
+each part as locked or floating.
 
 Written by `flashfleet lock` (flashfleet/cli/lock.py), read here with the stack file: a lock that
 cannot be read is refused like a broken stack file, never ignored.

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from flashfleet.catalog import node_packages
 from flashfleet.inventory import weights_client_facts
 from flashfleet.launch import ContainerLaunch
 
@@ -32,6 +33,7 @@ def facts(stack: str, index: int, cache_dir: Path, argv: list[str] | None = None
         "flashfleet_image": "lmsysorg/sglang:v0.5.23",
         "flashfleet_model_cache_dir": str(cache_dir),
         "flashfleet_weights_client": weights_client_facts(),
+        "flashfleet_node_packages": node_packages().versions(),
         "flashfleet_mooncake": False,
         "flashfleet_processes": [
             launch(argv or ["sglang", "serve", "--model-path", "zai-org/GLM-5.3-Flash"])

@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 import yaml
-from hosts.aptindex import AptIndex, Deb, of_catalog_driver
+from hosts.aptindex import AptIndex, Deb, of_catalog
 from hosts.hub import Hub, Repo, git_oid
 from hosts.pypi import PackageIndex
 from hosts.registry import Registry
 
-from flashfleet.catalog import DFLASH2_DRAFT
+from flashfleet.catalog import DFLASH2_DRAFT, node_packages
 from flashfleet.cli import main
 from flashfleet.inventory import build_inventory
 from flashfleet.planning import load_stack
@@ -83,7 +83,7 @@ def pypi() -> Iterator[PackageIndex]:
 
 @pytest.fixture
 def apt() -> Iterator[AptIndex]:
-    index = of_catalog_driver().start()
+    index = of_catalog().start()
     yield index
     index.stop()
 
@@ -96,7 +96,7 @@ def stacks(tmp_path: Path, registry: Registry, pypi: PackageIndex, apt: AptIndex
     # the catalog's image, served by the registry here (the stack names the registry it pulls from)
     edit_spec(folder, "h200-lowlat", image={"repository": f"{registry.address}/{IMAGE}"})
     # and the packages, from the index the nodes' pip reads (a mirror, named in roleVars), and the
-    # driver's from a mirror of NVIDIA's CUDA repository
+    # vendors' apt packages from mirrors of their repositories
     set_role_vars(folder, "h200-lowlat", pypi, apt)
     return folder
 
@@ -106,7 +106,7 @@ def set_role_vars(stacks: Path, name: str, pypi: PackageIndex, apt: AptIndex) ->
     doc = yaml.safe_load(path.read_text())
     doc["config"]["flashfleet:roleVars"] = {
         "sglang_image_pip_index_url": pypi.simple, "model_weights_pip_index_url": pypi.simple,
-        "nvidia_driver_repo_url": apt.url,
+        **apt.role_vars(),
     }  # fmt: skip
     path.write_text(yaml.safe_dump(doc))
 
@@ -204,14 +204,31 @@ def test_the_packages_the_nodes_install_are_locked_from_their_index_and_handed_t
     index = f"{apt.url}/ubuntu2404/x86_64/"
     driver = ("nvidia-driver-595-open", "nvidia-fabricmanager-595")
     assert f"locked 2 apt packages from {index} ({driver[0]}=595.91.07-1, {driver[1]}=595.91.07-1)\n" in out
-    debs = {d.package: d for d in apt.dirs["ubuntu2404/x86_64"] if d.version == "595.91.07-1"}
-    assert lock_of(stacks)["apt"] == {index: {
+    debs = {d.package: d for d in apt.dirs["cuda/repos/ubuntu2404/x86_64"] if d.version == "595.91.07-1"}
+    assert lock_of(stacks)["apt"][index] == {
         name: {"version": "595.91.07-1", "sha256": hashlib.sha256(debs[name].data()).hexdigest(),
                "size": len(debs[name].data())}
         for name in driver
-    }}  # fmt: skip
-    assert apt.requests == ["/cuda/repos/ubuntu2404/x86_64/Packages.xz", "/cuda/repos/ubuntu2404/x86_64/Packages.gz",
-                            "/cuda/repos/ubuntu2404/x86_64/Packages"]  # fmt: skip
+    }  # fmt: skip
+    assert [r for r in apt.requests if r.startswith("/cuda/")] == [
+        "/cuda/repos/ubuntu2404/x86_64/Packages.xz", "/cuda/repos/ubuntu2404/x86_64/Packages.gz",
+        "/cuda/repos/ubuntu2404/x86_64/Packages"]  # fmt: skip
+    # Docker Engine's (docker-ce and its CLI at the catalog's version, containerd.io the newest) and
+    # the container toolkit's four packages, at the catalog's version, from their own directories
+    docker, toolkit = (
+        f"{apt.root}/docker/linux/ubuntu/dists/noble/stable/binary-amd64/",
+        f"{apt.root}/libnvidia-container/stable/deb/amd64/",
+    )
+    engine = f"5:{node_packages().docker_version}-1~ubuntu.24.04~noble"
+    assert (
+        f"locked 3 apt packages from {docker} (containerd.io=2.1.5-1~ubuntu.24.04~noble, docker-ce={engine}, docker-ce-cli={engine})\n"
+        in out
+    )
+    assert {n: d["version"] for n, d in lock_of(stacks)["apt"][toolkit].items()} == {
+        "libnvidia-container-tools": f"{node_packages().toolkit_version}-1", "libnvidia-container1": f"{node_packages().toolkit_version}-1",
+        "nvidia-container-toolkit": f"{node_packages().toolkit_version}-1", "nvidia-container-toolkit-base": f"{node_packages().toolkit_version}-1",
+    }  # fmt: skip
+    assert set(lock_of(stacks)["apt"]) == {index, docker, toolkit}
     assert "locked tokenizers==0.23.2 (2 files)\n" in out  # the newest the specifier allows
     assert "locked huggingface_hub==2.4.0 (1 files)\n" in out
     assert lock_of(stacks)["packages"] == {
@@ -224,7 +241,12 @@ def test_the_packages_the_nodes_install_are_locked_from_their_index_and_handed_t
     assert not [r for r in pypi.requests if r.startswith("/files/")]
     parts = {p["name"]: p for p in plan_json(stacks, capsys)["lock"]["parts"] if p["kind"] == "packages"}
     assert (parts["tokenizers"]["state"], parts["tokenizers"]["pinned"]) == ("locked", "0.23.2")
-    assert parts["container runtime and system libraries (apt)"]["state"] == "floating"
+    assert parts["system libraries the vendors' packages depend on (apt)"]["state"] == "floating"
+    assert parts["Docker Engine (apt): docker-ce, docker-ce-cli, containerd.io"]["pinned"] == engine
+    assert (
+        parts["NVIDIA container toolkit (apt): nvidia-container-toolkit"]["pinned"]
+        == f"{node_packages().toolkit_version}-1"
+    )
     nvidia = parts[f"NVIDIA driver (apt): {', '.join(driver)}"]
     assert (nvidia["state"], nvidia["pinned"]) == ("locked", "595.91.07-1")
     # each role is handed its own: the image's pins to sglang_image, the client to model_weights
@@ -237,18 +259,21 @@ def test_the_packages_the_nodes_install_are_locked_from_their_index_and_handed_t
         "torchcodec",
     }
     assert hostvars["flashfleet_weights_client"]["lock"] == lock_of(stacks)["packages"]["huggingface_hub"]
-    assert hostvars["flashfleet_driver_lock"] == lock_of(stacks)["apt"]  # nvidia_driver's
+    held = lock_of(stacks)["apt"]
+    assert hostvars["flashfleet_apt_lock"] == {
+        "nvidia_driver": {index: held[index]}, "container_runtime": {docker: held[docker], toolkit: held[toolkit]},
+    }  # fmt: skip
 
     # the same driver version republished upstream (a new Debian revision): a diff, not written
     republished = Deb(driver[1], "595.91.07-2", body=b"rebuilt")
-    apt.dirs["ubuntu2404/x86_64"].append(republished)
+    apt.dirs["cuda/repos/ubuntu2404/x86_64"].append(republished)
     written = (stacks / "h200-lowlat.lock.yaml").read_bytes()
     assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks)]) == 1
     diff = capsys.readouterr().out
     sha = hashlib.sha256(b"rebuilt").hexdigest()
     assert f"+    {driver[1]}: {{sha256: {sha}, size: 7, version: 595.91.07-2}}\n" in diff, diff
     assert (stacks / "h200-lowlat.lock.yaml").read_bytes() == written
-    apt.dirs["ubuntu2404/x86_64"].remove(republished)
+    apt.dirs["cuda/repos/ubuntu2404/x86_64"].remove(republished)
 
     # a newer tokenizers on the index moves the lock: a diff, and only --update writes it
     newer = "tokenizers-0.23.3-cp39-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
@@ -279,7 +304,9 @@ def test_main_moved_upstream_is_a_diff_and_only_update_writes_it(
     packages = "huggingface_hub==2.4.0, tokenizers==0.23.2, torchcodec==0.9.1, transformers==5.17.0"
     assert capsys.readouterr().out == (
         f"h200-lowlat.lock.yaml is current: {MODEL} @ {old}, {tagged} @ {image}, {packages}, "
-        f"2 apt packages from {apt.url}/ubuntu2404/x86_64/\n"
+        f"2 apt packages from {apt.url}/ubuntu2404/x86_64/, "
+        f"3 apt packages from {apt.root}/docker/linux/ubuntu/dists/noble/stable/binary-amd64/, "
+        f"4 apt packages from {apt.root}/libnvidia-container/stable/deb/amd64/\n"
     )
 
     added = b"\x09" * 999
@@ -398,7 +425,8 @@ def test_lock_required_refuses_a_stack_without_one_and_lock_still_writes_it(
         assert (
             "flashfleet:stack.lock: required, but no h200-lowlat.lock.yaml: the nodes fetch "
             f"{MODEL}, the image's tag, transformers==5.17.0, tokenizers>=0.23.1, torchcodec==0.9.1, "
-            "huggingface_hub==2.4.0, the NVIDIA driver's apt packages as each is on the day: run "
+            "huggingface_hub==2.4.0, the NVIDIA driver's apt packages, the Docker Engine's apt packages, "
+            "the NVIDIA container toolkit's apt packages as each is on the day: run "
             "`flashfleet lock h200-lowlat` "
             "[rule: lock-required]"
         ) in err, err

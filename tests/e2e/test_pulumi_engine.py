@@ -186,17 +186,24 @@ def test_pulumi_up_brings_the_stack_up(engine: Engine) -> None:
     for host in HOSTS:
         held = json.loads(ssh(engine, host, "cat /opt/flashfleet/hf-cli/flashfleet-client.json"))
         assert held == {"sha256": sorted(f["sha256"] for f in client["files"].values())}, host
-    # the driver's apt packages: locked in the directory these Debian 12 hosts' sources name (the
-    # repository serves no Ubuntu), and asked of apt at the locked versions once each node had
-    # checked its index and apt's plan against them (nvidia_driver)
-    [(index, debs)] = lock["apt"].items()
-    assert index.endswith("/cuda/repos/debian12/x86_64/"), index
-    assert {name: deb["version"] for name, deb in debs.items()} == {
+    # the vendors' apt packages: locked in the directories these Debian 12 hosts' sources name (the
+    # repositories serve no Ubuntu), and asked of apt at the locked versions once each node had
+    # checked its index and apt's plan against them (nvidia_driver, container_runtime)
+    by_tail = {tail: index for index in lock["apt"] for tail in (
+        "/cuda/repos/debian12/x86_64/", "/docker/linux/debian/dists/bookworm/stable/binary-amd64/",
+        "/libnvidia-container/stable/deb/amd64/") if index.endswith(tail)}  # fmt: skip
+    assert sorted(by_tail.values()) == sorted(lock["apt"]), lock["apt"]
+    driver, docker, toolkit = (lock["apt"][index] for index in by_tail.values())
+    assert {name: deb["version"] for name, deb in driver.items()} == {
         "nvidia-driver-595-open": "595.91.07-1", "nvidia-fabricmanager-595": "595.91.07-1",
     }  # fmt: skip
+    assert toolkit["nvidia-container-toolkit"]["version"] == "1.20.1-1"
     for host in HOSTS:
         history = ssh(engine, host, "cat /var/log/apt/history.log")
-        assert all(f"{name}={deb['version']}" in history for name, deb in debs.items()), (host, history)
+        for name, deb in [*driver.items(), ("nvidia-container-toolkit", toolkit["nvidia-container-toolkit"])]:
+            assert f"{name}={deb['version']}" in history, (host, name, history)
+        held = ssh(engine, host, "dpkg-query -W -f '${Version}' docker-ce containerd.io")
+        assert held == docker["docker-ce"]["version"] + docker["containerd.io"]["version"], (host, held)
     for host, procs in launches(engine).items():
         assert procs, host
         # `docker ps` on the host lists each unit's container, from the image its launch names:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 import yaml
-from hosts.aptindex import of_catalog_driver
+from hosts.aptindex import of_catalog
 from hosts.hub import Hub, Repo
 from hosts.pypi import PackageIndex
 from hosts.registry import Registry
@@ -75,7 +75,7 @@ def _lock_stack(tmp_path: Path, registry: Registry, monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("HF_ENDPOINT", hub.start("127.0.0.1"))
     monkeypatch.setenv("SSL_CERT_FILE", str(registry.ca))  # the registry's certificate, trusted
     pypi = PackageIndex.of_catalog_pins().start()  # the packages the lock pins beside the image
-    apt = of_catalog_driver().start()  # and the driver's apt packages
+    apt = of_catalog().start()  # and the vendors' apt packages
     stacks = tmp_path / "stacks"
     stacks.mkdir()
     path = stacks / "Pulumi.h200-lowlat.yaml"
@@ -83,7 +83,7 @@ def _lock_stack(tmp_path: Path, registry: Registry, monkeypatch: pytest.MonkeyPa
     doc["config"]["flashfleet:stack"]["image"] = {"repository": f"{registry.address}/{NAME}"}
     doc["config"]["flashfleet:roleVars"] = {
         "sglang_image_pip_index_url": pypi.simple, "model_weights_pip_index_url": pypi.simple,
-        "nvidia_driver_repo_url": apt.url,
+        **apt.role_vars(),
     }  # fmt: skip
     path.write_text(yaml.safe_dump(doc))
     try:

@@ -1,6 +1,8 @@
-"""A stand-in vendor apt repository for `flashfleet lock`: flat repository directories (as NVIDIA's
-CUDA repository lays them out, <root>/<distribution>/<arch>/) whose Packages index lists the
-packages given here, over HTTP on loopback, with a record of every request.
+"""Stand-in vendor apt repositories for `flashfleet lock`: repository directories, by their path below
+one HTTP root on loopback (flat ones as NVIDIA lays out its CUDA and container toolkit
+repositories, <root>/<distribution>/<arch>/, and suites' dists/<suite>/<component>/binary-<arch>/
+as Docker and AMD do), whose Packages index lists the packages given here, with a record of every
+request.
 
 The index is written as apt-ftparchive writes one (Package, Version, Depends, Filename, Size,
 SHA256), from the bytes each package's file holds here; `Packages.gz` too where asked, as
@@ -16,6 +18,10 @@ import hashlib
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from flashfleet.stack.spec import StackSpec
 
 
 @dataclass
@@ -50,16 +56,31 @@ def packages_text(debs: list[Deb]) -> str:
 
 @dataclass
 class AptIndex:
-    dirs: dict[str, list[Deb]] = field(default_factory=dict)  # "ubuntu2404/x86_64" -> packages
+    dirs: dict[str, list[Deb]] = field(default_factory=dict)  # "cuda/repos/ubuntu2404/x86_64" -> packages
     gzipped: bool = False
     requests: list[str] = field(default_factory=list)
     server: ThreadingHTTPServer | None = None
 
     @property
-    def url(self) -> str:
+    def root(self) -> str:
         assert self.server is not None
         host, port = self.server.server_address[:2]
-        return f"http://{host!s}:{port}/cuda/repos"
+        return f"http://{host!s}:{port}"
+
+    @property
+    def url(self) -> str:
+        """NVIDIA's CUDA repository here."""
+        return f"{self.root}/cuda/repos"
+
+    def role_vars(self) -> dict[str, str]:
+        """The roles' repository arguments (a stack's roleVars) that name these repositories."""
+        return {
+            "nvidia_driver_repo_url": self.url,
+            "container_runtime_docker_repo_url": f"{self.root}/docker/linux",
+            "container_runtime_nvidia_repo_url": f"{self.root}/libnvidia-container",
+            "rocm_driver_amdgpu_repo_url": f"{self.root}/amdgpu",
+            "rocm_driver_rocm_repo_url": f"{self.root}/rocm/apt",
+        }
 
     def sha256(self, where: str, package: str, version: str) -> str:
         [deb] = [d for d in self.dirs[where] if (d.package, d.version) == (package, version)]
@@ -74,7 +95,7 @@ class AptIndex:
 
             def do_GET(self) -> None:
                 index.requests.append(self.path)
-                where, _, name = self.path.removeprefix("/cuda/repos/").rpartition("/")
+                where, _, name = self.path.lstrip("/").rpartition("/")
                 debs = index.dirs.get(where)
                 body = None
                 if debs is not None and name == "Packages" and not index.gzipped:
@@ -99,16 +120,91 @@ class AptIndex:
             self.server.server_close()
 
 
-def of_catalog_driver() -> AptIndex:
-    """The catalog's driver packages (its branch and version, and a newer release the pin must keep
-    out) in the directories AWS nodes name: Ubuntu 24.04 on x86_64 and on arm64 (sbsa)."""
-    from flashfleet.catalog import hardware_catalog
+def of_catalog() -> AptIndex:
+    """The catalog's vendor packages in the directories AWS nodes name (Ubuntu 24.04, x86_64 and
+    arm64): the driver (its branch and version, and a newer release the pin must keep out), Docker
+    Engine and the NVIDIA container toolkit (each also with a newer release), and AMD's amdgpu and
+    ROCm (ROCm depends on a library of amdgpu's repository) for Ubuntu 22.04 and 24.04."""
+    from flashfleet.catalog import hardware_catalog, node_packages
 
     driver = hardware_catalog()["h200"].driver
     assert driver is not None
-    debs = [
+    pkgs = node_packages()
+    cuda = [
         Deb(f"{name}-{driver.branch}{suffix}", f"{version}-1")
         for name, suffix in (("nvidia-driver", "-open"), ("nvidia-fabricmanager", ""), ("nvidia-imex", ""))
         for version in (driver.version, f"{driver.branch}.99.01")
     ]
-    return AptIndex(dirs={"ubuntu2404/x86_64": debs, "ubuntu2404/sbsa": list(debs)})
+    docker = (
+        [
+            Deb(
+                "docker-ce",
+                f"5:{v}-1~ubuntu.24.04~noble",
+                "docker-ce-cli, containerd.io (>= 1.7.27), iptables",
+            )
+            for v in (pkgs.docker_version, "29.9.9")
+        ]
+        + [Deb("docker-ce-cli", f"5:{v}-1~ubuntu.24.04~noble") for v in (pkgs.docker_version, "29.9.9")]
+        + [Deb("containerd.io", "2.1.5-1~ubuntu.24.04~noble")]
+    )
+    toolkit = [
+        Deb(name, f"{v}-1", deps)
+        for v in (pkgs.toolkit_version, "1.99.0")
+        for name, deps in (
+            (
+                "nvidia-container-toolkit",
+                f"nvidia-container-toolkit-base (= {v}-1), libnvidia-container-tools (>= {v}-1)",
+            ),
+            ("nvidia-container-toolkit-base", ""),
+            ("libnvidia-container-tools", f"libnvidia-container1 (>= {v}-1)"),
+            ("libnvidia-container1", ""),
+        )
+    ]
+    dirs: dict[str, list[Deb]] = {}
+    for cuda_arch, deb_arch in (("x86_64", "amd64"), ("sbsa", "arm64")):
+        dirs[f"cuda/repos/ubuntu2404/{cuda_arch}"] = list(cuda)
+        dirs[f"docker/linux/ubuntu/dists/noble/stable/binary-{deb_arch}"] = list(docker)
+        dirs[f"libnvidia-container/stable/deb/{deb_arch}"] = list(toolkit)
+    for suite in ("jammy", "noble"):
+        dirs[f"amdgpu/{pkgs.amdgpu_version}/ubuntu/dists/{suite}/main/binary-amd64"] = [
+            Deb(
+                "amdgpu-dkms",
+                "1:6.14.14.30100200-2212064",
+                "amdgpu-dkms-firmware (= 1:6.14.14.30100200-2212064)",
+            ),
+            Deb("amdgpu-dkms-firmware", "1:6.14.14.30100200-2212064"),
+            Deb("libdrm-amdgpu-common", "1.0.0.30100200-2212064"),
+        ]
+        dirs[f"rocm/apt/{pkgs.rocm_version}/dists/{suite}/main/binary-amd64"] = [
+            Deb("rocm", f"{pkgs.rocm_version}.70002-56", "amd-smi-lib"),
+            Deb("amd-smi-lib", f"{pkgs.rocm_version}.70002-56", "libdrm-amdgpu-common, libc6"),
+        ]
+    return AptIndex(dirs=dirs)
+
+
+def existing_spec(hardware: str) -> StackSpec:
+    """The catalog's low-latency stack of this hardware on one existing host, which may run any
+    distribution preflight accepts."""
+    from flashfleet.catalog import hardware_catalog
+    from flashfleet.planning import parse_spec
+    from flashfleet.stack import DEFAULT_STACKS_DIR, read_stack_file
+
+    stack = f"{hardware}-lowlat"
+    data = dict(read_stack_file(stack, DEFAULT_STACKS_DIR).spec_data)
+    count = hardware_catalog()[hardware].gpus_per_node
+    data["nodes"] = {"count": 1, "source": {"kind": "existing", "hosts": [
+        {"address": "192.0.2.10", "sshUser": "ubuntu", "gpus": {"model": hardware, "count": count},
+         "hostMemoryGib": 2048}]}}  # fmt: skip
+    return parse_spec(stack, data)
+
+
+def role_locks_of(role_vars: dict[str, Any], hardware: str) -> dict[str, dict[str, dict[str, Any]]]:
+    """`flashfleet lock`'s resolution of the repositories `role_vars` name for one existing host of
+    this hardware, as the inventory hands it to the roles (flashfleet_apt_lock)."""
+    from flashfleet.cli.lock import resolve_apt
+    from flashfleet.planning.apt_packages import node_apt, role_locks
+
+    held = resolve_apt(node_apt(existing_spec(hardware), role_vars))
+    locks = role_locks(node_apt(existing_spec(hardware)), held)
+    return {role: {d: {n: deb.model_dump() for n, deb in debs.items()} for d, debs in dirs.items()}
+            for role, dirs in locks.items()}  # fmt: skip

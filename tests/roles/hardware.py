@@ -7,7 +7,7 @@ from typing import Any
 
 from hosts.harness import HostSpec
 
-from flashfleet.catalog import hardware_catalog
+from flashfleet.catalog import hardware_catalog, node_packages
 from flashfleet.inventory import weights_client_facts
 from flashfleet.stack.image import TRANSFORMERS_PIN, ImageSpec
 
@@ -82,6 +82,7 @@ def facts(hardware: str, index: int = 0, **overrides: Any) -> dict[str, Any]:
         "flashfleet_driver": asdict(driver) if (driver := hardware_catalog()[hardware].driver) else None,
         "flashfleet_model_cache_dir": "/var/lib/flashfleet/hf",
         "flashfleet_weights_client": weights_client_facts(),
+        "flashfleet_node_packages": node_packages().versions(),
         "flashfleet_weights_lock": None,
         "flashfleet_mooncake": False,
         "flashfleet_processes": [],

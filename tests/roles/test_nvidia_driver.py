@@ -59,17 +59,18 @@ def test_the_driver_is_installed_only_as_the_stack_s_lock_holds_it(lab: Lab) -> 
 
     index = f"{lab.base_url}/cuda/repos/debian12/x86_64/"
     pins = {"nvidia-driver-595-open": "595.91.07-*", "nvidia-fabricmanager-595": "595.91.07-*"}
-    locked = {n: d.model_dump() for n, d in resolve(index, pins).items()}
+    locked = {n: d.model_dump() for n, d in resolve([index], list(pins), pins)[index].items()}
     assert {n: d["version"] for n, d in locked.items()} == dict.fromkeys(pins, "595.91.07-1")
 
     def play(lock: dict[str, object]) -> Run:
         # the fabric manager gone again: the install (and its check) has something to do
         lab.pool.ssh("h200", "apt-get purge -y -qq nvidia-fabricmanager-595")
-        return lab.play(["h200"], "nvidia_driver", facts_override={"h200": {"flashfleet_driver_lock": lock}})
+        facts = {"flashfleet_apt_lock": {"nvidia_driver": lock}}
+        return lab.play(["h200"], "nvidia_driver", facts_override={"h200": facts})
 
     run = play({index: locked})
     assert run.ok, run.explain()
-    assert run.statuses("h200")["nvidia_driver:the packages are the locked ones"] == "ok"
+    assert run.statuses("h200")["apt_lock:the packages are the locked ones"] == "ok"
     assert dpkg(lab, "h200", "nvidia-fabricmanager-595") == "595.91.07-1"
 
     # the repository's index lists other bytes than the lock: stopped before apt installs, named
@@ -92,6 +93,10 @@ def test_the_driver_is_installed_only_as_the_stack_s_lock_holds_it(lab: Lab) -> 
     # a lock of other distributions only: this node's is not in it
     elsewhere = play({index.replace("debian12", "ubuntu2404"): locked})
     assert "has no entry for " + index in elsewhere.result.failures[0].message
+    # a lock older than the catalog's driver: named, not installed at the lock's version
+    older = {n: {**d, "version": "595.80.01-1"} for n, d in locked.items()}
+    stale = play({index: older})
+    assert "the lock has 595.80.01-1 where the role pins 595.91.07-*" in stale.result.failures[0].message
 
     restored = play({index: locked})
     assert restored.ok, restored.explain()

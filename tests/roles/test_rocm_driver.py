@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from .conftest import Lab, assert_no_change, assert_same_plan, host_state
+from typing import Any
+
+from hosts.aptindex import role_locks_of
+
+from .conftest import Lab, Run, assert_no_change, assert_same_plan, host_state
 
 
 def test_mi355x_check_mode_then_converge_then_nothing_left(lab: Lab) -> None:
@@ -39,3 +43,35 @@ def test_rocm_6_is_refused_for_gfx950(lab: Lab) -> None:
     run = lab.play(["mi355x"], "rocm_driver", extravars={"rocm_driver_rocm_version": "6.4.1"})
     assert not run.ok
     assert "MI355X (gfx950) needs ROCm 7.x, got 6.4.1" in run.result.failures[0].message
+
+
+def test_amdgpu_and_rocm_install_only_as_the_stack_s_lock_holds_them(lab: Lab) -> None:
+    """`flashfleet lock`'s resolution of the lab's two AMD repositories, read together as the node
+    reads them, handed to the node as the inventory hands it."""
+    lock = role_locks_of(lab.repo_vars(), "mi355x")["rocm_driver"]
+    rocm = f"{lab.base_url}/rocm/apt/7.0.2/dists/jammy/main/binary-amd64/"
+    assert {n: d["version"] for n, d in lock[rocm].items()} == {"amd-smi-lib": "7.0.2.70002-56~22.04",
+                                                                "rocm": "7.0.2.70002-56~22.04"}  # fmt: skip
+
+    def play(held: dict[str, Any]) -> Run:
+        lab.pool.ssh("mi355x", "apt-get purge -y -qq rocm")
+        return lab.play(
+            ["mi355x"],
+            "rocm_driver",
+            facts_override={"mi355x": {"flashfleet_apt_lock": {"rocm_driver": held}}},
+        )
+
+    run = play(lock)
+    assert run.ok, run.explain()
+    assert run.statuses("mi355x")["apt_lock:the packages are the locked ones"] == "ok"
+    assert "rocm\t7.0.2.70002-56~22.04" in lab.pool.ssh("mi355x", "dpkg-query -W rocm").stdout
+    # a dependency the lock does not hold: named, nothing installed
+    partial = {**lock, rocm: {"rocm": lock[rocm]["rocm"]}}
+    lab.pool.ssh("mi355x", "apt-get purge -y -qq amd-smi-lib")
+    refused = play(partial)
+    assert (
+        "amd-smi-lib 7.0.2.70002-56~22.04: apt would install it from the repository; the lock does not hold it"
+        in (refused.result.failures[0].message)
+    )
+    assert lab.pool.ssh("mi355x", "dpkg-query -W rocm 2>/dev/null || echo absent").stdout.strip() == "absent"
+    assert play(lock).ok

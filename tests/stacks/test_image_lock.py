@@ -17,7 +17,7 @@ import yaml
 from flashfleet.cli import main
 from flashfleet.inventory import build_inventory
 from flashfleet.planning import load_stack
-from flashfleet.planning.apt_packages import driver_apt
+from flashfleet.planning.apt_packages import node_apt
 from flashfleet.planning.packages import pip_installs
 from flashfleet.planning.stack_recipe import kubernetes_plan
 from flashfleet.stack import DEFAULT_STACKS_DIR
@@ -52,19 +52,21 @@ def _lock(folder: Path, name: str, tagged: str) -> None:
         revision="main", commit="c" * 40, files={"config.json": LockedFile(size=2, git_oid="d" * 40)}
     )
     image = LockedImage(digest=LOCKED, platforms={"linux/amd64": LOCKED})
-    # the packages (pip and the driver's apt) pinned too: here only the image is under test
+    # the packages (pip and the vendors' apt) pinned too: here only the image is under test
     packages = {}
     for pkg, want in pip_installs(load_stack(name, folder).spec).items():
         version = want.specifier.lstrip("=<>!~")
         wheel = f"{pkg}-{version}-py3-none-any.whl"
         packages[pkg] = LockedPackage(version=version, files={wheel: LockedPackageFile(sha256="e" * 64)})
     spec = load_stack(name, folder).spec
-    apt = {
-        index: {
-            p: LockedDeb(version=glob.replace("*", "1"), sha256="f" * 64, size=1) for p, glob in pins.items()
-        }
-        for index, pins in driver_apt(spec).items()
-    }
+    apt: dict[str, dict[str, LockedDeb]] = {}
+    for want in node_apt(spec):
+        globs = want.globs()
+        for index in want.indexes:
+            apt.setdefault(index.url, {})
+        for pkg in dict.fromkeys([*want.install, *globs]):
+            version = globs.get(pkg, "1").replace("*", "1")
+            apt[want.indexes[0].url][pkg] = LockedDeb(version=version, sha256="f" * 64, size=1)
     lock = StackLock(
         stack=name, locked_on="2026-12-04", weights={MODEL: repo}, images={tagged: image}, packages=packages,
         apt=apt,
