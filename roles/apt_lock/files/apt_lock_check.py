@@ -125,7 +125,7 @@ def main():
             continue  # the distribution's archive's, not these repositories'
         if name not in locked:
             problems.append(
-                f"{name} {version}: apt would install it from the repository, and the lock does not hold it"
+                f"{name} {version}: apt would install it from the repository; the lock does not hold it"
             )
         elif locked[name]["version"] != version:
             problems.append(
