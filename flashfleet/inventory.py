@@ -68,7 +68,7 @@ def host_vars(
     api = [launch["port"] for launch in launches if launch["serves_api"] and launch["role"] not in PD_WORKERS]
     installs = pip_installs(spec)
     router = plan.router_instance.arch if plan.router_instance is not None else None
-    apt_wants = node_apt(spec, router_arch=router)
+    apt_wants = node_apt(spec, plan.role_vars, router)
     layout = None
     if plan.mooncake is not None:
         # Hugepages only when the serving containers are told to use them.

@@ -6,7 +6,8 @@ every task. So each bring-up play (one role a play) opens with the `converge` ro
 `<role>_*` variable, as the play gives it) or what it manages (its own `_<role>_watch`) changed
 since it last converged there. Ansible decides that, from what the play holds. This module adds
 what only the controller knows, as the extra variable `flashfleet_converge`: a full converge
-asked for, and per role a salt over the role's files (the converge role's with them),
+asked for, and per role a salt over the role's files (the converge role's, and those of the
+roles it includes, with them),
 ansible-core's version and the controller's secrets, as a slow salted hash, so that a rotated
 token or API key re-runs what writes it and the record never helps recover it.
 """
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from flashfleet.bringup.hashes import content_hash
+from flashfleet.bringup.playbook_walk import roles_included_by
 from flashfleet.bringup.project import files_hash
 
 
@@ -51,8 +53,11 @@ def converge_vars(project_root: Path, *, secrets: Secrets, reconverge: bool = Fa
     roles = project_root / "roles"
     converge = files_hash(roles, roles / "converge")
     run_wide = [metadata.version("ansible-core"), secrets.fingerprint(), converge]
+    # a role's files, and those of the roles its tasks include (apt_lock): they act for it
     salt = {
-        role.name: content_hash([*run_wide, files_hash(roles, role)])
+        role.name: content_hash(
+            [*run_wide, files_hash(roles, role, *(roles / name for name in sorted(roles_included_by(role))))]
+        )
         for role in sorted(roles.iterdir())
         if role.is_dir()
     }

@@ -86,6 +86,20 @@ def _play_uses(playbook: str, play: Mapping[str, Any]) -> Iterator[RoleUse]:
             yield RoleUse(playbook, name, hosts, str(role), variables, entry)
 
 
+def roles_included_by(role: Path) -> set[str]:
+    """The roles a role's own tasks include or import by name (the apt_lock role, say): what its
+    behaviour depends on beside its own files."""
+    out = set()
+    for path in sorted((role / "tasks").glob("*.yml")):
+        for task in _flat(load_yaml(path) or []):
+            action = next((k for k in _ROLE_TASKS if k in task), None)
+            target = task[action] if action is not None else None
+            name = target.get("name") if isinstance(target, Mapping) else target
+            if isinstance(name, str) and "{" not in name:
+                out.add(name)
+    return out
+
+
 def role_uses(project: Project, playbook: str, _seen: frozenset[str] = frozenset()) -> Iterator[RoleUse]:
     """Every role a playbook applies (through imported playbooks too), with the vars it passes."""
     if playbook in _seen:

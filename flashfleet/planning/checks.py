@@ -530,18 +530,26 @@ def locked_image(spec: StackSpec, lock: StackLock | None, base: str) -> tuple[St
 
 
 def check_lock(
-    stack: str, spec: StackSpec, recipe: Recipe, lock: StackLock | None, base: str
+    stack: str,
+    spec: StackSpec,
+    recipe: Recipe,
+    lock: StackLock | None,
+    base: str,
+    *,
+    role_vars: Mapping[str, object] | None = None,
 ) -> tuple[list[Problem], list[str]]:
     """The stack's lock against what its recipe downloads and the image its nodes pull:
     (problems, warnings). A missing or stale lock refuses a `lock: required` stack and is a
-    warning otherwise. `spec` is the one `locked_image` returned."""
+    warning otherwise. `spec` is the one `locked_image` returned; `role_vars` (the stack's) move
+    what the nodes install (a mirror, another version), so what the lock must pin."""
     name = lock_file_name(stack)
     unlocked = [r for r in recipe.repositories if lock is None or r not in lock.weights]
     if spec.image.digest is None:  # neither the stack nor its lock pins the image
         unlocked.append("the image's tag")  # `plan` names it (a value kept whole, not in prose)
-    unlocked += packages.unlocked(packages.pip_installs(spec), lock)
+    unlocked += packages.unlocked(packages.pip_installs(spec, role_vars), lock)
     unlocked += [
-        f"the {part}'s apt packages" for part in apt_packages.unlocked(apt_packages.node_apt(spec), lock)
+        f"the {part}'s apt packages"
+        for part in apt_packages.unlocked(apt_packages.node_apt(spec, role_vars), lock)
     ]
     if not unlocked:
         return [], []

@@ -341,7 +341,7 @@ def _apt_parts(plan: StackPlan) -> list[LockedPart]:
     Docker Engine, ...): locked for the distributions the lock holds it for, with every package its
     pins name at a version they allow."""
     router = plan.router_instance.arch if plan.router_instance is not None else None
-    wants = node_apt(plan.spec, router_arch=router)
+    wants = node_apt(plan.spec, plan.role_vars, router)
     locked = locked_wants(wants, plan.lock)
     parts = []
     for label in dict.fromkeys(w.label for w in wants):
@@ -394,7 +394,7 @@ def lock_summary(plan: StackPlan) -> LockView:
         )
     else:
         parts.append(_floating("image", tagged, "a tag, whatever it names on the day"))
-    installs = pip_installs(spec)
+    installs = pip_installs(spec, plan.role_vars)
     for name, want in installs.items():
         where = _INSTALLED_BY[want.installer]
         locked = lock.packages.get(name) if lock is not None else None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +119,8 @@ class StackPlan:
     lock: StackLock | None = None  # <stack>.lock.yaml (flashfleet.stack.lock); checked against the recipe
     # caches.weightsSnapshot (AWS): the weights volume kept as an EBS snapshot between bring-ups
     weights_snapshot: WeightsSnapshotPlan | None = None
+    # flashfleet:roleVars: arguments that move what the lock must pin (a mirror, another version)
+    role_vars: dict[str, Any] = field(default_factory=dict)
 
     @property
     def endpoint_node(self) -> int:
@@ -219,7 +221,7 @@ def resolve(sf: StackFile) -> StackPlan:
         raise StackError(sf.name, [Problem(f"{STACK_KEY}.nodes.source.namespace", clash, "kubernetes")])
     return resolve_spec(
         sf.name, spec, region=sf.region, has_hf_token=sf.has_hf_token, has_api_key=sf.has_api_key,
-        lock=sf.lock,
+        lock=sf.lock, role_vars=sf.role_vars,
     )  # fmt: skip
 
 
@@ -243,6 +245,7 @@ def resolve_spec(
     has_hf_token: bool,
     has_api_key: bool = False,
     lock: StackLock | None = None,
+    role_vars: dict[str, Any] | None = None,
 ) -> StackPlan:
     base = STACK_KEY
     recipe_names = {"hardware": spec.hardware, "strategy": spec.strategy, "topology": spec.topology}
@@ -276,7 +279,7 @@ def resolve_spec(
     problems += checks.check_mooncake(spec, recipe, base)
     spec, image_problems = checks.locked_image(spec, lock, base)
     problems += image_problems
-    lock_problems, lock_warnings = checks.check_lock(stack, spec, recipe, lock, base)
+    lock_problems, lock_warnings = checks.check_lock(stack, spec, recipe, lock, base, role_vars=role_vars)
     problems += lock_problems
     snapshot, snapshot_problems = weights_snapshot(stack, spec, recipe, lock, base)
     problems += snapshot_problems
@@ -327,6 +330,7 @@ def resolve_spec(
         router_instance=router,
         lock=lock,
         weights_snapshot=snapshot,
+        role_vars=dict(role_vars or {}),
     )
 
 

@@ -71,6 +71,12 @@ def test_the_salt_covers_each_roles_files_and_the_run_wide_inputs(tmp_path: Path
     (project / "roles/verify/defaults/main.yml").write_text("---\nverify_image: false\n")
     edited = converge_vars(project, secrets=Secrets())["salt"]
     assert {r for r in base["salt"] if base["salt"][r] != edited[r]} == {"verify"}
+    # a role included by others' tasks (apt_lock checks apt for three roles) acts for each of them
+    (project / "roles/apt_lock/files/apt_lock_check.py").write_text("print('{}')\n")
+    shared = converge_vars(project, secrets=Secrets())["salt"]
+    changed = {r for r in edited if edited[r] != shared[r]}
+    assert changed == {"apt_lock", "nvidia_driver", "container_runtime", "rocm_driver"}
+    edited = shared
     (project / "roles/converge/tasks/check.yml").write_text("---\n[]\n")
     converge_edited = converge_vars(project, secrets=Secrets())["salt"]
     assert all(converge_edited[r] != edited[r] for r in edited)  # the check is every role's

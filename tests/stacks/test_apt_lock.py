@@ -272,6 +272,29 @@ def test_plan_and_lock_required_see_each_part_locked_only_at_the_pinned_version(
     assert "the Docker Engine's apt packages" in warning
 
 
+def test_a_version_the_stack_s_role_vars_name_is_the_one_the_lock_must_pin(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`flashfleet lock` resolves with the stack's roleVars; `plan` and `lock: required` judge the
+    lock by them too (a site that runs another Docker release, locked, is locked)."""
+    import yaml
+
+    doc = yaml.safe_load((DEFAULT_STACKS_DIR / "Pulumi.h200-lowlat.yaml").read_text())
+    doc["config"]["flashfleet:roleVars"] = {"container_runtime_docker_version": "29.9.9"}
+    (tmp_path / "Pulumi.h200-lowlat.yaml").write_text(yaml.safe_dump(doc))
+    [docker] = [w for w in node_apt(load_stack("h200-lowlat").spec) if w.label == "Docker Engine"]
+    deb = LockedDeb(version="5:29.9.9-1~ubuntu.24.04~noble", sha256="a" * 64, size=1)
+    held = {"docker-ce": deb, "docker-ce-cli": deb, "containerd.io": deb}
+    (tmp_path / "h200-lowlat.lock.yaml").write_text(dump_lock(_lock({docker.indexes[0].url: held})))
+    parts = {p["name"].split(" (apt)")[0]: p for p in _plan(tmp_path, capsys)["lock"]["parts"]}
+    assert (parts["Docker Engine"]["state"], parts["Docker Engine"]["pinned"]) == ("locked", deb.version)
+    # the catalog's version without the roleVar: the same lock pins another release
+    (tmp_path / "Pulumi.h200-lowlat.yaml").write_text(yaml.safe_dump({**doc, "config": {
+        k: v for k, v in doc["config"].items() if k != "flashfleet:roleVars"}}))  # fmt: skip
+    parts = {p["name"].split(" (apt)")[0]: p for p in _plan(tmp_path, capsys)["lock"]["parts"]}
+    assert parts["Docker Engine"]["state"] == "floating"
+
+
 def _plan(folder: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
     capsys.readouterr()
     assert main(["plan", "h200-lowlat", "--stacks-dir", str(folder), "--format", "json"]) == 0
