@@ -24,6 +24,15 @@ from flashfleet.stack.files import API_KEY_KEY, HF_TOKEN_KEY, read_stack_lock
 
 config = pulumi.Config("flashfleet")
 stack = pulumi.get_stack()
+# Role arguments for every bring-up run (apt and Hub mirrors of an air-gapped site, say); they
+# move what the stack's lock must pin, so the stack is resolved with them.
+role_vars = config.get_object("roleVars") or {}
+if not isinstance(role_vars, dict):
+    raise pulumi.RunError("flashfleet:roleVars: must be a mapping of role argument names to values")
+try:  # the rules `flashfleet validate` and the bring-up's check apply, before the first resource
+    check_role_vars(DEFAULT_PROJECT, STACK_PLAYBOOKS, role_vars)
+except BringupInputError as err:
+    raise pulumi.RunError(str(err)) from None
 try:
     bringup = resolve_spec(
         stack,
@@ -33,6 +42,7 @@ try:
         has_api_key=config.get("apiKey") is not None,
         # stacks/<stack>.lock.yaml beside the stack file (Pulumi.yaml: stackConfigDir)
         lock=read_stack_lock(stack, Path(__file__).resolve().parent / "stacks"),
+        role_vars=role_vars,
     )
 except StackError as err:
     raise pulumi.RunError(str(err)) from None  # each problem on its own line, no traceback
@@ -47,14 +57,6 @@ if bringup.api_key_required and api_key is None:
         "flashfleet:stack.serving.apiKey: required, and no key: "
         "`pulumi config set --secret flashfleet:apiKey` (it stays encrypted in the stack and state)"
     )
-# Role arguments for every bring-up run (apt and Hub mirrors of an air-gapped site, say).
-role_vars = config.get_object("roleVars") or {}
-if not isinstance(role_vars, dict):
-    raise pulumi.RunError("flashfleet:roleVars: must be a mapping of role argument names to values")
-try:  # the rules `flashfleet validate` and the bring-up's check apply, before the first resource
-    check_role_vars(DEFAULT_PROJECT, STACK_PLAYBOOKS, role_vars)
-except BringupInputError as err:
-    raise pulumi.RunError(str(err)) from None
 # The block or reservation must be usable now, before the first resource (a VPC) is created.
 try:
     reservation = preflight.check_capacity(bringup)

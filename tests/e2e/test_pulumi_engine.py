@@ -202,8 +202,9 @@ def test_pulumi_up_brings_the_stack_up(engine: Engine) -> None:
         history = ssh(engine, host, "cat /var/log/apt/history.log")
         for name, deb in [*driver.items(), ("nvidia-container-toolkit", toolkit["nvidia-container-toolkit"])]:
             assert f"{name}={deb['version']}" in history, (host, name, history)
-        held = ssh(engine, host, "dpkg-query -W -f '${Version}' docker-ce containerd.io")
-        assert held == docker["docker-ce"]["version"] + docker["containerd.io"]["version"], (host, held)
+        for name in ("docker-ce", "containerd.io"):
+            held = ssh(engine, host, f"dpkg-query -W -f '${{Version}}' {name}")
+            assert held == docker[name]["version"], (host, name, held)
     for host, procs in launches(engine).items():
         assert procs, host
         # `docker ps` on the host lists each unit's container, from the image its launch names:
