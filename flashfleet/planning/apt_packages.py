@@ -33,7 +33,6 @@ from flashfleet.stack.lock import LockedDeb, StackLock
 from flashfleet.stack.spec import StackSpec
 
 Role = Literal["nvidia_driver", "container_runtime", "rocm_driver"]
-ROLES: tuple[Role, ...] = ("nvidia_driver", "container_runtime", "rocm_driver")
 
 # roles/nvidia_driver/defaults/main.yml's nvidia_driver_repo_url, and the role's layout of it
 # (tests/stacks/test_apt_lock.py checks they agree)
@@ -175,7 +174,9 @@ def where(index: str) -> str:
     """A repository directory by the layout below its repository (``ubuntu2404/x86_64``,
     ``debian/dists/bookworm/stable/binary-amd64``): its last parts."""
     parts = index.rstrip("/").split("/")
-    return "/".join(parts[-6:] if "dists" in parts[-6:] else parts[-2:])
+    if "dists" not in parts:
+        return "/".join(parts[-2:])
+    return "/".join(parts[len(parts) - 1 - parts[::-1].index("dists") - 1 :])
 
 
 def _held(index: RepoDir, held: Mapping[str, Mapping[str, LockedDeb]]) -> str | None:

@@ -202,9 +202,10 @@ class AptRepository:
         self.engine_debs = engine_debs
         self.debian_debs = debian_debs
         self.debs: dict[str, Path] = {}
+        self.layouts: dict[str, str] = {}  # repository -> "flat" or "<suite>/<component>"
 
     def _gpg(self, *args: str) -> None:
-        subprocess.run(["gpg", "--batch", "--homedir", str(self.gnupg), *args],
+        subprocess.run(["gpg", "--batch", "--yes", "--homedir", str(self.gnupg), *args],
                        check=True, capture_output=True)  # fmt: skip
 
     def build(self) -> None:
@@ -231,27 +232,44 @@ class AptRepository:
                 target = pool / built.name
                 built.rename(target)
                 self.debs.setdefault(f"{deb.name}={deb.version}", target)
-            if layout == "flat":
-                self._index(repo, repo)
-            else:
-                suite, component = layout.split("/")
-                dist = repo / "dists" / suite
-                (dist / component / "binary-amd64").mkdir(parents=True)
-                packages = subprocess.run(
-                    ["apt-ftparchive", "packages", "pool"],
-                    cwd=repo,
-                    check=True,
-                    capture_output=True,
-                    text=True,
-                ).stdout
-                (dist / component / "binary-amd64/Packages").write_text(packages)
-                # AMD's pin (`o=repo.radeon.com`) matches on the Release file's Origin
-                origin = "repo.radeon.com" if rel.startswith(("amdgpu", "rocm")) else ""
-                self._release(dist, suite, component, origin)
+            self.layouts[rel] = layout
+            self._publish_index(rel)
             if key_name:  # the CUDA repo's own key file, docker's `gpg`
                 (repo / key_name).write_text(key.read_text())
         (self.root / "rocm/rocm.gpg.key").write_text(key.read_text())
         (self.root / "libnvidia-container/gpgkey").write_text(key.read_text())
+
+    def _publish_index(self, rel: str) -> None:
+        """The repository's Packages index over its pool, and its signed Release."""
+        repo, layout = self.root / rel, self.layouts[rel]
+        if layout == "flat":
+            self._index(repo, repo)
+            return
+        suite, component = layout.split("/")
+        dist = repo / "dists" / suite
+        (dist / component / "binary-amd64").mkdir(parents=True, exist_ok=True)
+        packages = subprocess.run(
+            ["apt-ftparchive", "packages", "pool"], cwd=repo, check=True, capture_output=True, text=True
+        ).stdout
+        (dist / component / "binary-amd64/Packages").write_text(packages)
+        # AMD's pin (`o=repo.radeon.com`) matches on the Release file's Origin
+        origin = "repo.radeon.com" if rel.startswith(("amdgpu", "rocm")) else ""
+        self._release(dist, suite, component, origin)
+
+    def publish(self, rel: str, deb: Deb) -> Path:
+        """A package added to the repository `rel` (a vendor's release after a lock was made): built,
+        indexed and the Release signed again, as the vendor publishes it."""
+        repo = self.root / rel
+        built = build_deb(deb, self.root.parent / "debs")
+        target = (repo if self.layouts[rel] == "flat" else repo / "pool") / built.name
+        built.rename(target)
+        self._publish_index(rel)
+        return target
+
+    def withdraw(self, rel: str, published: Path) -> None:
+        """A package `publish` added, taken out again."""
+        published.unlink()
+        self._publish_index(rel)
 
     def _index(self, repo: Path, dist: Path) -> None:
         packages = subprocess.run(["apt-ftparchive", "packages", "."], cwd=repo, check=True,

@@ -74,7 +74,7 @@ def test_docker_and_the_toolkit_install_only_as_the_stack_s_lock_holds_them(lab:
 
     def play(held: dict[str, Any]) -> Run:
         # the toolkit gone again: its install (and its check) has something to do
-        lab.pool.ssh("h200", "apt-get purge -y -qq nvidia-container-toolkit")
+        lab.pool.ssh("h200", "dpkg --purge nvidia-container-toolkit")
         return lab.play(
             ["h200"],
             "container_runtime",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from hosts.aptindex import role_locks_of
+from hosts.aptrepo import Deb
 
 from .conftest import Lab, Run, assert_no_change, assert_same_plan, host_state
 
@@ -54,7 +55,7 @@ def test_amdgpu_and_rocm_install_only_as_the_stack_s_lock_holds_them(lab: Lab) -
                                                                 "rocm": "7.0.2.70002-56~22.04"}  # fmt: skip
 
     def play(held: dict[str, Any]) -> Run:
-        lab.pool.ssh("mi355x", "apt-get purge -y -qq rocm")
+        lab.pool.ssh("mi355x", "dpkg --purge rocm")
         return lab.play(
             ["mi355x"],
             "rocm_driver",
@@ -65,9 +66,24 @@ def test_amdgpu_and_rocm_install_only_as_the_stack_s_lock_holds_them(lab: Lab) -
     assert run.ok, run.explain()
     assert run.statuses("mi355x")["apt_lock:the packages are the locked ones"] == "ok"
     assert "rocm\t7.0.2.70002-56~22.04" in lab.pool.ssh("mi355x", "dpkg-query -W rocm").stdout
+    # AMD publishes a newer ROCm library after the lock: apt would take it as rocm's dependency,
+    # so it is asked for at the lock's version, and that is what the node holds
+    newer = lab.repo.publish(
+        "rocm/apt/7.0.2",
+        Deb("amd-smi-lib", "7.0.2.70002-57~22.04", {"/opt/rocm-7.0.2/bin/amd-smi": "amd-smi"}),
+    )
+    try:
+        lab.pool.ssh("mi355x", "dpkg --purge rocm amd-smi-lib && apt-get update -qq")
+        moved = play(lock)
+        assert moved.ok, moved.explain()
+        held = lab.pool.ssh("mi355x", "dpkg-query -W amd-smi-lib").stdout
+        assert held.strip() == "amd-smi-lib\t7.0.2.70002-56~22.04", held
+    finally:
+        lab.repo.withdraw("rocm/apt/7.0.2", newer)
+        lab.pool.ssh("mi355x", "apt-get update -qq")
     # a dependency the lock does not hold: named, nothing installed
     partial = {**lock, rocm: {"rocm": lock[rocm]["rocm"]}}
-    lab.pool.ssh("mi355x", "apt-get purge -y -qq amd-smi-lib")
+    lab.pool.ssh("mi355x", "dpkg --purge rocm amd-smi-lib")
     refused = play(partial)
     assert (
         "amd-smi-lib 7.0.2.70002-56~22.04: apt would install it from the repository; the lock does not hold it"

@@ -288,6 +288,10 @@ def test_a_version_the_stack_s_role_vars_name_is_the_one_the_lock_must_pin(
     (tmp_path / "h200-lowlat.lock.yaml").write_text(dump_lock(_lock({docker.indexes[0].url: held})))
     parts = {p["name"].split(" (apt)")[0]: p for p in _plan(tmp_path, capsys)["lock"]["parts"]}
     assert (parts["Docker Engine"]["state"], parts["Docker Engine"]["pinned"]) == ("locked", deb.version)
+    assert (
+        "3 packages as of 2026-12-06 for ubuntu/dists/noble/stable/binary-amd64 "
+        in parts["Docker Engine"]["detail"]
+    )
     # the catalog's version without the roleVar: the same lock pins another release
     (tmp_path / "Pulumi.h200-lowlat.yaml").write_text(yaml.safe_dump({**doc, "config": {
         k: v for k, v in doc["config"].items() if k != "flashfleet:roleVars"}}))  # fmt: skip
