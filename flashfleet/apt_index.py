@@ -146,3 +146,45 @@ def resolve(
     for name, (e, url) in sorted(chosen.items()):
         out.setdefault(url, {})[name] = LockedDeb(version=e.version, sha256=e.sha256, size=e.size)
     return out
+
+
+def _fetch(url: str, timeout_s: float = 60) -> bytes:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+            return bytes(resp.read())
+    except urllib.error.HTTPError as err:
+        raise AptIndexError(f"{url}: the archive answered {err.code}") from None
+    except (OSError, urllib.error.URLError) as err:
+        raise AptIndexError(f"{url}: {type(err).__name__}: {err}") from None
+
+
+def resolve_snapshot(
+    snapshot: str, suites: Sequence[str], components: Sequence[str], arch: str, install: Sequence[str]
+) -> tuple[dict[str, str], dict[str, LockedDeb]]:
+    """A distribution archive's snapshot (`<archive>/<timestamp>`, which never changes): the
+    sha256 of each suite's signed index (``dists/<suite>/InRelease``), and each package of
+    `install` at the newest version its suites hold for `arch` (Debian's name), as apt takes it
+    from several suites of one archive. Its dependencies are the archive's, at whatever this
+    snapshot holds: they are fixed by the snapshot, not listed."""
+    import hashlib
+
+    from flashfleet.stack.lock import LockedDeb
+
+    base = snapshot.rstrip("/")
+    releases = {s: hashlib.sha256(_fetch(f"{base}/dists/{s}/InRelease")).hexdigest() for s in suites}
+    found: dict[str, list[tuple[Entry, str]]] = {}
+    for suite in suites:
+        for component in components:
+            for entry in read_index(f"{base}/dists/{suite}/{component}/binary-{arch}/"):
+                if entry.package in install:
+                    found.setdefault(entry.package, []).append((entry, suite))
+    missing = [name for name in install if name not in found]
+    if missing:
+        raise AptIndexError(
+            f"{base}: no {', '.join(missing)} for {arch} in {', '.join(suites)} ({', '.join(components)})"
+        )
+    packages = {}
+    for name in install:
+        e, _ = _newest(found[name])
+        packages[name] = LockedDeb(version=e.version, sha256=e.sha256, size=e.size)
+    return releases, packages

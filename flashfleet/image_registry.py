@@ -73,31 +73,37 @@ def _bearer(client: Any, challenge: str, where: str) -> str:
     return str(token)
 
 
-def resolve_image(ref: str, platform: str, digest: str | None = None) -> LockedImage:
+def _getter(client: Any, ref: str) -> Any:
+    """GET below the repository's /v2/<name>/, with an anonymous token once the registry asks."""
+    host, name, _ = split_ref(ref)
+    base = f"{_scheme(host)}://{host}/v2/{name}"
+    headers = {"Accept": ", ".join(INDEX_TYPES + MANIFEST_TYPES)}
+
+    def get(path: str) -> Any:
+        answer = client.get(f"{base}/{path}", headers=headers)
+        if answer.status_code == 401 and "Authorization" not in headers:
+            challenge = answer.headers.get("WWW-Authenticate", "")
+            headers["Authorization"] = f"Bearer {_bearer(client, challenge, ref)}"
+            answer = client.get(f"{base}/{path}", headers=headers)
+        if answer.status_code != 200:
+            raise RegistryError(f"{ref}: the registry answered {answer.status_code} for {path}")
+        return answer
+
+    return get
+
+
+def resolve_image(ref: str, platform: str, digest: str | None = None) -> tuple[LockedImage, dict[str, str]]:
     """The digest `ref` (``repository:tag``) names today, and its platforms; `platform` (such as
     linux/amd64) must be among them. With `digest` (a stack's own image.digest), that manifest
-    is read instead of the tag's."""
+    is read instead of the tag's. Also the labels of `platform`'s image (its config's)."""
     import httpx2  # huggingface_hub's HTTP client, already a dependency
 
     from flashfleet.stack.lock import LockedImage
 
-    host, name, tag = split_ref(ref)
-    base = f"{_scheme(host)}://{host}/v2/{name}"
-    accept = {"Accept": ", ".join(INDEX_TYPES + MANIFEST_TYPES)}
+    tag = split_ref(ref)[2]
     try:
         with httpx2.Client(timeout=30, follow_redirects=True) as client:
-            headers = dict(accept)
-
-            def get(path: str) -> Any:
-                answer = client.get(f"{base}/{path}", headers=headers)
-                if answer.status_code == 401 and "Authorization" not in headers:
-                    challenge = answer.headers.get("WWW-Authenticate", "")
-                    headers["Authorization"] = f"Bearer {_bearer(client, challenge, ref)}"
-                    answer = client.get(f"{base}/{path}", headers=headers)
-                if answer.status_code != 200:
-                    raise RegistryError(f"{ref}: the registry answered {answer.status_code} for {path}")
-                return answer
-
+            get = _getter(client, ref)
             answer = get(f"manifests/{digest or tag}")
             got = "sha256:" + hashlib.sha256(answer.content).hexdigest()
             sent = answer.headers.get("Docker-Content-Digest")
@@ -112,6 +118,11 @@ def resolve_image(ref: str, platform: str, digest: str | None = None) -> LockedI
                     for m in doc["manifests"]
                     if m.get("platform", {}).get("os", "unknown") != "unknown"  # attestations
                 }
+                if platform in platforms:
+                    doc = json.loads(get(f"manifests/{platforms[platform]}").content)
+                config = (
+                    json.loads(get(f"blobs/{doc['config']['digest']}").content) if "config" in doc else {}
+                )
             else:  # one image: its platform is in its config blob
                 config = json.loads(get(f"blobs/{doc['config']['digest']}").content)
                 platforms = {f"{config['os']}/{config['architecture']}": got}
@@ -122,4 +133,5 @@ def resolve_image(ref: str, platform: str, digest: str | None = None) -> LockedI
     if platform not in platforms:
         have = ", ".join(sorted(platforms)) or "none"
         raise RegistryError(f"{ref}: the tag has no {platform} image (it has: {have})")
-    return LockedImage(digest=got, platforms=platforms)
+    labels = (config.get("config") or {}).get("Labels") or {}
+    return LockedImage(digest=got, platforms=platforms), {str(k): str(v) for k, v in labels.items()}

@@ -17,6 +17,7 @@ from flashfleet.catalog import DFLASH2_DRAFT, download_client, hardware_catalog,
 from flashfleet.launch import ContainerLaunch
 from flashfleet.planning import StackPlan
 from flashfleet.planning.apt_packages import node_apt, role_locks
+from flashfleet.planning.image_apt import image_apt_lock
 from flashfleet.planning.packages import locked_for, pip_installs
 from flashfleet.recipes import Recipe
 from flashfleet.stack.image import TRANSFORMERS_PIN
@@ -67,8 +68,7 @@ def host_vars(
     # clients, and verify, reach prefill and decode only through a router.
     api = [launch["port"] for launch in launches if launch["serves_api"] and launch["role"] not in PD_WORKERS]
     installs = pip_installs(spec)
-    router = plan.router_instance.arch if plan.router_instance is not None else None
-    apt_wants = node_apt(spec, plan.role_vars, router)
+    apt_wants = node_apt(spec, plan.role_vars, plan.router_arch)
     layout = None
     if plan.mooncake is not None:
         # Hugepages only when the serving containers are told to use them.
@@ -103,6 +103,7 @@ def host_vars(
                     "transformers": TRANSFORMERS_PIN,
                     "release": spec.image.version,
                     "packages": locked_for(installs, plan.lock, "sglang_image"),
+                    "apt": image_apt_lock(spec, hw, plan.role_vars, plan.lock),
                 }
                 if spec.image.derived
                 else None

@@ -19,7 +19,7 @@ from pydantic.fields import FieldInfo
 
 from flashfleet.catalog import DriverProfile
 from flashfleet.launch import ContainerLaunch
-from flashfleet.stack.lock import LockedDeb, LockedPackage, LockedRepo
+from flashfleet.stack.lock import LockedDeb, LockedImageApt, LockedPackage, LockedRepo
 from flashfleet.table import markdown
 
 _STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
@@ -55,6 +55,9 @@ class DerivedImage(BaseModel):
     # the stack's lock of the packages installed in it: name -> version and files' sha256 (the
     # build installs exactly those bytes); {} without a lock
     packages: dict[str, LockedPackage] = {}
+    # the stack's lock of what it apt-installs from the base's distribution archive (a snapshot
+    # of it); None without one
+    apt: LockedImageApt | None = None
 
 
 class WeightsClient(BaseModel):

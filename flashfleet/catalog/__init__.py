@@ -74,6 +74,26 @@ class NodePackages:
 
 
 @dataclass(frozen=True)
+class DistroArchive:
+    """One distribution's archive as its snapshot service serves it (node_packages.toml's
+    [image_apt.<distribution>])."""
+
+    archive: dict[str, str]  # node arch -> the snapshot service's archive URL
+    codenames: dict[str, str]  # release (org.opencontainers.image.version) -> codename
+    suites: tuple[str, ...]  # with {codename}
+    components: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ImageApt:
+    """What the derived image apt-installs from its base's distribution archive, and where each
+    distribution's archive is kept as snapshots."""
+
+    packages: tuple[str, ...]
+    distributions: dict[str, DistroArchive]
+
+
+@dataclass(frozen=True)
 class DownloadClient:
     """The weights download client (huggingface_hub's ``hf download``) and the Kubernetes images."""
 
@@ -156,6 +176,24 @@ def node_packages() -> NodePackages:
         rocm_version=rocm["rocm_version"],
         amdgpu_repo_url=rocm["amdgpu_repo_url"],
         rocm_repo_url=rocm["rocm_repo_url"],
+    )
+
+
+@cache
+def image_apt() -> ImageApt:
+    raw = _load("node_packages.toml")["image_apt"]
+    return ImageApt(
+        packages=tuple(raw["packages"]),
+        distributions={
+            name: DistroArchive(
+                archive=dict(d["archive"]),
+                codenames=dict(d["codenames"]),
+                suites=tuple(d["suites"]),
+                components=tuple(d["components"]),
+            )
+            for name, d in raw.items()
+            if isinstance(d, dict)
+        },
     )
 
 

@@ -14,7 +14,10 @@ every file of that version and its sha256 (flashfleet/package_index.py). What th
 from vendors' repositories (the NVIDIA driver, Docker Engine, the NVIDIA container toolkit, the AMD
 driver and ROCm) is resolved in each repository directory the nodes' sources may name (the
 stack's roleVars' mirrors, else the vendors'; flashfleet/planning/apt_packages.py): every package
-apt takes from it for the role, with its version, size and SHA256 (flashfleet/apt_index.py).
+apt takes from it for the role, with its version, size and SHA256 (flashfleet/apt_index.py). What
+the derived image apt-installs from its base's distribution (FFmpeg) is resolved in a snapshot of
+that archive (flashfleet/planning/image_apt.py): the distribution read from the base's labels, the
+moment the lock already names (now for a new lock or `--update`), each suite's signed index hash.
 
 With a lock already there: the same pins print "current"; pins that moved upstream print as a
 diff and exit 1, and `--update` prints the diff and writes it.
@@ -32,8 +35,13 @@ from typing import TYPE_CHECKING
 from flashfleet.cli.common import UsageError, add_stack
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from typing import Any
+
+    from flashfleet.catalog import Hardware
     from flashfleet.planning.apt_packages import AptWant
-    from flashfleet.stack.lock import LockedDeb, LockedRepo
+    from flashfleet.stack.lock import LockedDeb, LockedImageApt, LockedRepo, StackLock
+    from flashfleet.stack.spec import StackSpec
 
 
 class HubError(RuntimeError):
@@ -82,19 +90,24 @@ def run(args: argparse.Namespace) -> int:
     image = spec.image.tagged_ref(hw)
     try:
         weights = {repo: resolve_repo(repo, revision, endpoint) for repo in plan.recipe.repositories}
-        images = {image: resolve_image(image, ARCH[hw.arch], spec.image.digest)}
+        locked_image, labels = resolve_image(image, ARCH[hw.arch], spec.image.digest)
+        images = {image: locked_image}
+        image_apt = (
+            resolve_image_apt(spec, hw, sf.role_vars, labels, old=sf.lock, update=args.update)
+            if spec.image.derived
+            else {}
+        )
         packages = {
             name: resolve_package(name, want.specifier, index_url=want.index_url, find_links=want.find_links)
             for name, want in pip_installs(spec, sf.role_vars).items()
         }
-        router = plan.router_instance.arch if plan.router_instance is not None else None
-        apt = resolve_apt(node_apt(spec, sf.role_vars, router))
+        apt = resolve_apt(node_apt(spec, sf.role_vars, plan.router_arch))
     except (HubError, RegistryError, PackageIndexError, AptIndexError) as err:
         print(f"flashfleet lock: {err}", file=sys.stderr)
         return 1
     new = StackLock(
         stack=name, locked_on=datetime.now(UTC).date().isoformat(), weights=weights, images=images,
-        packages=packages, apt=apt,
+        packages=packages, apt=apt, image_apt=image_apt,
     )  # fmt: skip
     path = lock_path(sf.path, name)
     old = sf.lock
@@ -103,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
         pins += [f"{ref} @ {e.digest}" for ref, e in old.images.items()]
         pins += [f"{n}=={e.version}" for n, e in sorted(old.packages.items())]
         pins += [f"{len(debs)} apt packages from {index}" for index, debs in old.apt.items()]
+        pins += [f"{ref}'s {', '.join(e.packages)} from {e.snapshot}" for ref, e in old.image_apt.items()]
         print(f"{path.name} is current: " + ", ".join(pins))
         return 0
     if old is not None:
@@ -124,8 +138,56 @@ def run(args: argparse.Namespace) -> int:
     for index, debs in new.apt.items():
         versions = ", ".join(f"{n}={d.version}" for n, d in debs.items())
         print(f"locked {len(debs)} apt packages from {index} ({versions})")
+    for ref, held in new.image_apt.items():
+        versions = ", ".join(f"{n}={d.version}" for n, d in held.packages.items())
+        print(f"locked the derived image's {versions} on {ref} ({held.distribution}) from {held.snapshot}")
     print(f"wrote {path}")
     return 0
+
+
+def resolve_image_apt(
+    spec: StackSpec,
+    hw: Hardware,
+    role_vars: Mapping[str, Any],
+    labels: Mapping[str, str],
+    *,
+    old: StackLock | None,
+    update: bool,
+) -> dict[str, LockedImageApt]:
+    """What the derived image apt-installs from the base's distribution archive, in a snapshot of
+    it: the moment the lock already names (a snapshot never changes, so an unchanged archive
+    resolves the same), or now for a new lock and `--update`. A base whose labels name no
+    distribution the catalog knows is left floating, said on stderr."""
+    from flashfleet.apt_index import resolve_snapshot
+    from flashfleet.planning.image_apt import LABEL_NAME, LABEL_VERSION, distribution, image_apt_want
+    from flashfleet.stack.lock import LockedImageApt
+
+    ref = spec.image.tagged_ref(hw)
+    dist = distribution(labels)
+    if dist is None:
+        named = f"{labels.get(LABEL_NAME, '?')} {labels.get(LABEL_VERSION, '?')}"
+        print(
+            f"flashfleet lock: {ref} does not name a distribution whose archive flashfleet knows (its "
+            f"labels {LABEL_NAME} and {LABEL_VERSION}: {named}); the derived image's apt packages "
+            "stay floating",
+            file=sys.stderr,
+        )
+        return {}
+    want = image_apt_want(hw, role_vars, dist)
+    held = old.image_apt.get(ref) if old is not None else None
+    moment = held.snapshot.rstrip("/").rpartition("/")[2] if held is not None and not update else None
+    snapshot = want.snapshot(moment or datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ"))
+    suites, packages = resolve_snapshot(snapshot, want.suites, want.components, want.arch, want.install)
+    return {
+        ref: LockedImageApt(
+            distribution=dist,
+            arch=want.arch,
+            snapshot=snapshot,
+            components=list(want.components),
+            suites=suites,
+            packages=packages,
+        )
+    }
 
 
 def resolve_apt(wants: list[AptWant]) -> dict[str, dict[str, LockedDeb]]:

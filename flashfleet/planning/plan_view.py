@@ -11,12 +11,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from flashfleet.catalog import download_client, hardware_catalog
+from flashfleet.catalog import download_client, hardware_catalog, image_apt
 from flashfleet.k8s import KubernetesPlan, weights
 from flashfleet.k8s import mooncake as k8s_mooncake
 from flashfleet.launch import ContainerLaunch
 from flashfleet.planning.apt_packages import locked_wants, node_apt, where
 from flashfleet.planning.critical_path import critical_path
+from flashfleet.planning.image_apt import image_apt_lock
 from flashfleet.planning.packages import pip_installs
 from flashfleet.planning.plan_model import (
     AwsSourceView,
@@ -340,8 +341,7 @@ def _apt_parts(plan: StackPlan) -> list[LockedPart]:
     """What the roles apt-install from vendors' repositories, a part per label (the NVIDIA driver,
     Docker Engine, ...): locked for the distributions the lock holds it for, with every package its
     pins name at a version they allow."""
-    router = plan.router_instance.arch if plan.router_instance is not None else None
-    wants = node_apt(plan.spec, plan.role_vars, router)
+    wants = node_apt(plan.spec, plan.role_vars, plan.router_arch)
     locked = locked_wants(wants, plan.lock)
     parts = []
     for label in dict.fromkeys(w.label for w in wants):
@@ -363,6 +363,24 @@ def _apt_parts(plan: StackPlan) -> list[LockedPart]:
         version = next(plan.lock.apt[d][first].version for d in dirs if first in plan.lock.apt[d])
         parts.append(_locked("packages", name, version, detail))
     return parts
+
+
+def _image_apt_part(plan: StackPlan) -> list[LockedPart]:
+    """What the derived image apt-installs from its base's distribution archive: locked to a
+    snapshot of that archive, or by name from the archive as it is on the day of the build."""
+    if not plan.spec.image.derived:
+        return []
+    names = image_apt().packages
+    name = f"{', '.join(names)} in the derived image (apt)"
+    held = image_apt_lock(plan.spec, hardware_catalog()[plan.spec.hardware], plan.role_vars, plan.lock)
+    if held is None:
+        why = "by name, from the base image's distribution archive as it is on the day of the build"
+        return [_floating("packages", name, why)]
+    detail = (
+        f"{held.distribution} {held.arch}, from the archive's snapshot {held.snapshot} with the "
+        "dependencies it holds; each suite's signed index hash and each package's SHA256 checked in the build"
+    )
+    return [_locked("packages", name, held.packages[names[0]].version, detail)]
 
 
 def lock_summary(plan: StackPlan) -> LockView:
@@ -405,6 +423,7 @@ def lock_summary(plan: StackPlan) -> LockView:
         detail += " installs only one of those bytes"
         parts.append(_locked("packages", name, locked.version, detail))
     parts.extend(_apt_parts(plan))
+    parts.extend(_image_apt_part(plan))
     if spec.nodes.source.kind != "kubernetes":
         apt = "by name, from the distribution's archive; apt checks each against its signed index, not a lock"
         parts.append(_floating("packages", "system libraries the vendors' packages depend on (apt)", apt))

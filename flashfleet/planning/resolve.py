@@ -143,6 +143,11 @@ class StackPlan:
         return hardware_catalog()[self.spec.hardware].arch
 
     @property
+    def router_arch(self) -> str | None:
+        """The architecture of a router's own AWS instance; None without one."""
+        return self.router_instance.arch if self.router_instance is not None else None
+
+    @property
     def serving_port(self) -> int:
         return SERVE_PORT
 
@@ -279,7 +284,10 @@ def resolve_spec(
     problems += checks.check_mooncake(spec, recipe, base)
     spec, image_problems = checks.locked_image(spec, lock, base)
     problems += image_problems
-    lock_problems, lock_warnings = checks.check_lock(stack, spec, recipe, lock, base, role_vars=role_vars)
+    router, _ = checks.router_instance(spec, region)
+    lock_problems, lock_warnings = checks.check_lock(
+        stack, spec, recipe, lock, base, role_vars=role_vars, router_arch=router.arch if router else None
+    )
     problems += lock_problems
     snapshot, snapshot_problems = weights_snapshot(stack, spec, recipe, lock, base)
     problems += snapshot_problems
@@ -309,7 +317,6 @@ def resolve_spec(
     problems += checks.check_capacity(spec, base)
     if problems:
         raise StackError(stack, problems)
-    router, _ = checks.router_instance(spec, region)
     nodes = tuple(_node_plans(stack, spec, recipe, facts, instance=instance, router=router))
     return StackPlan(
         stack=stack,

@@ -15,8 +15,10 @@ install exactly those bytes. The vendors' apt packages (the NVIDIA driver, Docke
 container toolkit, the AMD driver and ROCm): for each repository directory the nodes' sources may
 name (each distribution and architecture the nodes may run), every package apt takes from it for
 the role, with its version and SHA256 as the repository's index lists them; the nodes check what
-apt would fetch against them before installing, and install exactly those versions. `plan` shows
-each part as locked or floating.
+apt would fetch against them before installing, and install exactly those versions. What the
+derived image apt-installs from its base's distribution (FFmpeg): a snapshot of that archive, the
+hash of each suite's signed index in it, and each package's version and SHA256; the build reads
+that snapshot only. `plan` shows each part as locked or floating.
 
 Written by `flashfleet lock` (flashfleet/cli/lock.py), read here with the stack file: a lock that
 cannot be read is refused like a broken stack file, never ignored.
@@ -117,6 +119,27 @@ class LockedDeb(BaseModel):
     size: int = Field(ge=0)
 
 
+class LockedImageApt(BaseModel):
+    """What the derived image apt-installs from its base's distribution archive (FFmpeg): a
+    snapshot of that archive, which never changes after its moment, with the hash of each suite's
+    signed index (InRelease: it lists every Packages index's hash, each of which lists every
+    package's), and the version and file of each package asked for. With the base locked by
+    digest, the build installs the same packages, dependencies included, whenever it runs."""
+
+    model_config = _STRICT
+
+    distribution: str = Field(pattern=r"^[a-z]+ [a-z]+$")  # the base's: os-release ID and codename
+    arch: str = Field(pattern=r"^[a-z0-9]+$")  # Debian's name for the node's (amd64, arm64)
+    snapshot: str = Field(min_length=1)  # <archive>/<YYYYMMDDTHHMMSSZ>
+    components: list[str] = Field(min_length=1)
+    suites: dict[str, Annotated[str, Field(pattern=SHA256)]] = Field(
+        min_length=1
+    )  # suite -> InRelease sha256
+    packages: dict[str, LockedDeb] = Field(min_length=1)
+
+    _in_order = field_validator("suites", "packages", mode="before")(_sorted)
+
+
 class StackLock(BaseModel):
     model_config = _STRICT
 
@@ -130,15 +153,20 @@ class StackLock(BaseModel):
     # what the nodes apt-install from a vendor's repository, by the repository directory the
     # node's sources name (one per distribution and architecture the nodes may run) and package
     apt: dict[str, dict[str, LockedDeb]] = Field(default_factory=dict)
+    # what the derived image apt-installs from its base's distribution archive, by the base image
+    # (repository:tag, as in images)
+    image_apt: dict[str, LockedImageApt] = Field(default_factory=dict)
 
-    _in_order = field_validator("weights", "images", "packages", "apt", mode="before")(_sorted)
+    _in_order = field_validator("weights", "images", "packages", "apt", "image_apt", mode="before")(_sorted)
 
     @property
     def digest(self) -> str:
         """The hash of what the lock pins (not the day it was written): what a benchmark's
         fingerprint and an evidence record carry."""
         # a lock that pins no package hashes as it did before packages (pip, apt) were locked
-        unpinned = {"locked_on"} | {part for part in ("packages", "apt") if not getattr(self, part)}
+        unpinned = {"locked_on"} | {
+            part for part in ("packages", "apt", "image_apt") if not getattr(self, part)
+        }
         pinned = self.model_dump_json(exclude=unpinned, exclude_none=True)
         return hashlib.sha256(pinned.encode()).hexdigest()
 
@@ -181,7 +209,8 @@ def dump_lock(lock: StackLock) -> str:
         for name, entry in sorted(data["packages"].items())
     }
     data["apt"] = {index: dict(sorted(debs.items())) for index, debs in sorted(data["apt"].items())}
-    for part in ("packages", "apt"):
+    data["image_apt"] = dict(sorted(data["image_apt"].items()))
+    for part in ("packages", "apt", "image_apt"):
         if not data[part]:
             del data[part]  # a lock written before these were locked reads back the same
     yaml.dump(data, out)

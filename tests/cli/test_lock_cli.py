@@ -36,6 +36,7 @@ TOKEN = "hf_lockTESTtoken0123456789"
 SHARDS = {f"model-0000{i}-of-00002.safetensors": bytes([i]) * 1000 for i in (1, 2)}
 CONFIG = b'{"model_type": "glm5_next"}'
 SHARD_2 = "model-00003-of-00003.safetensors"
+FFMPEG_PART = "ffmpeg in the derived image (apt)"
 
 
 @pytest.fixture
@@ -302,11 +303,14 @@ def test_main_moved_upstream_is_a_diff_and_only_update_writes_it(
     assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks)]) == 0  # nothing moved
     tagged, image = f"{registry.address}/{IMAGE}:v0.5.23", registry.tag_digest(IMAGE, "v0.5.23")
     packages = "huggingface_hub==2.4.0, tokenizers==0.23.2, torchcodec==0.9.1, transformers==5.17.0"
+    snapshot = lock_of(stacks)["image_apt"][tagged]["snapshot"]
+    assert snapshot.startswith(f"{apt.root}/snapshot/ubuntu/2")
     assert capsys.readouterr().out == (
         f"h200-lowlat.lock.yaml is current: {MODEL} @ {old}, {tagged} @ {image}, {packages}, "
         f"2 apt packages from {apt.url}/ubuntu2404/x86_64/, "
         f"3 apt packages from {apt.root}/docker/linux/ubuntu/dists/noble/stable/binary-amd64/, "
-        f"4 apt packages from {apt.root}/libnvidia-container/stable/deb/amd64/\n"
+        f"4 apt packages from {apt.root}/libnvidia-container/stable/deb/amd64/, "
+        f"{tagged}'s ffmpeg from {snapshot}\n"
     )
 
     added = b"\x09" * 999
@@ -426,7 +430,8 @@ def test_lock_required_refuses_a_stack_without_one_and_lock_still_writes_it(
             "flashfleet:stack.lock: required, but no h200-lowlat.lock.yaml: the nodes fetch "
             f"{MODEL}, the image's tag, transformers==5.17.0, tokenizers>=0.23.1, torchcodec==0.9.1, "
             "huggingface_hub==2.4.0, the NVIDIA driver's apt packages, the Docker Engine's apt packages, "
-            "the NVIDIA container toolkit's apt packages as each is on the day: run "
+            "the NVIDIA container toolkit's apt packages, the derived image's apt packages as each is on "
+            "the day: run "
             "`flashfleet lock h200-lowlat` "
             "[rule: lock-required]"
         ) in err, err
@@ -509,3 +514,78 @@ def test_the_fingerprint_carries_the_lock_and_names_a_node_that_holds_another_co
         "on_nodes": {host: {MODEL: other}},
     }
     assert served_commits(fp) == {MODEL: other}  # what the node served, over what was locked
+
+
+def test_the_derived_image_s_ffmpeg_is_locked_to_a_snapshot_that_update_alone_moves(
+    hub: Hub, registry: Registry, apt: AptIndex, stacks: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The base's labels name Ubuntu 24.04: FFmpeg is resolved in a snapshot of noble's archive at
+    the moment of locking. The archive moving afterwards leaves the lock current (its snapshot does
+    not move); `--update` takes a new moment and shows FFmpeg's new build as a diff. A base whose
+    labels name no distribution leaves it floating, said on stderr."""
+    import time
+    from datetime import UTC, datetime
+
+    from hosts.aptindex import FFMPEG, UBUNTU_SNAPSHOTS, ubuntu_snapshot
+
+    assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks)]) == 0
+    out = capsys.readouterr().out
+    tagged = f"{registry.address}/{IMAGE}:v0.5.23"
+    entry = lock_of(stacks)["image_apt"][tagged]
+    moment = entry["snapshot"].rpartition("/")[2]
+    assert entry["snapshot"] == f"{apt.root}/{UBUNTU_SNAPSHOTS}/{moment}"
+    assert (entry["distribution"], entry["arch"], entry["components"]) == (
+        "ubuntu noble",
+        "amd64",
+        ["main", "universe"],
+    )
+    [first] = apt.snapshots[UBUNTU_SNAPSHOTS]
+    [ffmpeg] = first.dirs["dists/noble/universe/binary-amd64"]
+    assert entry["packages"] == {
+        "ffmpeg": {
+            "version": FFMPEG,
+            "sha256": hashlib.sha256(ffmpeg.data()).hexdigest(),
+            "size": len(ffmpeg.data()),
+        }
+    }
+    assert entry["suites"] == {
+        s: hashlib.sha256(first.release(s) or b"").hexdigest()
+        for s in ("noble", "noble-updates", "noble-security")
+    }
+    assert (
+        f"locked the derived image's ffmpeg={FFMPEG} on {tagged} (ubuntu noble) from {entry['snapshot']}\n"
+        in out
+    )
+    [part] = [p for p in plan_json(stacks, capsys)["lock"]["parts"] if p["name"] == FFMPEG_PART]
+    assert (part["state"], part["pinned"]) == ("locked", FFMPEG)
+
+    # Ubuntu publishes a new FFmpeg build in -updates: a later snapshot has it, the locked one not
+    newer = "7:6.1.1-3ubuntu5.1"
+    time.sleep(1.1)  # a later second: the snapshot service's next moment, after the lock's
+    later = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    assert later > moment
+    apt.snapshots[UBUNTU_SNAPSHOTS].append(ubuntu_snapshot(later, updates=newer))
+    written = (stacks / "h200-lowlat.lock.yaml").read_bytes()
+    assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks)]) == 0
+    assert "is current" in capsys.readouterr().out
+    assert (stacks / "h200-lowlat.lock.yaml").read_bytes() == written
+    assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks), "--update"]) == 0
+    diff = capsys.readouterr().out
+    assert f"-      ffmpeg: {{sha256: {entry['packages']['ffmpeg']['sha256']}" in diff, diff
+    assert f"version: '{newer}'" in diff or f"version: {newer}" in diff, diff
+    assert lock_of(stacks)["image_apt"][tagged]["packages"]["ffmpeg"]["version"] == newer
+    assert lock_of(stacks)["image_apt"][tagged]["snapshot"] >= f"{apt.root}/{UBUNTU_SNAPSHOTS}/{later}"
+
+    # a base built without the labels: nothing to resolve FFmpeg in, said, and left floating
+    registry.push(IMAGE, "v0.5.23", labels={})
+    (stacks / "h200-lowlat.lock.yaml").unlink()
+    assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks)]) == 0
+    err = capsys.readouterr().err
+    assert (
+        f"flashfleet lock: {tagged} does not name a distribution whose archive flashfleet knows (its labels "
+        "org.opencontainers.image.ref.name and org.opencontainers.image.version: ? ?); the derived image's "
+        "apt packages stay floating\n"
+    ) == err, err
+    assert "image_apt" not in lock_of(stacks)
+    [part] = [p for p in plan_json(stacks, capsys)["lock"]["parts"] if p["name"] == FFMPEG_PART]
+    assert part["state"] == "floating"

@@ -54,12 +54,56 @@ def packages_text(debs: list[Deb]) -> str:
     return "\n".join(out)
 
 
+def release_text(moment: str, indexes: dict[str, bytes]) -> str:
+    """A suite's InRelease as an archive publishes it (unsigned here: `flashfleet lock` hashes it,
+    apt on a node verifies a signed one, tests/hosts/aptrepo.py): the moment, and each index's hash."""
+    lines = [f"Date: {moment}", "SHA256:"]
+    lines += [f" {hashlib.sha256(b).hexdigest()} {len(b)} {path}" for path, b in sorted(indexes.items())]
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class Snapshot:
+    """One moment of a distribution archive as a snapshot service keeps it: suite directories
+    (``dists/<suite>/<component>/binary-<arch>``) -> packages."""
+
+    moment: str  # YYYYMMDDTHHMMSSZ
+    dirs: dict[str, list[Deb]]
+
+    def release(self, suite: str) -> bytes | None:
+        indexes = {
+            d.removeprefix(f"dists/{suite}/") + "/Packages": packages_text(debs).encode()
+            for d, debs in self.dirs.items()
+            if d.startswith(f"dists/{suite}/")
+        }
+        return release_text(self.moment, indexes).encode() if indexes else None
+
+
 @dataclass
 class AptIndex:
     dirs: dict[str, list[Deb]] = field(default_factory=dict)  # "cuda/repos/ubuntu2404/x86_64" -> packages
     gzipped: bool = False
     requests: list[str] = field(default_factory=list)
     server: ThreadingHTTPServer | None = None
+    # a snapshot service's archives ("snapshot/ubuntu") -> its moments, oldest first: a moment
+    # asked for is served as the newest one at or before it, as snapshot.ubuntu.com serves it; one
+    # before the first answers 404
+    snapshots: dict[str, list[Snapshot]] = field(default_factory=dict)
+
+    def _snapshot_file(self, path: str) -> bytes | None:
+        import re
+
+        m = re.fullmatch(r"(?P<archive>.+)/(?P<moment>\d{8}T\d{6}Z)/(?P<rest>dists/.+)", path)
+        if m is None or m["archive"] not in self.snapshots:
+            return None
+        held = [s for s in self.snapshots[m["archive"]] if s.moment <= m["moment"]]
+        if not held:
+            return None
+        where, _, name = m["rest"].rpartition("/")
+        if name == "InRelease":
+            return held[-1].release(where.removeprefix("dists/"))
+        debs = held[-1].dirs.get(where)
+        return packages_text(debs).encode() if debs is not None and name == "Packages" else None
 
     @property
     def root(self) -> str:
@@ -80,6 +124,7 @@ class AptIndex:
             "container_runtime_nvidia_repo_url": f"{self.root}/libnvidia-container",
             "rocm_driver_amdgpu_repo_url": f"{self.root}/amdgpu",
             "rocm_driver_rocm_repo_url": f"{self.root}/rocm/apt",
+            "sglang_image_apt_archive": f"{self.root}/{UBUNTU_SNAPSHOTS}",
         }
 
     def sha256(self, where: str, package: str, version: str) -> str:
@@ -97,7 +142,7 @@ class AptIndex:
                 index.requests.append(self.path)
                 where, _, name = self.path.lstrip("/").rpartition("/")
                 debs = index.dirs.get(where)
-                body = None
+                body = index._snapshot_file(self.path.lstrip("/"))
                 if debs is not None and name == "Packages" and not index.gzipped:
                     body = packages_text(debs).encode()
                 elif debs is not None and name == "Packages.gz" and index.gzipped:
@@ -118,6 +163,27 @@ class AptIndex:
         if self.server is not None:
             self.server.shutdown()
             self.server.server_close()
+
+
+UBUNTU_SNAPSHOTS = "snapshot/ubuntu"
+FIRST_MOMENT = "20260101T000000Z"
+FFMPEG = "7:6.1.1-3ubuntu5"  # noble's release; its -updates suite holds a newer build
+
+
+def ubuntu_snapshot(moment: str = FIRST_MOMENT, codename: str = "noble", updates: str = "") -> Snapshot:
+    """Ubuntu's archive at `moment` as its snapshot service serves it: every suite and component
+    the catalog reads, for amd64 and arm64, with FFmpeg in universe (the release's, and `updates`
+    in -updates when given) and a library it needs in main."""
+    dirs: dict[str, list[Deb]] = {}
+    for arch in ("amd64", "arm64"):
+        for suite in (codename, f"{codename}-updates", f"{codename}-security"):
+            for component in ("main", "universe"):
+                dirs[f"dists/{suite}/{component}/binary-{arch}"] = []
+        dirs[f"dists/{codename}/universe/binary-{arch}"] = [Deb("ffmpeg", FFMPEG, "libavcodec60 (>= 7:6.1)")]
+        dirs[f"dists/{codename}/main/binary-{arch}"] = [Deb("libavcodec60", FFMPEG)]
+        if updates:
+            dirs[f"dists/{codename}-updates/universe/binary-{arch}"] = [Deb("ffmpeg", updates)]
+    return Snapshot(moment, dirs)
 
 
 def of_catalog() -> AptIndex:
@@ -179,7 +245,7 @@ def of_catalog() -> AptIndex:
             Deb("rocm", f"{pkgs.rocm_version}.70002-56", "amd-smi-lib"),
             Deb("amd-smi-lib", f"{pkgs.rocm_version}.70002-56", "libdrm-amdgpu-common, libc6"),
         ]
-    return AptIndex(dirs=dirs)
+    return AptIndex(dirs=dirs, snapshots={UBUNTU_SNAPSHOTS: [ubuntu_snapshot()]})
 
 
 def existing_spec(hardware: str) -> StackSpec:

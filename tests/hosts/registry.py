@@ -27,6 +27,7 @@ from typing import Any
 BINARY = shutil.which("docker-registry")
 MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 INDEX = "application/vnd.oci.image.index.v1+json"
+UBUNTU_LABELS = {"org.opencontainers.image.ref.name": "ubuntu", "org.opencontainers.image.version": "24.04"}
 # what Docker's own engine pushes; a client that does not accept it gets distribution's schema-1
 # conversion, under another digest
 DOCKER_TYPES = "application/vnd.docker.distribution.manifest.v2+json, application/vnd.docker.distribution.manifest.list.v2+json"
@@ -132,8 +133,17 @@ class Registry:
         assert status == 201, (status, text)
         return "sha256:" + hashlib.sha256(body).hexdigest()
 
-    def push(self, name: str, tag: str, arch: str = "amd64", content: bytes = b"stand-in") -> str:
-        """An image of one layer (a file holding `content`) under `name:tag`; its manifest digest."""
+    def push(
+        self,
+        name: str,
+        tag: str,
+        arch: str = "amd64",
+        content: bytes = b"stand-in",
+        labels: dict[str, str] | None = None,
+    ) -> str:
+        """An image of one layer (a file holding `content`) under `name:tag`; its manifest digest.
+        Its labels name its distribution (Ubuntu 24.04) as Ubuntu's images and those built on them
+        do, unless `labels` are given."""
         layer = io.BytesIO()
         with tarfile.open(fileobj=layer, mode="w") as tar:
             info = tarfile.TarInfo("stand-in")
@@ -142,7 +152,8 @@ class Registry:
         raw = layer.getvalue()
         packed = gzip.compress(raw, mtime=0)
         config = json.dumps({
-            "architecture": arch, "os": "linux", "config": {"Cmd": ["sglang"]},
+            "architecture": arch, "os": "linux",
+            "config": {"Cmd": ["sglang"], "Labels": UBUNTU_LABELS if labels is None else labels},
             "rootfs": {"type": "layers", "diff_ids": ["sha256:" + hashlib.sha256(raw).hexdigest()]},
         }).encode()  # fmt: skip
         manifest = {

@@ -257,6 +257,7 @@ def test_plan_and_lock_required_see_each_part_locked_only_at_the_pinned_version(
     assert {name: p["state"] for name, p in parts.items()} == {
         "NVIDIA driver": "floating", "Docker Engine": "floating", "NVIDIA container toolkit": "floating",
         "system libraries the vendors' packages depend on": "floating",
+        "ffmpeg in the derived image": "floating",
     }  # fmt: skip
     [warning] = [w for w in view["warnings"] if "does not pin" in w]
     assert "the NVIDIA driver's apt packages" in warning
