@@ -257,7 +257,7 @@ class TimeToFirstToken(_View):
 
 
 class LockedPart(_View):
-    kind: Literal["weights", "image", "packages"]
+    kind: Literal["weights", "image", "packages", "node-image"]
     name: str  # the repository, the image reference, or which packages
     state: Literal["locked", "floating"]
     pinned: str | None  # the commit or digest it is locked to

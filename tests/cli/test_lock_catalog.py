@@ -105,8 +105,12 @@ def test_every_catalog_stack_locks_every_part_and_then_meets_lock_required(
     assert main(["plan", stack, "--stacks-dir", str(tmp_path), "--format", "json"]) == 0
     view = json.loads(capsys.readouterr().out)
     floating = {p["name"] for p in view["lock"]["parts"] if p["state"] != "locked"}
-    # only what apt takes from the distribution's own archive stays floating (hosts only)
-    assert floating <= {"system libraries the vendors' packages depend on (apt)"}, floating
+    # only what the node brings stays floating: what apt takes from the distribution's own archive
+    # (hosts only), and an AWS node's AMI when the stack names the SSM parameter, not an AMI id
+    assert floating <= {
+        "system libraries the vendors' packages depend on (apt)",
+        "the nodes' AMI (its OS, and a driver it already runs)",
+    }, floating
     assert not [w for w in view["warnings"] if "not repeatable" in w]
     kinds = {p["kind"] for p in view["lock"]["parts"]}
     assert {"weights", "image"} <= kinds

@@ -52,6 +52,7 @@ class Engine:
     version: str  # what `docker version` must report: the upstream part of docker.io's version
     timings: dict[str, float] = field(default_factory=dict)
     installs: list[RunResult] = field(default_factory=list)
+    repo: AptRepository | None = None  # the lab's apt repositories, served at base_url
     _counter: int = 0
 
     @property
@@ -110,8 +111,9 @@ def engine() -> Iterator[Engine]:
     try:
         start = time.monotonic()
         image_build = (IMAGE_BUILD / ".ok").exists()  # else the derived-image build test says so
-        AptRepository(workdir / "www", workdir / "gnupg", engine_debs=ENGINE_DEBS,
-                      debian_debs=IMAGE_BUILD / "debs" if image_build else None).build()  # fmt: skip
+        repo = AptRepository(workdir / "www", workdir / "gnupg", engine_debs=ENGINE_DEBS,
+                             debian_debs=IMAGE_BUILD / "debs" if image_build else None)  # fmt: skip
+        repo.build()
         if image_build:
             shutil.copytree(IMAGE_BUILD / "wheels", workdir / "www/sglang-image-wheels")
         _timed(timings, "apt repository", start)
@@ -123,7 +125,7 @@ def engine() -> Iterator[Engine]:
         _timed(timings, "boot 2 hosts", start)
         version = real_engine_version().split("-")[0]
         lab = Engine(pool, f"http://{pool.gateway}:{server.server_address[1]}", workdir / "runs",
-                     version, timings)  # fmt: skip
+                     version, timings, repo=repo)  # fmt: skip
         start = time.monotonic()
         lab.installs.append(lab.play([h.name for h in HOSTS]))
         _timed(timings, "container_runtime role, real dockerd on 2 hosts (in parallel)", start)

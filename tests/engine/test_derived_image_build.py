@@ -111,10 +111,35 @@ def test_the_role_builds_the_derived_image_up_to_the_vendor_torch(engine: Engine
     engine.sh("h200", "docker container prune -f")
 
 
+def _apt_lock(engine: Engine, moment: str) -> dict[str, Any]:
+    """The lock of the build's FFmpeg as `flashfleet lock` resolves it (the catalog's suites and
+    components for the base's distribution, Debian 12 here), in a snapshot of the lab's Debian
+    archive taken now, at `moment`."""
+    from flashfleet.apt_index import resolve_snapshot
+    from flashfleet.catalog import hardware_catalog
+    from flashfleet.planning.image_apt import image_apt_want
+    from flashfleet.stack.lock import LockedImageApt
+
+    assert engine.repo is not None
+    engine.repo.snapshot("debian", moment)
+    archive = {"sglang_image_apt_archive": f"{engine.base_url}/snapshot/debian"}
+    want = image_apt_want(hardware_catalog()["h200"], archive, "debian bookworm")
+    url = want.snapshot(moment)
+    suites, packages = resolve_snapshot(url, want.suites, want.components, want.arch, want.install)
+    entry = LockedImageApt(distribution=want.distribution, arch=want.arch, snapshot=url,
+                           components=list(want.components), suites=suites, packages=packages)  # fmt: skip
+    return entry.model_dump(mode="json")
+
+
 def test_a_locked_build_installs_exactly_the_locked_files_and_refuses_other_bytes(engine: Engine) -> None:
-    """With the stack's lock (flashfleet lock, here resolved on the same wheel folder), the build
-    installs each pin from exactly one of its locked files in pip's hash-checking mode before the
-    rest; a lock whose hash the served file does not have stops the build there, naming the file."""
+    """With the stack's lock (flashfleet lock, here resolved on the same wheel folder and a snapshot
+    of the lab's Debian archive), the build installs FFmpeg from that snapshot, after Debian has
+    published a newer FFmpeg in the archive the base's own sources name, and each pin from exactly
+    one of its locked files in pip's hash-checking mode before the rest. A lock whose hash the served
+    file does not have stops the build there, naming the file; so does a snapshot whose signed index
+    is not the lock's, and a base of another distribution than the lock's."""
+    from hosts.aptrepo import Deb
+
     from flashfleet.package_index import resolve_package
     from flashfleet.planning import load_stack
     from flashfleet.planning.packages import pip_installs
@@ -133,6 +158,52 @@ def test_a_locked_build_installs_exactly_the_locked_files_and_refuses_other_byte
         "sglang_image_pip_find_links": engine.wheels_url,
         "sglang_image_pip_trusted_host": engine.pool.gateway,
     }
+    assert engine.repo is not None
+    apt_lock = _apt_lock(engine, "20261206T000000Z")
+    locked_ffmpeg = apt_lock["packages"]["ffmpeg"]["version"]
+    assert locked_ffmpeg.startswith("7:5.1."), apt_lock
+    # Debian then publishes a newer FFmpeg: the base's own sources would install it
+    newer = engine.repo.publish(
+        "debian", Deb("ffmpeg", "7:5.1.99-1", files={"/usr/share/ffmpeg-newer": "x\n"})
+    )
+    try:
+        _locked_builds(engine, where, lock, apt_lock, locked_ffmpeg)
+    finally:
+        engine.repo.withdraw("debian", newer)
+        engine.sh("h200", "docker container prune -f")
+
+
+def _failed_build(run: Any) -> str:
+    events = [json.loads(line) for line in run.events_log.read_text().splitlines()]
+    [failed] = [e["event_data"] for e in events if e.get("event") == "runner_on_failed"]
+    assert failed["task"] == BUILD_TASK, failed["task"]
+    return str(failed["res"]["stdout"] + failed["res"]["stderr"])
+
+
+def _locked_builds(
+    engine: Engine, where: dict[str, str], lock: dict[str, Any], apt_lock: dict[str, Any], ffmpeg: str
+) -> None:
+    # a snapshot whose signed index is not the lock's: stopped after apt read it, before installing
+    suites = {**apt_lock["suites"], "bookworm": "0" * 64}
+    output = _failed_build(
+        engine.play(["h200"], tags="sglang_image",
+                    extravars={**where, "sglang_image_apt_lock": {**apt_lock, "suites": suites}})
+    )  # fmt: skip
+    got = apt_lock["suites"]["bookworm"]
+    assert (
+        f"FAIL: {apt_lock['snapshot']} bookworm: InRelease sha256 {got} differs from the lock's {'0' * 64}"
+        in (output)
+    ), output[-3000:]
+    assert "pip install" not in output.split("apt_install_locked.py")[-1]
+    # a lock resolved for another distribution than the base's
+    output = _failed_build(
+        engine.play(["h200"], tags="sglang_image",
+                    extravars={**where, "sglang_image_apt_lock": {**apt_lock, "distribution": "ubuntu noble"}})
+    )  # fmt: skip
+    assert (
+        "FAIL: the base image is debian bookworm, the lock resolved ffmpeg for ubuntu noble: the lock is stale"
+    ) in output, output[-3000:]
+
     [(wheel, entry)] = lock["transformers"]["files"].items()
     tampered = {**lock, "transformers": {**lock["transformers"], "files": {wheel: {"sha256": "0" * 64}}}}
     refused = engine.play(["h200"], tags="sglang_image", extravars={**where, "sglang_image_lock": tampered})
@@ -146,10 +217,21 @@ def test_a_locked_build_installs_exactly_the_locked_files_and_refuses_other_byte
     assert f"Got        {entry['sha256']}" in output
     assert CHECK_STEP not in output  # stopped before anything else was installed or checked
 
-    built = engine.play(["h200"], tags="sglang_image", extravars={**where, "sglang_image_lock": lock})
+    built = engine.play(
+        ["h200"],
+        tags="sglang_image",
+        extravars={**where, "sglang_image_lock": lock, "sglang_image_apt_lock": apt_lock},
+    )
     events = [json.loads(line) for line in built.events_log.read_text().splitlines()]
     [failed] = [e["event_data"] for e in events if e.get("event") == "runner_on_failed"]
     output = failed["res"]["stdout"]
+    # FFmpeg came from the locked snapshot, not from the archive that moved since
+    assert f"ok: ffmpeg {ffmpeg} from {apt_lock['snapshot']}" in output, output[-4000:]
+    layer = re.findall(r"^ ---> ([0-9a-f]{12})$", output[: output.index(CHECK_STEP)], re.M)[-1]
+    package = engine.sh(
+        "h200", f"docker run --rm --entrypoint dpkg-query {layer} -W -f '${{Version}}' ffmpeg"
+    )
+    assert package.stdout == ffmpeg, package.stdout + package.stderr
     # the locked files passed pip's hash check, and the build went on to the vendor boundary
     assert "RUN python3 -m pip install --no-cache-dir --no-deps --force-reinstall --require-hashes" in output
     assert CHECK_STEP in output, output[-4000:]

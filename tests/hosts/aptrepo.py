@@ -11,9 +11,10 @@ Docker's repository serves the real docker.io under Docker's package names inste
 stand-in engine: `docker-ce` is docker.io renamed, `containerd.io` depends on containerd.
 
 With `debian_debs` (Debian's ffmpeg and what it needs beyond the rootfs, fetched by
-scripts/setup.d/27-sglang-image-build.sh), `debian/` is a Debian archive for bookworm holding
-those real packages: the stand-in SGLang base images' apt sources point at it, so a real
-`docker build` runs `apt-get install ffmpeg` against it.
+scripts/setup.d/27-sglang-image-build.sh), `debian/` is a Debian archive for bookworm (and an
+empty bookworm-updates) holding those real packages: the stand-in SGLang base images' apt sources
+point at it, so a real `docker build` runs `apt-get install ffmpeg` against it; `snapshot` keeps
+it as a snapshot service keeps an archive at a moment.
 """
 
 from __future__ import annotations
@@ -234,6 +235,11 @@ class AptRepository:
                 self.debs.setdefault(f"{deb.name}={deb.version}", target)
             self.layouts[rel] = layout
             self._publish_index(rel)
+            if rel == "debian":  # Debian's archive also has a -updates suite (empty here)
+                updates = repo / "dists/bookworm-updates"
+                (updates / "main/binary-amd64").mkdir(parents=True)
+                (updates / "main/binary-amd64/Packages").write_text("")
+                self._release(updates, "bookworm-updates", "main", "")
             if key_name:  # the CUDA repo's own key file, docker's `gpg`
                 (repo / key_name).write_text(key.read_text())
         (self.root / "rocm/rocm.gpg.key").write_text(key.read_text())
@@ -265,6 +271,16 @@ class AptRepository:
         built.rename(target)
         self._publish_index(rel)
         return target
+
+    def snapshot(self, rel: str, moment: str) -> str:
+        """The repository `rel` as it is now, kept under snapshot/<rel>/<moment>/ as a snapshot
+        service keeps an archive (it never changes afterwards); its path below the root."""
+        kept = f"snapshot/{rel}/{moment}"
+        # the indexes are copied (publishing rewrites them in place); the packages' files never
+        # change once published, so they are linked
+        shutil.copytree(self.root / rel / "dists", self.root / kept / "dists")
+        shutil.copytree(self.root / rel / "pool", self.root / kept / "pool", copy_function=os.link)
+        return kept
 
     def withdraw(self, rel: str, published: Path) -> None:
         """A package `publish` added, taken out again."""

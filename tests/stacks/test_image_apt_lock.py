@@ -227,3 +227,32 @@ def test_plan_lock_required_and_the_inventory_see_the_snapshot(
         _folder(tmp_path / "base", None, image={"version": "v0.5.23", "derived": False}), capsys
     )
     assert name not in parts
+
+
+def test_plan_shows_an_aws_node_s_ami_floating_on_the_ssm_parameter_and_locked_by_its_id(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The DLAMI SSM parameter names each new release as it comes; an AMI id names one for good.
+    Outside the lock (what the node brings), but `plan` says which one a stack runs."""
+    name = "the nodes' AMI (its OS, and a driver it already runs)"
+    parts, _ = _parts(_folder(tmp_path / "ssm", None), capsys)
+    assert (parts[name]["state"], parts[name]["kind"]) == ("floating", "node-image")
+    assert "the DLAMI SSM parameter (ubuntu-24.04)" in parts[name]["detail"]
+    assert "set nodes.source.ami to pin one" in parts[name]["detail"]
+    source = load_stack("h200-lowlat").spec.nodes.source.model_dump(
+        by_alias=True, exclude_none=True, mode="json"
+    )
+    pinned = _folder(
+        tmp_path / "ami", None, nodes={"count": 1, "source": {**source, "ami": "ami-0123456789abcdef0"}}
+    )
+    parts, _ = _parts(pinned, capsys)
+    assert (parts[name]["state"], parts[name]["pinned"]) == ("locked", "ami-0123456789abcdef0")
+    # an existing host brings its own OS: no such part
+    parts, _ = _parts(_folder(tmp_path / "host", None, nodes=_existing_nodes()), capsys)
+    assert name not in parts
+
+
+def _existing_nodes() -> dict[str, Any]:
+    from hosts.aptindex import existing_spec
+
+    return existing_spec("h200").nodes.model_dump(by_alias=True, exclude_none=True, mode="json")
