@@ -52,8 +52,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "lock",
         help="pin the stack's weights (commits, file hashes), image (digest), pip packages (file hashes) and "
-        "the vendors' apt packages (SHA256: driver, container runtime, ROCm) and the derived image's FFmpeg (a "
-        "snapshot of its distribution's archive) in <stack>.lock.yaml",
+        "the vendors' apt packages (SHA256: driver, container runtime, ROCm) and the derived image's "
+        "FFmpeg (a snapshot of its distribution's archive) in <stack>.lock.yaml",
     )
     add_stack(p, "stack name, or the path of its file (stacks/Pulumi.<stack>.yaml)")
     p.add_argument("--stacks-dir", type=Path, default=None, help="folder of stack files (default: stacks/)")
