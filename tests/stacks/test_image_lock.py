@@ -14,10 +14,12 @@ from typing import Any
 import pytest
 import yaml
 
+from flashfleet.catalog import hardware_catalog
 from flashfleet.cli import main
 from flashfleet.inventory import build_inventory
 from flashfleet.planning import load_stack
 from flashfleet.planning.apt_packages import node_apt
+from flashfleet.planning.image_apt import image_apt_want
 from flashfleet.planning.packages import pip_installs
 from flashfleet.planning.stack_recipe import kubernetes_plan
 from flashfleet.stack import DEFAULT_STACKS_DIR
@@ -25,6 +27,7 @@ from flashfleet.stack.lock import (
     LockedDeb,
     LockedFile,
     LockedImage,
+    LockedImageApt,
     LockedPackage,
     LockedPackageFile,
     LockedRepo,
@@ -67,9 +70,17 @@ def _lock(folder: Path, name: str, tagged: str) -> None:
         for pkg in dict.fromkeys([*want.install, *globs]):
             version = globs.get(pkg, "1").replace("*", "1")
             apt[want.indexes[0].url][pkg] = LockedDeb(version=version, sha256="f" * 64, size=1)
+    # and the derived image's FFmpeg, in a snapshot of the archive of the base's distribution
+    hw = hardware_catalog()[spec.hardware]
+    want = image_apt_want(hw, {}, "ubuntu noble")
+    image_apt = LockedImageApt(
+        distribution=want.distribution, arch=want.arch, snapshot=want.snapshot("20261204T000000Z"),
+        components=list(want.components), suites=dict.fromkeys(want.suites, "a" * 64),
+        packages={p: LockedDeb(version="1", sha256="b" * 64, size=1) for p in want.install},
+    )  # fmt: skip
     lock = StackLock(
         stack=name, locked_on="2026-12-04", weights={MODEL: repo}, images={tagged: image}, packages=packages,
-        apt=apt,
+        apt=apt, image_apt={spec.image.tagged_ref(hw): image_apt},
     )  # fmt: skip
     (folder / f"{name}.lock.yaml").write_text(dump_lock(lock))
 
