@@ -18,6 +18,8 @@ apt takes from it for the role, with its version, size and SHA256 (flashfleet/ap
 the derived image apt-installs from its base's distribution (FFmpeg) is resolved in a snapshot of
 that archive (flashfleet/planning/image_apt.py): the distribution read from the base's labels, the
 moment the lock already names (now for a new lock or `--update`), each suite's signed index hash.
+An AWS stack's AMIs (the Deep Learning AMI, a router's Ubuntu) are resolved through their public
+SSM parameters in the stack's region to the id each names today (flashfleet/planning/node_images.py).
 
 With a lock already there: the same pins print "current"; pins that moved upstream print as a
 diff and exit 1, and `--update` prints the diff and writes it.
@@ -40,12 +42,17 @@ if TYPE_CHECKING:
 
     from flashfleet.catalog import Hardware
     from flashfleet.planning.apt_packages import AptWant
-    from flashfleet.stack.lock import LockedDeb, LockedImageApt, LockedRepo, StackLock
+    from flashfleet.planning.node_images import NodeImage
+    from flashfleet.stack.lock import LockedAmi, LockedDeb, LockedImageApt, LockedRepo, StackLock
     from flashfleet.stack.spec import StackSpec
 
 
 class HubError(RuntimeError):
     """The Hub did not resolve a repository; the message is one line."""
+
+
+class AmiError(RuntimeError):
+    """SSM did not resolve an AMI parameter; the message is one line."""
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -72,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
     from flashfleet.package_index import PackageIndexError, resolve_package
     from flashfleet.planning import parse_spec, resolve_spec
     from flashfleet.planning.apt_packages import node_apt
+    from flashfleet.planning.node_images import node_images
     from flashfleet.planning.packages import pip_installs
     from flashfleet.stack import StackError, read_stack_file
     from flashfleet.stack.lock import StackLock, dump_lock, lock_diff, lock_path
@@ -103,12 +111,13 @@ def run(args: argparse.Namespace) -> int:
             for name, want in pip_installs(spec, sf.role_vars).items()
         }
         apt = resolve_apt(node_apt(spec, sf.role_vars, plan.router_arch))
-    except (HubError, RegistryError, PackageIndexError, AptIndexError) as err:
+        amis = resolve_amis(node_images(spec, hw.arch, sf.region, plan.router_arch, None), sf.region)
+    except (HubError, RegistryError, PackageIndexError, AptIndexError, AmiError) as err:
         print(f"flashfleet lock: {err}", file=sys.stderr)
         return 1
     new = StackLock(
         stack=name, locked_on=datetime.now(UTC).date().isoformat(), weights=weights, images=images,
-        packages=packages, apt=apt, image_apt=image_apt,
+        packages=packages, apt=apt, image_apt=image_apt, amis=amis,
     )  # fmt: skip
     path = lock_path(sf.path, name)
     old = sf.lock
@@ -118,14 +127,15 @@ def run(args: argparse.Namespace) -> int:
         pins += [f"{n}=={e.version}" for n, e in sorted(old.packages.items())]
         pins += [f"{len(debs)} apt packages from {index}" for index, debs in old.apt.items()]
         pins += [f"{ref}'s {', '.join(e.packages)} from {e.snapshot}" for ref, e in old.image_apt.items()]
+        pins += [f"{e.ami} ({parameter} in {e.region})" for parameter, e in old.amis.items()]
         print(f"{path.name} is current: " + ", ".join(pins))
         return 0
     if old is not None:
         print(lock_diff(old, new, path.name), end="")
         if not args.update:
             print(
-                f"flashfleet lock: {path.name} no longer matches the Hub, the registry or the package "
-                f"indexes (above); `flashfleet lock {name} --update` writes it",
+                f"flashfleet lock: {path.name} no longer matches the Hub, the registry, the package "
+                f"indexes or SSM (above); `flashfleet lock {name} --update` writes it",
                 file=sys.stderr,
             )
             return 1
@@ -142,6 +152,8 @@ def run(args: argparse.Namespace) -> int:
     for ref, held in new.image_apt.items():
         versions = ", ".join(f"{n}={d.version}" for n, d in held.packages.items())
         print(f"locked the derived image's {versions} on {ref} ({held.distribution}) from {held.snapshot}")
+    for parameter, ami in new.amis.items():
+        print(f"locked {ami.ami}: what {parameter} names in {ami.region}")
     print(f"wrote {path}")
     return 0
 
@@ -189,6 +201,39 @@ def resolve_image_apt(
             packages=packages,
         )
     }
+
+
+def resolve_amis(images: list[NodeImage], region: str | None) -> dict[str, LockedAmi]:
+    """The AMI id each public SSM parameter the instances boot from names today in the stack's
+    region (not one the stack names itself). Without AWS credentials they stay floating, said on
+    stderr: the parameters are read at bring-up, with the credentials `pulumi up` has."""
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+
+    from flashfleet.stack.lock import LockedAmi
+
+    wanted = [image for image in images if image.stack_ami is None]
+    if not wanted:
+        return {}
+    out = {}
+    try:
+        client = boto3.session.Session(region_name=region).client("ssm")  # credentials as they are now
+        for image in wanted:
+            value = client.get_parameter(Name=image.parameter)["Parameter"]["Value"]
+            out[image.parameter] = LockedAmi(region=str(client.meta.region_name), ami=value)
+    except NoCredentialsError:
+        print(
+            "flashfleet lock: no AWS credentials to read the AMIs' SSM parameters: "
+            f"{', '.join(i.label for i in wanted)} stay floating (each parameter as it is at bring-up)",
+            file=sys.stderr,
+        )
+        return {}
+    except ClientError as err:
+        code = err.response.get("Error", {}).get("Code", "an error")
+        raise AmiError(f"{image.parameter} in {region}: SSM answered {code}") from None
+    except (BotoCoreError, ValueError) as err:
+        raise AmiError(f"{image.parameter} in {region}: {type(err).__name__}: {err}") from None
+    return out
 
 
 def resolve_apt(wants: list[AptWant]) -> dict[str, dict[str, LockedDeb]]:

@@ -36,12 +36,6 @@ SESSION_MANAGER_ACTIONS = (
     "ssmmessages:OpenControlChannel",
     "ssmmessages:OpenDataChannel",
 )
-DLAMI_PARAMETER = "/aws/service/deeplearning/ami/{arch}/base-oss-nvidia-driver-gpu-{os}/latest/ami-id"
-# Canonical's public SSM parameters (documentation.ubuntu.com, "Find Ubuntu images on AWS"):
-# images from 23.10 on are published as ebs-gp3, earlier ones as ebs-gp2.
-UBUNTU_PARAMETER = "/aws/service/canonical/ubuntu/server/{release}/stable/current/{arch}/hvm/{volume}/ami-id"
-UBUNTU_ARCH = {"x86_64": "amd64", "arm64": "arm64"}
-UBUNTU_VOLUME = {"22.04": "ebs-gp2", "24.04": "ebs-gp3"}
 ROOT_DEVICE = "/dev/sda1"  # Ubuntu AMIs
 # The weights volume (caches.weightsSnapshot): gp3 at its highest provisioned rates, since the
 # server reads the whole checkpoint from it at every start (the EC2 API: gp3 takes 3,000 to 16,000
@@ -68,17 +62,6 @@ def max_life_seconds(spec: StackSpec) -> int:
     a ttl is at most MAX_TTL; a ``ttl: block`` node's deadline is its block's end, and no block
     lasts longer than MAX_BLOCK (its nodes cannot launch before it starts)."""
     return int((MAX_BLOCK if spec.ttl == BLOCK_TTL else MAX_TTL).total_seconds())
-
-
-def dlami_parameter(arch: str, os_name: str) -> str:
-    return DLAMI_PARAMETER.format(arch=arch, os=os_name)
-
-
-def ubuntu_parameter(arch: str, os_name: str) -> str:
-    """Canonical's SSM parameter of the current Ubuntu server AMI (a router's CPU node: no GPU,
-    so no DLAMI), the same release as the GPU nodes' DLAMI."""
-    release = os_name.removeprefix("ubuntu-")
-    return UBUNTU_PARAMETER.format(arch=UBUNTU_ARCH[arch], release=release, volume=UBUNTU_VOLUME[release])
 
 
 def efa_interfaces(
@@ -133,8 +116,10 @@ class AwsNodes(pulumi.ComponentResource):
             cards = plan.instance.efa_network_cards
         else:  # not in the catalog: ask EC2 (at preview/up time, with the user's credentials)
             cards = ec2.get_instance_type_output(instance_type=plan.instance.name).maximum_network_cards
-        dlami = dlami_parameter(plan.instance.arch, src.dlami_os)
-        ami = src.ami or ssm.get_parameter_output(name=dlami).value
+        # the stack's AMI id, else the lock's, else the SSM parameter as it is now
+        images = {image.who: image for image in plan.node_images}
+        gpu_image = images["GPU nodes"]
+        ami = gpu_image.ami or ssm.get_parameter_output(name=gpu_image.parameter).value
         capacity = src.capacity
         self.launch_template = self._template(
             "template",
@@ -176,7 +161,8 @@ class AwsNodes(pulumi.ComponentResource):
             if router is None
             else self._template(
                 "router-template",
-                image_id=ssm.get_parameter_output(name=ubuntu_parameter(router.arch, src.dlami_os)).value,
+                image_id=images["router"].ami
+                or ssm.get_parameter_output(name=images["router"].parameter).value,
                 instance_type=router.name,
                 profile=profile,
                 key_name=src.key_name,

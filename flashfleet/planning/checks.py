@@ -14,7 +14,7 @@ from flashfleet.catalog import hardware_catalog
 from flashfleet.catalog.instances import InstanceType, gib_to_gb, instance_catalog
 from flashfleet.k8s import KubernetesRenderError
 from flashfleet.launch import check_build_requirements
-from flashfleet.planning import apt_packages, image_apt, packages
+from flashfleet.planning import apt_packages, image_apt, node_images, packages
 from flashfleet.planning.stack_recipe import kubernetes_plan, recipe_path, recipe_problem, router_node
 from flashfleet.recipes import Recipe, RecipeError
 from flashfleet.recipes.render import name_errors
@@ -538,12 +538,14 @@ def check_lock(
     *,
     role_vars: Mapping[str, object] | None = None,
     router_arch: str | None = None,
+    region: str | None = None,
 ) -> tuple[list[Problem], list[str]]:
     """The stack's lock against what its recipe downloads and the image its nodes pull:
     (problems, warnings). A missing or stale lock refuses a `lock: required` stack and is a
     warning otherwise. `spec` is the one `locked_image` returned; `role_vars` (the stack's) move
     what the nodes install (a mirror, another version), so what the lock must pin; `router_arch`:
-    a router's own AWS instance's, whose Docker Engine the lock pins too."""
+    a router's own AWS instance's, whose Docker Engine and AMI the lock pins too; `region`: the
+    stack's, where the lock's AMI ids hold."""
     name = lock_file_name(stack)
     unlocked = [r for r in recipe.repositories if lock is None or r not in lock.weights]
     if spec.image.digest is None:  # neither the stack nor its lock pins the image
@@ -556,6 +558,7 @@ def check_lock(
     hw = hardware_catalog()[spec.hardware]
     if spec.image.derived and image_apt.image_apt_lock(spec, hw, role_vars or {}, lock) is None:
         unlocked.append("the derived image's apt packages")
+    unlocked += node_images.unlocked_images(node_images.node_images(spec, hw.arch, region, router_arch, lock))
     if not unlocked:
         return [], []
     if lock is None:

@@ -427,18 +427,15 @@ def lock_summary(plan: StackPlan) -> LockView:
     if spec.nodes.source.kind != "kubernetes":
         apt = "by name, from the distribution's archive; apt checks each against its signed index, not a lock"
         parts.append(_floating("packages", "system libraries the vendors' packages depend on (apt)", apt))
-    src = spec.nodes.source
-    if isinstance(src, AwsSource):
-        # An AMI id names one set of bytes for good; the SSM parameter moves to each new DLAMI.
-        # The node image is what the node brings, like the system libraries: outside the lock.
-        name = "the nodes' AMI (its OS, and a driver it already runs)"
-        if src.ami is not None:
-            parts.append(_locked("node-image", name, src.ami, "the stack's nodes.source.ami"))
+    for node_image in plan.node_images:
+        name = node_image.label
+        if node_image.stack_ami is not None:
+            parts.append(_locked("node-image", name, node_image.stack_ami, "the stack's nodes.source.ami"))
+        elif node_image.locked is not None and lock is not None:
+            detail = f"what {node_image.parameter} named in {node_image.locked.region} as of {lock.locked_on}"
+            parts.append(_locked("node-image", name, node_image.locked.ami, detail))
         else:
-            why = (
-                f"the DLAMI SSM parameter ({src.dlami_os}): whatever release it names on the day; "
-                "set nodes.source.ami to pin one"
-            )
+            why = f"{node_image.parameter}: whatever release it names at bring-up"
             parts.append(_floating("node-image", name, why))
     return LockView(
         file=lock_file_name(plan.stack),

@@ -21,6 +21,7 @@ from flashfleet.catalog import hardware_catalog
 from flashfleet.catalog.instances import GIB_TO_GB, InstanceType, disk_figures
 from flashfleet.launch import ContainerLaunch, LaunchSettings, container_launches
 from flashfleet.planning import checks
+from flashfleet.planning.node_images import NodeImage, node_images
 from flashfleet.planning.stack_recipe import launch_settings, recipe_problem, render_stack, router_node
 from flashfleet.planning.weights_snapshot import WeightsSnapshotPlan, weights_snapshot
 from flashfleet.recipes import Recipe, RecipeError
@@ -146,6 +147,11 @@ class StackPlan:
     def router_arch(self) -> str | None:
         """The architecture of a router's own AWS instance; None without one."""
         return self.router_instance.arch if self.router_instance is not None else None
+
+    @property
+    def node_images(self) -> list[NodeImage]:
+        """The AMIs an AWS stack's instances boot, and what pins each (planning/node_images.py)."""
+        return node_images(self.spec, self.arch, self.region, self.router_arch, self.lock)
 
     @property
     def serving_port(self) -> int:
@@ -286,8 +292,9 @@ def resolve_spec(
     problems += image_problems
     router, _ = checks.router_instance(spec, region)
     lock_problems, lock_warnings = checks.check_lock(
-        stack, spec, recipe, lock, base, role_vars=role_vars, router_arch=router.arch if router else None
-    )
+        stack, spec, recipe, lock, base, role_vars=role_vars, router_arch=router.arch if router else None,
+        region=region,
+    )  # fmt: skip
     problems += lock_problems
     snapshot, snapshot_problems = weights_snapshot(stack, spec, recipe, lock, base)
     problems += snapshot_problems

@@ -18,7 +18,9 @@ the role, with its version and SHA256 as the repository's index lists them; the 
 apt would fetch against them before installing, and install exactly those versions. What the
 derived image apt-installs from its base's distribution (FFmpeg): a snapshot of that archive, the
 hash of each suite's signed index in it, and each package's version and SHA256; the build reads
-that snapshot only. `plan` shows each part as locked or floating.
+that snapshot only. The AMIs an AWS stack's instances boot: the id each public SSM parameter
+(the Deep Learning AMI, a router's Ubuntu) named in the stack's region; the instances boot that
+id. `plan` shows each part as locked or floating.
 
 Written by `flashfleet lock` (flashfleet/cli/lock.py), read here with the stack file: a lock that
 cannot be read is refused like a broken stack file, never ignored.
@@ -140,6 +142,16 @@ class LockedImageApt(BaseModel):
     _in_order = field_validator("suites", "packages", mode="before")(_sorted)
 
 
+class LockedAmi(BaseModel):
+    """The AMI a public SSM parameter (AWS's Deep Learning AMI, Canonical's Ubuntu) named in the
+    stack's region when `flashfleet lock` ran: an id names one image for good."""
+
+    model_config = _STRICT
+
+    region: str = Field(min_length=1)
+    ami: str = Field(pattern=r"^ami-[0-9a-f]{8,17}$")
+
+
 class StackLock(BaseModel):
     model_config = _STRICT
 
@@ -156,8 +168,12 @@ class StackLock(BaseModel):
     # what the derived image apt-installs from its base's distribution archive, by the base image
     # (repository:tag, as in images)
     image_apt: dict[str, LockedImageApt] = Field(default_factory=dict)
+    # the AMIs an AWS stack's instances boot, by the SSM parameter that named them
+    amis: dict[str, LockedAmi] = Field(default_factory=dict)
 
-    _in_order = field_validator("weights", "images", "packages", "apt", "image_apt", mode="before")(_sorted)
+    _in_order = field_validator("weights", "images", "packages", "apt", "image_apt", "amis", mode="before")(
+        _sorted
+    )
 
     @property
     def digest(self) -> str:
@@ -165,7 +181,7 @@ class StackLock(BaseModel):
         fingerprint and an evidence record carry."""
         # a lock that pins no package hashes as it did before packages (pip, apt) were locked
         unpinned = {"locked_on"} | {
-            part for part in ("packages", "apt", "image_apt") if not getattr(self, part)
+            part for part in ("packages", "apt", "image_apt", "amis") if not getattr(self, part)
         }
         pinned = self.model_dump_json(exclude=unpinned, exclude_none=True)
         return hashlib.sha256(pinned.encode()).hexdigest()
@@ -210,7 +226,8 @@ def dump_lock(lock: StackLock) -> str:
     }
     data["apt"] = {index: dict(sorted(debs.items())) for index, debs in sorted(data["apt"].items())}
     data["image_apt"] = dict(sorted(data["image_apt"].items()))
-    for part in ("packages", "apt", "image_apt"):
+    data["amis"] = dict(sorted(data["amis"].items()))
+    for part in ("packages", "apt", "image_apt", "amis"):
         if not data[part]:
             del data[part]  # a lock written before these were locked reads back the same
     yaml.dump(data, out)

@@ -1,5 +1,6 @@
 """`flashfleet lock` on every catalog stack, against stand-ins for everything each one fetches: the
-Hub (every catalog checkpoint, and the gated DFlash2 draft), a real OCI registry (Debian's
+Hub (every catalog checkpoint, and the gated DFlash2 draft), AWS's public SSM parameters of the
+AMIs (moto), a real OCI registry (Debian's
 docker-registry) holding every catalog image tag for both architectures, a package index of the
 catalog's pins, a wheel folder for Mooncake, and the vendors' apt repositories (tests/hosts/).
 Each lock must pin every part `plan` lists, so that `lock: required` holds for every catalog stack
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 from hosts.aptindex import AptIndex, of_catalog
+from hosts.aws_public import publish_catalog
 from hosts.hub import Hub, Repo
 from hosts.pypi import PackageIndex
 from hosts.registry import Registry
@@ -43,7 +45,7 @@ class StandIns:
 
 
 @pytest.fixture(scope="module")
-def stand_ins(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandIns]:
+def stand_ins(tmp_path_factory: pytest.TempPathFactory, moto_url: str) -> Iterator[StandIns]:
     hub = Hub(token=TOKEN)
     for repo in {r for repos in CHECKPOINTS.values() for r in repos}:
         hub.repos[repo] = Repo(
@@ -71,6 +73,14 @@ def stand_ins(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandIns]:
         mp.setenv("HF_ENDPOINT", hub.start("127.0.0.1"))
         mp.setenv("HF_TOKEN", TOKEN)  # the draft is gated
         mp.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+        # AWS's public SSM parameters (the DLAMI's, Canonical's Ubuntu) in the stacks' regions
+        for key in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_REGION"):
+            mp.delenv(key, raising=False)
+        for key, value in (("AWS_ENDPOINT_URL", moto_url), ("AWS_ACCESS_KEY_ID", "testing"),
+                           ("AWS_SECRET_ACCESS_KEY", "testing"), ("NO_PROXY", "127.0.0.1")):  # fmt: skip
+            mp.setenv(key, value)
+        for region in {load_stack(stack).region for stack in STACKS} - {None}:
+            publish_catalog(str(region))
         yield StandIns(hub, registry, pypi, apt, wheels)
     for server in (hub, registry, pypi, apt):
         server.stop()
@@ -105,12 +115,8 @@ def test_every_catalog_stack_locks_every_part_and_then_meets_lock_required(
     assert main(["plan", stack, "--stacks-dir", str(tmp_path), "--format", "json"]) == 0
     view = json.loads(capsys.readouterr().out)
     floating = {p["name"] for p in view["lock"]["parts"] if p["state"] != "locked"}
-    # only what the node brings stays floating: what apt takes from the distribution's own archive
-    # (hosts only), and an AWS node's AMI when the stack names the SSM parameter, not an AMI id
-    assert floating <= {
-        "system libraries the vendors' packages depend on (apt)",
-        "the nodes' AMI (its OS, and a driver it already runs)",
-    }, floating
+    # only what apt takes from the distribution's own archive stays floating (hosts only)
+    assert floating <= {"system libraries the vendors' packages depend on (apt)"}, floating
     assert not [w for w in view["warnings"] if "not repeatable" in w]
     kinds = {p["kind"] for p in view["lock"]["parts"]}
     assert {"weights", "image"} <= kinds

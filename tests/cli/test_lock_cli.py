@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 from hosts.aptindex import AptIndex, Deb, of_catalog
+from hosts.aws_public import publish, publish_catalog
 from hosts.hub import Hub, Repo, git_oid
 from hosts.pypi import PackageIndex
 from hosts.registry import Registry
@@ -89,8 +90,20 @@ def apt() -> Iterator[AptIndex]:
     index.stop()
 
 
+REGION = "us-east-2"  # the catalog stack's
+DLAMI = "ami-0a1b2c3d4e5f60718"
+
+
 @pytest.fixture
-def stacks(tmp_path: Path, registry: Registry, pypi: PackageIndex, apt: AptIndex) -> Path:
+def ssm(moto_env: str) -> dict[str, str]:
+    """AWS's public SSM parameters (the DLAMI's, Canonical's Ubuntu), served by moto."""
+    return publish_catalog(REGION, DLAMI)
+
+
+@pytest.fixture
+def stacks(
+    tmp_path: Path, registry: Registry, pypi: PackageIndex, apt: AptIndex, ssm: dict[str, str]
+) -> Path:
     folder = tmp_path / "stacks"
     folder.mkdir()
     shutil.copy(DEFAULT_STACKS_DIR / "Pulumi.h200-lowlat.yaml", folder)
@@ -310,7 +323,9 @@ def test_main_moved_upstream_is_a_diff_and_only_update_writes_it(
         f"2 apt packages from {apt.url}/ubuntu2404/x86_64/, "
         f"3 apt packages from {apt.root}/docker/linux/ubuntu/dists/noble/stable/binary-amd64/, "
         f"4 apt packages from {apt.root}/libnvidia-container/stable/deb/amd64/, "
-        f"{tagged}'s ffmpeg from {snapshot}\n"
+        f"{tagged}'s ffmpeg from {snapshot}, "
+        f"{DLAMI} (/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-24.04/latest/ami-id "
+        f"in {REGION})\n"
     )
 
     added = b"\x09" * 999
@@ -430,8 +445,8 @@ def test_lock_required_refuses_a_stack_without_one_and_lock_still_writes_it(
             "flashfleet:stack.lock: required, but no h200-lowlat.lock.yaml: the nodes fetch "
             f"{MODEL}, the image's tag, transformers==5.17.0, tokenizers>=0.23.1, torchcodec==0.9.1, "
             "huggingface_hub==2.4.0, the NVIDIA driver's apt packages, the Docker Engine's apt packages, "
-            "the NVIDIA container toolkit's apt packages, the derived image's apt packages as each is on "
-            "the day: run "
+            "the NVIDIA container toolkit's apt packages, the derived image's apt packages, the GPU nodes' "
+            "AMI as each is on the day: run "
             "`flashfleet lock h200-lowlat` "
             "[rule: lock-required]"
         ) in err, err
@@ -589,3 +604,65 @@ def test_the_derived_image_s_ffmpeg_is_locked_to_a_snapshot_that_update_alone_mo
     assert "image_apt" not in lock_of(stacks)
     [part] = [p for p in plan_json(stacks, capsys)["lock"]["parts"] if p["name"] == FFMPEG_PART]
     assert part["state"] == "floating"
+
+
+def test_the_nodes_ami_is_locked_to_the_id_the_ssm_parameter_names_and_moves_only_with_update(
+    hub: Hub,
+    stacks: Path,
+    ssm: dict[str, str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The DLAMI's SSM parameter (AWS's, read with the stack's credentials through moto) names an
+    id; the lock holds it for the stack's region and the nodes boot it. AWS publishing a new DLAMI
+    is a diff, written by --update alone. Without credentials the AMI stays floating, said."""
+    parameter = "/aws/service/deeplearning/ami/x86_64/base-oss-nvidia-driver-gpu-ubuntu-24.04/latest/ami-id"
+    assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks)]) == 0
+    assert f"locked {DLAMI}: what {parameter} names in {REGION}\n" in capsys.readouterr().out
+    assert lock_of(stacks)["amis"] == {parameter: {"region": REGION, "ami": DLAMI}}
+    [part] = [p for p in plan_json(stacks, capsys)["lock"]["parts"] if p["name"] == "the GPU nodes' AMI"]
+    assert (part["state"], part["pinned"]) == ("locked", DLAMI)
+    assert part["detail"].startswith(f"what {parameter} named in {REGION} as of ")
+
+    newer = "ami-0fedcba9876543210"
+    publish(REGION, parameter, newer)  # AWS releases a new DLAMI
+    assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks)]) == 1
+    out, err = capsys.readouterr()
+    assert f"-  {parameter}: {{ami: {DLAMI}, region: {REGION}}}\n" in out, out
+    assert f"+  {parameter}: {{ami: {newer}, region: {REGION}}}\n" in out, out
+    assert "no longer matches the Hub, the registry, the package indexes or SSM" in err
+    assert lock_of(stacks)["amis"][parameter]["ami"] == DLAMI
+    assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks), "--update"]) == 0
+    assert lock_of(stacks)["amis"][parameter]["ami"] == newer
+
+    # no credentials (and none of this machine's): said, and left floating; lock: required names it
+    (stacks / "h200-lowlat.lock.yaml").unlink()
+    for key in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(stacks / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(stacks / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    capsys.readouterr()
+    assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks)]) == 0
+    err = capsys.readouterr().err
+    assert err == (
+        "flashfleet lock: no AWS credentials to read the AMIs' SSM parameters: the GPU nodes' AMI stay "
+        "floating (each parameter as it is at bring-up)\n"
+    ), err
+    assert "amis" not in lock_of(stacks)
+    edit_spec(stacks, "h200-lowlat", lock="required")
+    assert main(["validate", "h200-lowlat", "--stacks-dir", str(stacks)]) == 2
+    assert "does not pin the GPU nodes' AMI (the stack changed" in capsys.readouterr().err
+    # the stack's own AMI id is pinned as it is: nothing to read, and nothing floats
+    spec = yaml.safe_load((stacks / "Pulumi.h200-lowlat.yaml").read_text())["config"]["flashfleet:stack"]
+    spec["nodes"]["source"]["ami"] = "ami-0123456789abcdef0"
+    edit_spec(stacks, "h200-lowlat", nodes=spec["nodes"], lock="optional")
+    assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks), "--update"]) == 0
+    assert "AWS credentials" not in capsys.readouterr().err
+    assert "amis" not in lock_of(stacks)
+    [part] = [p for p in plan_json(stacks, capsys)["lock"]["parts"] if p["name"] == "the GPU nodes' AMI"]
+    assert (part["state"], part["pinned"], part["detail"]) == (
+        "locked",
+        "ami-0123456789abcdef0",
+        "the stack's nodes.source.ami",
+    )

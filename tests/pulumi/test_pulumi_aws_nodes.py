@@ -398,3 +398,36 @@ def test_a_router_instance_is_a_plain_cpu_node_beside_the_gpu_nodes(tmp_path: Pa
     hosts = r.outputs["inventory"]["all"]["hosts"]
     assert [hosts[f"{stack}-node-{i}"]["flashfleet_gpu_node"] for i in range(3)] == [True, True, False]
     check_inventory(r.outputs["inventory"])
+
+
+def test_the_lock_s_amis_are_booted_without_asking_ssm_and_only_in_their_region(tmp_path: Path) -> None:
+    """A lock holding the AMI ids the SSM parameters named (flashfleet lock): the GPU nodes and the
+    router boot exactly those ids, and the program asks SSM for nothing. Ids locked in another
+    region are not this region's images: the parameters are read again."""
+    from dataclasses import replace
+
+    from flashfleet.planning.node_images import dlami_parameter, ubuntu_parameter
+    from flashfleet.stack.lock import LockedAmi, LockedFile, LockedRepo, StackLock
+
+    stack = "h200-replicas"
+    plan = _router_instance_plan(tmp_path)
+    gpu_ami, router_ami = "ami-0aaaaaaaaaaaaaaa1", "ami-0bbbbbbbbbbbbbbb2"
+
+    def locked(region: str) -> StackLock:
+        repo = LockedRepo(revision="main", commit="c" * 40, files={"a": LockedFile(size=1, git_oid="d" * 40)})
+        amis = {
+            dlami_parameter("x86_64", "ubuntu-24.04"): LockedAmi(region=region, ami=gpu_ami),
+            ubuntu_parameter("x86_64", "ubuntu-24.04"): LockedAmi(region=region, ami=router_ami),
+        }
+        return StackLock(stack=stack, locked_on="2026-12-06", weights={"m/m": repo}, amis=amis)
+
+    r = run_program(stack, plan=replace(plan, lock=locked("us-east-1")))
+    templates = {x.name: x.inputs for x in r.mocks.of_type(LT)}
+    assert templates[f"{stack}-template"]["imageId"] == gpu_ami
+    assert templates[f"{stack}-router-template"]["imageId"] == router_ami
+    assert not [a for tok, a in r.mocks.calls if tok == "aws:ssm/getParameter:getParameter"]
+
+    elsewhere = run_program(stack, plan=replace(plan, lock=locked("us-east-2")))
+    templates = {x.name: x.inputs for x in elsewhere.mocks.of_type(LT)}
+    assert templates[f"{stack}-template"]["imageId"] == AMI  # what SSM names now (the mocks')
+    assert len([a for tok, a in elsewhere.mocks.calls if tok == "aws:ssm/getParameter:getParameter"]) == 2

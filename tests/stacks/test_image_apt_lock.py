@@ -140,7 +140,7 @@ def test_the_lock_carries_the_snapshot_and_a_lock_without_it_hashes_as_before(tm
         without.digest
         == hashlib.sha256(
             without.model_dump_json(
-                exclude={"locked_on", "packages", "apt", "image_apt"}, exclude_none=True
+                exclude={"locked_on", "packages", "apt", "image_apt", "amis"}, exclude_none=True
             ).encode()
         ).hexdigest()
     )
@@ -229,16 +229,31 @@ def test_plan_lock_required_and_the_inventory_see_the_snapshot(
     assert name not in parts
 
 
-def test_plan_shows_an_aws_node_s_ami_floating_on_the_ssm_parameter_and_locked_by_its_id(
+def test_plan_shows_an_aws_node_s_ami_floating_on_the_ssm_parameter_and_locked_by_an_id(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The DLAMI SSM parameter names each new release as it comes; an AMI id names one for good.
-    Outside the lock (what the node brings), but `plan` says which one a stack runs."""
-    name = "the nodes' AMI (its OS, and a driver it already runs)"
-    parts, _ = _parts(_folder(tmp_path / "ssm", None), capsys)
+    """The DLAMI SSM parameter names each new release as it comes; an AMI id names one for good:
+    the stack's own, or the one the lock holds for the stack's region."""
+    from flashfleet.planning.node_images import dlami_parameter
+    from flashfleet.stack.lock import LockedAmi
+
+    name = "the GPU nodes' AMI"
+    parameter = dlami_parameter("x86_64", "ubuntu-24.04")
+    parts, [warning] = _parts(_folder(tmp_path / "ssm", None), capsys)
     assert (parts[name]["state"], parts[name]["kind"]) == ("floating", "node-image")
-    assert "the DLAMI SSM parameter (ubuntu-24.04)" in parts[name]["detail"]
-    assert "set nodes.source.ami to pin one" in parts[name]["detail"]
+    assert parts[name]["detail"] == f"{parameter}: whatever release it names at bring-up"
+    assert "the GPU nodes' AMI" in warning
+    held = _lock({}).model_copy(
+        update={"amis": {parameter: LockedAmi(region="us-east-2", ami="ami-0abc1234")}}
+    )
+    parts, [warning] = _parts(_folder(tmp_path / "held", held), capsys)
+    assert (parts[name]["state"], parts[name]["pinned"]) == ("locked", "ami-0abc1234")
+    assert parts[name]["detail"] == f"what {parameter} named in us-east-2 as of 2026-12-06"
+    assert "AMI" not in warning
+    # an id locked in another region is not this region's image
+    other = held.model_copy(update={"amis": {parameter: LockedAmi(region="us-west-2", ami="ami-0abc1234")}})
+    parts, _ = _parts(_folder(tmp_path / "other", other), capsys)
+    assert parts[name]["state"] == "floating"
     source = load_stack("h200-lowlat").spec.nodes.source.model_dump(
         by_alias=True, exclude_none=True, mode="json"
     )
