@@ -20,10 +20,12 @@ from flashfleet.inventory import build_inventory
 from flashfleet.planning import load_stack
 from flashfleet.planning.apt_packages import node_apt
 from flashfleet.planning.image_apt import image_apt_want
+from flashfleet.planning.node_images import node_images
 from flashfleet.planning.packages import pip_installs
 from flashfleet.planning.stack_recipe import kubernetes_plan
 from flashfleet.stack import DEFAULT_STACKS_DIR
 from flashfleet.stack.lock import (
+    LockedAmi,
     LockedDeb,
     LockedFile,
     LockedImage,
@@ -78,9 +80,13 @@ def _lock(folder: Path, name: str, tagged: str) -> None:
         components=list(want.components), suites=dict.fromkeys(want.suites, "a" * 64),
         packages={p: LockedDeb(version="1", sha256="b" * 64, size=1) for p in want.install},
     )  # fmt: skip
+    # and the AMIs the stack's SSM parameters named in its region
+    region = load_stack(name, folder).region
+    images = node_images(spec, hw.arch, region, None, None)
+    amis = {image.parameter: LockedAmi(region=str(region), ami="ami-0abc1234") for image in images}
     lock = StackLock(
         stack=name, locked_on="2026-12-04", weights={MODEL: repo}, images={tagged: image}, packages=packages,
-        apt=apt, image_apt={spec.image.tagged_ref(hw): image_apt},
+        apt=apt, image_apt={spec.image.tagged_ref(hw): image_apt}, amis=amis,
     )  # fmt: skip
     (folder / f"{name}.lock.yaml").write_text(dump_lock(lock))
 
