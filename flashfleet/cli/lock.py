@@ -59,8 +59,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "lock",
         help="pin the stack's weights (commits, file hashes), image (digest), pip packages (file hashes) and "
-        "the vendors' apt packages (SHA256: driver, container runtime, ROCm) and the derived image's "
-        "FFmpeg (a snapshot of its distribution's archive) in <stack>.lock.yaml",
+        "the vendors' apt packages (SHA256: driver, container runtime, ROCm), the derived image's "
+        "FFmpeg (a snapshot of its distribution's archive) and AWS nodes' AMIs (ids) in <stack>.lock.yaml",
     )
     add_stack(p, "stack name, or the path of its file (stacks/Pulumi.<stack>.yaml)")
     p.add_argument("--stacks-dir", type=Path, default=None, help="folder of stack files (default: stacks/)")
@@ -216,11 +216,13 @@ def resolve_amis(images: list[NodeImage], region: str | None) -> dict[str, Locke
     if not wanted:
         return {}
     out = {}
+    asked = wanted[0].parameter  # what an error names
     try:
         client = boto3.session.Session(region_name=region).client("ssm")  # credentials as they are now
         for image in wanted:
-            value = client.get_parameter(Name=image.parameter)["Parameter"]["Value"]
-            out[image.parameter] = LockedAmi(region=str(client.meta.region_name), ami=value)
+            asked = image.parameter
+            value = client.get_parameter(Name=asked)["Parameter"]["Value"]
+            out[asked] = LockedAmi(region=str(client.meta.region_name), ami=value)
     except NoCredentialsError:
         print(
             "flashfleet lock: no AWS credentials to read the AMIs' SSM parameters: "
@@ -230,9 +232,9 @@ def resolve_amis(images: list[NodeImage], region: str | None) -> dict[str, Locke
         return {}
     except ClientError as err:
         code = err.response.get("Error", {}).get("Code", "an error")
-        raise AmiError(f"{image.parameter} in {region}: SSM answered {code}") from None
+        raise AmiError(f"{asked} in {region}: SSM answered {code}") from None
     except (BotoCoreError, ValueError) as err:
-        raise AmiError(f"{image.parameter} in {region}: {type(err).__name__}: {err}") from None
+        raise AmiError(f"{asked} in {region}: {type(err).__name__}: {err}") from None
     return out
 
 

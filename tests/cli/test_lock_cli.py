@@ -634,6 +634,20 @@ def test_the_nodes_ami_is_locked_to_the_id_the_ssm_parameter_names_and_moves_onl
     assert lock_of(stacks)["amis"][parameter]["ami"] == DLAMI
     assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks), "--update"]) == 0
     assert lock_of(stacks)["amis"][parameter]["ami"] == newer
+    # a parameter SSM does not have in the region: named, and nothing written
+    from moto.core import DEFAULT_ACCOUNT_ID
+    from moto.ssm.models import ssm_backends
+
+    published = ssm_backends[DEFAULT_ACCOUNT_ID][REGION]._parameters.pop(parameter)
+    written = (stacks / "h200-lowlat.lock.yaml").read_bytes()
+    capsys.readouterr()
+    assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks), "--update"]) == 1
+    assert (
+        capsys.readouterr().err
+        == f"flashfleet lock: {parameter} in {REGION}: SSM answered ParameterNotFound\n"
+    )
+    assert (stacks / "h200-lowlat.lock.yaml").read_bytes() == written
+    ssm_backends[DEFAULT_ACCOUNT_ID][REGION]._parameters[parameter] = published
 
     # no credentials (and none of this machine's): said, and left floating; lock: required names it
     (stacks / "h200-lowlat.lock.yaml").unlink()
