@@ -158,6 +158,26 @@ def _fetch(url: str, timeout_s: float = 60) -> bytes:
         raise AptIndexError(f"{url}: {type(err).__name__}: {err}") from None
 
 
+def published_moment(snapshot: str, suites: Sequence[str]) -> str | None:
+    """The moment (YYYYMMDDTHHMMSSZ) the archive published the newest of `suites` as this snapshot
+    serves them: each suite's InRelease `Date`. A snapshot at that moment serves the same suites,
+    and is in the past, which a moment taken from the clock may not yet be; None without dates."""
+    from email.utils import parsedate_to_datetime
+
+    base = snapshot.rstrip("/")
+    dates = []
+    for suite in suites:
+        text = _fetch(f"{base}/dists/{suite}/InRelease").decode("utf-8", "replace")
+        for line in text.splitlines():
+            if line.startswith("Date:"):
+                try:
+                    dates.append(parsedate_to_datetime(line.removeprefix("Date:").strip()))
+                except (TypeError, ValueError):
+                    raise AptIndexError(f"{base}/dists/{suite}/InRelease: a Date it cannot read") from None
+                break
+    return max(dates).strftime("%Y%m%dT%H%M%SZ") if len(dates) == len(suites) else None
+
+
 def resolve_snapshot(
     snapshot: str, suites: Sequence[str], components: Sequence[str], arch: str, install: Sequence[str]
 ) -> tuple[dict[str, str], dict[str, LockedDeb]]:

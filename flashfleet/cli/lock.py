@@ -169,9 +169,11 @@ def resolve_image_apt(
 ) -> dict[str, LockedImageApt]:
     """What the derived image apt-installs from the base's distribution archive, in a snapshot of
     it: the moment the lock already names (a snapshot never changes, so an unchanged archive
-    resolves the same), or now for a new lock and `--update`. A base whose labels name no
-    distribution the catalog knows is left floating, said on stderr."""
-    from flashfleet.apt_index import resolve_snapshot
+    resolves the same), or for a new lock and `--update` the archive as it is now, at the moment
+    it published that (its suites' newest InRelease Date: past, so settled, where the clock's
+    moment may be newer than the service has settled). A base whose labels name no distribution
+    the catalog knows is left floating, said on stderr."""
+    from flashfleet.apt_index import published_moment, resolve_snapshot
     from flashfleet.planning.image_apt import LABEL_NAME, LABEL_VERSION, distribution, image_apt_want
     from flashfleet.stack.lock import LockedImageApt
 
@@ -189,7 +191,10 @@ def resolve_image_apt(
     want = image_apt_want(hw, role_vars, dist)
     held = old.image_apt.get(ref) if old is not None else None
     moment = held.snapshot.rstrip("/").rpartition("/")[2] if held is not None and not update else None
-    snapshot = want.snapshot(moment or datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ"))
+    if moment is None:  # the archive as it is now, named by the moment it was published
+        now = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        moment = published_moment(want.snapshot(now), want.suites) or now
+    snapshot = want.snapshot(moment)
     suites, packages = resolve_snapshot(snapshot, want.suites, want.components, want.arch, want.install)
     return {
         ref: LockedImageApt(

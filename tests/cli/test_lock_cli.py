@@ -317,7 +317,7 @@ def test_main_moved_upstream_is_a_diff_and_only_update_writes_it(
     tagged, image = f"{registry.address}/{IMAGE}:v0.5.23", registry.tag_digest(IMAGE, "v0.5.23")
     packages = "huggingface_hub==2.4.0, tokenizers==0.23.2, torchcodec==0.9.1, transformers==5.17.0"
     snapshot = lock_of(stacks)["image_apt"][tagged]["snapshot"]
-    assert snapshot.startswith(f"{apt.root}/snapshot/ubuntu/2")
+    assert snapshot == f"{apt.root}/snapshot/ubuntu/20260101T000000Z"  # when the stand-in published it
     assert capsys.readouterr().out == (
         f"h200-lowlat.lock.yaml is current: {MODEL} @ {old}, {tagged} @ {image}, {packages}, "
         f"2 apt packages from {apt.url}/ubuntu2404/x86_64/, "
@@ -534,21 +534,18 @@ def test_the_fingerprint_carries_the_lock_and_names_a_node_that_holds_another_co
 def test_the_derived_image_s_ffmpeg_is_locked_to_a_snapshot_that_update_alone_moves(
     hub: Hub, registry: Registry, apt: AptIndex, stacks: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The base's labels name Ubuntu 24.04: FFmpeg is resolved in a snapshot of noble's archive at
-    the moment of locking. The archive moving afterwards leaves the lock current (its snapshot does
-    not move); `--update` takes a new moment and shows FFmpeg's new build as a diff. A base whose
-    labels name no distribution leaves it floating, said on stderr."""
-    import time
-    from datetime import UTC, datetime
-
-    from hosts.aptindex import FFMPEG, UBUNTU_SNAPSHOTS, ubuntu_snapshot
+    """The base's labels name Ubuntu 24.04: FFmpeg is resolved in a snapshot of noble's archive, at
+    the moment the archive published what it serves now (not the clock's). The archive moving
+    afterwards leaves the lock current (its snapshot does not move); `--update` takes the new
+    moment and shows FFmpeg's new build as a diff. A base whose labels name no distribution leaves
+    it floating, said on stderr."""
+    from hosts.aptindex import FFMPEG, FIRST_MOMENT, UBUNTU_SNAPSHOTS, ubuntu_snapshot
 
     assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks)]) == 0
     out = capsys.readouterr().out
     tagged = f"{registry.address}/{IMAGE}:v0.5.23"
     entry = lock_of(stacks)["image_apt"][tagged]
-    moment = entry["snapshot"].rpartition("/")[2]
-    assert entry["snapshot"] == f"{apt.root}/{UBUNTU_SNAPSHOTS}/{moment}"
+    assert entry["snapshot"] == f"{apt.root}/{UBUNTU_SNAPSHOTS}/{FIRST_MOMENT}"
     assert (entry["distribution"], entry["arch"], entry["components"]) == (
         "ubuntu noble",
         "amd64",
@@ -576,9 +573,7 @@ def test_the_derived_image_s_ffmpeg_is_locked_to_a_snapshot_that_update_alone_mo
 
     # Ubuntu publishes a new FFmpeg build in -updates: a later snapshot has it, the locked one not
     newer = "7:6.1.1-3ubuntu5.1"
-    time.sleep(1.1)  # a later second: the snapshot service's next moment, after the lock's
-    later = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    assert later > moment
+    later = "20260601T000000Z"
     apt.snapshots[UBUNTU_SNAPSHOTS].append(ubuntu_snapshot(later, updates=newer))
     written = (stacks / "h200-lowlat.lock.yaml").read_bytes()
     assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks)]) == 0
@@ -589,7 +584,7 @@ def test_the_derived_image_s_ffmpeg_is_locked_to_a_snapshot_that_update_alone_mo
     assert f"-      ffmpeg: {{sha256: {entry['packages']['ffmpeg']['sha256']}" in diff, diff
     assert f"version: '{newer}'" in diff or f"version: {newer}" in diff, diff
     assert lock_of(stacks)["image_apt"][tagged]["packages"]["ffmpeg"]["version"] == newer
-    assert lock_of(stacks)["image_apt"][tagged]["snapshot"] >= f"{apt.root}/{UBUNTU_SNAPSHOTS}/{later}"
+    assert lock_of(stacks)["image_apt"][tagged]["snapshot"] == f"{apt.root}/{UBUNTU_SNAPSHOTS}/{later}"
 
     # a base built without the labels: nothing to resolve FFmpeg in, said, and left floating
     registry.push(IMAGE, "v0.5.23", labels={})

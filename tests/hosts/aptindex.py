@@ -57,7 +57,11 @@ def packages_text(debs: list[Deb]) -> str:
 def release_text(moment: str, indexes: dict[str, bytes]) -> str:
     """A suite's InRelease as an archive publishes it (unsigned here: `flashfleet lock` hashes it,
     apt on a node verifies a signed one, tests/hosts/aptrepo.py): the moment, and each index's hash."""
-    lines = [f"Date: {moment}", "SHA256:"]
+    from datetime import UTC, datetime
+    from email.utils import format_datetime
+
+    published = datetime.strptime(moment, "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+    lines = [f"Date: {format_datetime(published, usegmt=True)}", "SHA256:"]
     lines += [f" {hashlib.sha256(b).hexdigest()} {len(b)} {path}" for path, b in sorted(indexes.items())]
     return "\n".join(lines) + "\n"
 

@@ -18,7 +18,7 @@ import pytest
 import yaml
 from hosts.aptindex import FFMPEG, FIRST_MOMENT, UBUNTU_SNAPSHOTS, AptIndex, ubuntu_snapshot
 
-from flashfleet.apt_index import AptIndexError, resolve_snapshot
+from flashfleet.apt_index import AptIndexError, published_moment, resolve_snapshot
 from flashfleet.catalog import hardware_catalog
 from flashfleet.cli import main
 from flashfleet.inventory import build_inventory
@@ -109,6 +109,16 @@ def test_a_snapshot_resolves_each_suite_s_index_and_the_newest_package_at_that_m
         resolve_snapshot(where, NOBLE, ("main",), "amd64", ["ffmpeg"])  # FFmpeg is in universe
     with pytest.raises(AptIndexError, match=r"dists/noble/main/binary-riscv64/: no Packages index"):
         resolve_snapshot(where, NOBLE, ("main",), "riscv64", ["ffmpeg"])
+
+
+def test_the_moment_a_lock_takes_is_when_the_archive_published_what_it_serves(archive: AptIndex) -> None:
+    """The clock's moment may be newer than the service has settled; the newest InRelease Date of
+    the suites is when the archive published what the snapshot serves, and serves the same."""
+    where = f"{archive.root}/{UBUNTU_SNAPSHOTS}"
+    assert published_moment(f"{where}/20261206T213000Z", NOBLE) == LATER
+    assert published_moment(f"{where}/20260601T120000Z", NOBLE) == FIRST_MOMENT
+    at_now = resolve_snapshot(f"{where}/20261206T213000Z", NOBLE, ("main", "universe"), "amd64", ["ffmpeg"])
+    assert resolve_snapshot(f"{where}/{LATER}", NOBLE, ("main", "universe"), "amd64", ["ffmpeg"]) == at_now
 
 
 def _image_apt(**changes: Any) -> LockedImageApt:
