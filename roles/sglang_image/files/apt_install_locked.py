@@ -56,7 +56,9 @@ def keyrings() -> list[str]:
 
 
 def apt(options: list[str], *args: str) -> None:
-    done = subprocess.run(["apt-get", *options, *args], check=False)
+    # no terminal in a build: a package's configuration questions take their defaults
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    done = subprocess.run(["apt-get", *options, *args], check=False, env=env)
     if done.returncode != 0:
         fail(f"apt-get {' '.join(args)} exited {done.returncode}")
 
