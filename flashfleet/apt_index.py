@@ -47,23 +47,39 @@ class Entry:
     relations: tuple[tuple[tuple[str, tuple[str, str] | None], ...], ...]  # AND of ORs
 
 
+def _fetch(url: str, timeout_s: float = 60) -> bytes | None:
+    """The file at `url` (http(s) or file); None when the repository does not have it."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+            return bytes(resp.read())
+    except urllib.error.HTTPError as err:
+        if err.code == 404:
+            return None
+        raise AptIndexError(f"{url}: the repository answered {err.code}") from None
+    except FileNotFoundError:
+        return None
+    except (OSError, urllib.error.URLError) as err:
+        raise AptIndexError(f"{url}: {type(err).__name__}: {err}") from None
+
+
+def _release(snapshot: str, suite: str) -> bytes:
+    """A suite's signed index in an archive's snapshot; a snapshot without it is an error."""
+    url = f"{snapshot.rstrip('/')}/dists/{suite}/InRelease"
+    raw = _fetch(url)
+    if raw is None:
+        raise AptIndexError(f"{url}: the archive answered 404")
+    return raw
+
+
 def read_index(url: str, timeout_s: float = 60) -> list[Entry]:
     """Every package of the index in the repository directory `url` (http(s) or file)."""
     from debian.deb822 import Packages
 
     base = url if url.endswith("/") else f"{url}/"
     for name, decode in _INDEXES:
-        try:
-            with urllib.request.urlopen(base + name, timeout=timeout_s) as resp:
-                raw = resp.read()
-        except urllib.error.HTTPError as err:
-            if err.code == 404:
-                continue
-            raise AptIndexError(f"{base}{name}: the repository answered {err.code}") from None
-        except FileNotFoundError:
+        raw = _fetch(base + name, timeout_s)
+        if raw is None:
             continue
-        except (OSError, urllib.error.URLError) as err:
-            raise AptIndexError(f"{base}{name}: {type(err).__name__}: {err}") from None
         try:
             text = decode(raw).decode("utf-8")
         except (OSError, lzma.LZMAError, UnicodeDecodeError) as err:
@@ -148,16 +164,6 @@ def resolve(
     return out
 
 
-def _fetch(url: str, timeout_s: float = 60) -> bytes:
-    try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
-            return bytes(resp.read())
-    except urllib.error.HTTPError as err:
-        raise AptIndexError(f"{url}: the archive answered {err.code}") from None
-    except (OSError, urllib.error.URLError) as err:
-        raise AptIndexError(f"{url}: {type(err).__name__}: {err}") from None
-
-
 def published_moment(snapshot: str, suites: Sequence[str]) -> str | None:
     """The moment (YYYYMMDDTHHMMSSZ) the archive published the newest of `suites` as this snapshot
     serves them: each suite's InRelease `Date`. A snapshot at that moment serves the same suites,
@@ -167,7 +173,7 @@ def published_moment(snapshot: str, suites: Sequence[str]) -> str | None:
     base = snapshot.rstrip("/")
     dates = []
     for suite in suites:
-        text = _fetch(f"{base}/dists/{suite}/InRelease").decode("utf-8", "replace")
+        text = _release(base, suite).decode("utf-8", "replace")
         for line in text.splitlines():
             if line.startswith("Date:"):
                 try:
@@ -191,7 +197,7 @@ def resolve_snapshot(
     from flashfleet.stack.lock import LockedDeb
 
     base = snapshot.rstrip("/")
-    releases = {s: hashlib.sha256(_fetch(f"{base}/dists/{s}/InRelease")).hexdigest() for s in suites}
+    releases = {s: hashlib.sha256(_release(base, s)).hexdigest() for s in suites}
     found: dict[str, list[tuple[Entry, str]]] = {}
     for suite in suites:
         for component in components:
