@@ -102,11 +102,13 @@ def _version_of(filename: str, project: str) -> Any:
 
 
 def resolve_package(
-    project: str, specifier: str, *, index_url: str | None = None, find_links: str | None = None
-) -> LockedPackage:
+    project: str, specifier: str, *, index_url: str | None = None, find_links: str | None = None,
+    platform: str | None = None,
+) -> LockedPackage:  # fmt: skip
     """The newest version of `project` that `specifier` (such as ``==5.17.0`` or ``>=0.23.1``)
     allows on the index (or the find-links page, which the roles read alone), with every file of
-    that version and its sha256."""
+    that version and its sha256. `platform` (x86_64, arm64): the nodes that install it; a version
+    with no wheel for them is refused, naming the nearest versions that have one."""
     import httpx2  # huggingface_hub's HTTP client, already a dependency
     from packaging.specifiers import SpecifierSet
     from packaging.utils import canonicalize_name
@@ -114,7 +116,9 @@ def resolve_package(
     wanted = SpecifierSet(specifier)
     where = f"{project}{specifier}"
     if find_links is not None and "://" not in find_links.replace("file://", ""):
-        return _pick(_folder(find_links, where), project, wanted, page=find_links, client=None)
+        return _pick(
+            _folder(find_links, where), project, wanted, page=find_links, client=None, platform=platform
+        )
     page = find_links or urllib.parse.urljoin(
         (index_url or PYPI).rstrip("/") + "/", canonicalize_name(project) + "/"
     )
@@ -126,14 +130,16 @@ def resolve_package(
             kind = answer.headers.get("Content-Type", "").split(";")[0].strip()
             base = str(answer.url)
             files = _from_json(answer.json(), base) if kind == _JSON else _from_html(answer.text, base)
-            return _pick(files, project, wanted, page=page, client=client)
+            return _pick(files, project, wanted, page=page, client=client, platform=platform)
     except httpx2.TransportError as err:  # refused, unreachable, timed out, a certificate refused
         raise PackageIndexError(f"{where}: {type(err).__name__}: {err}") from None
     except (KeyError, TypeError, ValueError) as err:
         raise PackageIndexError(f"{where}: {page} is not an index page pip reads ({err})") from None
 
 
-def _pick(files: list[IndexFile], project: str, wanted: Any, *, page: str, client: Any) -> LockedPackage:
+def _pick(
+    files: list[IndexFile], project: str, wanted: Any, *, page: str, client: Any, platform: str | None = None
+) -> LockedPackage:
     """The newest version of `project` among `files` that `wanted` allows, with each file's sha256."""
     from packaging.version import Version
 
@@ -157,6 +163,8 @@ def _pick(files: list[IndexFile], project: str, wanted: Any, *, page: str, clien
         seen = ", ".join(str(v) for v in sorted(by_version)) or "none"
         raise PackageIndexError(f"{where}: {page} lists no version that fits (it lists: {seen})")
     version = max(allowed)
+    if platform is not None and not any(fits(f.filename, platform) for f in by_version[version]):
+        raise PackageIndexError(_no_wheel(where, str(version), platform, page, by_version))
     hashes = {}
     for f in sorted(by_version[version], key=lambda f: f.filename):
         if not (f.yanked and not pinned):
@@ -189,3 +197,38 @@ def _fetched_sha256(client: Any, url: str, where: str) -> str:
         for chunk in answer.iter_bytes():
             digest.update(chunk)
     return digest.hexdigest()
+
+
+# A wheel's platform tag for a node's CPU (linux): manylinux/musllinux/linux builds name it
+_MACHINE = {"x86_64": "x86_64", "arm64": "aarch64"}
+
+
+def fits(filename: str, platform: str) -> bool:
+    """Whether a file of a distribution installs on a linux node of `platform` (x86_64, arm64)
+    without a build: a wheel for that CPU, or a pure-Python one. An sdist does not count: the
+    packages pinned per platform compile native code, which a serving image does not build."""
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+    if not filename.endswith(".whl"):
+        return False
+    try:
+        tags = parse_wheel_filename(filename)[3]
+    except InvalidWheelFilename:
+        return False
+    machine = _MACHINE[platform]
+    return any(
+        t.platform == "any" or (t.platform.endswith(f"_{machine}") and "linux" in t.platform) for t in tags
+    )
+
+
+def _no_wheel(
+    where: str, version: str, platform: str, page: str, by_version: dict[Any, list[IndexFile]]
+) -> str:
+    """The refusal of a version with no wheel for `platform`: the nearest versions that have one."""
+    from packaging.version import Version
+
+    have = sorted(v for v, fs in by_version.items() if any(fits(f.filename, platform) for f in fs))
+    below = [v for v in have if v < Version(version)][-1:]
+    above = [v for v in have if v > Version(version)][:1]
+    nearest = ", ".join(str(v) for v in below + above) or "none"
+    return f"{where}: {page} has no linux {platform} wheel of {version} (nearest with one: {nearest})"

@@ -44,14 +44,31 @@ class MooncakeLayout(BaseModel):
     lock: LockedPackage | None = None  # the stack's lock of that wheel: its version and files' sha256
 
 
+class ImagePin(BaseModel):
+    """One multimodal package the serving image must hold."""
+
+    model_config = _STRICT
+
+    name: str
+    specifier: str  # ==5.19.0, >=0.23.1
+    install: bool  # the derived build pip-installs it (else the release ships it, and it is only checked)
+    overrides: str | None  # the release's own pin it replaces on purpose: `pip check` accepts that conflict
+
+
 class DerivedImage(BaseModel):
     """The image the sglang_image role builds on the base, and the units run."""
 
     model_config = _STRICT
 
     ref: str  # named once, by flashfleet.stack.image.ImageSpec.derived_ref
-    transformers: str  # the Transformers release installed in it (part of the name)
     release: str  # the SGLang release of its base (image.version, e.g. v0.5.23; the spec checks it)
+    # what the image must hold of the multimodal packages, each shipped by the release or
+    # installed by the derived build (flashfleet.stack.image_packages decides which, and why)
+    pins: list[ImagePin]
+    # torchcodec is in the image and the check decodes a clip; False where no torchcodec is
+    # known to load (the ROCm image's torch): video stays unverified
+    video: bool
+    refused_transformers: list[str]  # the seed's: releases that answer images from the text alone
     # the stack's lock of the packages installed in it: name -> version and files' sha256 (the
     # build installs exactly those bytes); {} without a lock
     packages: dict[str, LockedPackage] = {}

@@ -214,6 +214,11 @@ REFUSED: dict[str, tuple[str, str]] = {
     ),
     "sglang_serve_launches": (OWNED, "the launches are the stack's recipe, checked with the spec"),
     "sglang_image_derived": (OWNED, "the derived image is named by flashfleet from the spec"),
+    "sglang_image_pins": (
+        OWNED,
+        "what the image holds follows its release's own requirements; a stack pins one in image.packages",
+    ),
+    "sglang_image_video": (OWNED, "whether torchcodec loads follows the image's torch (image.packages)"),
     "mooncake_config_path": (
         OWNED,
         "the recipe's environment names the store config; it sits in /etc/flashfleet",
@@ -304,9 +309,6 @@ KINDS: dict[str, tuple[str, Kind]] = {
     "rocm_driver_rocm_version": ("version", version),
     "sglang_image_release": ("version", optional(version)),
     "sglang_image_min_version": ("version", version),
-    "sglang_image_transformers_version": ("version", version),
-    "sglang_image_tokenizers_min": ("version", version),
-    "sglang_image_torchcodec_version": ("version", version),
     "sglang_image_refused_transformers": ("version", list_of(version)),
     "model_weights_repos": (
         "name",

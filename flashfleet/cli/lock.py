@@ -107,7 +107,13 @@ def run(args: argparse.Namespace) -> int:
             else {}
         )
         packages = {
-            name: resolve_package(name, want.specifier, index_url=want.index_url, find_links=want.find_links)
+            name: resolve_package(
+                name,
+                want.specifier,
+                index_url=want.index_url,
+                find_links=want.find_links,
+                platform=want.platform,
+            )
             for name, want in pip_installs(spec, sf.role_vars).items()
         }
         apt = resolve_apt(node_apt(spec, sf.role_vars, plan.router_arch))

@@ -204,6 +204,24 @@ def _ttft_lines(t: TimeToFirstToken) -> list[str]:
     return out
 
 
+def _image_package_lines(d: PlanView) -> list[str]:
+    """What the serving image holds of the multimodal packages: from the release, or added by the
+    derived image, and why."""
+    held = d.image_packages
+    torch = f"torch{held.torch}" if held.torch else "torch unknown (not PyPI's build)"
+    out = [f"  image    {held.release} on {held.platform}: {torch} ({held.source})"]
+    for p in held.packages:
+        if p.origin == "release":
+            out.append(f"    {p.requirement:<22} from the release")
+        elif d.image.derived:
+            out.append(f"    {p.requirement:<22} added by the derived image: {p.why}")
+        else:
+            out.append(f"    {p.requirement:<22} missing (image.derived is false): {p.why}")
+    if held.video is not None:
+        out.append(f"    video not verified: {held.video}")
+    return out
+
+
 def _lock_lines(lock: LockView, stack: str) -> list[str]:
     """The lock's state, then each moving part as locked or floating."""
     if lock.present:
@@ -276,6 +294,7 @@ def plan_text(d: PlanView) -> str:
             nodes = ", ".join(f"node {n} ({a})" for n, a in zip(inst.nodes, inst.addresses, strict=True))
             out.append(f"           {inst.name:<10} {nodes}: {inst.url}")
         out.append(f"  path     {c.request_path}")
+    out += _image_package_lines(d)
     out.append(f"  start    {' -> '.join(d.start_order)}")
     out += _critical_path_lines(d.critical_path)
     out += _ttft_lines(d.time_to_first_token)

@@ -20,6 +20,7 @@ from flashfleet.recipes import Recipe, RecipeError
 from flashfleet.recipes.render import name_errors
 from flashfleet.sizing import SizingError, check_host_tier_fits, host_tier_need_gb
 from flashfleet.stack.errors import Problem
+from flashfleet.stack.image_packages import ImagePinError, image_packages
 from flashfleet.stack.kubernetes_source import KubernetesSource
 from flashfleet.stack.lock import StackLock, lock_file_name
 from flashfleet.stack.spec import (
@@ -386,8 +387,11 @@ def check_recipe_names(data: object, base: str) -> list[Problem]:
 def check_image(spec: StackSpec, recipe: Recipe, base: str) -> list[Problem]:
     try:
         check_build_requirements(recipe, spec.image)
+        image_packages(spec.image.version, hardware_catalog()[spec.hardware], spec.image.packages)
     except RecipeError as err:
         return [Problem(f"{base}.image", err.message.removeprefix("image: "), err.rule)]
+    except ImagePinError as err:  # a pin the release or torchcodec's table contradicts
+        return [Problem(f"{base}.{err.field}", err.message, "image-packages")]
     return []
 
 
@@ -547,10 +551,17 @@ def check_lock(
     a router's own AWS instance's, whose Docker Engine and AMI the lock pins too; `region`: the
     stack's, where the lock's AMI ids hold."""
     name = lock_file_name(stack)
+    installs = packages.pip_installs(spec, role_vars)
+    unfit = [
+        Problem(f"{base}.lock", f"{name} {what}: run `flashfleet lock {stack} --update`", "lock-platform")
+        for what in packages.no_wheel(installs, lock)
+    ]
+    if unfit:
+        return unfit, []
     unlocked = [r for r in recipe.repositories if lock is None or r not in lock.weights]
     if spec.image.digest is None:  # neither the stack nor its lock pins the image
         unlocked.append("the image's tag")  # `plan` names it (a value kept whole, not in prose)
-    unlocked += packages.unlocked(packages.pip_installs(spec, role_vars), lock)
+    unlocked += packages.unlocked(installs, lock)
     unlocked += [
         f"the {part}'s apt packages"
         for part in apt_packages.unlocked(apt_packages.node_apt(spec, role_vars, router_arch), lock)

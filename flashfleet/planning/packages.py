@@ -3,7 +3,8 @@ asks for it, which role installs it, and the index that role's pip reads (the st
 a mirror or a wheel folder, else PyPI). `flashfleet lock` resolves these on those indexes; the
 inventory hands each role its own locked entries; `plan` says which are locked.
 
-- the derived image's pins (sglang_image), when the stack runs a derived image;
+- what the derived image adds to its release (sglang_image: flashfleet/stack/image_packages.py),
+  when the stack runs a derived image;
 - the weights download client, huggingface_hub (model_weights on hosts, the download containers
   on Kubernetes), unless the weights are prestaged;
 - the Mooncake wheel for the stack's transport (mooncake), on a stack with the L3 tier.
@@ -16,16 +17,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from flashfleet.catalog import download_client, pip_packages
+from flashfleet.catalog import download_client, hardware_catalog, pip_packages
+from flashfleet.stack.image_packages import image_packages
 from flashfleet.stack.lock import LockedPackage, StackLock
 from flashfleet.stack.spec import StackSpec
 
 Installer = Literal["sglang_image", "model_weights", "mooncake"]
-# roleVars that move a pin (the role's own argument wins in Ansible, so the lock follows it)
-_IMAGE_OVERRIDES = {
-    "tokenizers": ("sglang_image_tokenizers_min", ">="),
-    "torchcodec": ("sglang_image_torchcodec_version", "=="),
-}
 
 
 class PipInstall(BaseModel):
@@ -38,6 +35,10 @@ class PipInstall(BaseModel):
     installer: Installer
     index_url: str | None = None  # None: PyPI (or whatever pip on the node is set up to read)
     find_links: str | None = None  # a wheel folder (URL, or a controller folder): read alone
+    # the nodes' CPU architecture where only some wheels fit (the derived image's packages run
+    # on the GPU nodes' platform); None: the package fits every node (pure Python, or every
+    # platform's wheel is locked)
+    platform: Literal["x86_64", "arm64"] | None = None
 
     def allows(self, locked: LockedPackage) -> bool:
         from packaging.specifiers import SpecifierSet
@@ -58,11 +59,11 @@ def pip_installs(spec: StackSpec, role_vars: Mapping[str, Any] | None = None) ->
     out: dict[str, PipInstall] = {}
     catalog = pip_packages()
     if spec.image.derived:
-        for name, pinned in catalog["image"].items():
-            arg, operator = _IMAGE_OVERRIDES.get(name, ("", ""))
-            specifier = f"{operator}{rv[arg]}" if arg in rv else pinned
-            out[name] = PipInstall(
-                name=name, specifier=specifier, installer="sglang_image",
+        # only what the release lacks: the rest the base image ships, and the build leaves alone
+        hw = hardware_catalog()[spec.hardware]
+        for pin in image_packages(spec.image.version, hw, spec.image.packages).installs:
+            out[pin.name] = PipInstall(
+                name=pin.name, specifier=pin.specifier, installer="sglang_image", platform=hw.arch,
                 index_url=rv.get("sglang_image_pip_index_url") or None,
                 find_links=rv.get("sglang_image_pip_find_links") or None,
             )  # fmt: skip
@@ -106,3 +107,17 @@ def locked_for(
 def unlocked(installs: Mapping[str, PipInstall], lock: StackLock | None) -> list[str]:
     """The distributions the lock does not pin at a version the stack asks for."""
     return [f"{name}{want.specifier}" for name, want in installs.items() if _pinned(want, lock) is None]
+
+
+def no_wheel(installs: Mapping[str, PipInstall], lock: StackLock | None) -> list[str]:
+    """The lock's entries that the stack's nodes cannot install: a version with no wheel for the
+    platform its installer runs on (such a lock was written for other nodes, or by hand)."""
+    from flashfleet.package_index import fits
+
+    out = []
+    for name, want in installs.items():
+        locked = _pinned(want, lock)
+        platform = want.platform
+        if locked is not None and platform is not None and not any(fits(f, platform) for f in locked.files):
+            out.append(f"packages.{name}: {locked.version} has no linux {want.platform} wheel")
+    return out

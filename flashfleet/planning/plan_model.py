@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from flashfleet.launch import ContainerLaunch
 from flashfleet.planning.resolve import MooncakeEndpoints
 from flashfleet.stack.image import ImageSpec
+from flashfleet.stack.image_packages import ImagePackages
 
 Number = int | float
 
@@ -285,6 +286,9 @@ class PlanView(_View):
     badge_source: str
     model: str
     image: ImageSpec
+    # what the serving image holds of the multimodal packages: from the release, or added by the
+    # derived image, and why (flashfleet.stack.image_packages)
+    image_packages: ImagePackages
     ttl: str
     capacity: CapacityView | None
     source: SourceView

@@ -46,6 +46,7 @@ from flashfleet.planning.stack_recipe import kubernetes_plan
 from flashfleet.planning.time_to_first_token import time_to_first_token
 from flashfleet.recipes import Recipe
 from flashfleet.stack import capacity_block
+from flashfleet.stack.image_packages import image_packages
 from flashfleet.stack.kubernetes_source import KubernetesSource
 from flashfleet.stack.lock import lock_file_name
 from flashfleet.stack.spec import AwsSource, ExistingSource
@@ -463,6 +464,9 @@ def plan_data(plan: StackPlan, measured: MeasuredStartup | None = None) -> PlanV
         badge_source=recipe.badge_source,
         model=recipe.model,
         image=plan.spec.image,
+        image_packages=image_packages(
+            plan.spec.image.version, hardware_catalog()[plan.spec.hardware], plan.spec.image.packages
+        ),
         ttl=plan.spec.ttl if isinstance(plan.spec.ttl, str) else ttl_text(plan.spec.ttl.total_seconds()),
         capacity=capacity_summary(plan),
         source=parts.source,

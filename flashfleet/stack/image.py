@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from flashfleet.catalog import Hardware, pip_packages
+from flashfleet.catalog import Hardware
 from flashfleet.catalog.releases import MIN_VERSION, parse_version
 from flashfleet.stack import safe_values
 
 DERIVED_REPOSITORY = "flashfleet/sglang"
-# installed in the derived image: GLM-5.3-Flash's multimodal processor (the catalog's pin)
-TRANSFORMERS_PIN = pip_packages()["image"]["transformers"].removeprefix("==")
+_EXACT_VERSION = re.compile(r"^\d+(\.\d+){1,3}(\.post\d+)?$")
 
 
 class ImageSpec(BaseModel):
@@ -26,6 +26,11 @@ class ImageSpec(BaseModel):
     digest: str | None = Field(None, pattern=r"^sha256:[0-9a-f]{64}$")
     derived: bool = Field(True, description="run the derived image with the Transformers pin and torchcodec")
     includes: tuple[str, ...] = Field((), description="PRs this build is known to contain, e.g. '#42178'")
+    # The stack's own exact versions of the multimodal packages, where it wants other than what
+    # the release ships (flashfleet/stack/image_packages.py checks them against the release).
+    packages: dict[Literal["transformers", "tokenizers", "torchcodec"], str] = Field(
+        default_factory=dict, description="exact versions of transformers, tokenizers or torchcodec"
+    )
 
     @field_validator("repository")
     @classmethod
@@ -52,6 +57,14 @@ class ImageSpec(BaseModel):
                 raise ValueError(f"{pr!r}: write pull requests as '#12345'")
         return value
 
+    @field_validator("packages")
+    @classmethod
+    def _exact_versions(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, version in value.items():
+            if not _EXACT_VERSION.fullmatch(version):
+                raise ValueError(f"{name}: {version!r} is not an exact release version like 5.19.0")
+        return value
+
     @model_validator(mode="after")
     def _pinned(self) -> ImageSpec:
         if self.tag is not None:
@@ -70,13 +83,18 @@ class ImageSpec(BaseModel):
         return f"{self.tagged_ref(hw)}@{self.digest}" if self.digest else self.tagged_ref(hw)
 
     def derived_ref(self, hw: Hardware) -> str:
-        """Local image the sglang_image role builds on top of the base (Transformers pin, torchcodec).
+        """Local image the sglang_image role builds on top of the base (FFmpeg, what the release
+        lacks of the multimodal packages), named for the transformers it holds.
 
         The one place this name is made: the role receives it (sglang_image_derived) and builds
         exactly it, and the serving units run it.
         """
+        from flashfleet.stack.image_packages import image_packages
+
         tag = self.tagged_ref(hw).rpartition(":")[2]
-        return f"{DERIVED_REPOSITORY}:{tag}-tf{TRANSFORMERS_PIN}"
+        held = image_packages(self.version, hw, self.packages).get("transformers")
+        version = held.specifier.lstrip("=>") if held is not None else "unknown"
+        return f"{DERIVED_REPOSITORY}:{tag}-tf{version}"
 
     def ref(self, hw: Hardware) -> str:
         return self.derived_ref(hw) if self.derived else self.base_ref(hw)

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # What the sglang_image role's real `docker build` installs on a test host, which reaches nothing
-# but the controller: the wheels of the role's pins (transformers, tokenizers, torchcodec) and
-# their dependencies for the stand-in base's Python (Debian 12, 3.11, x86_64), and Debian's
+# but the controller: the wheels of what the derived image adds to its release (transformers and
+# tokenizers on v0.5.20) and their dependencies for the stand-in base's Python (Debian 12, 3.11, x86_64), and Debian's
 # ffmpeg with every package it needs beyond the test-host rootfs the stand-in base is made of.
 # The tests serve the wheels as pip's find-links and the debs as the base image's Debian
-# archive (tests/hosts/aptrepo.py). torch is not fetched: PyPI's x86_64 build needs the
-# nvidia-* runtime wheels to import (about 4 GB); see tests/engine/test_derived_image_build.py.
+# archive (tests/hosts/aptrepo.py). The release's own torch and torchcodec are not fetched here
+# (the oracle venv holds them: scripts/setup.d/10-sglang-oracle.sh).
 # Fetched once, cached; prints its size.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -14,8 +14,12 @@ cd "$(dirname "$0")/../.."
 cache="${FLASHFLEET_TEST_HOSTS_CACHE:-/var/cache/flashfleet/test-hosts}"
 base="$cache/base-bookworm"
 out="$cache/sglang-image-build"
-pin() { sed -n "s/^sglang_image_$1: \"\(.*\)\"$/\1/p" roles/sglang_image/defaults/main.yml; }
-requirements="transformers==$(pin transformers_version) tokenizers>=$(pin tokenizers_min) torchcodec==$(pin torchcodec_version)"
+# What the derived image adds to release v0.5.20 on an H200 node (tests/engine's release: its own
+# transformers and tokenizers fall short of the seed), as flashfleet decides it.
+requirements=$(uv run --frozen --no-sync python -c '
+from flashfleet.catalog import hardware_catalog
+from flashfleet.stack.image_packages import image_packages
+print(" ".join(p.requirement for p in image_packages("v0.5.20", hardware_catalog()["h200"]).installs))')
 stamp="$requirements ffmpeg"
 if [ "$(cat "$out/.ok" 2>/dev/null)" = "$stamp" ]; then
   echo "derived-image build inputs ready: $out ($(du -sh "$out" | cut -f1))"

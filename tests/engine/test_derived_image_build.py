@@ -1,20 +1,18 @@
 """The sglang_image role's derived image, built for real: the role's own Dockerfile, `docker
 build` on the real engine of a test host, on a stand-in base named exactly as the launch pins
 (the test rootfs with python3 and pip, its Debian archive the controller's), with pip installing
-the real transformers, tokenizers and torchcodec wheels (fetched by
+the real wheels of what the derived image adds to its release (fetched by
 scripts/setup.d/27-sglang-image-build.sh, served as find-links through the role's
 `sglang_image_pip_find_links`) and apt installing Debian's real ffmpeg.
 
-Where it stops, and why: the upstream base carries a CUDA torch, and torchcodec's decoders
-import torch. PyPI's x86_64 torch 2.9 needs the nvidia-* runtime wheels to import: about 4.1 GB
-to download (torch 0.9 GB, cuDNN 0.7 GB, cuBLAS 0.6 GB, ...), several times that unpacked in the
-image, too much for CI and for the test host's disk. torch is not faked either, so the stand-in
-base has none, and the build must get exactly as far as the vendor boundary: apt installed
-ffmpeg, pip resolved and installed the exact pins from the wheels, the in-build check printed
-"ok:" for transformers 5.17.0's Glm5NextProcessor, and failed at its torchcodec step with the
-torch import error; the role reports the failure and tags no image. The layer the check ran on
-is then opened to read the pins the build left there. What lies beyond (torchcodec loading
-against the base's torch and FFmpeg) needs the upstream image and is not claimed here.
+The release built on is v0.5.20, whose own pins (transformers 5.12.1, tokenizers 0.22.2) fall
+short of the seed: the derived image installs transformers 5.17.0 and tokenizers 0.23.1 or later
+over them (on v0.5.23 the release ships what the seed needs, and the build installs no wheel).
+Where it stops, and why: the upstream base carries the release's CUDA torch and torchcodec
+0.15.0; the stand-in base has neither, so the in-build check passes the processor and then names
+torchcodec as missing, and the role reports the failure and tags no image. The layer the check
+ran on is then opened to read what the build left there. The release's real torch and torchcodec
+decoding a clip with the same check: tests/roles/test_release_image_check.py.
 """
 
 from __future__ import annotations
@@ -42,6 +40,22 @@ def _plan(stack: str) -> dict[str, Any]:
     return dict(json.loads(out.stdout))
 
 
+OLDER = "v0.5.20"  # a release whose own transformers and tokenizers the derived image replaces
+
+
+def _older_pins() -> dict[str, Any]:
+    """The role's arguments for an h200 node of release OLDER, as the inventory decides them."""
+    from flashfleet.catalog import hardware_catalog
+    from flashfleet.stack.image_packages import image_packages
+
+    held = image_packages(OLDER, hardware_catalog()["h200"])
+    pins = [
+        {"name": p.name, "specifier": p.specifier, "install": p.origin == "derived", "overrides": p.overrides}
+        for p in held.packages
+    ]
+    return {"sglang_image_release": OLDER, "sglang_image_pins": pins}
+
+
 def _wheel_version(project: str) -> str:
     wheels = list((IMAGE_BUILD / "wheels").glob(f"{project}-*.whl"))
     assert len(wheels) == 1, wheels
@@ -60,6 +74,7 @@ def test_the_role_builds_the_derived_image_up_to_the_vendor_torch(engine: Engine
         extravars={
             "sglang_image_pip_find_links": engine.wheels_url,
             "sglang_image_pip_trusted_host": engine.pool.gateway,
+            **_older_pins(),
         },
     )
     print(f"[derived image] sglang_image role with the real docker build: {time.monotonic() - start:.1f} s")
@@ -77,11 +92,14 @@ def test_the_role_builds_the_derived_image_up_to_the_vendor_torch(engine: Engine
     # as the engine reads them, so a line may come out split: what apt and pip installed is read
     # from the layer below, not from their log lines.
     output = res["stdout"]
-    # the in-build check passed up to torchcodec, which fails for want of the vendor torch
+    # the in-build check passed the processor, and names what only the vendor base holds
     assert CHECK_STEP in output, output[-4000:]
     check = output[output.index(CHECK_STEP) :]
     assert "ok: Glm5NextProcessor imports from transformers 5.17.0" in check, check
-    assert "FAIL: torchcodec does not load: ModuleNotFoundError: No module named 'torch'" in check, check
+    assert "FAIL: torchcodec None installed, torchcodec==0.15.0 pinned" in check, check
+    assert "FAIL: torchcodec does not decode: ModuleNotFoundError" in check, check
+    assert "FAIL: transformers" not in check, check
+    assert "FAIL: tokenizers" not in check, check
     assert "multimodal check passed" not in check
     assert "returned a non-zero code: 1" in res["stderr"], res["stderr"]
     # no image under the launch's name: the unit cannot run a half-built image
@@ -93,11 +111,11 @@ def test_the_role_builds_the_derived_image_up_to_the_vendor_torch(engine: Engine
     # pip resolved the pins from the served wheels (no index) and installed exactly them
     shown = engine.sh(
         "h200",
-        f"docker run --rm --entrypoint python3 {layer} -m pip show transformers torchcodec tokenizers",
+        f"docker run --rm --entrypoint python3 {layer} -m pip show transformers tokenizers",
     )
     assert shown.returncode == 0, shown.stderr
     versions = re.findall(r"^Version: (\S+)$", shown.stdout, re.M)
-    assert versions == ["5.17.0", "0.9.1", _wheel_version("tokenizers")], shown.stdout
+    assert versions == ["5.17.0", _wheel_version("tokenizers")], shown.stdout
     # apt installed Debian's real ffmpeg from the base's archive (the controller's copy)
     package = engine.sh(
         "h200", f"docker run --rm --entrypoint dpkg-query {layer} -W -f '${{Version}}' ffmpeg"
@@ -145,11 +163,10 @@ def test_a_locked_build_installs_exactly_the_locked_files_and_refuses_other_byte
     from flashfleet.planning.packages import pip_installs
 
     assert (IMAGE_BUILD / ".ok").exists(), f"{IMAGE_BUILD}: run scripts/setup.d/27-sglang-image-build.sh"
-    pins = {
-        n: i.specifier
-        for n, i in pip_installs(load_stack("h200-lowlat").spec).items()
-        if i.installer == "sglang_image"
-    }
+    spec = load_stack("h200-lowlat").spec
+    older = spec.model_copy(update={"image": spec.image.model_copy(update={"version": OLDER})})
+    pins = {n: i.specifier for n, i in pip_installs(older).items() if i.installer == "sglang_image"}
+    assert sorted(pins) == ["tokenizers", "transformers"], pins
     lock = {
         name: resolve_package(name, specifier, find_links=str(IMAGE_BUILD / "wheels")).model_dump()
         for name, specifier in pins.items()
@@ -157,6 +174,7 @@ def test_a_locked_build_installs_exactly_the_locked_files_and_refuses_other_byte
     where = {
         "sglang_image_pip_find_links": engine.wheels_url,
         "sglang_image_pip_trusted_host": engine.pool.gateway,
+        **_older_pins(),
     }
     assert engine.repo is not None
     apt_lock = _apt_lock(engine, "20261206T000000Z")
@@ -237,6 +255,8 @@ def _locked_builds(
     assert CHECK_STEP in output, output[-4000:]
     check = output[output.index(CHECK_STEP) :]
     assert "ok: Glm5NextProcessor imports from transformers 5.17.0" in check, check
-    assert "FAIL: torchcodec does not load" in check, check
-    assert " installed, the lock has " not in check  # every locked version is the one in the layer
+    assert "FAIL: torchcodec does not decode" in check, check
+    # every locked version is the one in the layer
+    assert "FAIL: transformers" not in check, check
+    assert "FAIL: tokenizers" not in check, check
     engine.sh("h200", "docker container prune -f")

@@ -46,14 +46,22 @@ class PackageIndex:
 
     @classmethod
     def of_catalog_pins(cls) -> PackageIndex:
-        """One file of each version the catalog pins (the derived image's packages, the weights
-        client, each Mooncake wheel): enough for `flashfleet lock` of any catalog stack."""
+        """One file of each version the catalog pins (what the derived images add to the default
+        release, the weights client, each Mooncake wheel): enough for `flashfleet lock` of any catalog stack."""
         from packaging.requirements import Requirement
 
-        from flashfleet.catalog import download_client, pip_packages
+        from flashfleet.catalog import download_client, hardware_catalog, pip_packages
+        from flashfleet.stack.image import ImageSpec
+        from flashfleet.stack.image_packages import image_packages
 
         catalog = pip_packages()
-        wanted = [f"{n}{spec}" for n, spec in catalog["image"].items()]
+        wanted = sorted(
+            {
+                pin.requirement
+                for hw in hardware_catalog().values()
+                for pin in image_packages(ImageSpec().version, hw).installs
+            }
+        )
         wanted += [*catalog["mooncake"].values(), f"huggingface_hub=={download_client().hub_version}"]
         files = {}
         for text in wanted:

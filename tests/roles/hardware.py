@@ -9,7 +9,7 @@ from hosts.harness import HostSpec
 
 from flashfleet.catalog import hardware_catalog, node_packages
 from flashfleet.inventory import weights_client_facts
-from flashfleet.stack.image import TRANSFORMERS_PIN, ImageSpec
+from flashfleet.stack.image import ImageSpec
 
 H200 = {"vendor": "nvidia", "gpus": [{"name": "NVIDIA H200", "memory_mib": 143771}] * 8}
 GB300 = {"vendor": "nvidia", "gpus": [{"name": "NVIDIA GB300", "memory_mib": 284208}] * 4}
@@ -60,10 +60,17 @@ def derived_image(hardware: str) -> str:
 def derived_facts(hardware: str, release: str = ImageSpec().version) -> dict[str, Any]:
     """``flashfleet_image_derived`` as the inventory gives it (the release is flashfleet's, not the tag's)."""
     from flashfleet.bringup.host_vars import DerivedImage
+    from flashfleet.stack.image_packages import image_packages
 
+    held = image_packages(release, hardware_catalog()[hardware])
+    pins = [
+        {"name": p.name, "specifier": p.specifier, "install": p.origin == "derived", "overrides": p.overrides}
+        for p in held.packages
+    ]
     return DerivedImage(
-        ref=derived_image(hardware), transformers=TRANSFORMERS_PIN, release=release
-    ).model_dump()
+        ref=derived_image(hardware), release=release, pins=pins, video=held.video is None,
+        refused_transformers=list(held.refused_transformers),
+    ).model_dump()  # fmt: skip
 
 
 def facts(hardware: str, index: int = 0, **overrides: Any) -> dict[str, Any]:

@@ -15,7 +15,7 @@ docker run \
   --env-file /etc/flashfleet/secrets.env \
   -e UCX_NET_DEVICES=lo \
   -e UCX_TLS=tcp,cuda_copy,cuda_ipc,self,sm \
-  flashfleet/sglang:v0.5.23-cu130-tf5.17.0 \
+  flashfleet/sglang:v0.5.23-cu130-tf5.19.0 \
   sglang serve \
   --model-path zai-org/GLM-5.3-Flash \
   --tp-size 2 \
@@ -45,7 +45,7 @@ docker run \
   --env-file /etc/flashfleet/secrets.env \
   -e UCX_NET_DEVICES=lo \
   -e UCX_TLS=tcp,cuda_copy,cuda_ipc,self,sm \
-  flashfleet/sglang:v0.5.23-cu130-tf5.17.0 \
+  flashfleet/sglang:v0.5.23-cu130-tf5.19.0 \
   sglang serve \
   --model-path zai-org/GLM-5.3-Flash \
   --tp-size 2 \
@@ -69,7 +69,7 @@ docker run \
   --shm-size 32g \
   --ulimit memlock=-1 \
   --ulimit stack=67108864 \
-  flashfleet/sglang:v0.5.23-cu130-tf5.17.0 \
+  flashfleet/sglang:v0.5.23-cu130-tf5.19.0 \
   python -m sglang_router.launch_router \
   --pd-disaggregation \
   --mini-lb \

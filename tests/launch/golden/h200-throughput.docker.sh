@@ -13,7 +13,7 @@ docker run \
   --gpus '"device=0,1,2,3,4,5,6,7"' \
   -v /opt/flashfleet/hf-cache:/root/.cache/huggingface \
   --env-file /etc/flashfleet/secrets.env \
-  flashfleet/sglang:v0.5.23-tf5.17.0 \
+  flashfleet/sglang:v0.5.23-tf5.19.0 \
   sglang serve \
   --model-path zai-org/GLM-5.3-Flash \
   --tp-size 8 \

@@ -19,7 +19,7 @@ docker run \
   --env-file /etc/flashfleet/secrets.env \
   -e SGLANG_USE_AITER=1 \
   -e HIP_VISIBLE_DEVICES=0,1,2,3 \
-  flashfleet/sglang:v0.5.23-rocm720-mi35x-tf5.17.0 \
+  flashfleet/sglang:v0.5.23-rocm720-mi35x-tf5.19.0 \
   sglang serve \
   --model-path OneNexus/GLM-5.3-Flash-MXFP4 \
   --tp-size 4 \
