@@ -129,9 +129,6 @@ def run(args: argparse.Namespace) -> int:
     except (ProfileError, ValueError, OSError) as err:
         raise UsageError(str(err)) from None
 
-    from flashfleet.cli.common import writable_dir
-
-    writable_dir(args.results, "--results")  # before the benchmark runs: its results must land
     recipe = None
     if args.hardware or args.strategy:
         if not (args.hardware and args.strategy):
@@ -154,6 +151,10 @@ def run(args: argparse.Namespace) -> int:
             servers = tuple(parse_server(text) for text in args.servers)
         except ValueError as err:
             raise UsageError(str(err)) from None
+    from flashfleet.cli.common import writable_dir
+
+    # after every input check (a refusal creates nothing), before the benchmark runs: its results must land
+    writable_dir(args.results, "--results")
     facts: dict[str, Any] = {
         "instance_type": args.instance_type,
         "node_count": args.node_count,

@@ -38,13 +38,15 @@ def test_unified_recipe_gives_one_server_with_all_its_gpus():
     [("router=http://x:1", "ROLE one of"), ("prefill=x:1", "ROLE=URL"), ("decode=http://x:1@two", "integer"),
      ("decode=http://x:1@0", "at least 1")],
 )  # fmt: skip
-def test_bad_server_option_is_one_line_exit_2(text, why, capsys):
+def test_bad_server_option_is_one_line_exit_2(text, why, capsys, tmp_path, monkeypatch):
     with pytest.raises(ValueError, match=why):
         parse_server(text)
+    monkeypatch.chdir(tmp_path)  # the default --results is ./results
     assert main(["bench", "stk", "--endpoint", "http://127.0.0.1:9", "--server", text]) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1
     assert "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []  # refused before the results folder is made
 
 
 def test_counters_sum_over_label_sets():

@@ -15,15 +15,23 @@ import pytest
 import yaml
 from pulumi.runtime import proto
 
-from flashfleet.bringup.project import DEFAULT_PROJECT, REPO
+from flashfleet.bringup.project import DEFAULT_PROJECT, REPO, Project
 from flashfleet.bringup.provider import PlaybookRunProvider
-from flashfleet.bringup.role_vars import KINDS, REFUSED, STACK_PLAYBOOKS, check_role_vars, documented_options
+from flashfleet.bringup.role_vars import (
+    KINDS,
+    REFUSED,
+    STACK_PLAYBOOKS,
+    RoleVarRefused,
+    check_role_vars,
+    documented_options,
+)
 from flashfleet.cli import main
 from flashfleet.stack import safe_values
 from tests.stacks.conftest import catalog_doc
 
 from .conftest import resource_inputs
 from .engine import URN, ProviderHost
+from .inventories import PROJECT, inventory, unreachable_host
 
 ROLE_VARS = "flashfleet:roleVars"
 # (variable, value, rule): the review's cases first, then the other ways round the same rules.
@@ -42,6 +50,8 @@ ATTACKS = [
     ("nvidia_driver_repo_url", "https://mirror:s3cret@apt.example.internal/cuda/repos", "credentials"),
     ("model_weights_pip_find_links", "https://me:pw@wheels.example.internal/", "credentials"),
     ("model_weights_hf_endpoint", "{{ lookup('env', 'AWS_SECRET_ACCESS_KEY') }}", "template"),
+    ("model_weights_pip_trusted_host", "{% if lookup('pipe', 'id') %}x{% endif %}", "template"),
+    ("mooncake_local_hostname", "node{# a comment Ansible reads #}", "template"),
     ("model_weights_hf_endpoint", "file:///etc/passwd", "url"),
     ("mooncake_local_hostname", "-oProxyCommand=x", "address"),
     ("rocm_driver_users", ["root;id"], "user"),
@@ -166,16 +176,84 @@ def test_every_documented_argument_of_the_bringup_has_a_rule() -> None:
     assert all(REFUSED[n][0] == "secret-handling" for n in secretish)
 
 
-def test_a_refused_or_accepted_directory_follows_the_specs_own_rule() -> None:
-    for value in ["/opt/flashfleet/mooncake", "/home", "/home/me/mc", "/data/../etc", "/srv/x:y", "/root/x"]:
-        try:
+# (directory, the path it names or None where refused), by the rule docs/security.md states and
+# written out here: strictly below one of the roots, no `..`, no hidden name, plain characters.
+DIRECTORIES = [
+    ("/opt/flashfleet/mooncake", "/opt/flashfleet/mooncake"),
+    ("/mnt/nvme/hf-cache", "/mnt/nvme/hf-cache"),
+    ("/var/lib/flashfleet/mc", "/var/lib/flashfleet/mc"),
+    ("/srv/a_b-c+d@e.f", "/srv/a_b-c+d@e.f"),
+    ("/data//weights/./mc/", "/data/weights/mc"),  # `//`, `.` and a trailing `/` folded
+    ("/opt/flashfleet", None),  # a root itself
+    ("/mnt/", None),
+    ("/opt/flashfleetx/mc", None),  # a root's name as a prefix only
+    ("/home", None),
+    ("/home/me/mc", None),
+    ("/root/x", None),
+    ("/var/lib/mysql", None),
+    ("/data/../etc", None),
+    ("/mnt/nvme/../../etc", None),
+    ("/mnt/.ssh", None),
+    ("/srv/x/.cache/y", None),
+    ("/srv/x:y", None),
+    ("/srv/a b", None),
+    ("mnt/x", None),
+]
+
+
+@pytest.mark.parametrize(("value", "path"), DIRECTORIES)
+def test_a_directory_is_accepted_or_refused_by_the_documented_rule(value: str, path: str | None) -> None:
+    if path is None:
+        with pytest.raises(ValueError, match="must be an absolute path strictly below one of"):
             safe_values.host_path(value)
-            spec_ok = True
-        except ValueError:
-            spec_ok = False
-        try:
+        with pytest.raises(RoleVarRefused) as refused:
             check_role_vars(DEFAULT_PROJECT, STACK_PLAYBOOKS, {"mooncake_install_dir": value})
-            ours = True
-        except ValueError:
-            ours = False
-        assert ours == spec_ok, value
+        assert refused.value.rule == "host-path"
+    else:
+        assert safe_values.host_path(value) == path
+        check_role_vars(DEFAULT_PROJECT, STACK_PLAYBOOKS, {"mooncake_install_dir": value})
+
+
+# A person's own project (tests/bringup/project): role arguments flashfleet has no kind for. A
+# path, a list of mappings or a mapping could hold anything (a directory the role writes into, a
+# command it runs), so each is refused, named, whatever it holds.
+NO_RULE = [
+    ("marker_dir", "/etc", "path"),
+    ("marker_dir", "/root/.ssh", "path"),
+    ("marker_processes", [{"name": "x", "argv": ["sh", "-c", "rm -rf /"]}], "list"),
+]
+NO_RULE_REASON = "has no rule for what it may hold (roles/*/meta/argument_specs.yml), so it is not accepted"
+
+
+@pytest.mark.parametrize(("name", "value", "rule"), NO_RULE, ids=["etc", "root-ssh", "rm-rf"])
+def test_configure_refuses_a_projects_argument_that_has_no_rule(
+    tmp_path: Path, capsys: Any, name: str, value: Any, rule: str
+) -> None:
+    # an unreachable node: were the value let through, the run would fail on SSH, touching nothing here
+    inv = tmp_path / "inv.yaml"
+    inv.write_text(yaml.safe_dump(inventory("t1", {"node-0": (unreachable_host(), tmp_path / "n0")})))
+    argv = ["configure", "t1", "--inventory", str(inv), "--project", str(PROJECT),
+            "--runs-dir", str(tmp_path / "runs")]  # fmt: skip
+    rc = main([*argv, "-e", f"{name}={yaml.safe_dump(value, default_flow_style=True).strip()}"])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert err == f"flashfleet configure: -e {name}: {NO_RULE_REASON} [rule: {rule}]\n"
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_mapping_argument_of_a_projects_role_is_refused_and_its_scalars_pass(tmp_path: Path) -> None:
+    (tmp_path / "playbooks").mkdir()
+    (tmp_path / "playbooks" / "site.yml").write_text(
+        yaml.safe_dump([{"name": "Site", "hosts": "all", "gather_facts": False, "roles": [{"role": "own"}]}])
+    )
+    meta = tmp_path / "roles" / "own" / "meta"
+    meta.mkdir(parents=True)
+    options = {"own_env": {"type": "dict"}, "own_count": {"type": "int"}, "own_label": {"type": "str"}}
+    spec = {"argument_specs": {"main": {"options": options}}}
+    (meta / "argument_specs.yml").write_text(yaml.safe_dump(spec))
+    project = Project(tmp_path)
+    check_role_vars(project, ["site.yml"], {"own_count": 3, "own_label": "blue"})  # scalars and words pass
+    with pytest.raises(RoleVarRefused) as refused:
+        check_role_vars(project, ["site.yml"], {"own_env": {"LD_PRELOAD": "/tmp/x.so"}})
+    got = refused.value
+    assert (got.name, got.rule, got.message) == ("own_env", "dict", NO_RULE_REASON)

@@ -21,7 +21,6 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from property_budget import budget
 
-from flashfleet.capacity.offers import OfferError, check_hours
 from flashfleet.cli import main
 from flashfleet.stack import DEFAULT_STACKS_DIR
 
@@ -37,7 +36,9 @@ _TYPED = st.sampled_from(
      "2_400", "1e4", "0.0001", "-0", "Infinity"]
 )  # fmt: skip
 # Each strategy also draws values EC2 takes, so that the typed path is walked, not only refusals.
+# The durations EC2 sells (its Capacity Blocks guide): 1 to 14 days in days, then weeks up to 182 days.
 SOLD_HOURS = [24 * d for d in range(1, 15)] + [168 * w for w in range(3, 27)]
+assert SOLD_HOURS[-1] == 182 * 24
 HOURS = st.one_of(
     st.sampled_from(SOLD_HOURS).map(str), _TYPED, st.integers(-100, 5000).map(str), st.text(max_size=6)
 )
@@ -55,12 +56,9 @@ def _hours(text: str) -> tuple[int | None, tuple[str, str]]:
     """What --hours should become, or the (field, rule) a refusal names."""
     field = ("--hours", "block-duration")
     t = text.strip()
-    if not (t.isascii() and t.isdigit()) or int(t) < 1:
+    if not (t.isascii() and t.isdigit()) or int(t) not in SOLD_HOURS:
         return None, field
-    try:
-        return check_hours(int(t)), field
-    except OfferError:
-        return None, field
+    return int(t), field
 
 
 def _price(text: str | None) -> tuple[float | None, tuple[str, str]]:
@@ -98,6 +96,9 @@ EC2.meta.events.register(
 @example(hours="48", price=None, count=1)
 @example(hours="4_8", price="2400", count=1)
 @example(hours="25", price="2400", count=1)
+@example(hours="360", price="2400", count=1)  # 15 days: past 14 days only whole weeks
+@example(hours="4368", price="2400", count=1)  # 26 weeks, the longest block
+@example(hours="4536", price="2400", count=1)  # 27 weeks
 @example(hours="48", price="nan", count=1)
 @example(hours="48", price="inf", count=1)
 @example(hours="48", price="2400", count=0)

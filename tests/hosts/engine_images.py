@@ -28,6 +28,7 @@ from .router_site import copy_router_site
 
 HERE = Path(__file__).parent
 STANDIN_SERVER = HERE.parent / "serve/standin_sglang.py"
+SGLANG_FLAGS = HERE.parents[1] / "flashfleet/catalog/sglang_flags.txt"  # the stand-in parses its argv with it
 # Left out of the image: what no stand-in server reads (about 120 MB of the rootfs).
 EXCLUDE = ("./usr/share/doc", "./usr/share/man", "./usr/share/locale", "./var/lib/apt/lists",
            "./var/cache/apt", "./etc/ssh/ssh_host_*", "./etc/apt/sources.list",
@@ -53,6 +54,7 @@ def _overlay(root: Path, apt_repo: str, apt_key: str) -> list[str]:
     standin = root / "opt/flashfleet-standin"
     standin.mkdir(parents=True)
     shutil.copy(STANDIN_SERVER, standin / "standin_sglang.py")
+    shutil.copy(SGLANG_FLAGS, standin / SGLANG_FLAGS.name)
     shutil.copy(HERE / "image/entry.py", standin / "entry.py")
     bin_dir = root / "usr/local/bin"
     bin_dir.mkdir(parents=True)

@@ -163,5 +163,7 @@ def install_fake_docker(lab: ServeLab, host: str) -> None:
     (root / "usr/local/lib/fake-docker/standin_sglang.py").write_text(
         (HERE / "standin_sglang.py").read_text()
     )
+    flags = HERE.parents[1] / "flashfleet/catalog/sglang_flags.txt"  # the stand-in parses its argv with it
+    (root / "usr/local/lib/fake-docker" / flags.name).write_text(flags.read_text())
     (root / "usr/bin/docker").write_text((HERE / "fake_docker.py").read_text())
     (root / "usr/bin/docker").chmod(0o755)

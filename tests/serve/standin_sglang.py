@@ -47,6 +47,10 @@ Two entries, one server:
 `--load-format remote_instance` it takes its weights from the seed instance its flags name, as
 SGLang's loader asks a seed (a send group, then the send), instead of its own load_seconds; as a
 seed it sends to one loader at a time (knob peer_load_seconds: the weights on the wire).
+Before anything else it parses its argv as `sglang serve` 0.5.23 does, against the shipped flag list
+(flashfleet/catalog/sglang_flags.txt, copied beside it on a test host and in a stand-in image) and
+the choices of a few flags read from that release: an unknown flag or a choice outside the list
+exits 2 with argparse's usage and error line, as there.
 """
 
 from __future__ import annotations
@@ -699,6 +703,56 @@ def flag(argv: list[str], name: str, default: str | None = None) -> str | None:
     return argv[argv.index(name) + 1] if name in argv else default
 
 
+# The pinned `sglang serve` option strings: flashfleet/catalog/sglang_flags.txt in a checkout,
+# copied beside this file where it runs on a test host or in a stand-in image.
+FLAGS_FILE = "sglang_flags.txt"
+# Choices the real parser checks, read from sglang 0.5.23's srt/arg_groups/fields/model.py,
+# fields/disagg.py and fields/memory.py; a flag not listed here takes any value (the list does not
+# say which flags take one).
+CHOICES = {
+    "--kv-cache-dtype": ("auto", "fp8_e5m2", "fp8_e4m3", "mxfp8", "bf16", "bfloat16", "nvfp4", "fp4_mx_block16"),
+    "--disaggregation-mode": ("null", "prefill", "decode"),
+    "--hicache-storage-backend": ("file", "sim", "mooncake", "npu_memcache", "hf3fs", "nixl", "aibrix", "dynamic",
+                                  "eic", "simm", "mori", "shm", "tensorcast", "seaweedfs"),
+}  # fmt: skip
+
+
+def sglang_flags() -> list[str]:
+    here = os.path.dirname(os.path.abspath(__file__))
+    for path in (
+        os.path.join(here, FLAGS_FILE),
+        os.path.join(here, "..", "..", "flashfleet", "catalog", FLAGS_FILE),
+    ):
+        if os.path.exists(path):
+            with open(path) as f:
+                return [line.strip() for line in f if line.startswith("--")]
+    sys.exit(f"stand-in: no {FLAGS_FILE} beside {here} (copy flashfleet/catalog/{FLAGS_FILE} there)")
+
+
+def check_serve_argv(argv: list[str]) -> list[str]:
+    """The flags as `sglang serve` 0.5.23 reads them, or an exit as there on what its parser
+    refuses (argparse: usage, one error line, exit 2): an option it does not have, or a value
+    outside a flag's choices. sglang/cli/serve.py first takes out `--model-type` and reads a
+    first bare word as the model."""
+    import argparse
+
+    words = argv[2:] if argv[:2] == ["sglang", "serve"] else argv[1:] if argv[:1] == ["serve"] else argv
+    words = [
+        w for i, w in enumerate(words)
+        if w != "--model-type" and not w.startswith("--model-type=") and words[i - 1 : i] != ["--model-type"]
+    ]  # fmt: skip
+    if words and not words[0].startswith("-"):
+        words = ["--model-path", *words]
+    parser = argparse.ArgumentParser(prog="sglang serve")  # abbreviations allowed, as there
+    for name in sglang_flags():
+        if name in CHOICES:
+            parser.add_argument(name, choices=CHOICES[name])
+        else:
+            parser.add_argument(name, nargs="*")  # a switch or a value: any words up to the next flag
+    parser.parse_args(words)
+    return words
+
+
 def join_mooncake(argv: list[str]) -> Store | None:
     """With the Mooncake backend, mount a segment through the config SGLang would read."""
     path = os.environ.get("SGLANG_HICACHE_MOONCAKE_CONFIG_PATH")
@@ -720,6 +774,7 @@ def state_from_argv(argv: list[str], knobs_path: str | None = None) -> StandinSt
     """The server the container's (config-merged) argv asks for; answers come at once."""
     if "sglang_router.launch_router" in argv:
         sys.exit("the stand-in is no router: run the real sglang_router")
+    argv = check_serve_argv(argv)
     mode = flag(argv, "--disaggregation-mode")  # "null" (the default), "prefill" or "decode"
     return StandinState(
         ttft_s=0.0, itl_s=0.0, answers=True, knobs_path=knobs_path or os.environ.get(KNOBS_ENV, KNOBS),

@@ -1,6 +1,7 @@
 """The stand-in SGLang server refuses what SGLang 0.5.23 refuses: its API-key decisions match the real
-`decide_request_auth` (run in the sglang oracle venv), and it reads `--config` the way the real
-ConfigArgumentMerger does, through the container's mounts under the fake docker. Runs the stand-in
+`decide_request_auth` (run in the sglang oracle venv), it reads `--config` the way the real
+ConfigArgumentMerger does, through the container's mounts under the fake docker, and it exits as
+`sglang serve` does on a flag its parser does not have or a value outside a flag's choices. Runs the stand-in
 on the controller; no test host needed. Its HiCache tiers are checked in process."""
 
 from __future__ import annotations
@@ -19,7 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.serve.standin_sglang import StandinServer, StandinState
+from flashfleet.planning import load_stack
+from flashfleet.recipes import render
+from flashfleet.recipes.matrix import matrix
+from flashfleet.stack import DEFAULT_STACKS_DIR
+from tests.serve.standin_sglang import StandinServer, StandinState, check_serve_argv, state_from_argv
 
 HERE = Path(__file__).parent
 ROOT = HERE.parents[1]
@@ -386,3 +391,62 @@ def test_a_loader_loads_from_its_seed_and_stops_when_the_seed_refuses() -> None:
     finally:
         seed.kill()
         seed.wait()
+
+
+# What `sglang serve` 0.5.23 refuses before it loads anything: argparse's one error line, exit 2.
+# The choices are sglang's own (srt/arg_groups/fields/model.py, kv_cache_dtype).
+KV_CHOICES = "'auto', 'fp8_e5m2', 'fp8_e4m3', 'mxfp8', 'bf16', 'bfloat16', 'nvfp4', 'fp4_mx_block16'"
+REFUSALS = [
+    (["--kv-cache-dtype", "fp9"], f"argument --kv-cache-dtype: invalid choice: 'fp9' (choose from {KV_CHOICES})"),
+    (["--no-such-flag", "1"], "unrecognized arguments: --no-such-flag 1"),
+    (["--disaggregation-mode", "both"], "argument --disaggregation-mode: invalid choice: 'both' "
+                                        "(choose from 'null', 'prefill', 'decode')"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("argv", "error"), REFUSALS, ids=["kv-cache-dtype", "unknown-flag", "pd-mode"])
+def test_the_container_exits_as_sglang_serve_does_on_what_its_parser_refuses(
+    argv: list[str], error: str
+) -> None:
+    proc, _ = start(argv, None)
+    try:
+        _, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 2, err
+    assert err.splitlines()[0].startswith("usage: sglang serve [-h]"), err
+    assert err.splitlines()[-1] == f"sglang serve: error: {error}"
+
+
+def test_the_container_argv_is_read_as_sglang_serve_reads_it() -> None:
+    """As the image runs it (`sglang serve ...`, or `serve ...` after the image's `sglang` script):
+    both refusals there, the first one the parser meets reported; the model as a first bare word
+    and `--model-type` taken out before parsing, as sglang/cli/serve.py does."""
+    for prefix in (["sglang", "serve"], ["serve"]):
+        bad = [*prefix, "--model-path", "m", "--no-such-flag", "1", "--kv-cache-dtype", "fp9"]
+        with pytest.raises(SystemExit) as refused:
+            state_from_argv(bad)
+        assert refused.value.code == 2
+        state = state_from_argv([*prefix, "zai-org/GLM-5.3-Flash", "--model-type", "llm", "--tp-size", "8"])
+        assert (state.model_path, state.tp_size) == ("zai-org/GLM-5.3-Flash", 8)
+    # argparse's abbreviations, as there: a prefix of one flag is taken, of several refused
+    state_from_argv(["--model-path", "m", "--served-model", "glm"])  # --served-model-name
+    with pytest.raises(SystemExit) as refused:
+        state_from_argv(["--model-path", "m", "--enable"])
+    assert refused.value.code == 2
+
+
+def test_every_server_a_recipe_starts_passes_the_stand_ins_parser() -> None:
+    """What the serving tests start in the stand-in's place: the `sglang serve` argv of every
+    shipped stack and of every cell of the recipe matrix with its defaults."""
+    recipes = [
+        load_stack(p.name[len("Pulumi.") : -len(".yaml")]).recipe
+        for p in DEFAULT_STACKS_DIR.glob("Pulumi.*.yaml")
+    ]
+    for cell in matrix(with_choices=False):
+        if cell.disabled_reason is None:
+            recipes.append(render(cell.hardware, cell.strategy, cell.topology))
+    servers = [list(p.argv) for r in recipes for p in r.processes if list(p.argv[:2]) == ["sglang", "serve"]]
+    assert len(servers) > len(recipes)  # PD and encoder cells start more than one
+    for argv in servers:
+        assert check_serve_argv(argv) == argv[2:]

@@ -2,7 +2,8 @@
 registry side runs against a real registry in tests/cli/test_lock_cli.py): every consumer of
 the stack's image takes the locked digest (the inventory's base for the sglang_image role, the
 docker launch of a stack that runs the base as it is, a Kubernetes pod), `plan` shows it, and a
-stack whose own image.digest disagrees with its lock is refused."""
+stack whose own image.digest disagrees with its lock is refused. With the same lock: one that
+misses a repository the recipe downloads is not current."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ from flashfleet.stack.lock import (
     LockedRepo,
     StackLock,
     dump_lock,
+    read_lock,
 )
 
 MODEL = "zai-org/GLM-5.3-Flash"
@@ -170,3 +172,40 @@ def test_a_stack_digest_that_disagrees_with_the_lock_is_refused(
     _stack(tmp_path, "h200-lowlat", image={"digest": LOCKED})
     view = _plan(tmp_path, "h200-lowlat", capsys)
     assert {p["kind"]: p["pinned"] for p in view["lock"]["parts"]}["image"] == LOCKED
+
+
+def _stale(folder: Path, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    return [w for w in _plan(folder, "h200-lowlat", capsys)["warnings"] if w.startswith("not repeatable")]
+
+
+def test_a_lock_that_misses_a_downloaded_repository_is_not_current(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every other part pinned, the model the recipe downloads not: a warning, and a refusal
+    where the stack says `lock: required`."""
+    _stack(tmp_path, "h200-lowlat")
+    _lock(tmp_path, "h200-lowlat", "lmsysorg/sglang:v0.5.23")
+    lock_file = tmp_path / "h200-lowlat.lock.yaml"
+    whole = read_lock(lock_file)
+    assert whole is not None
+    assert set(whole.weights) == {MODEL}
+    assert _stale(tmp_path, capsys) == []
+
+    # the lock names another repository (a recipe's draft model, since dropped), not the model
+    other = {"zai-org/GLM-5.3-Flash-Draft": whole.weights[MODEL]}
+    lock_file.write_text(dump_lock(whole.model_copy(update={"weights": other})))
+    assert _stale(tmp_path, capsys) == [
+        f"not repeatable: h200-lowlat.lock.yaml does not pin {MODEL} (the stack changed since it was "
+        "written); run `flashfleet lock h200-lowlat --update`"
+    ]
+    path = tmp_path / "Pulumi.h200-lowlat.yaml"
+    doc = yaml.safe_load(path.read_text())
+    doc["config"]["flashfleet:stack"]["lock"] = "required"
+    path.write_text(yaml.safe_dump(doc))
+    assert main(["validate", "h200-lowlat", "--stacks-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.rstrip().endswith(
+        f"flashfleet:stack.lock: required, but h200-lowlat.lock.yaml does not pin {MODEL} (the stack "
+        "changed since it was written): run `flashfleet lock h200-lowlat --update` [rule: lock-required]"
+    ), err
+    assert len(err.strip().splitlines()) == 1, err

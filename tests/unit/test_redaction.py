@@ -26,6 +26,8 @@ KEYS = {
     "non-ascii": "sk-livé-Q7v9mWc2中文-LxR1p",
     "both quotes": "sk-'single'\"double\"-Q7v9mW",
     "hf token": "hf_" + "aBcDeFgHiJkLmNoPqRsTuVwXyZ01234567",
+    # base64 `c2stbGl2ZX5+flE3djk/Pz9t...`, URL-safe `...ZX5-flE3djk_Pz9t...`: the two alphabets differ
+    "base64 alphabets differ": "sk-live~~~Q7v9???mWc2LxR1p",
 }
 
 
@@ -64,7 +66,10 @@ def leftovers(text: str, key: str) -> list[str]:
     """Copies of `key` that survive in `text`: the producer's forms, searched independently."""
     quoted = {key, json.dumps(key)[1:-1], repr(key)[1:-1], repr("'\"" + key)[4:-1], ascii(key)[1:-1]}
     needles = quoted | {json.dumps(q)[1:-1] for q in quoted} | {urllib.parse.quote(key, safe="")}
-    needles |= {urllib.parse.quote_plus(key), base64.b64encode(key.encode()).decode().rstrip("=")}
+    needles |= {urllib.parse.quote_plus(key)}
+    needles |= {
+        encode(key.encode()).decode().rstrip("=") for encode in (base64.b64encode, base64.urlsafe_b64encode)
+    }
     needles |= {re.sub("%..", lambda m: m[0].lower(), n) for n in needles}
     return [n for n in needles if n in text or squeeze(n) in squeeze(text)]
 
@@ -96,13 +101,16 @@ def test_a_key_split_by_a_newline_at_any_point_is_replaced(shape: str) -> None:
         assert redactor.text(text) == f"line one\n{REDACTED} end", cut
 
 
+@pytest.mark.parametrize("shape", ["non-ascii", "base64 alphabets differ"])
 @pytest.mark.parametrize("offset", [0, 1, 2])
 @pytest.mark.parametrize("encode", [base64.b64encode, base64.urlsafe_b64encode])
-def test_base64_of_a_longer_text_hides_all_but_two_bytes_at_each_end(offset: int, encode: Any) -> None:
-    key = KEYS["non-ascii"].encode()
+def test_base64_of_a_longer_text_hides_all_but_two_bytes_at_each_end(
+    shape: str, offset: int, encode: Any
+) -> None:
+    key = KEYS[shape].encode()
     before, after = b"H" * (30 + offset), b"T" * 31
     blob = encode(before + key + after).decode()
-    out = Redactor.of([KEYS["non-ascii"]]).text(blob)
+    out = Redactor.of([KEYS[shape]]).text(blob)
     left, sep, right = out.partition(REDACTED)
     assert sep, "the core of the encoding was found"
     # a kept character covers 6 bits: the bytes it touches are what could still be decoded
