@@ -137,7 +137,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = next((a for a in args_list if not a.startswith("-")), None)
     parser = _parser(command if command in COMMANDS else None)
     try:
-        args = parser.parse_args(args_list)
+        args, unknown = parser.parse_known_args(args_list)
+        if unknown:  # the top parser finds them: point at the command's own help, as its errors do
+            where = f"flashfleet {command} --help" if command in COMMANDS else "flashfleet --help"
+            raise UsageError(f"unrecognized arguments: {' '.join(unknown)} (see {where})")
         if not getattr(args, "func", None):
             parser.print_help()
             return 2

@@ -72,3 +72,20 @@ def test_nothing_close_suggests_nothing(capsys: pytest.CaptureFixture[str]) -> N
     assert "invalid choice: 'xyzzy'" in err, err
     assert "did you mean" not in err, err
     assert len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize(
+    ("argv", "pointer"),
+    [
+        (["plan", "h200-lowlat", "--nope"], "(see flashfleet plan --help)"),  # found by the top parser
+        (["plan", "--format", "xml", "h200-lowlat"], "(see flashfleet plan --help)"),  # found by plan's own
+        (["validate", "--nope"], "(see flashfleet validate --help)"),
+    ],
+)
+def test_every_refused_argument_points_at_the_commands_own_help(
+    capsys: pytest.CaptureFixture[str], argv: list[str], pointer: str
+) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.rstrip().endswith(pointer), err
+    assert len(err.strip().splitlines()) == 1, err

@@ -55,7 +55,7 @@ def test_a_prefix_of_yes_is_refused(name: str, prefix: str, capsys: pytest.Captu
     out, err = capsys.readouterr()
     assert out == ""
     assert err.strip().splitlines() == [
-        f"flashfleet {argv[0]}: unrecognized arguments: {prefix} (see flashfleet --help)"
+        f"flashfleet {argv[0]}: unrecognized arguments: {prefix} (see flashfleet {argv[0]} --help)"
     ]
 
 
@@ -66,7 +66,7 @@ def test_bench_destroy_takes_no_prefixes(extra: list[str], capsys: pytest.Captur
     assert main([*argv, *extra]) == 2
     _, err = capsys.readouterr()
     assert err.strip().splitlines() == [
-        f"flashfleet bench: unrecognized arguments: {extra[-1]} (see flashfleet --help)"
+        f"flashfleet bench: unrecognized arguments: {extra[-1]} (see flashfleet bench --help)"
     ]
 
 
