@@ -230,5 +230,8 @@ def load_profiles(path: Path | None = None) -> dict[str, Profile]:
 def get_profile(name: str, path: Path | None = None) -> Profile:
     profiles = load_profiles(path)
     if name not in profiles:
-        raise ProfileError(f"unknown profile {name!r} (choose from: {', '.join(profiles)})")
+        from flashfleet.suggest import did_you_mean
+
+        hint = did_you_mean(name, profiles)
+        raise ProfileError(f"unknown profile {name!r} (choose from: {', '.join(profiles)}){hint}")
     return profiles[name]

@@ -50,6 +50,32 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+# `flashfleet --help` lists the commands by task, in the order a new user reaches for them.
+GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("start here", ("check",)),
+    ("recipes, offline", ("matrix", "options", "render", "diff", "size")),
+    ("a stack, offline", ("plan", "validate", "inventory", "manifest", "lock")),
+    ("run a stack", ("up", "status", "logs", "configure", "down", "ls")),
+    ("benchmark", ("bench", "compare", "timeline")),
+    ("AWS capacity and clean-up", ("capacity", "sweep")),
+)
+
+
+def _grouped_commands() -> str:
+    import textwrap
+
+    width = max(map(len, COMMANDS)) + 4
+    out = []
+    for title, names in GROUPS:
+        out.append(f"{title}:")
+        for name in names:
+            lines = textwrap.wrap(COMMANDS[name][1], 79 - width)
+            out.append(f"  {name:<{width - 2}}{lines[0]}")
+            out += [" " * width + line for line in lines[1:]]
+        out.append("")
+    return "\n".join(out).rstrip()
+
+
 class _Parser(argparse.ArgumentParser):
     """Argument errors become one line on stderr and exit code 2, like every other bad input.
 
@@ -63,20 +89,46 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see {self.prog} --help)")
 
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        """An unknown command or choice says the closest known one (`pln`: did you mean plan?)."""
+        try:
+            super()._check_value(action, value)
+        except argparse.ArgumentError:
+            from flashfleet.suggest import closest
+
+            choices = [str(c) for c in action.choices or ()]
+            near = closest(str(value), choices)
+            if near is None:
+                raise
+            # the closest name, not all 22 commands; a choice keeps its short list
+            known = (
+                ""
+                if isinstance(action, argparse._SubParsersAction)
+                else f" (choose from {', '.join(choices)})"
+            )
+            raise argparse.ArgumentError(
+                action, f"invalid choice: {value!r}{known}; did you mean {near}?"
+            ) from None
+
 
 def _parser(command: str | None) -> argparse.ArgumentParser:
     parser = _Parser(
         prog="flashfleet",
-        description="GLM-5.3-Flash on SGLang: recipes, bring-up, benchmark and teardown.",
+        description="GLM-5.3-Flash on SGLang: recipes, bring-up, benchmark and teardown.\n\n"
+        + _grouped_commands(),
+        epilog="`flashfleet COMMAND --help` gives a command's own arguments.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"flashfleet {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name, (module, help_text) in COMMANDS.items():
+    # The description lists the commands by task; argparse's own flat listing is suppressed.
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", help=argparse.SUPPRESS)
+    parser.usage = "%(prog)s [-h] [--version] COMMAND ..."
+    for name, (module, _) in COMMANDS.items():
         if name == command:
             mod = importlib.import_module(f"flashfleet.cli.{module}")
             mod.register(sub)
         else:
-            sub.add_parser(name, help=help_text)
+            sub.add_parser(name)
     return parser
 
 
@@ -85,7 +137,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = next((a for a in args_list if not a.startswith("-")), None)
     parser = _parser(command if command in COMMANDS else None)
     try:
-        args = parser.parse_args(args_list)
+        args, unknown = parser.parse_known_args(args_list)
+        if unknown:  # the top parser finds them: point at the command's own help, as its errors do
+            where = f"flashfleet {command} --help" if command in COMMANDS else "flashfleet --help"
+            raise UsageError(f"unrecognized arguments: {' '.join(unknown)} (see {where})")
         if not getattr(args, "func", None):
             parser.print_help()
             return 2

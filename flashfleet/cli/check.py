@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from flashfleet.planning import StackPlan
 
 PULUMI_README = "README: Pulumi: install, log in, create a stack (once)"
-AWS_README = "README: Bring-up, configure, teardown (AWS credentials)"
+AWS_README = "README: AWS: credentials, then up"
 SSH_TIMEOUT_S = 3.0
 # Backends whose secrets are encrypted with a passphrase (no Pulumi Cloud account).
 SELF_MANAGED = ("file://", "s3://", "azblob://", "gs://")

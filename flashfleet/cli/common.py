@@ -33,6 +33,21 @@ def print_json(data: Any) -> None:
     sys.stdout.write("\n")
 
 
+def yaml_text(data: Any, *, documents: bool = False, **options: Any) -> str:
+    """YAML as a person reads it: a value shared by two keys is written out twice, never as an
+    anchor and alias (`&id001` / `*id001`); `documents`: `data` is a list of documents."""
+    import yaml
+
+    class _NoAliases(yaml.SafeDumper):
+        def ignore_aliases(self, data: Any) -> bool:
+            return True
+
+    options.setdefault("sort_keys", False)
+    if documents:
+        return str(yaml.dump_all(data, Dumper=_NoAliases, **options))
+    return str(yaml.dump(data, Dumper=_NoAliases, **options))
+
+
 def add_recipe_args(parser: argparse.ArgumentParser, *, overrides: bool = True) -> None:
     """--hardware/--strategy/--topology plus --set NAME=VALUE and --extra-args."""
     parser.add_argument("--hardware", required=True, help="gb300 | h200 | mi355x")
@@ -144,8 +159,11 @@ def writable_dir(path: Path, flag: str) -> Path:
 
 
 def writable_file(path: Path, flag: str) -> Path:
-    """An output file whose folder exists and can be written (checked before the work)."""
+    """An output file whose folder exists and can be written (checked before the work). The
+    folder is not made: a mistyped path must not leave folders behind."""
     if path.is_dir():
         raise UsageError(f"{flag} {path}: is a folder, give a file name")
+    if not path.parent.is_dir():
+        raise UsageError(f"{flag} {path}: no such folder {path.parent} (make it first)")
     writable_dir(path.parent, flag)
     return path

@@ -49,10 +49,10 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         print_json(inventory)
     else:
-        import yaml
+        from flashfleet.cli.common import yaml_text
 
         sys.stdout.write(
             f"# flashfleet inventory {name}: for `flashfleet configure {name} --inventory FILE`\n"
         )
-        yaml.safe_dump(inventory, sys.stdout, sort_keys=False, default_flow_style=False, width=1000)
+        sys.stdout.write(yaml_text(inventory, default_flow_style=False, width=1000))
     return 0

@@ -26,9 +26,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import yaml
-
-    from flashfleet.cli.common import stack_arg
+    from flashfleet.cli.common import stack_arg, yaml_text
     from flashfleet.k8s.errors import KubernetesRenderError
     from flashfleet.launch import SECRET_ENV_NAMES
     from flashfleet.planning import load_stack
@@ -59,5 +57,5 @@ def run(args: argparse.Namespace) -> int:
         f"# not shown: Secret {plan.namespace}/{plan.secret_name} (keys {keys}), made from the\n"
         "# flashfleet:hfToken secret after the Namespace; its value is never printed"
     )
-    print(yaml.safe_dump_all(plan.objects, sort_keys=False, explicit_start=True), end="")
+    print(yaml_text(plan.objects, documents=True, explicit_start=True), end="")
     return 0

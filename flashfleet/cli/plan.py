@@ -309,7 +309,7 @@ def plan_text(d: PlanView) -> str:
         out += [
             "",
             f"node {node.index} {node.name} ({node.role}): {node.address}, "
-            f"{node.gpu_count} GPUs, host memory {memory}, "
+            f"{f'{node.gpu_count} GPUs' if node.gpu_count else 'no GPU'}, host memory {memory}, "
             f"HiCache host tier {node.hicache_host_gb} GB",
         ]
         for proc in node.processes:

@@ -59,8 +59,10 @@ def run(args: argparse.Namespace) -> int:
     from flashfleet.bringup.run_dirs import default_runs_root
     from flashfleet.cli.shared import stackops
 
-    runs = recorded_runs(args.runs_dir or default_runs_root(), args.stack)
+    runs_root = args.runs_dir or default_runs_root()
+    runs = recorded_runs(runs_root, args.stack)
     report: dict[str, Any] = {"stack": args.stack, "pulumi": "ok", "last_operation": None, "outputs": {}}
+    report["deployed"] = True
     try:
         if not stackops.cli_available():  # said before Pulumi's SDK is loaded
             raise stackops.PulumiUnavailable(stackops.NO_CLI)
@@ -69,9 +71,12 @@ def run(args: argparse.Namespace) -> int:
         report["outputs"] = {k: v.shown() for k, v in sorted(outs.items()) if k != "inventory"}
     except (stackops.PulumiUnavailable, stackops.StackError) as err:
         if not runs and args.inventory is None:
-            raise UsageError(f"{err}; and no run of {args.stack} is recorded here") from None
+            # A stack of the project not brought up yet is an answer, not bad input.
+            report["deployed"], report["not_deployed"] = False, _never_deployed(args.stack, err, runs_root)
         report["pulumi"] = str(err)
     report["runs"] = runs
+    if not report["deployed"]:
+        return _not_deployed(args, report, runs_root)
     report["evidence"] = evidence_line(args.stack, args.results)
     health = _endpoint_health(args, runs_root=args.runs_dir or default_runs_root())
     report["endpoint"] = None if health is None else {"state": health.state, **health.model_dump(mode="json")}
@@ -92,6 +97,44 @@ def run(args: argparse.Namespace) -> int:
     if health is not None:
         print(health.line())
     return code
+
+
+def _never_deployed(stack: str, err: Exception, runs_root: Path) -> str:
+    """Why the stack counts as not deployed: the project has its file, no run of it is recorded
+    here, and Pulumi has no stack of that name (or there is no Pulumi CLI to ask). Refuses an
+    unknown stack, and any other Pulumi failure (a wrong passphrase, a backend out of reach)."""
+    from flashfleet.cli.shared import stackops
+    from flashfleet.stack.files import list_stacks, stack_path
+
+    stacks = stackops.project_dir() / "stacks"
+    if not stack_path(stack, stacks).is_file():
+        from flashfleet.suggest import did_you_mean
+
+        known = list_stacks(stacks)
+        raise UsageError(
+            f"stack {stack!r}: no such stack (known: {', '.join(known)}){did_you_mean(stack, known)}"
+        )
+    if isinstance(err, stackops.UnknownStack):
+        return f"Pulumi has no stack {stack}, and no run of it is recorded under {runs_root}"
+    if isinstance(err, stackops.PulumiUnavailable):
+        return (
+            f"no run of it is recorded under {runs_root}; without the Pulumi CLI a deployment "
+            "made from elsewhere cannot be read"
+        )
+    raise UsageError(f"{err}; and no run of {stack} is recorded here")
+
+
+def _not_deployed(args: argparse.Namespace, report: dict[str, Any], runs_root: Path) -> int:
+    report["evidence"] = evidence_line(args.stack, args.results)
+    report["endpoint"] = None
+    if args.format == "json":
+        print_json(report)
+        return 0
+    print(f"stack: {args.stack}")
+    print(f"pulumi: not read ({report['pulumi']})", file=sys.stderr)
+    print(f"state: not deployed ({report['not_deployed']}); `flashfleet up {args.stack}` brings it up")
+    print(f"evidence: {report['evidence']}")
+    return 0
 
 
 def _endpoint_health(args: argparse.Namespace, runs_root: Path) -> Any:

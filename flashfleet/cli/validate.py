@@ -27,6 +27,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "stacks", nargs="*", metavar="STACK",
         help="stack names or stack file paths (default: every file in the stacks folder)",
     )  # fmt: skip
+    # `--stack NAME` as every command that takes a stack takes it (repeatable here, like STACK)
+    p.add_argument(
+        "--stack", dest="named_stacks", action="append", default=[], metavar="NAME",
+        help="the same as STACK (repeatable)",
+    )  # fmt: skip
     p.add_argument("--stacks-dir", type=Path, default=None, help="folder of stack files (default: stacks/)")
     add_format(p, "text", "json")
     p.set_defaults(func=run)
@@ -40,8 +45,9 @@ def run(args: argparse.Namespace) -> int:
     from flashfleet.stack import DEFAULT_STACKS_DIR, StackError, list_stacks, read_stack_file
 
     stacks_dir = args.stacks_dir or DEFAULT_STACKS_DIR
-    if args.stacks:
-        targets = [stack_arg(arg, args.stacks_dir) for arg in args.stacks]
+    named = [*args.stacks, *args.named_stacks]
+    if named:
+        targets = [stack_arg(arg, args.stacks_dir) for arg in named]
     else:
         if not stacks_dir.is_dir():
             raise UsageError(f"--stacks-dir {stacks_dir}: no such folder")

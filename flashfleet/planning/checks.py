@@ -40,7 +40,7 @@ HICACHE_FLAG = "--enable-hierarchical-cache"
 class NodeFacts:
     """What the stack says (or the catalog knows) about one node's machine."""
 
-    gpu_model: str
+    gpu_model: str | None  # None: a router's own host that lists no GPUs
     gpu_count: int
     host_memory_gb: int | None
     path: str  # where these facts come from in the YAML, for messages
@@ -97,13 +97,7 @@ def node_facts(spec: StackSpec, base: str) -> tuple[list[NodeFacts], list[Proble
         gpus = hardware_catalog()[spec.hardware].gpus_per_node
         return [NodeFacts(spec.hardware, gpus, None, f"{base}.hardware")] * spec.nodes.count, []
     if isinstance(src, ExistingSource):
-        facts = [
-            NodeFacts(
-                h.gpus.model, h.gpus.count, gib_to_gb(h.host_memory_gib), f"{base}.nodes.source.hosts[{i}]"
-            )
-            for i, h in enumerate(src.hosts)
-        ]
-        return facts, []
+        return _existing_host_facts(spec, src, base)
     itype, problem = effective_instance(src, spec.hardware, region=None)  # no price needed here
     if itype is None:
         key = "instanceType" if src.instance_type else "kind"
@@ -115,6 +109,30 @@ def node_facts(spec: StackSpec, base: str) -> tuple[list[NodeFacts], list[Proble
     if router is not None and node is not None:  # the router's CPU instance
         facts[node] = NodeFacts(router.hardware, 0, router.host_memory_gb, f"{base}.cluster.router")
     return facts, []
+
+
+def _existing_host_facts(
+    spec: StackSpec, src: ExistingSource, base: str
+) -> tuple[list[NodeFacts], list[Problem]]:
+    """Each listed host's GPUs and memory; only the router's own host may leave them out."""
+    router_host = spec.cluster.router.host if spec.cluster else None
+    facts, problems = [], []
+    for i, h in enumerate(src.hosts):
+        path = f"{base}.nodes.source.hosts[{i}]"
+        memory = gib_to_gb(h.host_memory_gib) if h.host_memory_gib is not None else None
+        if h.address != router_host:
+            for key, value in (("gpus", h.gpus), ("hostMemoryGib", h.host_memory_gib)):
+                if value is None:
+                    problems.append(
+                        Problem(
+                            f"{path}.{key}",
+                            "required on a host that serves the model (only the router's own host, "
+                            "cluster.router.host, goes without)",
+                            "host-gpus" if key == "gpus" else "host-memory",
+                        )
+                    )
+        facts.append(NodeFacts(h.gpus.model if h.gpus else None, h.gpus.count if h.gpus else 0, memory, path))
+    return facts, problems
 
 
 def router_instance(spec: StackSpec, region: str | None) -> tuple[InstanceType | None, str | None]:
@@ -155,7 +173,7 @@ def hicache_ranks(recipe: Recipe, node: int) -> int:
 def check_hosts(spec: StackSpec, recipe: Recipe, facts: list[NodeFacts]) -> list[Problem]:
     problems = []
     for i, f in enumerate(facts):
-        if f.gpu_model != spec.hardware:
+        if f.gpu_model is not None and f.gpu_model != spec.hardware:
             key = "gpus.model" if isinstance(spec.nodes.source, ExistingSource) else "instanceType"
             where = f.path if key == "gpus.model" else f.path.rsplit(".", 1)[0]
             problems.append(

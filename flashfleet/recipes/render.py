@@ -134,7 +134,12 @@ class Recipe:
 
 def _lookup(kind: str, value: str, table: Mapping[str, object]) -> None:
     if value not in table:
-        raise RecipeError(kind, "unknown", f"unknown {kind} {value!r} (choose from: {', '.join(table)})")
+        from flashfleet.suggest import did_you_mean
+
+        hint = did_you_mean(value, table)
+        raise RecipeError(
+            kind, "unknown", f"unknown {kind} {value!r} (choose from: {', '.join(table)}){hint}"
+        )
 
 
 def name_errors(

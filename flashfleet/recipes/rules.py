@@ -44,7 +44,7 @@ def _kv_dsa_trtllm(c: Context) -> str | None:
     if c.options.kv_dsa != "fp8-trtllm" or c.hardware.has("trtllm_dsa"):
         return None
     if c.hardware.vendor == "amd":
-        return f"TRT-LLM DSA is not a {c.hardware.label} (ROCm) backend"
+        return f"TRT-LLM DSA is not an {c.hardware.label} (ROCm) backend"  # AMD: "an"
     return f"FP8 KV + TRT-LLM DSA is disabled on {c.hardware.label} (Hopper)"
 
 
@@ -59,8 +59,8 @@ def _precision(c: Context) -> str | None:
 def _checkpoint(c: Context) -> str | None:
     repos = CHECKPOINTS[c.options.precision]
     if c.options.checkpoint is not None and c.options.checkpoint not in repos:
-        choices = ", ".join(repos)
-        return f"{c.options.checkpoint} is not a {c.options.precision} checkpoint (use one of: {choices})"
+        choices, precision = ", ".join(repos), c.options.precision
+        return f"{c.options.checkpoint} is not a checkpoint of precision {precision} (use one of: {choices})"
     return None
 
 

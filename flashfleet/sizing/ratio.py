@@ -49,7 +49,10 @@ def draft_tokens_for(strategy: str) -> int:
     from flashfleet.recipes.layouts import MTP_5_1_6, STRATEGIES
 
     if strategy not in STRATEGIES:
-        raise SizingError(f"unknown strategy {strategy!r} (choose from: {', '.join(STRATEGIES)})")
+        from flashfleet.suggest import did_you_mean
+
+        hint = did_you_mean(strategy, STRATEGIES)
+        raise SizingError(f"unknown strategy {strategy!r} (choose from: {', '.join(STRATEGIES)}){hint}")
     return 0 if STRATEGIES[strategy].get("speculative") == "off" else MTP_5_1_6.draft_tokens
 
 

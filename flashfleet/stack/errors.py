@@ -95,6 +95,28 @@ def plain_message(item: Any) -> str:
     return msg.replace(" after validation", "")
 
 
+# pydantic's error types, in the project's rule names (kebab-case, like every other rule):
+# its own names (`value_error`, `missing`) are its internals, not a rule a user can look up.
+_RULES = {
+    "missing": "required",
+    "extra_forbidden": "unknown-key",
+    **dict.fromkeys(("greater_than", "greater_than_equal", "less_than", "less_than_equal"), "range"),
+    **dict.fromkeys(("literal_error", "enum"), "choice"),
+    **dict.fromkeys(("too_short", "too_long", "string_too_short", "string_too_long"), "length"),
+    "string_pattern_mismatch": "pattern",
+    **dict.fromkeys(("union_tag_invalid", "union_tag_not_found"), "kind"),
+}
+
+
+def rule_name(pydantic_type: str) -> str:
+    """The rule a pydantic error breaks; a validator's own refusal says its rule in its message."""
+    if pydantic_type in _RULES:
+        return _RULES[pydantic_type]
+    if pydantic_type.endswith(("_type", "_parsing")):
+        return "type"
+    return "invalid-value"
+
+
 def from_validation_error(err: ValidationError, data: Any, base: str = STACK_KEY) -> list[Problem]:
     problems = []
     items = err.errors(include_url=False)
@@ -110,5 +132,5 @@ def from_validation_error(err: ValidationError, data: Any, base: str = STACK_KEY
         message = plain_message(item)
         if item["type"] == "extra_forbidden":
             message = "unknown key (not part of the stack spec; check its spelling)"
-        problems.append(Problem(join_path(base, loc), message, item["type"]))
+        problems.append(Problem(join_path(base, loc), message, rule_name(item["type"])))
     return problems

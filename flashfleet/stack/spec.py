@@ -233,8 +233,10 @@ class ExistingHost(Strict):
     # or a DNS name, never an option (`-oProxyCommand=...`) or a second line.
     address: Annotated[str, _safe(safe_values.host_address)]
     ssh_user: Annotated[str, _safe(safe_values.posix_user)]
-    gpus: HostGpus
-    host_memory_gib: StrictInt = Field(ge=1, le=MAX_HOST_MEMORY_GIB)
+    # Both required on a host that serves the model; the router's own host (cluster.router.host)
+    # needs neither (planning.checks.node_facts says which host lacks them).
+    gpus: HostGpus | None = None
+    host_memory_gib: StrictInt | None = Field(default=None, ge=1, le=MAX_HOST_MEMORY_GIB)
     # Address the other nodes reach this one on (rendezvous, Mooncake); default: address.
     private_address: Annotated[str, _safe(safe_values.host_address)] | None = None
     # The host's SSH public keys: pinned (StrictHostKeyChecking=yes against a known_hosts file

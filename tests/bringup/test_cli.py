@@ -32,7 +32,9 @@ def no_pulumi(monkeypatch: pytest.MonkeyPatch) -> None:
     assert shutil.which("pulumi") is None
 
 
-@pytest.mark.parametrize("argv", [["up", "h200-lowlat"], ["down", "h200-lowlat"], ["status", "h200-lowlat"],
+# (`status` answers "not deployed" instead, saying on stderr why Pulumi was not read:
+# tests/cli/test_careless_cli.py)
+@pytest.mark.parametrize("argv", [["up", "h200-lowlat"], ["down", "h200-lowlat"],
                                   ["configure", "h200-lowlat"]])  # fmt: skip
 def test_pulumi_commands_say_the_cli_is_missing(no_pulumi: None, argv: list[str], capsys: Any) -> None:
     assert main(argv) == 2

@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from flashfleet.cli import COMMANDS, main
+from flashfleet.cli.common import UsageError
 
 REPO = Path(__file__).resolve().parents[2]
 STACKS = REPO / "stacks"
@@ -252,8 +253,31 @@ def test_status_without_pulumi_shows_the_runs_recorded_here(files: F, no_pulumi:
         "stack: mi355x-lowlat\nrun 20261201T000000Z-site: playbook successful (rc 0)\nevidence: no evidence\n"
     )
     assert "the Pulumi CLI is not installed" in captured.err
-    assert main(["status", "mi355x-lowlat", "--runs-dir", str(files["empty"])]) == 2
-    assert "no run of mi355x-lowlat is recorded here" in _one_line(capsys, "status")
+    # a stack of the project never brought up is an answer (exit 0), not bad input
+    assert main(["status", "mi355x-lowlat", "--runs-dir", str(files["empty"])]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.splitlines()[:2] == [
+        "stack: mi355x-lowlat",
+        f"state: not deployed (no run of it is recorded under {files['empty']}; without the Pulumi CLI a "
+        "deployment made from elsewhere cannot be read); `flashfleet up mi355x-lowlat` brings it up",
+    ]
+    # a stack the project does not have is bad input
+    assert main(["status", "mi355x-lowlatt", "--runs-dir", str(files["empty"])]) == 2
+    line = _one_line(capsys, "status")
+    assert "stack 'mi355x-lowlatt': no such stack" in line
+    assert "did you mean mi355x-lowlat?" in line
+
+
+def test_status_of_a_stack_pulumi_never_made_is_not_deployed(files: F) -> None:
+    from flashfleet.cli.shared import stackops
+    from flashfleet.cli.status import _never_deployed
+
+    unknown = stackops.UnknownStack("stack 'h200-lowlat': not initialised (pulumi stack init h200-lowlat)")
+    reason = _never_deployed("h200-lowlat", unknown, files["empty"])
+    assert reason == f"Pulumi has no stack h200-lowlat, and no run of it is recorded under {files['empty']}"
+    # any other Pulumi failure is no answer: refused, naming it
+    with pytest.raises(UsageError, match="incorrect passphrase"):
+        _never_deployed("h200-lowlat", stackops.StackError("incorrect passphrase"), files["empty"])
 
 
 @pytest.mark.parametrize("argv", [["up", "mi355x-lowlat"], ["down", "mi355x-lowlat"]])

@@ -67,3 +67,20 @@ def test_without_pulumi_the_last_configure_run_gives_the_hosts(
         (run / "inventory.json").write_text(json.dumps(_inventory(*listed)))
     assert main(["logs", "t1", "--runs-dir", str(runs), "--node", "5"]) == 2
     assert "--node 5: no such serving node (the stack's: 0, 1)" in capsys.readouterr().err
+
+
+def test_without_runs_dir_the_default_runs_root_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `flashfleet logs STACK` with no --runs-dir reads where `configure` records by default
+    monkeypatch.setenv("PATH", str(tmp_path / "no-bin"))
+    monkeypatch.setenv("FLASHFLEET_RUNS_DIR", str(tmp_path / "default-runs"))
+    assert main(["logs", "t1"]) == 2
+    err = capsys.readouterr().err
+    assert f"no `flashfleet configure t1` run recorded under {tmp_path / 'default-runs'}" in err, err
+    assert len(err.strip().splitlines()) == 1, err
+    run = tmp_path / "default-runs" / "t1" / "20261201T100000Z-site"
+    run.mkdir(parents=True)
+    (run / "inventory.json").write_text(json.dumps(_inventory(("n0", 0, True))))
+    assert main(["logs", "t1", "--node", "3"]) == 2
+    assert "--node 3: no such serving node (the stack's: 0)" in capsys.readouterr().err

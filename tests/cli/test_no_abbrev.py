@@ -55,7 +55,7 @@ def test_a_prefix_of_yes_is_refused(name: str, prefix: str, capsys: pytest.Captu
     out, err = capsys.readouterr()
     assert out == ""
     assert err.strip().splitlines() == [
-        f"flashfleet {argv[0]}: unrecognized arguments: {prefix} (see flashfleet --help)"
+        f"flashfleet {argv[0]}: unrecognized arguments: {prefix} (see flashfleet {argv[0]} --help)"
     ]
 
 
@@ -66,7 +66,7 @@ def test_bench_destroy_takes_no_prefixes(extra: list[str], capsys: pytest.Captur
     assert main([*argv, *extra]) == 2
     _, err = capsys.readouterr()
     assert err.strip().splitlines() == [
-        f"flashfleet bench: unrecognized arguments: {extra[-1]} (see flashfleet --help)"
+        f"flashfleet bench: unrecognized arguments: {extra[-1]} (see flashfleet bench --help)"
     ]
 
 
@@ -103,3 +103,25 @@ def test_every_positional_stack_also_takes_the_option() -> None:
         if positional:
             takes.append(parser.prog)
     assert {"flashfleet plan", "flashfleet up", "flashfleet down", "flashfleet capacity buy"} <= set(takes)
+
+
+def test_every_parser_with_a_stack_positional_takes_the_option_too() -> None:
+    # by what the user sees (STACK in the usage), whatever the positional's dest: `validate`'s is `stacks`
+    missing = []
+    for _, parser in _all_parsers():
+        has_positional = any(a.metavar == "STACK" and not a.option_strings for a in parser._actions)
+        if has_positional and not any("--stack" in a.option_strings for a in parser._actions):
+            missing.append(parser.prog)
+    assert missing == []
+
+
+def test_validate_takes_the_stack_as_an_option_too(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", "h200-lowlat", "mi355x-lowlat", "--format", "json"]) == 0
+    positional = capsys.readouterr().out
+    assert main(["validate", "--stack", "h200-lowlat", "--stack", "mi355x-lowlat", "--format", "json"]) == 0
+    option = capsys.readouterr().out
+    assert option == positional
+    assert [line for line in option.splitlines() if '"stack":' in line] == [
+        '    "stack": "h200-lowlat",',
+        '    "stack": "mi355x-lowlat",',
+    ]

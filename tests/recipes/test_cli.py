@@ -112,6 +112,14 @@ def test_render_set_and_extra_args(capsys):
             "kv_dsa: FP8 KV + TRT-LLM DSA is disabled on NVIDIA H200",
         ),
         (
+            ["render", "--hardware", "mi355x", "--strategy", "high-throughput", "--set", "kv_dsa=fp8-trtllm"],
+            "kv_dsa: TRT-LLM DSA is not an AMD Instinct MI355X (ROCm) backend",  # "an", not "a AMD"
+        ),
+        (
+            ["render", "--hardware", "h200", "--strategy", "high-throughput", "--set", "checkpoint=x/y"],
+            "checkpoint: x/y is not a checkpoint of precision fp8",  # not "a fp8 checkpoint"
+        ),
+        (
             ["render", "--hardware", "gb300", "--strategy", "low-latency", "--topology", "pd"],
             "rule: speculative-pd",
         ),

@@ -423,3 +423,53 @@ def test_a_router_instance_off_aws_is_refused(
     assert [(p.path, p.rule) for p in info.value.problems] == [
         (f"{S}.cluster.router.instanceType", "router-instance-source")
     ]
+
+
+def _gpuless_router_host(d: Doc) -> None:
+    """The router's own host listed as it is: no `gpus`, no `hostMemoryGib`."""
+    _router_host(d)
+    router = spec(d)["nodes"]["source"]["hosts"][2]
+    del router["gpus"], router["hostMemoryGib"]
+
+
+def test_a_router_host_of_its_own_needs_no_gpus_listed_and_plans_as_having_none(
+    write_stack: Callable[[str, Callable[[Doc], None]], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    stacks = write_stack("mi355x-replicas", _gpuless_router_host)
+    b = load_stack("broken", stacks)
+    assert [n.gpu_count for n in b.nodes] == [8, 8, 0]
+    assert [n.role for n in b.nodes][2] == "router"
+    assert main(["plan", "broken", "--stacks-dir", str(stacks)]) == 0
+    router_line = next(
+        line for line in capsys.readouterr().out.splitlines() if "(router): 192.0.2.12" in line
+    )
+    assert "no GPU," in router_line, router_line
+    assert " GPUs," not in router_line, router_line
+
+
+@pytest.mark.parametrize(
+    ("field", "rule"), [("gpus", "host-gpus"), ("hostMemoryGib", "host-memory")], ids=["gpus", "memory"]
+)
+def test_a_host_that_serves_the_model_still_lists_its_gpus_and_memory(
+    write_stack: Callable[[str, Callable[[Doc], None]], Path], field: str, rule: str
+) -> None:
+    def change(d: Doc) -> None:
+        _gpuless_router_host(d)
+        del spec(d)["nodes"]["source"]["hosts"][1][field]  # a worker's host
+
+    with pytest.raises(StackError) as info:
+        load_stack("broken", write_stack("mi355x-replicas", change))
+    assert [(p.path, p.rule) for p in info.value.problems] == [(f"{S}.nodes.source.hosts[1].{field}", rule)]
+
+
+def test_without_a_router_host_of_its_own_every_host_lists_its_gpus(
+    write_stack: Callable[[str, Callable[[Doc], None]], Path],
+) -> None:
+    with pytest.raises(StackError) as info:
+        load_stack(
+            "broken",
+            write_stack("mi355x-replicas", lambda d: spec(d)["nodes"]["source"]["hosts"][0].pop("gpus")),
+        )
+    assert [(p.path, p.rule) for p in info.value.problems] == [
+        (f"{S}.nodes.source.hosts[0].gpus", "host-gpus")
+    ]

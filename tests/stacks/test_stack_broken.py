@@ -66,7 +66,7 @@ CASES: list[tuple[str, str, Callable[[Doc], None], str, str]] = [
         "gb300-lowlat",
         lambda d: spec(d)["options"].update(checkpoint="nvidia/GLM-5.3-Flash-NVFP4"),
         f"{S}.options.checkpoint",
-        "not a fp8 checkpoint",
+        "not a checkpoint of precision fp8",
     ),
     (
         "host tier does not fit",

@@ -85,7 +85,7 @@ def test_a_switch_takes_a_yaml_boolean_only(
     assert "Traceback" not in err
     # one line for the switch (and, for "yes" beside 0.0.0.0/0, one for the CIDRs it fails to open)
     (line,) = [ln for ln in err.splitlines() if f"{S}.{path}:" in ln]
-    assert "[rule: bool_type]" in line, err
+    assert "[rule: type]" in line, err
 
 
 @pytest.mark.parametrize(("base", "change", "path"), [c[1:] for c in OPT_INS], ids=[c[0] for c in OPT_INS])

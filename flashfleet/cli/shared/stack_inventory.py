@@ -34,7 +34,11 @@ def latest_run(stack: str, runs_root: Path) -> Path | None:
     return runs[-1] if runs else None
 
 
-def stack_inventory(stack: str, runs_root: Path) -> dict[str, Any]:
+def stack_inventory(stack: str, runs_root: Path | None) -> dict[str, Any]:
+    """`runs_root` None is the default runs root, as `status` and `configure` record there."""
+    from flashfleet.bringup.run_dirs import default_runs_root
+
+    runs_root = runs_root or default_runs_root()
     reasons = []
     if stackops.cli_available():
         try:
