@@ -291,14 +291,18 @@ def resolve_spec(
     spec, image_problems = checks.locked_image(spec, lock, base)
     problems += image_problems
     router, _ = checks.router_instance(spec, region)
-    lock_problems, lock_warnings = checks.check_lock(
-        stack, spec, recipe, lock, base, role_vars=role_vars, router_arch=router.arch if router else None,
-        region=region,
-    )  # fmt: skip
-    problems += lock_problems
+    # the image's packages first: what the lock must pin follows from them
+    package_problems = checks.check_image(spec, recipe, base)
+    problems += package_problems
+    lock_warnings: list[str] = []
+    if not package_problems:
+        lock_problems, lock_warnings = checks.check_lock(
+            stack, spec, recipe, lock, base, role_vars=role_vars, router_arch=router.arch if router else None,
+            region=region,
+        )  # fmt: skip
+        problems += lock_problems
     snapshot, snapshot_problems = weights_snapshot(stack, spec, recipe, lock, base)
     problems += snapshot_problems
-    problems += checks.check_image(spec, recipe, base)
     problems += checks.check_api_key(spec, recipe, base)
     problems += checks.check_peer_load(spec, recipe, base)
     if has_hf_token or spec.serving.api_key == "required":

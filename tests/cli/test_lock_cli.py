@@ -59,21 +59,25 @@ IMAGE = "lmsysorg/sglang"
 @pytest.fixture
 def registry(tmp_path: Path) -> Iterator[Registry]:
     registry = Registry(tmp_path / "registry").start()
-    registry.push(IMAGE, "v0.5.23")
+    registry.push(IMAGE, "v0.5.20")
     yield registry
     registry.stop()
 
 
-# What the nodes pip-install, as a package index holds it: the derived image's pins (two
-# tokenizers releases: the specifier takes the newest) and the weights client.
+# What the nodes pip-install, as a package index holds it: what the derived image adds to release
+# v0.5.20 on H200 (transformers 5.17.0 and tokenizers>=0.23.1 over the release's own; two
+# tokenizers releases: the specifier takes the newest), torchcodec for GB300's arm64 nodes (whose
+# v0.5.23 leaves it out there; this index holds 0.17.0 for x86_64 only) and the weights client.
 PACKAGES = {
     "transformers-5.17.0-py3-none-any.whl": b"transformers",
     "tokenizers-0.23.1-cp39-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl": b"tokenizers 0.23.1",
     "tokenizers-0.23.2-cp39-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl": b"tokenizers x86_64",
     "tokenizers-0.23.2-cp39-abi3-manylinux_2_17_aarch64.manylinux2014_aarch64.whl": b"tokenizers arm64",
-    "torchcodec-0.9.1-cp312-cp312-manylinux_2_28_x86_64.whl": b"torchcodec",
+    "torchcodec-0.17.0-cp312-cp312-manylinux_2_28_x86_64.whl": b"torchcodec x86_64",
+    "torchcodec-0.16.0-cp312-cp312-manylinux_2_28_aarch64.whl": b"torchcodec 0.16.0 arm64",
     "huggingface_hub-2.4.0-py3-none-any.whl": b"huggingface_hub",
 }
+OLDER = "v0.5.20"  # the h200-lowlat stack's release here: its own transformers falls short of the seed
 
 
 @pytest.fixture
@@ -108,7 +112,7 @@ def stacks(
     folder.mkdir()
     shutil.copy(DEFAULT_STACKS_DIR / "Pulumi.h200-lowlat.yaml", folder)
     # the catalog's image, served by the registry here (the stack names the registry it pulls from)
-    edit_spec(folder, "h200-lowlat", image={"repository": f"{registry.address}/{IMAGE}"})
+    edit_spec(folder, "h200-lowlat", image={"repository": f"{registry.address}/{IMAGE}", "version": OLDER})
     # and the packages, from the index the nodes' pip reads (a mirror, named in roleVars), and the
     # vendors' apt packages from mirrors of their repositories
     set_role_vars(folder, "h200-lowlat", pypi, apt)
@@ -152,7 +156,7 @@ def plan_json(stacks: Path, capsys: pytest.CaptureFixture[str], name: str = "h20
 def test_lock_pins_the_commit_every_file_and_the_image_digest_and_plan_shows_it(
     hub: Hub, registry: Registry, stacks: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    tagged = f"{registry.address}/{IMAGE}:v0.5.23"
+    tagged = f"{registry.address}/{IMAGE}:v0.5.20"
     before = plan_json(stacks, capsys)
     assert before["lock"]["present"] is False
     assert {p["kind"]: p["state"] for p in before["lock"]["parts"]}["weights"] == "floating"
@@ -164,7 +168,7 @@ def test_lock_pins_the_commit_every_file_and_the_image_digest_and_plan_shows_it(
     assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks)]) == 0
     out = capsys.readouterr().out
     assert f"locked {MODEL} @ {hub.repos[MODEL].sha} (main, 3 files)" in out
-    digest = registry.tag_digest(IMAGE, "v0.5.23")
+    digest = registry.tag_digest(IMAGE, "v0.5.20")
     assert f"locked {tagged} @ {digest} (linux/amd64)" in out
     lock = lock_of(stacks)
     assert lock["images"] == {tagged: {"digest": digest, "platforms": {"linux/amd64": digest}}}
@@ -248,7 +252,6 @@ def test_the_packages_the_nodes_install_are_locked_from_their_index_and_handed_t
     assert lock_of(stacks)["packages"] == {
         "huggingface_hub": {"version": "2.4.0", "files": pins("huggingface_hub")},
         "tokenizers": {"version": "0.23.2", "files": {n: h for n, h in pins("tokenizers").items() if "0.23.2" in n}},
-        "torchcodec": {"version": "0.9.1", "files": pins("torchcodec")},
         "transformers": {"version": "5.17.0", "files": pins("transformers")},
     }  # fmt: skip
     # the index was asked for the pages alone: its JSON carries the hashes, nothing was fetched
@@ -267,11 +270,7 @@ def test_the_packages_the_nodes_install_are_locked_from_their_index_and_handed_t
     [hostvars] = build_inventory(load_stack("h200-lowlat", stacks), ["198.51.100.7"], ["10.0.0.7"])["all"][
         "hosts"
     ].values()
-    assert set(hostvars["flashfleet_image_derived"]["packages"]) == {
-        "transformers",
-        "tokenizers",
-        "torchcodec",
-    }
+    assert set(hostvars["flashfleet_image_derived"]["packages"]) == {"transformers", "tokenizers"}
     assert hostvars["flashfleet_weights_client"]["lock"] == lock_of(stacks)["packages"]["huggingface_hub"]
     held = lock_of(stacks)["apt"]
     assert hostvars["flashfleet_apt_lock"] == {
@@ -314,8 +313,8 @@ def test_main_moved_upstream_is_a_diff_and_only_update_writes_it(
     written = (stacks / "h200-lowlat.lock.yaml").read_bytes()
     capsys.readouterr()
     assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks)]) == 0  # nothing moved
-    tagged, image = f"{registry.address}/{IMAGE}:v0.5.23", registry.tag_digest(IMAGE, "v0.5.23")
-    packages = "huggingface_hub==2.4.0, tokenizers==0.23.2, torchcodec==0.9.1, transformers==5.17.0"
+    tagged, image = f"{registry.address}/{IMAGE}:v0.5.20", registry.tag_digest(IMAGE, "v0.5.20")
+    packages = "huggingface_hub==2.4.0, tokenizers==0.23.2, transformers==5.17.0"
     snapshot = lock_of(stacks)["image_apt"][tagged]["snapshot"]
     assert snapshot == f"{apt.root}/snapshot/ubuntu/20260101T000000Z"  # when the stand-in published it
     assert capsys.readouterr().out == (
@@ -343,7 +342,7 @@ def test_main_moved_upstream_is_a_diff_and_only_update_writes_it(
     assert lock_of(stacks)["weights"][MODEL]["commit"] == new
 
     # the tag moves in its registry: the same, for the image
-    moved = registry.push(IMAGE, "v0.5.23", content=b"rebuilt")
+    moved = registry.push(IMAGE, "v0.5.20", content=b"rebuilt")
     assert moved != image
     written = (stacks / "h200-lowlat.lock.yaml").read_bytes()
     assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks)]) == 1
@@ -363,9 +362,9 @@ def test_main_moved_upstream_is_a_diff_and_only_update_writes_it(
 def test_an_image_pinned_by_the_stack_is_locked_to_that_digest_and_a_disagreement_refused(
     hub: Hub, registry: Registry, stacks: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    tagged = f"{registry.address}/{IMAGE}:v0.5.23"
-    first = registry.tag_digest(IMAGE, "v0.5.23")
-    registry.push(IMAGE, "v0.5.23", content=b"rebuilt")  # the tag moved; the stack pins the first
+    tagged = f"{registry.address}/{IMAGE}:v0.5.20"
+    first = registry.tag_digest(IMAGE, "v0.5.20")
+    registry.push(IMAGE, "v0.5.20", content=b"rebuilt")  # the tag moved; the stack pins the first
     edit_spec(stacks, "h200-lowlat", image={"repository": f"{registry.address}/{IMAGE}", "digest": first})
     assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks)]) == 0
     assert lock_of(stacks)["images"][tagged]["digest"] == first
@@ -401,14 +400,25 @@ def test_a_tag_without_the_nodes_architecture_is_refused_and_a_registry_down_is_
     amd = registry.tag_digest(IMAGE, "v0.5.23-cu130")
     arm = registry.push(IMAGE, "v0.5.23-cu130-arm", arch="arm64")
     index = registry.push_index(IMAGE, "v0.5.23-cu130", {"amd64": amd, "arm64": arm})
+    # the torchcodec the derived image adds on arm64 has only an x86_64 wheel on this index
+    assert main(["lock", "gb300-lowlat", "--stacks-dir", str(stacks)]) == 1
+    page = f"{pypi.simple}torchcodec/"
+    assert capsys.readouterr().err == (
+        f"flashfleet lock: torchcodec==0.17.0: {page} has no linux arm64 wheel of 0.17.0 (nearest with one: 0.16.0)\n"
+    )
+    assert not (stacks / "gb300-lowlat.lock.yaml").exists()
+    arm_wheel = "torchcodec-0.17.0-cp312-cp312-manylinux_2_28_aarch64.whl"
+    pypi.files[arm_wheel] = b"torchcodec arm64"
     assert main(["lock", "gb300-lowlat", "--stacks-dir", str(stacks)]) == 0
+    assert lock_of(stacks, "gb300-lowlat")["packages"]["torchcodec"]["version"] == "0.17.0"
+    assert arm_wheel in lock_of(stacks, "gb300-lowlat")["packages"]["torchcodec"]["files"]
     assert lock_of(stacks, "gb300-lowlat")["images"][tagged] == {
         "digest": index, "platforms": {"linux/amd64": amd, "linux/arm64": arm},
     }  # fmt: skip
     registry.stop()
     assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks)]) == 1
     err = capsys.readouterr().err
-    assert err.startswith(f"flashfleet lock: {registry.address}/{IMAGE}:v0.5.23: ConnectError: ")
+    assert err.startswith(f"flashfleet lock: {registry.address}/{IMAGE}:v0.5.20: ConnectError: ")
     assert len(err.strip().splitlines()) == 1
     assert not (stacks / "h200-lowlat.lock.yaml").exists()
 
@@ -443,7 +453,7 @@ def test_lock_required_refuses_a_stack_without_one_and_lock_still_writes_it(
         err = capsys.readouterr().err
         assert (
             "flashfleet:stack.lock: required, but no h200-lowlat.lock.yaml: the nodes fetch "
-            f"{MODEL}, the image's tag, transformers==5.17.0, tokenizers>=0.23.1, torchcodec==0.9.1, "
+            f"{MODEL}, the image's tag, transformers==5.17.0, tokenizers>=0.23.1, "
             "huggingface_hub==2.4.0, the NVIDIA driver's apt packages, the Docker Engine's apt packages, "
             "the NVIDIA container toolkit's apt packages, the derived image's apt packages, the GPU nodes' "
             "AMI as each is on the day: run "
@@ -543,7 +553,7 @@ def test_the_derived_image_s_ffmpeg_is_locked_to_a_snapshot_that_update_alone_mo
 
     assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks)]) == 0
     out = capsys.readouterr().out
-    tagged = f"{registry.address}/{IMAGE}:v0.5.23"
+    tagged = f"{registry.address}/{IMAGE}:v0.5.20"
     entry = lock_of(stacks)["image_apt"][tagged]
     assert entry["snapshot"] == f"{apt.root}/{UBUNTU_SNAPSHOTS}/{FIRST_MOMENT}"
     assert (entry["distribution"], entry["arch"], entry["components"]) == (
@@ -587,7 +597,7 @@ def test_the_derived_image_s_ffmpeg_is_locked_to_a_snapshot_that_update_alone_mo
     assert lock_of(stacks)["image_apt"][tagged]["snapshot"] == f"{apt.root}/{UBUNTU_SNAPSHOTS}/{later}"
 
     # a base built without the labels: nothing to resolve FFmpeg in, said, and left floating
-    registry.push(IMAGE, "v0.5.23", labels={})
+    registry.push(IMAGE, "v0.5.20", labels={})
     (stacks / "h200-lowlat.lock.yaml").unlink()
     assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks)]) == 0
     err = capsys.readouterr().err

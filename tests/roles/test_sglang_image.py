@@ -1,5 +1,8 @@
-"""sglang_image on a real host behind the stand-in Docker engine: pinned base pulled, derived
-image built with the multimodal check run inside it, rebuilt only when its recipe changes."""
+"""sglang_image on a real host behind the stand-in Docker engine: pinned base pulled (shipping what
+its release's wheel requires), derived image built with the multimodal check run inside it,
+rebuilt only when its recipe changes. The stand-in images hold no torch and no FFmpeg, so the lab
+runs the check without decoding (sglang_image_video: false, tests/roles/hardware.py); the decoding
+is proven on the release's real packages in tests/roles/test_release_image_check.py."""
 
 from __future__ import annotations
 
@@ -9,6 +12,8 @@ from .conftest import Lab, assert_no_change, assert_same_plan, host_state
 from .hardware import derived_facts, derived_image
 
 DERIVED = derived_image("h200")  # named by flashfleet: the ref the serving units run
+# a derived build that installs transformers 5.12.1 over the release's 5.19.0
+OLD_TRANSFORMERS = {"name": "transformers", "specifier": "==5.12.1", "install": True, "overrides": "==5.19.0"}
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +37,7 @@ def test_check_mode_then_build_then_nothing_left(lab: Lab) -> None:
     assert inspect.stdout.startswith("sha256:")
     assert (
         run.statuses("h200")[
-            "sglang_image:Glm5NextProcessor imports and torchcodec loads in the derived image"
+            "sglang_image:the pins hold, pip check, Glm5NextProcessor and a decoded clip in the derived image"
         ]
         == "ok"
     )
@@ -43,11 +48,10 @@ def test_check_mode_then_build_then_nothing_left(lab: Lab) -> None:
 
 @pytest.mark.usefixtures("docker_on_h200")
 def test_transformers_5_12_1_is_refused_by_name(lab: Lab) -> None:
-    run = lab.play(["h200"], "sglang_image",
-                   extravars={"sglang_image_transformers_version": "5.12.1"})  # fmt: skip
+    run = lab.play(["h200"], "sglang_image", extravars={"sglang_image_pins": [OLD_TRANSFORMERS]})
     assert not run.ok
     [failure] = run.result.failures
-    assert "transformers 5.12.1 is refused" in failure.message
+    assert "the pins name a refused transformers release (5.12.1)" in failure.message
     assert "answers image requests from the text alone" in failure.message
 
 
@@ -55,11 +59,27 @@ def test_transformers_5_12_1_is_refused_by_name(lab: Lab) -> None:
 def test_the_in_image_check_fails_the_build_without_the_processor(lab: Lab) -> None:
     # with the name check lifted, the check script itself finds no Glm5NextProcessor in 5.12.1
     run = lab.play(["h200"], "sglang_image", extravars={
-        "sglang_image_transformers_version": "5.12.1", "sglang_image_refused_transformers": []})  # fmt: skip
+        "sglang_image_pins": [OLD_TRANSFORMERS], "sglang_image_refused_transformers": []})  # fmt: skip
     assert not run.ok
     [failure] = run.result.failures
     assert failure.task == "derived image (runs the multimodal check while building)"
     assert "Glm5NextProcessor does not import from transformers 5.12.1" in failure.message
+    # the release's own pin it replaced on purpose is the one conflict pip check accepts
+    assert "FAIL: pip check" not in failure.message
+
+
+@pytest.mark.usefixtures("docker_on_h200")
+def test_a_conflict_the_build_brings_in_fails_the_check(lab: Lab) -> None:
+    # the same downgrade without naming the release pin it replaces: pip check names the release's
+    pin = {**OLD_TRANSFORMERS, "overrides": None}
+    run = lab.play(["h200"], "sglang_image", extravars={
+        "sglang_image_pins": [pin], "sglang_image_refused_transformers": []})  # fmt: skip
+    assert not run.ok
+    [failure] = run.result.failures
+    assert (
+        "FAIL: pip check: sglang 0.5.23 has requirement transformers==5.19.0, but you have transformers 5.12.1."
+        in failure.message
+    )
 
 
 @pytest.mark.parametrize("release", ["v0.5.19", "latest"])
