@@ -106,15 +106,26 @@ def split_task_name(name: str) -> tuple[str, str]:
     return (phase.strip().lower(), task.strip()) if sep else ("", name.strip())
 
 
+# how the project's own checks (run on the node, or inside a build) name each problem
+_FAIL = "FAIL: "
+
+
 def failure_message(res: Mapping[str, Any]) -> str:
-    """The most useful line(s) of a failed task result."""
+    """The most useful line(s) of a failed task result: the message, each problem the project's
+    own checks named (their `FAIL:` lines, which a long build log would bury), and each stream's
+    last line."""
     if res.get("censored"):
         return str(res["censored"])
     parts = [str(res.get("msg", "")).strip()]
     for stream in ("stderr", "stdout"):
         text = str(res.get(stream, "") or "").strip()
         if text and text not in parts[0]:
-            parts.append(text.splitlines()[-1] if len(text) > 400 else text)
+            if len(text) <= 400:
+                parts.append(text)
+                continue
+            lines = text.splitlines()
+            parts += [line.strip() for line in lines[:-1] if line.strip().startswith(_FAIL)]
+            parts.append(lines[-1])
     return " | ".join(p for p in parts if p) or "task failed (no message)"
 
 

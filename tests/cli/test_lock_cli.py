@@ -365,12 +365,20 @@ def test_an_image_pinned_by_the_stack_is_locked_to_that_digest_and_a_disagreemen
     tagged = f"{registry.address}/{IMAGE}:v0.5.20"
     first = registry.tag_digest(IMAGE, "v0.5.20")
     registry.push(IMAGE, "v0.5.20", content=b"rebuilt")  # the tag moved; the stack pins the first
-    edit_spec(stacks, "h200-lowlat", image={"repository": f"{registry.address}/{IMAGE}", "digest": first})
+    edit_spec(
+        stacks,
+        "h200-lowlat",
+        image={"repository": f"{registry.address}/{IMAGE}", "version": OLDER, "digest": first},
+    )
     assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks)]) == 0
     assert lock_of(stacks)["images"][tagged]["digest"] == first
     # a stack digest that is not the lock's: which one runs is not guessed
     other = registry.push(IMAGE, "v0.5.24-other", content=b"other")
-    edit_spec(stacks, "h200-lowlat", image={"repository": f"{registry.address}/{IMAGE}", "digest": other})
+    edit_spec(
+        stacks,
+        "h200-lowlat",
+        image={"repository": f"{registry.address}/{IMAGE}", "version": OLDER, "digest": other},
+    )
     capsys.readouterr()
     assert main(["plan", "h200-lowlat", "--stacks-dir", str(stacks)]) == 2
     err = capsys.readouterr().err

@@ -40,6 +40,19 @@ def test_failure_message_prefers_msg_then_stderr() -> None:
     assert "no_log" in failure_message({"censored": "hidden: no_log"})
 
 
+def test_failure_message_keeps_each_problem_a_long_build_log_would_bury() -> None:
+    build = "\n".join(
+        ["Step 1/9 : FROM base", *(f"layer {i}" for i in range(40)),
+         "FAIL: torchcodec 0.9.1 installed, torchcodec==0.17.0 pinned", "more build output",
+         "  FAIL: pip check: sglang 0.5.23 has requirement transformers==5.19.0", "versions: {}"]
+    )  # fmt: skip
+    message = failure_message({"msg": "non-zero return code", "stdout": build, "stderr": "x" * 401})
+    assert message == (
+        "non-zero return code | " + "x" * 401 + " | FAIL: torchcodec 0.9.1 installed, torchcodec==0.17.0 pinned"
+        " | FAIL: pip check: sglang 0.5.23 has requirement transformers==5.19.0 | versions: {}"
+    )
+
+
 def test_sink_reports_progress_failures_and_keeps_every_event(tmp_path: Path) -> None:
     seen: list[Progress] = []
     sink = _EventSink(tmp_path / "events.jsonl", seen.append)
