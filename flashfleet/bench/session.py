@@ -31,6 +31,7 @@ from flashfleet.bench.method import method_of, probe_client_version
 from flashfleet.bench.profiles import BENCH_MODULES, Profile
 from flashfleet.bench.report import write_report
 from flashfleet.bench.runner import LocalRunner, Runner
+from flashfleet.bench.seeds import new_run_id
 from flashfleet.bench.servers import (
     SHARE_COUNTERS,
     FetchMany,
@@ -66,6 +67,7 @@ class BenchRequest:
     facts: Mapping[str, Any] | None = None  # Deployment fields given on the command line
     servers: tuple[Server, ...] | None = None  # every server behind the endpoint (None: from the recipe)
     ready_timeout_s: float = 600.0  # how long every server and rank may take to become ready
+    run_id: str | None = None  # what the run's seeds derive from (None: a fresh one)
 
 
 @dataclass(frozen=True)
@@ -142,7 +144,9 @@ def _measure(request: BenchRequest, cluster: Cluster, log: Callable[[str], None]
     if note:
         log(f"bench: {note}")
         deployment = replace(deployment, notes=(*deployment.notes, note))
-    method = method_of(profile, module=request.module, client_version=client_version)
+    run_id = request.run_id or new_run_id()
+    request = replace(request, run_id=run_id)
+    method = method_of(profile, module=request.module, client_version=client_version, run_id=run_id)
 
     # Servers are asked from where the benchmark runs (their ports need not be open to here).
     fetch = fetch_here if local else fetch_through(runner, request.python)
@@ -219,11 +223,14 @@ def _guarded_run(
             for line in problems:
                 log(f"bench: {line}")
             empty = run_profile(replace(profile, concurrency=()), endpoint, runner, python=request.python,
-                                module=request.module)  # fmt: skip
+                                module=request.module, run_id=request.run_id)  # fmt: skip
             return replace(empty, problems=problems), {}
     workers = [s for s in servers if s.share_metric]
     before = read_counters(workers, SHARE_COUNTERS, fetch) if workers else {}
-    run = run_profile(profile, endpoint, runner, python=request.python, module=request.module, log=log)
+    run = run_profile(
+        profile, endpoint, runner, python=request.python, module=request.module, log=log,
+        run_id=request.run_id,
+    )  # fmt: skip
     if not workers:
         return run, {}
     share, served = share_problems(workers, before, read_counters(workers, SHARE_COUNTERS, fetch))

@@ -1,0 +1,187 @@
+"""Cold by construction: no level or repeated run sends a prompt an earlier one sent.
+
+The load generator here is a model of bench_serving's random-ids path, transcribed from sglang
+0.5.23 (serving.py seeds `random` and `numpy.random` with --seed, then warms up by sending
+input_requests[0] --warmup-requests times, flushes when --flush-cache is given, and sends every
+prompt once; datasets/random.py draws the lengths with compute_random_lens and each prompt as
+consecutive token ids from a random offset). It sends every prompt to the stand-in server, which
+records what it received. (The real bench_serving runs against the stand-in in
+test_driver_oracle.py, where the oracle interpreter is installed.)
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+from collections import Counter
+
+import numpy as np
+
+from flashfleet.bench.argv import WARMUP_OUTPUT_NAME
+from flashfleet.bench.driver import run_profile
+from flashfleet.bench.method import CACHE_METHOD, method_of
+from flashfleet.bench.profiles import get_profile
+from flashfleet.bench.runner import Completed, Invocation
+from tests.bench.conftest import tiny
+from tests.bench.fakes import curve, jsonl
+
+VOCAB = 151_552  # GLM's tokenizer vocabulary: how many offsets a prompt can start from
+
+
+def _flag(argv: list[str], name: str, default: str | None = None) -> str | None:
+    return argv[argv.index(name) + 1] if name in argv else default
+
+
+def _random_ids(seed: int, n: int, input_len: int, output_len: int, ratio: float) -> list[tuple[str, int]]:
+    np.random.seed(seed)
+    lens_in = np.random.randint(max(int(input_len * ratio), 1), input_len + 1, size=n).tolist()
+    lens_out = np.random.randint(max(int(output_len * ratio), 1), output_len + 1, size=n).tolist()
+    offsets = np.random.randint(0, VOCAB, size=n)
+    return [
+        (" ".join(f"w{(offsets[i] + i + j) % VOCAB}" for j in range(lens_in[i])), lens_out[i])
+        for i in range(n)
+    ]
+
+
+class ModelBenchServing:
+    """Runs an invocation the way bench_serving would, against the server at --base-url."""
+
+    def __init__(self) -> None:
+        self.invocations: list[list[str]] = []
+
+    def __call__(self, invocation: Invocation) -> Completed:
+        argv = list(invocation.argv)
+        self.invocations.append(argv)
+        base = str(_flag(argv, "--base-url"))
+        n = int(str(_flag(argv, "--num-prompts")))
+        prompts = _random_ids(
+            int(str(_flag(argv, "--seed", "42"))), n,
+            int(str(_flag(argv, "--random-input-len"))), int(str(_flag(argv, "--random-output-len"))),
+            float(str(_flag(argv, "--random-range-ratio", "0.0"))),
+        )  # fmt: skip
+        first, first_len = prompts[0]
+        for _ in range(int(str(_flag(argv, "--warmup-requests", "1")))):
+            self._post(
+                base, "/generate", {"text": first, "sampling_params": {"max_new_tokens": min(first_len, 32)}}
+            )
+        if "--flush-cache" in argv:
+            self._post(base, "/flush_cache", {})
+        for text, out_len in prompts:
+            self._post(base, "/generate", {"text": text, "sampling_params": {"max_new_tokens": out_len}})
+        if invocation.output_name == WARMUP_OUTPUT_NAME:
+            return Completed(0, "warm-up\n", "")
+        concurrency = int(str(_flag(argv, "--max-concurrency")))
+        return Completed(0, "ok\n", jsonl(curve(concurrency, completed=n)))
+
+    @staticmethod
+    def _post(base: str, path: str, body: dict[str, object]) -> None:
+        req = urllib.request.Request(
+            base + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(req, timeout=30) as r:
+            r.read()
+
+
+def _prompts(standin) -> list[str]:
+    return [body["text"] for path, body in standin.state.requests if path == "/generate"]
+
+
+def _old_argv(runner: ModelBenchServing, warmups: int):
+    """The driver's argv as it was before seeds: no --seed (bench_serving's 42), no separate
+    warm-up run, bench_serving's own warm-up of the profile's size."""
+
+    def run(invocation: Invocation) -> Completed:
+        if invocation.output_name == WARMUP_OUTPUT_NAME:
+            return Completed(0, "", "")
+        argv = list(invocation.argv)
+        i = argv.index("--seed")
+        del argv[i : i + 2]
+        argv[argv.index("--warmup-requests") + 1] = str(warmups)
+        return runner(Invocation(tuple(argv), invocation.output_name, invocation.timeout_s))
+
+    return run
+
+
+def test_a_sweep_and_its_repeat_send_no_prompt_twice(standin):
+    profile = tiny(get_profile("sweep"), concurrency=(1, 2), requests=4)
+    runner = ModelBenchServing()
+    first = run_profile(profile, standin.url, runner, run_id="run-one")
+    again = run_profile(profile, standin.url, runner, run_id="run-two")
+    assert first.ok
+    assert again.ok
+
+    sent = _prompts(standin)
+    # two runs x two levels x (one warm-up request + four measured)
+    assert len(sent) == 2 * 2 * (1 + 4)
+    assert [p for p, n in Counter(sent).items() if n > 1] == []
+    # each level's seed is in the argv it ran with, and no two runs or levels share one
+    seeds = [int(str(_flag(argv, "--seed"))) for argv in runner.invocations]
+    assert len(set(seeds)) == len(seeds) == 8
+
+
+def test_the_same_sweep_with_the_old_argv_repeats_prompts(standin):
+    profile = tiny(get_profile("sweep"), concurrency=(1, 2), requests=4)
+    runner = ModelBenchServing()
+    run_profile(profile, standin.url, _old_argv(runner, warmups=1), run_id="run-one")
+    run_profile(profile, standin.url, _old_argv(runner, warmups=1), run_id="run-two")
+
+    sent = _prompts(standin)
+    assert len(sent) == 2 * 2 * (1 + 4)
+    repeated = {p: n for p, n in Counter(sent).items() if n > 1}
+    # the same four prompts at every level of every run, the first one also as every warm-up
+    assert len(repeated) == 4
+    assert sorted(repeated.values()) == [4, 4, 4, 8]
+
+
+def test_the_seeds_the_method_records_are_the_ones_sent():
+    profile = tiny(get_profile("sweep"), concurrency=(1, 2, 4), requests=4)
+    runner = ModelBenchServingNoServer()
+    run = run_profile(profile, "http://127.0.0.1:9", runner, run_id="abc")
+    method = method_of(profile, module="sglang.benchmark.serving", client_version="0.5.23", run_id="abc")
+    assert method["cache_method"] == CACHE_METHOD["cold"]
+    assert method["run_id"] == "abc"
+    for level, recorded in zip(run.levels, method["seeds"], strict=True):
+        assert recorded["concurrency"] == level.concurrency
+        assert _flag(list(level.argv), "--seed") == str(recorded["measured"])
+        assert level.warmup_argv is not None
+        assert _flag(list(level.warmup_argv), "--seed") == str(recorded["warmup"])
+        assert _flag(list(level.argv), "--warmup-requests") == "0"  # warmed up by its own run
+
+
+class ModelBenchServingNoServer(ModelBenchServing):
+    def _post(self, base: str, path: str, body: dict[str, object]) -> None:  # type: ignore[override]
+        pass
+
+
+def test_the_shared_prefix_profile_flushes_after_its_own_warm_up():
+    profile = tiny(get_profile("agentic-long"), concurrency=(2,), requests=4)
+    run = run_profile(profile, "http://127.0.0.1:9", lambda inv: Completed(0, "", ""), run_id="abc")
+    (level,) = run.levels
+    assert level.warmup_argv is None
+    assert "--flush-cache" in level.argv
+    assert _flag(list(level.argv), "--warmup-requests") == "1"
+    method = method_of(profile, module="sglang.benchmark.serving", client_version="0.5.23", run_id="abc")
+    assert method["cache_method"].startswith("shared prefix on purpose")
+
+
+def test_a_failed_warm_up_fails_its_level_and_sends_no_measured_request():
+    profile = tiny(get_profile("sweep"), concurrency=(1, 2), requests=4)
+    measured: list[int] = []
+
+    def runner(inv: Invocation) -> Completed:
+        concurrency = int(str(_flag(list(inv.argv), "--max-concurrency")))
+        if inv.output_name == WARMUP_OUTPUT_NAME:
+            return (
+                Completed(1, "Traceback\nConnectionError: refused\n", "")
+                if concurrency == 1
+                else Completed(0, "", "")
+            )
+        measured.append(concurrency)
+        return Completed(0, "", jsonl(curve(concurrency, completed=4)))
+
+    run = run_profile(profile, "http://127.0.0.1:9", runner, run_id="abc")
+    assert measured == [2]  # a level that was not warmed up is not measured
+    assert [(f.concurrency, f.error) for f in run.failures] == [
+        (1, "warm-up failed: bench_serving exited with 1: ConnectionError: refused")
+    ]
+    assert not run.ok
