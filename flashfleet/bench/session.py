@@ -199,9 +199,12 @@ def _servers(
         return ()
     selection = deployment.recipe
     addresses = list(selection.addresses) if selection and selection.addresses else []
-    if not addresses:
-        addresses = [urlsplit(endpoint).hostname or "127.0.0.1"]
-    return tuple(servers_from_recipe(recipe, addresses))
+    host = urlsplit(endpoint).hostname or "127.0.0.1"
+    if request.endpoint is not None and addresses and host not in addresses:
+        # The endpoint given is not on the stack's nodes (a tunnel, another copy of the stack, or
+        # a stack file still at its example addresses): ask the server that was named.
+        return (Server("server", endpoint),)
+    return tuple(servers_from_recipe(recipe, addresses or [host]))
 
 
 def _guarded_run(

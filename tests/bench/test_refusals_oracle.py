@@ -4,13 +4,11 @@ bench_serving (oracle venv) against stand-in servers that misbehave on purpose."
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import replace
 
 from flashfleet.bench.profiles import get_profile
 from flashfleet.bench.servers import Server
 from flashfleet.bench.session import EXIT_BENCH_FAILED, BenchRequest, bench
-from flashfleet.cli import main
 from tests.bench.conftest import ORACLE, tiny
 from tests.bench.fakes import FakeCluster
 from tests.serve.standin_sglang import StandinServer, StandinState
@@ -109,28 +107,6 @@ def test_an_unhealthy_node_is_refused(tmp_path, oracle_runner):
         outcome, summary, _, _ = run_bench(tmp_path, oracle_runner, a.url, servers=servers, timeout=0.5)
     assert outcome.exit_code == EXIT_BENCH_FAILED
     assert summary["problems"][0].startswith(f"not ready after 0 s: decode {b.url}: /health answered 503")
-
-
-def test_the_cause_reaches_the_user(tmp_path, monkeypatch, capsys):
-    """An interpreter without sglang: the CLI and report.md show `No module named 'sglang'`."""
-    from flashfleet.cli import bench as cli_bench
-
-    monkeypatch.setattr(cli_bench, "stack_cluster", lambda _stacks: FakeCluster())
-    with StandinServer() as server:
-        code = main(["bench", "stk", "--endpoint", server.url, "--local", "--python", sys.executable,
-                     "--profile", "sweep", "--concurrency", "1", "--results", str(tmp_path)])  # fmt: skip
-    assert code == EXIT_BENCH_FAILED
-    err = capsys.readouterr().err
-    (line,) = [ln for ln in err.splitlines() if ln.startswith("flashfleet bench: concurrency 1 failed")]
-    assert line.startswith("flashfleet bench: concurrency 1 failed: bench_serving exited with 1: ")
-    assert "No module named 'sglang'" in line  # the cause, not only the exit status
-    assert "NOT a valid result" in err
-    (run_dir,) = (tmp_path / "stk").iterdir()
-    report = (run_dir / "report.md").read_text()
-    assert "No module named 'sglang'" in report.split("## Figures")[0]  # above the figures
-    fp = json.loads((run_dir / "fingerprint.json").read_text())
-    assert fp["method"]["client_version"] is None  # the probe could not read it either
-    assert any("client version not read" in n for n in fp["notes"])
 
 
 def test_the_load_generator_is_pinned_in_the_fingerprint(tmp_path, oracle_runner):
