@@ -46,6 +46,7 @@ class BenchRun:
     # Run-wide refusals found outside bench_serving (readiness, PD share): each fails the run.
     problems: tuple[str, ...] = ()
     run_id: str = ""  # what every seed of the run is derived from
+    ready_wait_s: float | None = None  # how long the servers took to serve, before the first level
 
     @property
     def summaries(self) -> list[LevelSummary]:

@@ -7,6 +7,7 @@ the stack comes in as its ``Cluster`` (flashfleet.bench.cluster_protocol).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -35,9 +36,12 @@ from flashfleet.bench.seeds import new_run_id
 from flashfleet.bench.servers import (
     SHARE_COUNTERS,
     FetchMany,
+    PostMany,
     Server,
     fetch_here,
     fetch_through,
+    post_here,
+    post_through,
     read_counters,
     servers_from_recipe,
     share_problems,
@@ -150,9 +154,11 @@ def _measure(request: BenchRequest, cluster: Cluster, log: Callable[[str], None]
 
     # Servers are asked from where the benchmark runs (their ports need not be open to here).
     fetch = fetch_here if local else fetch_through(runner, request.python)
+    post = post_here if local else post_through(runner, request.python)
     run, worker_shares = _guarded_run(
-        request, profile=profile, endpoint=endpoint, runner=runner, servers=servers, log=log, fetch=fetch
-    )
+        request, profile=profile, endpoint=endpoint, runner=runner, servers=servers, log=log, fetch=fetch,
+        post=post,
+    )  # fmt: skip
 
     gpus = deployment.gpus or recipe_gpus(recipe)
     cost = run_cost(
@@ -216,24 +222,36 @@ def _guarded_run(
     servers: tuple[Server, ...],
     log: Callable[[str], None],
     fetch: FetchMany,
+    post: PostMany,
 ) -> tuple[BenchRun, dict[str, Any]]:
-    """The levels, after every server and rank is ready; each PD side's and replica's share checked."""
+    """The levels, after every server and rank is ready and serving; each PD side's and replica's
+    share checked."""
+    ready_wait_s = None
     if servers:
-        log(f"bench: waiting for {len(servers)} server(s) and their data-parallel ranks")
-        waiting = wait_ready(servers, timeout_s=request.ready_timeout_s, fetch=fetch)
+        log(
+            f"bench: waiting for {len(servers)} server(s), their data-parallel ranks and a generation of each"
+        )
+        t0 = time.monotonic()
+        waiting = wait_ready(
+            servers, timeout_s=request.ready_timeout_s, fetch=fetch, generate=post, endpoint=endpoint
+        )
+        ready_wait_s = round(time.monotonic() - t0, 1)
+        if not waiting:
+            log(f"bench: every server answered a generation after {ready_wait_s:.1f} s")
         if waiting:
             problems = tuple(f"not ready after {request.ready_timeout_s:.0f} s: {why}" for why in waiting)
             for line in problems:
                 log(f"bench: {line}")
             empty = run_profile(replace(profile, concurrency=()), endpoint, runner, python=request.python,
                                 module=request.module, run_id=request.run_id)  # fmt: skip
-            return replace(empty, problems=problems), {}
+            return replace(empty, problems=problems, ready_wait_s=ready_wait_s), {}
     workers = [s for s in servers if s.share_metric]
     before = read_counters(workers, SHARE_COUNTERS, fetch) if workers else {}
     run = run_profile(
         profile, endpoint, runner, python=request.python, module=request.module, log=log,
         run_id=request.run_id,
     )  # fmt: skip
+    run = replace(run, ready_wait_s=ready_wait_s)
     if not workers:
         return run, {}
     share, served = share_problems(workers, before, read_counters(workers, SHARE_COUNTERS, fetch))

@@ -77,6 +77,7 @@ def summary_dict(
         "endpoint": run.endpoint,
         "started_at": run.started_at.isoformat().replace("+00:00", "Z"),
         "run_id": run.run_id or None,
+        "ready_wait_s": run.ready_wait_s,
         "wall_s": run.wall_s,
         "ok": run.ok,
         "failures": [

@@ -127,6 +127,9 @@ class StandinState:
     fail_after: int | None = None  # answer generation requests after the first N with HTTP 500
     zero_tokens: bool = False  # answer 200 with an empty completion (0 output tokens)
     healthy: bool = True  # /health answers 200
+    # Seconds after start before a generation is answered; /health answers 200 all along (a
+    # server whose first prefill is still initializing, as a router in front of it reports it).
+    serves_after_s: float = 0.0
     dp_size: int = 1
     tp_size: int = 1  # --tp-size: a loader's send group needs one port per rank
     sending_to: str | None = None  # a seed's loader group being sent to (one at a time)
@@ -458,6 +461,9 @@ def _handler(state: StandinState) -> type[BaseHTTPRequestHandler]:
                 self._json(404, {"error": "not found"})
 
         def _generate(self, body: dict[str, Any]) -> None:
+            if time.monotonic() - state.started < state.serves_after_s:
+                self._json(503, {"error": "stand-in: the first prefill is still initializing"})
+                return
             generations = sum(1 for p in state.paths() if p in GENERATION_PATHS)
             if state.fail_generation or (state.fail_after is not None and generations > state.fail_after):
                 self._json(500, {"error": "stand-in told to fail"})
