@@ -8,9 +8,10 @@ prompts, and its warm-up's, from seeds of its own (flashfleet.bench.seeds).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from flashfleet.bench.argv import OUTPUT_NAME, WARMUP_OUTPUT_NAME, bench_args, check_base_url, warmup_args
 from flashfleet.bench.profiles import BENCH_MODULES, Profile
@@ -47,6 +48,9 @@ class BenchRun:
     problems: tuple[str, ...] = ()
     run_id: str = ""  # what every seed of the run is derived from
     ready_wait_s: float | None = None  # how long the servers took to serve, before the first level
+    # concurrency -> the servers' own counter deltas over its measured requests (level_counters)
+    server_counters: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()  # worth a look, not a refusal (a cold level that hit the cache)
 
     @property
     def summaries(self) -> list[LevelSummary]:

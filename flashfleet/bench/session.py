@@ -28,8 +28,9 @@ from flashfleet.bench.fingerprint import (
     recipe_gpus,
 )
 from flashfleet.bench.gate import GateResult, evaluate
+from flashfleet.bench.level_counters import LEVEL_COUNTERS, cold_warning, level_counters
 from flashfleet.bench.method import method_of, probe_client_version
-from flashfleet.bench.profiles import BENCH_MODULES, Profile
+from flashfleet.bench.profiles import BENCH_MODULES, CACHE_SHARED, Profile
 from flashfleet.bench.report import write_report
 from flashfleet.bench.runner import LocalRunner, Runner
 from flashfleet.bench.seeds import new_run_id
@@ -247,11 +248,27 @@ def _guarded_run(
             return replace(empty, problems=problems, ready_wait_s=ready_wait_s), {}
     workers = [s for s in servers if s.share_metric]
     before = read_counters(workers, SHARE_COUNTERS, fetch) if workers else {}
+    reads: dict[tuple[int, str], dict[str, Any]] = {}
+
+    def between(concurrency: int, when: str) -> None:
+        if servers:
+            reads[(concurrency, when)] = read_counters(servers, LEVEL_COUNTERS, fetch)
+
     run = run_profile(
         profile, endpoint, runner, python=request.python, module=request.module, log=log,
-        run_id=request.run_id,
+        run_id=request.run_id, between=between,
     )  # fmt: skip
-    run = replace(run, ready_wait_s=ready_wait_s)
+    counters = {
+        c: level_counters(servers, reads[(c, "before")], reads[(c, "after")])
+        for c, when in reads
+        if when == "after" and (c, "before") in reads
+    }
+    warnings = (
+        [] if profile.cache == CACHE_SHARED else [w for c, d in counters.items() if (w := cold_warning(c, d))]
+    )
+    for line in warnings:
+        log(f"bench: warning: {line}")
+    run = replace(run, ready_wait_s=ready_wait_s, server_counters=counters, warnings=tuple(warnings))
     if not workers:
         return run, {}
     share, served = share_problems(workers, before, read_counters(workers, SHARE_COUNTERS, fetch))

@@ -67,6 +67,8 @@ def summary_dict(
         row = lv.model_dump()
         row["cost_per_mtok_output_usd"] = level_cost_per_mtok(hourly, lv) if hourly is not None else None
         row["output_throughput_per_gpu"] = lv.output_throughput / gpus if gpus else None
+        # the servers' own counters over this level's measured requests
+        row["server"] = run.server_counters.get(lv.concurrency) if lv.concurrency is not None else None
         levels.append(row)
     valid, reasons = verdict(run)
     return {
@@ -84,6 +86,7 @@ def summary_dict(
             {"concurrency": f.concurrency, "error": f.error, "log_tail": f.log_tail} for f in run.failures
         ],
         "problems": list(run.problems),
+        "warnings": list(run.warnings),
         "gpus": gpus,
         "servers": [{"role": sv.role, "url": sv.url, "dp_ranks": sv.dp_ranks} for sv in servers],
         "worker_shares": dict(worker_shares or {}),

@@ -12,6 +12,7 @@ test_driver_oracle.py, where the oracle interpreter is installed.)
 from __future__ import annotations
 
 import json
+import sys
 import urllib.request
 from collections import Counter
 
@@ -21,9 +22,11 @@ from flashfleet.bench.argv import WARMUP_OUTPUT_NAME
 from flashfleet.bench.driver import run_profile
 from flashfleet.bench.method import CACHE_METHOD, method_of
 from flashfleet.bench.profiles import get_profile
-from flashfleet.bench.runner import Completed, Invocation
+from flashfleet.bench.runner import Completed, Invocation, LocalRunner
+from flashfleet.bench.servers import Server
+from flashfleet.bench.session import BenchRequest, bench
 from tests.bench.conftest import tiny
-from tests.bench.fakes import curve, jsonl
+from tests.bench.fakes import FakeCluster, curve, jsonl
 
 VOCAB = 151_552  # GLM's tokenizer vocabulary: how many offsets a prompt can start from
 
@@ -185,3 +188,63 @@ def test_a_failed_warm_up_fails_its_level_and_sends_no_measured_request():
         (1, "warm-up failed: bench_serving exited with 1: ConnectionError: refused")
     ]
     assert not run.ok
+
+
+class ModelOnNode(ModelBenchServing):
+    """The model load generator as a cluster's runner: the probe and the /metrics fetches it is
+    handed (``python -c``) run for real, here."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._here = LocalRunner()
+
+    def __call__(self, invocation: Invocation) -> Completed:
+        if invocation.argv[1] == "-c":
+            return self._here(invocation)
+        return super().__call__(invocation)
+
+
+def _bench_twice(tmp_path, standin, runner) -> list[dict]:
+    summaries = []
+    for run_id in ("run-one", "run-two"):
+        request = BenchRequest(
+            stack="stk", profile=tiny(get_profile("sweep"), concurrency=(1, 2), requests=4),
+            results_root=tmp_path, endpoint=standin.url, python=sys.executable,
+            servers=(Server("server", standin.url),), run_id=run_id,
+        )  # fmt: skip
+        outcome = bench(request, FakeCluster(runner_of=lambda stack: runner), lambda line: None)
+        summary = json.loads((outcome.run_dir / "summary.json").read_text())
+        summaries.append({**summary, "report.md": (outcome.run_dir / "report.md").read_text()})
+    return summaries
+
+
+def test_the_servers_counters_show_no_cache_hit_in_a_cold_sweep_or_its_repeat(tmp_path, standin):
+    summaries = _bench_twice(tmp_path, standin, ModelOnNode())
+    for summary in summaries:
+        assert summary["warnings"] == []
+        for level in summary["levels"]:
+            server = level["server"]
+            assert server["prompt_tokens"] == 4 * 16  # four prompts of 16 words (tokens) each
+            assert server["cached_tokens"] == 0
+            assert server["prefix_cache_hit_rate"] == 0.0
+            assert server["servers"][standin.url]["num_requests_total"] == 4
+        assert "| 1 | 64 | 0 | 0.0% |" in summary["report.md"]
+        assert "**warning**" not in summary["report.md"]
+
+
+def test_the_servers_counters_show_the_old_argvs_hits_and_warn(tmp_path, standin):
+    model = ModelOnNode()
+    old = _old_argv(model, warmups=1)
+
+    def runner(invocation: Invocation) -> Completed:
+        return model(invocation) if invocation.argv[1] == "-c" else old(invocation)
+
+    first, second = _bench_twice(tmp_path, standin, runner)
+    rates = [lv["server"]["prefix_cache_hit_rate"] for s in (first, second) for lv in s["levels"]]
+    # the first level: five prompts (its warm-up's included), one of them the warm-up's again;
+    # every later level re-sends all of them
+    assert rates == [0.2, 1.0, 1.0, 1.0]
+    assert len(first["warnings"]) == 2
+    assert first["warnings"][0].startswith(
+        "concurrency 1: 20.0% of its prompt tokens came from the prefix cache"
+    )

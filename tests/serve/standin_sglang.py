@@ -78,6 +78,7 @@ COUNTERS = ("sglang:prompt_tokens_total", "sglang:generation_tokens_total", "sgl
             "sglang:backuped_tokens_total", "sglang:storage_prefetch_hit_tokens_total")  # fmt: skip
 RUNNING = "sglang:num_running_reqs"  # a gauge (sglang's SchedulerMetricsCollector)
 STORAGE_CACHED = 'sglang:cached_tokens_total{cache_source="storage"}'
+DEVICE_CACHED = 'sglang:cached_tokens_total{cache_source="device"}'  # a prompt served again
 COLOURS = {"red": (255, 0, 0), "green": (0, 255, 0), "blue": (0, 0, 255), "yellow": (255, 255, 0),
            "black": (0, 0, 0), "white": (255, 255, 255), "orange": (255, 128, 0), "purple": (128, 0, 128)}  # fmt: skip
 
@@ -219,6 +220,8 @@ class StandinState:
         with self.lock:
             cached = key in self.device
             self.device.add(key)
+        if cached:  # the whole prompt's prefix is in the device tier: its tokens are cache hits
+            self.count(DEVICE_CACHED, tokens_of(prompt))
         if cached or self.l3 is None:
             return
         if self.l3.is_exist(key) == 1:
@@ -243,6 +246,10 @@ class StandinState:
                   f'{RUNNING}{{model_name="{self.model}",engine_type="unified"}} {counters.get(RUNNING, 0.0)}']  # fmt: skip
         storage = counters.get(STORAGE_CACHED)
         lines += ["# HELP sglang:cached_tokens_total stand-in", "# TYPE sglang:cached_tokens_total counter"]
+        lines.append(
+            f'sglang:cached_tokens_total{{model_name="{self.model}",cache_source="device"}} '
+            f"{counters.get(DEVICE_CACHED, 0.0)}"
+        )
         if storage is not None:
             lines.append(
                 f'sglang:cached_tokens_total{{model_name="{self.model}",cache_source="storage"}} {storage}'
