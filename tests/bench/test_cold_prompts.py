@@ -28,7 +28,7 @@ from flashfleet.bench.session import BenchRequest, bench
 from tests.bench.conftest import tiny
 from tests.bench.fakes import FakeCluster, curve, jsonl
 
-VOCAB = 151_552  # GLM's tokenizer vocabulary: how many offsets a prompt can start from
+VOCAB = 151_552  # a vocabulary of a real tokenizer's size: how many offsets a prompt can start from
 
 
 def _flag(argv: list[str], name: str, default: str | None = None) -> str | None:
