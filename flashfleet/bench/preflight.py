@@ -11,14 +11,15 @@ from flashfleet.bench.errors import BenchSetupError
 from flashfleet.bench.runner import Invocation, Runner
 
 CLIENT_MARK = "flashfleet-client:"
-# One argv, no shell: whether the interpreter can find the bench module (importing its parents,
-# as `python -m` does), and the sglang distribution's version when it has one.
+# One argv, no shell: whether the interpreter can import the bench module (and so everything it
+# imports: a tokenizer library missing fails here, not at the first level), and the sglang
+# distribution's version when it has one.
 CLIENT_PROBE = """
-import importlib.metadata, importlib.util, json, sys
+import importlib, importlib.metadata, json, sys
 try:
-    found = importlib.util.find_spec(sys.argv[1]) is not None
-    why = "" if found else "no module named " + repr(sys.argv[1])
-except Exception as e:
+    importlib.import_module(sys.argv[1])
+    found, why = True, ""
+except BaseException as e:
     found, why = False, f"{type(e).__name__}: {e}"
 try:
     version = importlib.metadata.version("sglang")

@@ -4,6 +4,7 @@ the stack file's example address."""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -29,12 +30,14 @@ def agentx(monkeypatch):
 
 @pytest.fixture
 def stub_client(tmp_path, monkeypatch):
-    """An interpreter that finds sglang.benchmark.serving (a stub that exits at once)."""
+    """An interpreter that imports sglang.benchmark.serving (a stub that, run, exits at once)."""
     site = tmp_path / "site"
     (site / "sglang" / "benchmark").mkdir(parents=True)
     (site / "sglang" / "__init__.py").write_text("")
     (site / "sglang" / "benchmark" / "__init__.py").write_text("")
-    (site / "sglang" / "benchmark" / "serving.py").write_text("raise SystemExit('stub load generator')\n")
+    (site / "sglang" / "benchmark" / "serving.py").write_text(
+        "if __name__ == '__main__':\n    raise SystemExit('stub load generator')\n"
+    )
     monkeypatch.setenv("PYTHONPATH", str(site))
 
 
@@ -87,3 +90,17 @@ def test_readiness_is_asked_of_the_endpoint_given_not_the_stack_files_address(
     assert took < 20  # no wait on an address nothing answers at
     assert code == 3  # the stub load generator measured nothing: a failed run, kept with its cause
     assert "stub load generator" in err
+
+
+def test_a_load_generator_missing_one_of_its_imports_is_found_before_the_run(
+    tmp_path, agentx, stub_client, capsys, monkeypatch
+):
+    site = Path(os.environ["PYTHONPATH"])
+    (site / "sglang" / "benchmark" / "serving.py").write_text("import transformers_not_installed_here\n")
+    results = tmp_path / "results"
+    code, took = _bench(results, "http://127.0.0.1:9")
+    assert code == 2
+    assert took < 5
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "No module named 'transformers_not_installed_here'" in line
+    assert not results.exists()
