@@ -12,7 +12,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from flashfleet.bench.servers import GENERATION_TOKENS, PROMPT_TOKENS, REQUESTS, Counters, Server
+from flashfleet.bench.servers import (
+    GENERATION_TOKENS,
+    PROMPT_TOKENS,
+    REQUESTS,
+    Counters,
+    FetchMany,
+    Server,
+    read_counters,
+)
 
 # sglang 0.5.23 srt/observability/metrics_collector.py: prompt tokens served from the prefix cache
 CACHED_TOKENS = "sglang:cached_tokens_total"
@@ -64,3 +72,24 @@ def cold_warning(concurrency: int, counters: Mapping[str, Any]) -> str | None:
         f"({counters['cached_tokens']:,.0f} of {counters['prompt_tokens']:,.0f}), in a level meant to be "
         "cold: another client, or an earlier run with the same seeds, warmed it"
     )
+
+
+class LevelReads:
+    """The driver's ``between`` hook: every server's counters around each level's measured
+    requests, then the deltas per level."""
+
+    def __init__(self, servers: Sequence[Server], fetch: FetchMany) -> None:
+        self._servers = tuple(servers)
+        self._fetch = fetch
+        self._reads: dict[tuple[int, str], dict[str, Counters | str]] = {}
+
+    def __call__(self, concurrency: int, when: str) -> None:
+        if self._servers:
+            self._reads[(concurrency, when)] = read_counters(self._servers, LEVEL_COUNTERS, self._fetch)
+
+    def per_level(self) -> dict[int, dict[str, Any]]:
+        return {
+            c: level_counters(self._servers, self._reads[(c, "before")], self._reads[(c, "after")])
+            for c, when in self._reads
+            if when == "after" and (c, "before") in self._reads
+        }

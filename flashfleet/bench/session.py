@@ -28,7 +28,7 @@ from flashfleet.bench.fingerprint import (
     recipe_gpus,
 )
 from flashfleet.bench.gate import GateResult, evaluate
-from flashfleet.bench.level_counters import LEVEL_COUNTERS, cold_warning, level_counters
+from flashfleet.bench.level_counters import LevelReads, cold_warning
 from flashfleet.bench.method import method_of, probe_client_version
 from flashfleet.bench.profiles import BENCH_MODULES, CACHE_SHARED, Profile
 from flashfleet.bench.report import write_report
@@ -248,21 +248,12 @@ def _guarded_run(
             return replace(empty, problems=problems, ready_wait_s=ready_wait_s), {}
     workers = [s for s in servers if s.share_metric]
     before = read_counters(workers, SHARE_COUNTERS, fetch) if workers else {}
-    reads: dict[tuple[int, str], dict[str, Any]] = {}
-
-    def between(concurrency: int, when: str) -> None:
-        if servers:
-            reads[(concurrency, when)] = read_counters(servers, LEVEL_COUNTERS, fetch)
-
+    reads = LevelReads(servers, fetch)
     run = run_profile(
         profile, endpoint, runner, python=request.python, module=request.module, log=log,
-        run_id=request.run_id, between=between,
+        run_id=request.run_id, between=reads,
     )  # fmt: skip
-    counters = {
-        c: level_counters(servers, reads[(c, "before")], reads[(c, "after")])
-        for c, when in reads
-        if when == "after" and (c, "before") in reads
-    }
+    counters = reads.per_level()
     warnings = (
         [] if profile.cache == CACHE_SHARED else [w for c, d in counters.items() if (w := cold_warning(c, d))]
     )
