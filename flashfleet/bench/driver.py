@@ -153,4 +153,12 @@ def _warmup_error(done: Completed) -> str | None:
     if done.returncode != 0:
         tail = log_tail(done.log, 1)
         return f"bench_serving exited with {done.returncode}" + (f": {tail[0]}" if tail else "")
+    try:  # as bench_serving's own warm-up: at least one request must have succeeded
+        records = read_jsonl(done.jsonl)
+    except ResultFormatError as err:
+        return f"unreadable result: {err}"
+    if not records:
+        return "bench_serving wrote no result line"
+    if not records[-1].get("completed"):
+        return "no warm-up request succeeded"
     return None

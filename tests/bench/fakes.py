@@ -78,7 +78,7 @@ class FakeRunner:
             return Completed(0, f"flashfleet-client-version {self.client_version}\n", "")
         if invocation.output_name == WARMUP_OUTPUT_NAME:
             self.warmups.append(invocation)
-            return Completed(0, "warm-up ok\n", "")
+            return Completed(0, "warm-up ok\n", jsonl(curve(1, completed=1)))
         self.calls.append(invocation)
         concurrency = int(argv[argv.index("--max-concurrency") + 1])
         if self._answer is not None:

@@ -71,8 +71,6 @@ class ModelBenchServing:
             self._post(base, "/flush_cache", {})
         for text, out_len in prompts:
             self._post(base, "/generate", {"text": text, "sampling_params": {"max_new_tokens": out_len}})
-        if invocation.output_name == WARMUP_OUTPUT_NAME:
-            return Completed(0, "warm-up\n", "")
         concurrency = int(str(_flag(argv, "--max-concurrency")))
         return Completed(0, "ok\n", jsonl(curve(concurrency, completed=n)))
 
@@ -95,7 +93,7 @@ def _old_argv(runner: ModelBenchServing, warmups: int):
 
     def run(invocation: Invocation) -> Completed:
         if invocation.output_name == WARMUP_OUTPUT_NAME:
-            return Completed(0, "", "")
+            return Completed(0, "", jsonl(curve(1, completed=1)))  # the old argv had no such run
         argv = list(invocation.argv)
         i = argv.index("--seed")
         del argv[i : i + 2]
@@ -174,11 +172,9 @@ def test_a_failed_warm_up_fails_its_level_and_sends_no_measured_request():
     def runner(inv: Invocation) -> Completed:
         concurrency = int(str(_flag(list(inv.argv), "--max-concurrency")))
         if inv.output_name == WARMUP_OUTPUT_NAME:
-            return (
-                Completed(1, "Traceback\nConnectionError: refused\n", "")
-                if concurrency == 1
-                else Completed(0, "", "")
-            )
+            if concurrency == 1:
+                return Completed(1, "Traceback\nConnectionError: refused\n", "")
+            return Completed(0, "", jsonl(curve(concurrency, completed=1)))
         measured.append(concurrency)
         return Completed(0, "", jsonl(curve(concurrency, completed=4)))
 
@@ -248,3 +244,17 @@ def test_the_servers_counters_show_the_old_argvs_hits_and_warn(tmp_path, standin
     assert first["warnings"][0].startswith(
         "concurrency 1: 20.0% of its prompt tokens came from the prefix cache"
     )
+
+
+def test_a_warm_up_in_which_no_request_succeeded_fails_its_level():
+    profile = tiny(get_profile("sweep"), concurrency=(1,), requests=4)
+
+    def runner(inv: Invocation) -> Completed:
+        if inv.output_name == WARMUP_OUTPUT_NAME:  # bench_serving exits 0 and counts no success
+            return Completed(0, "", jsonl(curve(1, completed=0)))
+        return Completed(0, "", jsonl(curve(1, completed=4)))
+
+    run = run_profile(profile, "http://127.0.0.1:9", runner, run_id="abc")
+    assert [(f.concurrency, f.error) for f in run.failures] == [
+        (1, "warm-up failed: no warm-up request succeeded")
+    ]

@@ -458,7 +458,7 @@ def _handler(state: StandinState) -> type[BaseHTTPRequestHandler]:
                     self._generate(body)
                 finally:
                     state.count(RUNNING, -1)
-            elif self.path == "/flush_cache":
+            elif self.path.partition("?")[0] == "/flush_cache":  # bench_serving adds ?timeout=S
                 state.flush()
                 self._json(200, {})
             elif self.path in SEED_PATHS:
