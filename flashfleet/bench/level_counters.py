@@ -70,7 +70,8 @@ def cold_warning(concurrency: int, counters: Mapping[str, Any]) -> str | None:
     return (
         f"concurrency {concurrency}: {rate:.1%} of its prompt tokens came from the prefix cache "
         f"({counters['cached_tokens']:,.0f} of {counters['prompt_tokens']:,.0f}), in a level meant to be "
-        "cold: another client, or an earlier run with the same seeds, warmed it"
+        "cold: another client, a run replayed with the same seeds, or random-ids prompts whose random "
+        "starts coincide"
     )
 
 
