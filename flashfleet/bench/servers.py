@@ -11,7 +11,8 @@ per DP rank) and /metrics (sglang's Prometheus counters; the servers run with --
 
 Ready means serving: /health can answer while the first prefill is still initializing, so each
 server that takes generations on its own (a unified server, every replica) must also answer a
-one-token generation of its own, and the endpoint one through whatever is in front.
+one-token generation of its own, the endpoint one through whatever is in front, and each prefill
+and decode server must count its part of one sent through the endpoint.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ GENERATION_TOKENS = "sglang:generation_tokens_total"
 REQUESTS = "sglang:num_requests_total"
 # What each PD role must have done during the run for the split to be real.
 PD_SHARE = {"prefill": PROMPT_TOKENS, "decode": GENERATION_TOKENS}
+PD_PEER = {"prefill": "decode", "decode": "prefill"}
 SHARE_COUNTERS = (PROMPT_TOKENS, GENERATION_TOKENS, REQUESTS)
 HTTP_ROLES = ("server", "language", "encoder", "prefill", "decode")
 
@@ -205,8 +207,9 @@ def wait_ready(
     endpoint: str | None = None,
 ) -> list[str]:
     """Poll until every server and rank is ready and, with ``generate``, every server that
-    generates on its own and then the endpoint have each answered a generation of their own;
-    the reasons of those that never were."""
+    generates on its own and then the endpoint have each answered a generation of their own, and
+    every prefill and decode server has counted its part of one sent through the endpoint; the
+    reasons of those that never were."""
     urls = [f"{s.url}/{path}" for s in servers for path in ("health", "server_info")]
     served: set[str] = set()  # generation URLs that answered once: not asked again
 
@@ -226,11 +229,43 @@ def wait_ready(
                 served.add(url)
             else:
                 left.append(why)
+        if endpoint is not None and not left:
+            pd = [s for s in servers if s.role in PD_SHARE]
+            left += _pd_not_served(pd, endpoint, generate, fetch, served)
         return left
 
     return poll(
         waiting, lambda left: not left, timeout_s=timeout_s, interval_s=interval_s, clock=clock, sleep=sleep
     )
+
+
+def _pd_not_served(
+    pd: Sequence[Server], endpoint: str, generate: PostMany, fetch: FetchMany, served: set[str]
+) -> list[str]:
+    """A prefill or decode server takes no generation alone (it waits for its peer): send the
+    endpoint one generation per such server not yet seen serving, each a new prompt (a router
+    that routes by prefix spreads them), and see which counted its part (PD_SHARE). A server
+    whose counters cannot be read is left to the share check after the run."""
+    todo = [s for s in pd if s.url not in served]
+    if not todo:
+        return []
+    before = read_counters(todo, SHARE_COUNTERS, fetch)
+    for i in range(len(todo)):
+        text = f"{PROBE_GENERATION['text']} {i} {time.time_ns()}"
+        generate({f"{endpoint}/generate": {**PROBE_GENERATION, "text": text}})
+    after = read_counters(todo, SHARE_COUNTERS, fetch)
+    left = []
+    for s in todo:
+        b, a = before.get(s.url), after.get(s.url)
+        if not isinstance(b, dict) or not isinstance(a, dict) or a[PD_SHARE[s.role]] > b[PD_SHARE[s.role]]:
+            served.add(s.url)
+        else:
+            sent = f"{len(todo)} generation{'s' if len(todo) > 1 else ''}"
+            left.append(
+                f"{s.label}: answers /health but counted no part of {sent} sent through the endpoint "
+                f"(still initializing, or a silent PD fallback: {PD_PEER[s.role]} did it all)"
+            )
+    return left
 
 
 Counters = dict[str, float]  # metric name -> sum over its label sets

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import time
 
 from flashfleet.bench.profiles import get_profile
@@ -86,3 +87,43 @@ def test_bench_waits_for_the_first_generation_and_reports_how_long(tmp_path):
     summary = json.loads((outcome.run_dir / "summary.json").read_text())
     assert summary["ready_wait_s"] == waited
     assert not any("not ready" in p for p in summary["problems"])
+
+
+def test_a_prefill_the_router_sends_nothing_yet_is_waited_for():
+    """PD: each prefill and decode must count its part of a generation sent through the router;
+    until the router sends the prefill anything (decode does it all), it is not ready."""
+    with StandinServer() as prefill, StandinServer() as decode:
+        router_state = StandinState(prefill=None, decode=decode.state)  # decode alone, for now
+        with StandinServer(router_state) as router:
+            servers = [Server("prefill", prefill.url), Server("decode", decode.url)]
+            late = threading.Timer(SERVES_AFTER_S, lambda: setattr(router_state, "prefill", prefill.state))
+            late.start()
+            t0 = time.monotonic()
+            waiting = wait_ready(
+                servers,
+                timeout_s=30,
+                fetch=fetch_here,
+                generate=post_here,
+                endpoint=router.url,
+                interval_s=0.2,
+            )
+            took = time.monotonic() - t0
+            late.cancel()
+    assert waiting == []
+    assert took >= SERVES_AFTER_S - 0.2
+    assert prefill.state.counters["sglang:prompt_tokens_total"] > 0
+
+
+def test_a_prefill_the_router_never_sends_to_is_not_ready_and_says_why():
+    with StandinServer() as prefill, StandinServer() as decode:
+        router = StandinServer(StandinState(prefill=None, decode=decode.state))  # decode does it all
+        with router:
+            waiting = wait_ready(
+                [Server("prefill", prefill.url), Server("decode", decode.url)], timeout_s=0.5,
+                fetch=fetch_here, generate=post_here, endpoint=router.url, interval_s=0.2,
+            )  # fmt: skip
+    # decode counted its part at once; the last poll sent one generation for the prefill alone
+    assert waiting == [
+        f"prefill {prefill.url}: answers /health but counted no part of 1 generation sent through the endpoint "
+        "(still initializing, or a silent PD fallback: decode did it all)"
+    ]

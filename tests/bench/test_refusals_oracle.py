@@ -58,19 +58,20 @@ def test_failed_requests_are_refused(tmp_path, oracle_runner):
     assert "- concurrency 2: 2 of 4 requests failed" in report
 
 
-def test_pd_pair_where_decode_answers_everything_is_refused(tmp_path, oracle_runner):
+def test_pd_pair_where_decode_answers_everything_is_refused_before_the_benchmark(tmp_path, oracle_runner):
     prefill, decode = StandinState(), StandinState()
     router = StandinState(prefill=None, decode=decode)  # the port mismatch: prefill never sees a request
     with StandinServer(prefill) as p, StandinServer(decode) as d, StandinServer(router) as r:
         servers = [Server("prefill", p.url), Server("decode", d.url)]
         outcome, summary, report, lines = run_bench(tmp_path, oracle_runner, r.url, servers=servers)
     assert outcome.exit_code == EXIT_BENCH_FAILED
-    assert all(lv.error is None for lv in outcome.run.levels)  # bench_serving saw nothing wrong
+    assert outcome.run.levels == ()  # readiness found it: no benchmark request was sent
     (problem,) = summary["problems"]
-    assert problem.startswith(f"silent PD fallback: prefill {p.url} counted 0 prompt_tokens_total")
+    assert problem.startswith(f"not ready after 3 s: prefill {p.url}: answers /health but counted no part of")
+    assert problem.endswith("(still initializing, or a silent PD fallback: decode did it all)")
     assert f"bench: {problem}" in lines
     assert f"- {problem}" in report
-    assert summary["worker_shares"][d.url]["sglang:prompt_tokens_total"] > 0  # decode prefilled itself
+    assert decode.counters["sglang:prompt_tokens_total"] > 0  # decode prefilled the probes itself
 
 
 def test_pd_pair_that_shares_the_work_is_valid(tmp_path, oracle_runner):
