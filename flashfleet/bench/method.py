@@ -12,8 +12,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from flashfleet.bench.profiles import Profile
+from flashfleet.bench.profiles import CACHE_SHARED, Profile
 from flashfleet.bench.runner import Completed, Invocation, Runner
+from flashfleet.bench.seeds import level_seeds
 
 VERSION_MARK = "flashfleet-client-version"
 # Printed by the interpreter that runs bench_serving; one argv, no shell.
@@ -26,6 +27,13 @@ COMPARED = (
     "client_module", "client_version",
 )  # fmt: skip
 NO_IGNORE_EOS_BACKENDS = frozenset({"trt"})  # bench_serving sends no ignore_eos to these
+# How the prefix cache was kept out of the numbers (or measured on purpose): runs whose cache
+# methods differ are never lined up, whatever else they share.
+CACHE_METHOD = {
+    "cold": "cold: fresh seed per level, warm-up from its own seed",
+    CACHE_SHARED: "shared prefix on purpose: warm-up, then --flush-cache before the measured requests",
+}
+UNKNOWN_CACHE_METHOD = "unknown (not recorded: one seed for every level and run)"
 
 
 def probe_client_version(runner: Runner, python: str) -> tuple[str | None, str | None]:
@@ -43,7 +51,9 @@ def probe_client_version(runner: Runner, python: str) -> tuple[str | None, str |
     return None, f"client version not read (exit {done.returncode}): {last}"
 
 
-def method_of(profile: Profile, *, module: str, client_version: str | None) -> dict[str, Any]:
+def method_of(
+    profile: Profile, *, module: str, client_version: str | None, run_id: str | None = None
+) -> dict[str, Any]:
     ignore_eos = "disable-ignore-eos" not in profile.args and profile.backend not in NO_IGNORE_EOS_BACKENDS
     return {
         "profile": profile.name,
@@ -61,7 +71,27 @@ def method_of(profile: Profile, *, module: str, client_version: str | None) -> d
         "concurrency": list(profile.concurrency),
         "client_module": module,
         "client_version": client_version,
+        "cache_method": CACHE_METHOD[profile.cache],
+        "run_id": run_id,
+        "seeds": [
+            {"concurrency": s.concurrency, "measured": s.measured, "warmup": s.warmup}
+            for s in level_seeds(run_id, profile.concurrency)
+        ]
+        if run_id
+        else None,
     }
+
+
+def cache_method_of(method: Mapping[str, Any] | None) -> str:
+    return str((method or {}).get("cache_method") or UNKNOWN_CACHE_METHOD)
+
+
+def cache_mismatch(methods: Mapping[str, Mapping[str, Any] | None]) -> str | None:
+    """One line naming the cache methods when the runs differ in it, else None."""
+    found = {label: cache_method_of(m) for label, m in methods.items()}
+    if len(set(found.values())) < 2:
+        return None
+    return "cache method differs: " + "; ".join(f"{label} = {v}" for label, v in found.items())
 
 
 def differences(methods: Mapping[str, Mapping[str, Any] | None]) -> list[str]:

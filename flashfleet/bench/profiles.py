@@ -68,6 +68,10 @@ DRIVER_FLAGS = frozenset(
 
 ArgValue = str | int | float | bool | list[str | int | float]
 KINDS = ("single-turn", "agentic")
+# How a profile keeps the server's prefix cache out of (or deliberately in) its numbers.
+CACHE_COLD = "cold"  # every level and run draws prompts nothing sent before (a fresh seed)
+CACHE_SHARED = "shared-prefix"  # the prompts share prefixes on purpose: flushed before measuring
+CACHE_MODES = (CACHE_COLD, CACHE_SHARED)
 
 
 class ProfileError(ValueError):
@@ -92,6 +96,7 @@ class Profile:
     max_concurrency: Mapping[str, int] = field(default_factory=dict)
     kind: str = "single-turn"  # agentic adds 1 / p90(e2e latency / output length)
     source: str = ""  # where the method comes from, when it reproduces a published one
+    cache: str = CACHE_COLD  # CACHE_MODES
 
     def warmup_requests(self, concurrency: int) -> int | None:
         if self.warmup_per_concurrency:
@@ -174,7 +179,7 @@ def _check_caps(name: str, caps: Any) -> dict[str, int]:
 def profile_from_mapping(name: str, data: Mapping[str, Any]) -> Profile:
     known = {"description", "backend", "dataset", "concurrency", "prompts_per_concurrency",
              "min_prompts", "timeout_s", "args", "gate", "warmup_per_concurrency",
-             "max_concurrency", "kind", "source"}  # fmt: skip
+             "max_concurrency", "kind", "source", "cache"}  # fmt: skip
     unknown = sorted(set(data) - known)
     if unknown:
         raise ProfileError(f"profile {name}: unknown field(s) {', '.join(unknown)}")
@@ -187,6 +192,16 @@ def profile_from_mapping(name: str, data: Mapping[str, Any]) -> Profile:
     kind = data.get("kind", "single-turn")
     if kind not in KINDS:
         raise ProfileError(f"profile {name}: kind must be one of {', '.join(KINDS)}, not {kind!r}")
+    cache = data.get("cache", CACHE_COLD)
+    if cache not in CACHE_MODES:
+        raise ProfileError(f"profile {name}: cache must be one of {', '.join(CACHE_MODES)}, not {cache!r}")
+    args = data.get("args", {})
+    if isinstance(args, dict) and ("seed" in args or "flush-cache" in args):
+        raise ProfileError(f"profile {name}: --seed and --flush-cache are set by the driver (see `cache`)")
+    if dataset == "generated-shared-prefix" and cache != CACHE_SHARED:
+        raise ProfileError(
+            f"profile {name}: generated-shared-prefix shares prefixes on purpose: cache = {CACHE_SHARED!r}"
+        )
     warmup = data.get("warmup_per_concurrency", 0)
     if isinstance(warmup, bool) or not isinstance(warmup, int) or warmup < 0:
         raise ProfileError(f"profile {name}: warmup_per_concurrency must be an integer >= 0")
@@ -211,6 +226,7 @@ def profile_from_mapping(name: str, data: Mapping[str, Any]) -> Profile:
         max_concurrency=_check_caps(name, data.get("max_concurrency", {})),
         kind=kind,
         source=str(data.get("source", "")),
+        cache=cache,
     )
 
 

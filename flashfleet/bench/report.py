@@ -100,6 +100,36 @@ def _failure_lines(s: dict[str, Any]) -> list[str]:
     return [*out, ""] if out else []
 
 
+def _server_counter_lines(s: dict[str, Any]) -> list[str]:
+    """The servers' own counters per level: the prefix-cache hit rate beside the client's figures."""
+    rows = [(r["concurrency"], r["server"]) for r in s["levels"] if r.get("server")]
+    if not rows:
+        return []
+    out = ["## The servers' own counters, per level", "",
+           "Deltas of each server's Prometheus counters over the level's measured requests.", ""]  # fmt: skip
+    cells = []
+    for concurrency, d in rows:
+        rate = d.get("prefix_cache_hit_rate")
+        cells.append([
+            str(concurrency), _count(d.get("prompt_tokens")), _count(d.get("cached_tokens")),
+            "unknown" if rate is None else f"{rate:.1%}", _count(d.get("generation_tokens")),
+        ])  # fmt: skip
+    header = (
+        "concurrency",
+        "prompt tokens",
+        "cached prompt tokens",
+        "prefix-cache hit rate",
+        "generated tokens",
+    )
+    out += [*markdown(header, cells), ""]
+    out += [f"- **warning** {w}" for w in s.get("warnings") or []]
+    return [*out, ""] if s.get("warnings") else out
+
+
+def _count(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:,.0f}"
+
+
 def run_markdown(run: StoredRun) -> str:
     s = run.summary
     method = run.method or {}
@@ -123,6 +153,7 @@ def run_markdown(run: StoredRun) -> str:
         "",
     ]
     out += _cost_lines(s.get("cost"))
+    out += _server_counter_lines(s)
     gate = s.get("gate")
     if gate and (gate["checks"] or gate["missing_levels"]):
         out += ["## Gate: " + ("PASS" if gate["passed"] else "FAIL"), ""]

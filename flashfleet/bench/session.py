@@ -7,6 +7,7 @@ the stack comes in as its ``Cluster`` (flashfleet.bench.cluster_protocol).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -27,16 +28,21 @@ from flashfleet.bench.fingerprint import (
     recipe_gpus,
 )
 from flashfleet.bench.gate import GateResult, evaluate
+from flashfleet.bench.level_counters import LevelReads, cold_warning
 from flashfleet.bench.method import method_of, probe_client_version
-from flashfleet.bench.profiles import BENCH_MODULES, Profile
+from flashfleet.bench.profiles import BENCH_MODULES, CACHE_SHARED, Profile
 from flashfleet.bench.report import write_report
 from flashfleet.bench.runner import LocalRunner, Runner
+from flashfleet.bench.seeds import new_run_id
 from flashfleet.bench.servers import (
     SHARE_COUNTERS,
     FetchMany,
+    PostMany,
     Server,
     fetch_here,
     fetch_through,
+    post_here,
+    post_through,
     read_counters,
     servers_from_recipe,
     share_problems,
@@ -66,6 +72,7 @@ class BenchRequest:
     facts: Mapping[str, Any] | None = None  # Deployment fields given on the command line
     servers: tuple[Server, ...] | None = None  # every server behind the endpoint (None: from the recipe)
     ready_timeout_s: float = 600.0  # how long every server and rank may take to become ready
+    run_id: str | None = None  # what the run's seeds derive from (None: a fresh one)
 
 
 @dataclass(frozen=True)
@@ -142,13 +149,17 @@ def _measure(request: BenchRequest, cluster: Cluster, log: Callable[[str], None]
     if note:
         log(f"bench: {note}")
         deployment = replace(deployment, notes=(*deployment.notes, note))
-    method = method_of(profile, module=request.module, client_version=client_version)
+    run_id = request.run_id or new_run_id()
+    request = replace(request, run_id=run_id)
+    method = method_of(profile, module=request.module, client_version=client_version, run_id=run_id)
 
     # Servers are asked from where the benchmark runs (their ports need not be open to here).
     fetch = fetch_here if local else fetch_through(runner, request.python)
+    post = post_here if local else post_through(runner, request.python)
     run, worker_shares = _guarded_run(
-        request, profile=profile, endpoint=endpoint, runner=runner, servers=servers, log=log, fetch=fetch
-    )
+        request, profile=profile, endpoint=endpoint, runner=runner, servers=servers, log=log, fetch=fetch,
+        post=post,
+    )  # fmt: skip
 
     gpus = deployment.gpus or recipe_gpus(recipe)
     cost = run_cost(
@@ -195,9 +206,12 @@ def _servers(
         return ()
     selection = deployment.recipe
     addresses = list(selection.addresses) if selection and selection.addresses else []
-    if not addresses:
-        addresses = [urlsplit(endpoint).hostname or "127.0.0.1"]
-    return tuple(servers_from_recipe(recipe, addresses))
+    host = urlsplit(endpoint).hostname or "127.0.0.1"
+    if request.endpoint is not None and addresses and host not in addresses:
+        # The endpoint given is not on the stack's nodes (a tunnel, another copy of the stack, or
+        # a stack file still at its example addresses): ask the server that was named.
+        return (Server("server", endpoint),)
+    return tuple(servers_from_recipe(recipe, addresses or [host]))
 
 
 def _guarded_run(
@@ -209,21 +223,43 @@ def _guarded_run(
     servers: tuple[Server, ...],
     log: Callable[[str], None],
     fetch: FetchMany,
+    post: PostMany,
 ) -> tuple[BenchRun, dict[str, Any]]:
-    """The levels, after every server and rank is ready; each PD side's and replica's share checked."""
+    """The levels, after every server and rank is ready and serving; each PD side's and replica's
+    share checked."""
+    ready_wait_s = None
     if servers:
-        log(f"bench: waiting for {len(servers)} server(s) and their data-parallel ranks")
-        waiting = wait_ready(servers, timeout_s=request.ready_timeout_s, fetch=fetch)
+        log(
+            f"bench: waiting for {len(servers)} server(s), their data-parallel ranks and a generation of each"
+        )
+        t0 = time.monotonic()
+        waiting = wait_ready(
+            servers, timeout_s=request.ready_timeout_s, fetch=fetch, generate=post, endpoint=endpoint
+        )
+        ready_wait_s = round(time.monotonic() - t0, 1)
+        if not waiting:
+            log(f"bench: every server answered a generation after {ready_wait_s:.1f} s")
         if waiting:
             problems = tuple(f"not ready after {request.ready_timeout_s:.0f} s: {why}" for why in waiting)
             for line in problems:
                 log(f"bench: {line}")
             empty = run_profile(replace(profile, concurrency=()), endpoint, runner, python=request.python,
-                                module=request.module)  # fmt: skip
-            return replace(empty, problems=problems), {}
+                                module=request.module, run_id=request.run_id)  # fmt: skip
+            return replace(empty, problems=problems, ready_wait_s=ready_wait_s), {}
     workers = [s for s in servers if s.share_metric]
     before = read_counters(workers, SHARE_COUNTERS, fetch) if workers else {}
-    run = run_profile(profile, endpoint, runner, python=request.python, module=request.module, log=log)
+    reads = LevelReads(servers, fetch)
+    run = run_profile(
+        profile, endpoint, runner, python=request.python, module=request.module, log=log,
+        run_id=request.run_id, between=reads,
+    )  # fmt: skip
+    counters = reads.per_level()
+    warnings = (
+        [] if profile.cache == CACHE_SHARED else [w for c, d in counters.items() if (w := cold_warning(c, d))]
+    )
+    for line in warnings:
+        log(f"bench: warning: {line}")
+    run = replace(run, ready_wait_s=ready_wait_s, server_counters=counters, warnings=tuple(warnings))
     if not workers:
         return run, {}
     share, served = share_problems(workers, before, read_counters(workers, SHARE_COUNTERS, fetch))

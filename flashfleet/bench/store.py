@@ -3,6 +3,7 @@
 raw/c0064.jsonl   bench_serving's JSONL, as written
 raw/c0064.log     its console output
 raw/c0064.argv.json
+raw/c0064.warmup.argv.json   a cold level's warm-up run (its own seed)
 summary.json      per-level metrics, cost, gate, failures
 fingerprint.json  what was measured (recipe argv, badge, image digest, versions, hardware)
 report.md, throughput_latency.png, latency_percentiles.png
@@ -66,6 +67,8 @@ def summary_dict(
         row = lv.model_dump()
         row["cost_per_mtok_output_usd"] = level_cost_per_mtok(hourly, lv) if hourly is not None else None
         row["output_throughput_per_gpu"] = lv.output_throughput / gpus if gpus else None
+        # the servers' own counters over this level's measured requests
+        row["server"] = run.server_counters.get(lv.concurrency) if lv.concurrency is not None else None
         levels.append(row)
     valid, reasons = verdict(run)
     return {
@@ -75,12 +78,15 @@ def summary_dict(
         "profile": {"name": run.profile.name, "description": run.profile.description},
         "endpoint": run.endpoint,
         "started_at": run.started_at.isoformat().replace("+00:00", "Z"),
+        "run_id": run.run_id or None,
+        "ready_wait_s": run.ready_wait_s,
         "wall_s": run.wall_s,
         "ok": run.ok,
         "failures": [
             {"concurrency": f.concurrency, "error": f.error, "log_tail": f.log_tail} for f in run.failures
         ],
         "problems": list(run.problems),
+        "warnings": list(run.warnings),
         "gpus": gpus,
         "servers": [{"role": sv.role, "url": sv.url, "dp_ranks": sv.dp_ranks} for sv in servers],
         "worker_shares": dict(worker_shares or {}),
@@ -111,6 +117,8 @@ def write_run(
         note = f"\n[flashfleet] {lv.completed.runner_error}\n" if lv.completed.runner_error else ""
         (raw / f"{stem}.log").write_text(lv.completed.log + note)
         (raw / f"{stem}.argv.json").write_text(json.dumps(list(lv.argv), indent=2) + "\n")
+        if lv.warmup_argv is not None:
+            (raw / f"{stem}.warmup.argv.json").write_text(json.dumps(list(lv.warmup_argv), indent=2) + "\n")
     summary = summary_dict(stack, run, cost, gate, gpus=gpus, servers=servers, worker_shares=worker_shares)
     _write_json(out / SUMMARY, summary)
     _write_json(out / FINGERPRINT, fingerprint)

@@ -151,6 +151,8 @@ def run(args: argparse.Namespace) -> int:
             servers = tuple(parse_server(text) for text in args.servers)
         except ValueError as err:
             raise UsageError(str(err)) from None
+    if args.local:  # known in a second here, else found by the levels after the readiness wait
+        _local_preflight(args.python, args.module, args.endpoint)
     from flashfleet.cli.common import writable_dir
 
     # after every input check (a refusal creates nothing), before the benchmark runs: its results must land
@@ -180,6 +182,21 @@ def run(args: argparse.Namespace) -> int:
 
     # the stack file where `plan` and `status` find it too: a project's own ./stacks first
     return execute(request, stack_cluster(stack_arg(args.stack, None)[1]))
+
+
+def _local_preflight(python: str, module: str, endpoint: str | None) -> None:
+    """The load generator here, then a server at the endpoint given: before any folder is made."""
+    from flashfleet.bench.argv import check_base_url
+    from flashfleet.bench.errors import BenchSetupError
+    from flashfleet.bench.preflight import check_client, check_endpoint_answers
+    from flashfleet.bench.runner import LocalRunner
+
+    try:
+        check_client(LocalRunner(), python, module)
+        if endpoint is not None:
+            check_endpoint_answers(check_base_url(endpoint))
+    except (BenchSetupError, ValueError) as err:
+        raise UsageError(str(err)) from None
 
 
 def stack_cluster(stacks_dir: Path) -> Cluster:

@@ -1,11 +1,12 @@
 """`flashfleet compare RUN RUN...`: several benchmark runs lined up in one table and one plot.
 
-Runs measured differently (profile, lengths, range ratio, ignore-eos, request rate, load
-generator and its version) are refused unless --allow-method-mismatch, and runs that served
-different bytes of the same checkpoint (another commit) or the same image tag (another digest)
-unless --allow-build-mismatch; then the differences are printed above the table. Exit status:
-0 every run valid and comparable, 2 bad input, 3 refused (methods or builds differ) or any run
-is not valid (marked in the table).
+Runs whose prefix cache was handled differently (cold seeds per level, a deliberate flush, or
+not recorded) are refused outright (exit 2). Runs measured differently (profile, lengths, range
+ratio, ignore-eos, request rate, load generator and its version) are refused unless
+--allow-method-mismatch, and runs that served different bytes of the same checkpoint (another
+commit) or the same image tag (another digest) unless --allow-build-mismatch; then the
+differences are printed above the table. Exit status: 0 every run valid and comparable, 2 bad
+input, 3 refused (methods or builds differ) or any run is not valid (marked in the table).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from flashfleet.bench.fingerprint import build_differences
-    from flashfleet.bench.method import differences
+    from flashfleet.bench.method import cache_mismatch, differences
     from flashfleet.bench.store import load_run
     from flashfleet.stack.errors import plain_message
 
@@ -65,6 +66,9 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"{r.path}/summary.json: a level row is incomplete ({where}: {why})") from None
         except (KeyError, TypeError, ValueError) as err:
             raise UsageError(f"{r.path}/summary.json: a level row is incomplete ({err!r})") from None
+    cache = cache_mismatch({str(r.path): r.method for r in runs})
+    if cache:  # a warm cache against a cold one is no comparison, whatever is allowed
+        raise UsageError(f"refused, {cache}")
     diffs = differences({str(r.path): r.method for r in runs})
     builds = build_differences({str(r.path): r.fingerprint for r in runs})
     for found, allowed, why, flag in (

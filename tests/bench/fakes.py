@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from flashfleet.bench.argv import WARMUP_OUTPUT_NAME
 from flashfleet.bench.errors import BenchSetupError
 from flashfleet.bench.fingerprint import Deployment
 from flashfleet.bench.runner import Completed, Invocation, LocalRunner, Runner
@@ -58,13 +59,15 @@ def curve(concurrency: int, completed: int = 8) -> dict[str, object]:
 class FakeRunner:
     """Answers each benchmark invocation from ``answer(concurrency)`` (by default a result with
     every requested prompt completed), and the load generator's version probe with
-    ``client_version``; records the benchmark invocations it was asked to run."""
+    ``client_version``; records the benchmark invocations it was asked to run (a cold level's
+    separate warm-up run apart, in ``warmups``)."""
 
     def __init__(
         self, answer: Callable[[int], Completed] | None = None, client_version: str = "0.5.23"
     ) -> None:
         self.calls: list[Invocation] = []
         self.probes: list[Invocation] = []
+        self.warmups: list[Invocation] = []
         self._answer = answer
         self.client_version = client_version
 
@@ -73,6 +76,9 @@ class FakeRunner:
         if argv[1] == "-c":
             self.probes.append(invocation)
             return Completed(0, f"flashfleet-client-version {self.client_version}\n", "")
+        if invocation.output_name == WARMUP_OUTPUT_NAME:
+            self.warmups.append(invocation)
+            return Completed(0, "warm-up ok\n", jsonl(curve(1, completed=1)))
         self.calls.append(invocation)
         concurrency = int(argv[argv.index("--max-concurrency") + 1])
         if self._answer is not None:

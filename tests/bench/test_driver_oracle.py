@@ -91,8 +91,10 @@ def test_a_failing_server_fails_the_level_and_keeps_the_log(standin, oracle_runn
     profile = tiny(get_profile("chat-1k1k"), concurrency=(1,), requests=2)
     run = run_profile(profile, standin.url, oracle_runner, python=str(ORACLE))
     assert not run.ok
-    assert run.failures[0].error.startswith("bench_serving exited with 1: ")
-    assert "Warmup failed" in run.failures[0].completed.log
+    # the level's warm-up run (its own seed, no warm-up of its own) fails first; nothing is measured
+    assert run.failures[0].error.startswith("warm-up failed: bench_serving exited with 1: ")
+    assert "output_file='warmup.jsonl'" in run.failures[0].completed.log
+    assert [p for p in standin.state.paths() if p == "/generate"] == ["/generate"]  # the one warm-up prompt
 
 
 def test_bench_session_end_to_end_writes_results_and_tears_down(standin, oracle_runner, tmp_path):
@@ -127,7 +129,9 @@ def test_bench_session_end_to_end_writes_results_and_tears_down(standin, oracle_
     run_dir = outcome.run_dir
     assert run_dir.parent == tmp_path / "h200-ll"
     raw = sorted(p.name for p in (run_dir / "raw").iterdir())
-    assert raw == [f"c000{c}.{ext}" for c in (1, 2) for ext in ("argv.json", "jsonl", "log")]
+    assert raw == [
+        f"c000{c}.{ext}" for c in (1, 2) for ext in ("argv.json", "jsonl", "log", "warmup.argv.json")
+    ]
     assert read_jsonl((run_dir / "raw" / "c0002.jsonl").read_text())[0]["max_concurrency"] == 2
 
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -154,3 +158,26 @@ def test_bench_session_end_to_end_writes_results_and_tears_down(standin, oracle_
     for png in ("throughput_latency.png", "latency_percentiles.png"):
         assert (run_dir / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert f"]({png})" in report
+
+
+def test_real_bench_serving_sends_no_prompt_twice_across_levels_and_runs(standin, oracle_runner):
+    profile = tiny(get_profile("sweep"), concurrency=(1, 2), requests=4)
+    for run_id in ("run-one", "run-two"):  # fixed ids: the same prompts every time this runs
+        run = run_profile(profile, standin.url, oracle_runner, python=str(ORACLE), run_id=run_id)
+        assert run.ok, [(lv.error, lv.completed.log[-2000:]) for lv in run.levels]
+    sent = [json.dumps(b["text"]) for p, b in standin.state.requests if p == "/generate"]
+    assert len(sent) == 2 * 2 * (1 + 4)  # per level: its warm-up run's one request, four measured
+    assert len(set(sent)) == len(sent)
+
+
+def test_real_bench_serving_flushes_the_shared_prefix_profile_after_its_warm_up(standin, oracle_runner):
+    profile = tiny(get_profile("agentic-long"), concurrency=(2,), requests=4)
+    run = run_profile(profile, standin.url, oracle_runner, python=str(ORACLE), run_id="abc")
+    assert run.ok, run.levels[0].completed.log[-2000:]
+    paths = [
+        p.partition("?")[0]
+        for p in standin.state.paths()
+        if p.partition("?")[0] in ("/generate", "/flush_cache")
+    ]
+    # the warm-up (one request), then the flush, then the measured requests (2 groups x 2 prompts)
+    assert paths == ["/generate", "/flush_cache", *["/generate"] * 4]

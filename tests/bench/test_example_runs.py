@@ -19,10 +19,20 @@ def test_the_example_runs_are_two_valid_runs_of_real_bench_serving() -> None:
         assert summary["valid"] is True, run
         assert [lv["concurrency"] for lv in summary["levels"]] == [1, 4]
         assert all(lv["completed"] == 8 for lv in summary["levels"]), run
-        # bench_serving's own output, per level, beside its argv
+        # bench_serving's own output, per level, beside its argv and its warm-up run's
         assert sorted(p.name for p in (run / "raw").iterdir()) == [
-            f"c000{c}.{ext}" for c in (1, 4) for ext in ("argv.json", "jsonl", "log")
+            f"c000{c}.{ext}" for c in (1, 4) for ext in ("argv.json", "jsonl", "log", "warmup.argv.json")
         ]
+        # the servers' own counters per level: a cold level found nothing of its prompts cached
+        for lv in summary["levels"]:
+            assert lv["server"]["prompt_tokens"] == 8 * 1024
+            assert lv["server"]["cached_tokens"] == 0
+            assert lv["server"]["prefix_cache_hit_rate"] == 0.0
+        assert summary["warnings"] == []
+        method = json.loads((run / "fingerprint.json").read_text())["method"]
+        assert method["cache_method"] == "cold: fresh seed per level, warm-up from its own seed"
+        seeds = [s[k] for s in method["seeds"] for k in ("measured", "warmup")]
+        assert len(set(seeds)) == 4
 
 
 def test_compare_lines_them_up(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

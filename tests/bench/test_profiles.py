@@ -84,7 +84,7 @@ def test_packaged_profiles_cover_the_workloads():
 def test_every_profile_argv_parses_with_the_real_parser():
     profiles = load_profiles()
     cases = [(p, c) for p in profiles.values() for c in p.concurrency]
-    argvs = [bench_args(p, "http://127.0.0.1:8000", c) for p, c in cases]
+    argvs = [bench_args(p, "http://127.0.0.1:8000", c, seed=1000 + c) for p, c in cases]
     assert all(isinstance(w, str) for a in argvs for w in a)
     env = {**os.environ, "PYTHONPATH": str(ORACLE_SITE)}
     out = subprocess.run(
@@ -106,10 +106,17 @@ def test_every_profile_argv_parses_with_the_real_parser():
         assert ns["output_file"] == "bench.jsonl"
         assert ns["tag"] == f"{profile.name}/c{conc}"
         for key, value in profile.args.items():
+            if key == "warmup-requests":
+                continue  # below: a cold level warms up in a run of its own
             want = float(value) if key == "request-rate" else value  # argparse reads "inf" as a float
             assert ns[key.replace("-", "_")] == want, (profile.name, key)
-        if profile.warmup_per_concurrency:
-            assert ns["warmup_requests"] == profile.warmup_per_concurrency * conc
+        assert ns["seed"] == 1000 + conc
+        if profile.cache == "shared-prefix":
+            assert ns["flush_cache"] is True
+            assert ns["warmup_requests"] == profile.warmup_requests(conc)
+        else:
+            assert ns["flush_cache"] is False
+            assert ns["warmup_requests"] == 0
 
 
 def test_the_real_parser_rejects_what_a_typo_would_produce():
@@ -123,7 +130,7 @@ def test_the_real_parser_rejects_what_a_typo_would_produce():
 
 def test_argv_is_a_list_with_both_module_names():
     profile = get_profile("sweep")
-    args = bench_args(profile, "http://10.0.0.5:8000/", 16)
+    args = bench_args(profile, "http://10.0.0.5:8000/", 16, seed=7)
     for module in BENCH_MODULES:
         argv = command("python3", module, args)
         assert argv[:3] == ("python3", "-m", module)
@@ -137,7 +144,11 @@ def test_argv_is_a_list_with_both_module_names():
     [
         ({"args": {"random-input-length": 5}}, "no flag --random-input-length"),
         ({"args": {"max-concurrency": 5}}, "set by the driver"),
-        ({"args": {"flush-cache": False}}, "leave a switch out"),
+        ({"args": {"disable-stream": False}}, "leave a switch out"),
+        ({"args": {"flush-cache": True}}, "set by the driver"),
+        ({"args": {"seed": 1}}, "set by the driver"),
+        ({"dataset": "generated-shared-prefix"}, "shares prefixes on purpose"),
+        ({"cache": "warm"}, "cache must be one of"),
         ({"concurrency": []}, "non-empty list"),
         ({"concurrency": [0, 4]}, "integers >= 1"),
         ({"backend": "openai"}, "unknown backend"),
@@ -155,10 +166,10 @@ def test_switches_lists_and_request_counts():
     profile = profile_from_mapping(
         "p",
         {"concurrency": [2, 32], "prompts_per_concurrency": 3, "min_prompts": 10,
-         "args": {"flush-cache": True, "header": ["A=1", "B=2"]}},
+         "args": {"disable-stream": True, "header": ["A=1", "B=2"]}},
     )  # fmt: skip
-    args = bench_args(profile, "http://127.0.0.1:1", 2)
-    assert args[args.index("--flush-cache") + 1].startswith("--")  # bare switch
+    args = bench_args(profile, "http://127.0.0.1:1", 2, seed=3)
+    assert args[args.index("--disable-stream") + 1].startswith("--")  # bare switch
     i = args.index("--header")
     assert args[i + 1 : i + 3] == ["A=1", "B=2"]
     assert profile.num_prompts(2) == 10
@@ -174,4 +185,4 @@ def test_unknown_profile_names_the_choices():
 @pytest.mark.parametrize("url", ["127.0.0.1:8000", "ftp://h:1", "http://h:1/?x=1", "http://"])
 def test_endpoint_must_be_a_base_url(url):
     with pytest.raises(ValueError, match="base URL"):
-        bench_args(get_profile("chat-1k1k"), url, 1)
+        bench_args(get_profile("chat-1k1k"), url, 1, seed=1)

@@ -175,6 +175,30 @@ def test_compare_refuses_runs_measured_differently(tmp_path, capsys):
     assert "- input_len: " in out
 
 
+@pytest.mark.parametrize("other_cache", ["shared-prefix", None])
+def test_compare_refuses_runs_whose_cache_method_differs_in_one_line(tmp_path, capsys, other_cache):
+    from flashfleet.bench.method import CACHE_METHOD, method_of
+
+    profile = get_profile("sweep")
+    cold = method_of(profile, module="sglang.benchmark.serving", client_version="0.5.23", run_id="a")
+    other = {**cold, "cache_method": CACHE_METHOD[other_cache] if other_cache else None}
+    a = stored_run(tmp_path, "low-latency", method=cold)
+    b = stored_run(tmp_path, "high-throughput", method=other)
+    for extra in ([], ["--allow-method-mismatch"]):  # no flag lines up a warm cache with a cold one
+        assert main(["compare", str(a), str(b), *extra]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == ""
+        lines = captured.err.strip().splitlines()
+        assert len(lines) == 1
+        assert "cache method differs" in lines[0]
+        assert CACHE_METHOD["cold"] in lines[0]
+        assert (CACHE_METHOD[other_cache] if other_cache else "not recorded") in lines[0]
+    # the same cache method but another run id and other seeds: comparable
+    again = method_of(profile, module="sglang.benchmark.serving", client_version="0.5.23", run_id="b")
+    c = stored_run(tmp_path, "high-throughput", method=again)
+    assert main(["compare", str(a), str(c)]) == 0
+
+
 MODEL = "zai-org/GLM-5.3-Flash"
 
 

@@ -82,6 +82,7 @@ COUNTERS = ("sglang:prompt_tokens_total", "sglang:generation_tokens_total", "sgl
             "sglang:backuped_tokens_total", "sglang:storage_prefetch_hit_tokens_total")  # fmt: skip
 RUNNING = "sglang:num_running_reqs"  # a gauge (sglang's SchedulerMetricsCollector)
 STORAGE_CACHED = 'sglang:cached_tokens_total{cache_source="storage"}'
+DEVICE_CACHED = 'sglang:cached_tokens_total{cache_source="device"}'  # a prompt served again
 COLOURS = {"red": (255, 0, 0), "green": (0, 255, 0), "blue": (0, 0, 255), "yellow": (255, 255, 0),
            "black": (0, 0, 0), "white": (255, 255, 255), "orange": (255, 128, 0), "purple": (128, 0, 128)}  # fmt: skip
 
@@ -131,6 +132,9 @@ class StandinState:
     fail_after: int | None = None  # answer generation requests after the first N with HTTP 500
     zero_tokens: bool = False  # answer 200 with an empty completion (0 output tokens)
     healthy: bool = True  # /health answers 200
+    # Seconds after start before a generation is answered; /health answers 200 all along (a
+    # server whose first prefill is still initializing, as a router in front of it reports it).
+    serves_after_s: float = 0.0
     dp_size: int = 1
     tp_size: int = 1  # --tp-size: a loader's send group needs one port per rank
     sending_to: str | None = None  # a seed's loader group being sent to (one at a time)
@@ -220,6 +224,8 @@ class StandinState:
         with self.lock:
             cached = key in self.device
             self.device.add(key)
+        if cached:  # the whole prompt's prefix is in the device tier: its tokens are cache hits
+            self.count(DEVICE_CACHED, tokens_of(prompt))
         if cached or self.l3 is None:
             return
         if self.l3.is_exist(key) == 1:
@@ -244,6 +250,10 @@ class StandinState:
                   f'{RUNNING}{{model_name="{self.model}",engine_type="unified"}} {counters.get(RUNNING, 0.0)}']  # fmt: skip
         storage = counters.get(STORAGE_CACHED)
         lines += ["# HELP sglang:cached_tokens_total stand-in", "# TYPE sglang:cached_tokens_total counter"]
+        lines.append(
+            f'sglang:cached_tokens_total{{model_name="{self.model}",cache_source="device"}} '
+            f"{counters.get(DEVICE_CACHED, 0.0)}"
+        )
         if storage is not None:
             lines.append(
                 f'sglang:cached_tokens_total{{model_name="{self.model}",cache_source="storage"}} {storage}'
@@ -452,7 +462,7 @@ def _handler(state: StandinState) -> type[BaseHTTPRequestHandler]:
                     self._generate(body)
                 finally:
                     state.count(RUNNING, -1)
-            elif self.path == "/flush_cache":
+            elif self.path.partition("?")[0] == "/flush_cache":  # bench_serving adds ?timeout=S
                 state.flush()
                 self._json(200, {})
             elif self.path in SEED_PATHS:
@@ -462,6 +472,9 @@ def _handler(state: StandinState) -> type[BaseHTTPRequestHandler]:
                 self._json(404, {"error": "not found"})
 
         def _generate(self, body: dict[str, Any]) -> None:
+            if time.monotonic() - state.started < state.serves_after_s:
+                self._json(503, {"error": "stand-in: the first prefill is still initializing"})
+                return
             generations = sum(1 for p in state.paths() if p in GENERATION_PATHS)
             if state.fail_generation or (state.fail_after is not None and generations > state.fail_after):
                 self._json(500, {"error": "stand-in told to fail"})

@@ -27,7 +27,10 @@ class PreTrainedTokenizerBase:
 
 
 class WordTokenizer(PreTrainedTokenizerBase):
-    vocab_size = 1000
+    # A real tokenizer's size: random-ids draws each prompt as consecutive ids from a random start,
+    # so two prompts coincide about once per vocab_size pairs (with 1000 words, one in a dozen
+    # prompts of a small run did, and the prefix cache served it).
+    vocab_size = 151_552
     init_kwargs: typing.ClassVar = {"chat_template": "standin"}
     all_special_ids: typing.ClassVar = []
 
