@@ -67,6 +67,7 @@ sys.exit(1 if broken else 0)
 
 GLM5_INIT = "from .models.glm5_next.processing_glm5_next import Glm5NextProcessor\n"
 
+
 def _transformers(version: str) -> dict[str, str]:
     return {
         "transformers/__init__.py": f'__version__ = "{version}"\n' + GLM5_INIT,

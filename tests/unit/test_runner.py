@@ -48,7 +48,9 @@ def test_failure_message_keeps_each_problem_a_long_build_log_would_bury() -> Non
     )  # fmt: skip
     message = failure_message({"msg": "non-zero return code", "stdout": build, "stderr": "x" * 401})
     assert message == (
-        "non-zero return code | " + "x" * 401 + " | FAIL: torchcodec 0.9.1 installed, torchcodec==0.17.0 pinned"
+        "non-zero return code | "
+        + "x" * 401
+        + " | FAIL: torchcodec 0.9.1 installed, torchcodec==0.17.0 pinned"
         " | FAIL: pip check: sglang 0.5.23 has requirement transformers==5.19.0 | versions: {}"
     )
 
