@@ -195,8 +195,13 @@ def test_bench_runs_on_node_zero_and_the_stack_gate_fails_it(lab: Lab, monkeypat
     assert [lv["completed"] for lv in summary["levels"]] == [4, 4]
     assert not (run_dir / "evidence.json").exists()  # below its gate: no badge
 
-    runs = [r for r in lab.docker_runs("bn0") if "sglang.benchmark.serving" in r["cmd"]]
-    assert len(runs) == 2  # one per level, all on node 0
+    every = [r for r in lab.docker_runs("bn0") if "sglang.benchmark.serving" in r["cmd"]]
+    # per level a warm-up run of its own seed, then the measured run, all on node 0
+    runs = [r for r in every if r["cmd"][r["cmd"].index("--output-file") + 1] == "/results/bench.jsonl"]
+    assert len(every) == 4
+    assert len(runs) == 2
+    seeds = {r["cmd"][r["cmd"].index("--seed") + 1] for r in every}
+    assert len(seeds) == 4  # no run re-sends another's prompts
     assert all("sglang.benchmark.serving" not in r["cmd"] for r in lab.docker_runs("bn1"))
     argv = runs[0]["argv"]
     assert argv[1:3] == ["run", "--rm"]

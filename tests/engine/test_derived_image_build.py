@@ -31,7 +31,7 @@ from .conftest import Engine
 
 REPO = Path(__file__).parents[2]
 BUILD_TASK = "Build | derived image (runs the multimodal check while building)"
-CHECK_STEP = "RUN python3 /opt/flashfleet/check_multimodal.py"
+CHECK_STEP = 'RUN ["python3", "/opt/flashfleet/check_multimodal.py"
 
 
 def _plan(stack: str) -> dict[str, Any]:
@@ -53,7 +53,8 @@ def _older_pins() -> dict[str, Any]:
         {"name": p.name, "specifier": p.specifier, "install": p.origin == "derived", "overrides": p.overrides}
         for p in held.packages
     ]
-    return {"sglang_image_release": OLDER, "sglang_image_pins": pins}
+    # the real engine's image has FFmpeg: the check goes on to decode (and finds no torchcodec)
+    return {"sglang_image_release": OLDER, "sglang_image_pins": pins, "sglang_image_video": True}
 
 
 def _wheel_version(project: str) -> str:
