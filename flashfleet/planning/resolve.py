@@ -30,6 +30,7 @@ from flashfleet.stack import capacity_block
 from flashfleet.stack.capacity_block import PLACEHOLDER_RESERVATION
 from flashfleet.stack.errors import STACK_KEY, Problem, StackError, from_validation_error
 from flashfleet.stack.files import DEFAULT_STACKS_DIR, REGION_KEY, StackFile, read_stack_file
+from flashfleet.stack.inert_text import all_not_inert, path_text
 from flashfleet.stack.kubernetes_source import KubernetesSource
 from flashfleet.stack.lock import StackLock
 from flashfleet.stack.namespaces import namespace_clash
@@ -237,6 +238,12 @@ def resolve(sf: StackFile) -> StackPlan:
 
 
 def parse_spec(stack: str, data: Any) -> StackSpec:
+    # Free text first: a string Ansible would evaluate, or one that would split a line, is refused
+    # whatever field holds it (flashfleet.stack.inert_text).
+    if refused := all_not_inert(data):
+        where_of = [STACK_KEY + (f".{path_text(where)}" if where else "") for where, _ in refused]
+        problems = [Problem(at, why, "inert-text") for at, (_, why) in zip(where_of, refused, strict=True)]
+        raise StackError(stack, problems)
     try:
         spec = StackSpec.model_validate(data)
     except ValidationError as err:
