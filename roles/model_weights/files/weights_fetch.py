@@ -180,6 +180,11 @@ class Job:
         )
         hf = os.path.join(req["venv"], "bin", "hf")
         for repo in req["repos"]:
+            bad = [n for n in (req.get("lock", {}).get(repo) or {}).get("files", {}) if not _hub_file_name(n)]
+            if bad:  # a tampered lock: nothing of this repository is fetched, read or removed
+                why = f"the lock names {bad[0]!r}: not a relative path of the repository"
+                self.failed[repo] = f"hf download {repo} failed ({why})"
+                continue
             out = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed in stop()
             argv = [hf, "download", repo, "--revision", self.revision(repo), "--cache-dir", req["hub_dir"],
                     "--max-workers", str(req["max_workers"])]  # fmt: skip
@@ -223,10 +228,15 @@ class Job:
             return ""
         if not snapshot.endswith("/" + locked["commit"]):
             return f"the client placed {snapshot or 'nothing'}, not commit {locked['commit']}"
+        if not _inside(snapshot, self.req["hub_dir"]):
+            return f"the client placed {snapshot}, outside the cache {self.req['hub_dir']}"
         for name, want in sorted(locked["files"].items()):
             if any(fnmatch.fnmatch(name, pattern) for pattern in self.req.get("exclude") or []):
                 continue  # left on the Hub on purpose (the server loads it from a peer)
             path = os.path.join(snapshot, name)
+            # a link in the snapshot, pointing at a blob of the cache: nothing else is read or removed
+            if not (_inside(os.path.dirname(path), snapshot) and _inside(path, self.req["hub_dir"])):
+                return f"{name!r} leads outside the snapshot {snapshot}; nothing was read or removed"
             key = "sha256" if want.get("sha256") else "git_oid"
             got = _file_identity(path, want["size"], key)
             if got is None:
@@ -271,6 +281,20 @@ class Job:
             "downloaded": self.downloaded,
             "failed": list(self.failed.values()),
         }
+
+
+def _hub_file_name(name):
+    """A file name as the Hub lists a repository's: a relative POSIX path of named parts, one line
+    (flashfleet.stack.lock checks the same when the lock is read)."""
+    if not isinstance(name, str) or not name.isprintable() or "\\" in name or name.startswith("/"):
+        return False
+    return all(part not in ("", ".", "..") for part in name.split("/"))
+
+
+def _inside(path, root):
+    """Whether `path`, every link on the way followed, lies in `root` (root's own links followed)."""
+    real, base = os.path.realpath(path), os.path.realpath(root)
+    return real == base or real.startswith(base.rstrip("/") + "/")
 
 
 def _read_json(path):
