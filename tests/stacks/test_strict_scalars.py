@@ -26,7 +26,9 @@ def _src(d: Doc) -> Doc:
 
 
 def _k8s_public(d: Doc, value: Any) -> None:
-    _src(d).update(serviceType="LoadBalancer", loadBalancerSourceRanges=["0.0.0.0/0"], allowPublicIngress=value)
+    _src(d).update(
+        serviceType="LoadBalancer", loadBalancerSourceRanges=["0.0.0.0/0"], allowPublicIngress=value
+    )
 
 
 # field path under flashfleet:stack -> (base stack, setter)
@@ -66,7 +68,9 @@ def test_a_switch_takes_only_true_or_false(
 
 
 @pytest.mark.parametrize("field", sorted(BOOLS))
-def test_a_real_boolean_is_still_taken(tmp_path: Path, capsys: pytest.CaptureFixture[str], field: str) -> None:
+def test_a_real_boolean_is_still_taken(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], field: str
+) -> None:
     base, setter = BOOLS[field]
     doc = catalog_doc(base)
     setter(doc, field.endswith("allowPublicIngress"))  # the opt-in meant, or the switch off
