@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from flashfleet.cli.common import UsageError, add_stack
+from flashfleet.user_files import write_text_atomically
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -139,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 1
-    path.write_text(dump_lock(new), encoding="utf-8")
+    write_text_atomically(path, dump_lock(new))  # the old lock stays whole if this fails
     for repo, entry in new.weights.items():
         print(f"locked {repo} @ {entry.commit} ({entry.revision}, {len(entry.files)} files)")
     for ref, locked in new.images.items():

@@ -288,10 +288,9 @@ def read_lock(path: Path) -> StackLock | None:
         return StackLock.model_validate(doc)
     except ValidationError as err:
         first = err.errors()[0]
-        where = (
-            path_text(tuple(p for p in first["loc"] if p != "[key]")) or "(top level)"
-        )  # a key's own error
-        raise LockError(f"{where}: {first['msg'].removeprefix('Value error, ')}") from None
+        # a mapping key's own error ends in "[key]": the key itself names the place
+        field = path_text(tuple(p for p in first["loc"] if p != "[key]")) or "(top level)"
+        raise LockError(f"{field}: {first['msg'].removeprefix('Value error, ')}") from None
 
 
 def lock_diff(old: StackLock, new: StackLock, name: str) -> str:
