@@ -106,7 +106,7 @@ def test_lock_update_on_a_full_disk_keeps_the_old_lock(
     # what the Hub, the registry and the indexes answer today: main moved
     moved = _lock("b" * 40).weights[MODEL]
     digest = "sha256:" + "c" * 64
-    monkeypatch.setattr(lock_cli, "resolve_repo", lambda repo, revision, endpoint: moved)
+    monkeypatch.setattr(lock_cli, "resolve_repo", lambda repo, revision, endpoint, **_: moved)
     monkeypatch.setattr(
         image_registry,
         "resolve_image",

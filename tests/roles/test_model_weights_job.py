@@ -44,6 +44,7 @@ def request(tmp: Path, repos: list[str], timeout_s: int = 60) -> dict[str, Any]:
         "marker_dir": str(cache / ".flashfleet-complete"), "venv": str(tmp / "venv"),
         "hub_version": "2.4.0", "pip_args": [], "endpoint": "http://127.0.0.1:9",
         "max_workers": 8, "token_file": str(token), "timeout_s": timeout_s,
+        "token_over_http": True,  # the stand-in endpoint is http: these tests follow the token there
     }  # fmt: skip
 
 
@@ -474,3 +475,32 @@ def test_a_snapshot_link_leading_out_is_neither_read_nor_removed(tmp_path: Path,
     assert rc == 1
     assert f"{name!r} leads outside the snapshot" in report["failed"][0], report
     assert victim.read_bytes() == b"precious"
+
+
+@pytest.mark.parametrize("over_http", [False, True])
+def test_the_token_goes_to_an_http_mirror_only_where_the_stack_says_so(
+    tmp_path: Path, over_http: bool
+) -> None:
+    """The real download client (huggingface_hub's `hf`, from this checkout's environment)
+    against a capture server on 127.0.0.1 that records every Authorization header."""
+    from tests.cli.test_token_only_over_https import Capture
+
+    capture = Capture()
+    try:
+        venv = tmp_path / "venv"
+        stand_in_venv(venv, "echo 2.4.0")
+        (venv / "bin" / "hf").unlink()
+        (venv / "bin" / "hf").symlink_to(Path(sys.executable).with_name("hf"))
+        req = request(tmp_path, ["org/m"], timeout_s=60)
+        req["endpoint"], req["token_over_http"] = capture.url, over_http
+        rc, report = finish(start(req, tmp_path))
+    finally:
+        capture.server.shutdown()
+    assert rc == 1
+    assert capture.seen, report
+    if over_http:  # the capture does see a token when one is sent
+        assert f"Bearer {TOKEN}" in capture.seen
+    else:
+        assert capture.seen == [None] * len(capture.seen)
+        assert report["failed"][0].endswith(f"(no token sent: {capture.url} is not https)"), report
+    assert TOKEN not in json.dumps(report)

@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from urllib.parse import urlsplit
 
 # A Hugging Face token as it may appear in a client's error output.
 _TOKEN_RE = re.compile(r"hf_[A-Za-z0-9]{8,}")
@@ -178,6 +179,11 @@ class Job:
             HF_HUB_DISABLE_PROGRESS_BARS="1",
             NO_COLOR="1",
         )
+        if not self.token_may_go():
+            # a token sent over plain http can be read on the way: the client gets none at all
+            # (HF_TOKEN_PATH at an empty file also keeps it from a token saved on the node)
+            env.pop("HF_TOKEN", None)
+            env["HF_TOKEN_PATH"] = os.devnull
         hf = os.path.join(req["venv"], "bin", "hf")
         for repo in req["repos"]:
             bad = [n for n in (req.get("lock", {}).get(repo) or {}).get("files", {}) if not _hub_file_name(n)]
@@ -204,7 +210,10 @@ class Job:
             out.seek(0)
             text = out.read()
             if rc != 0:
-                self.failed[repo] = f"hf download {repo} failed (rc {rc}): {self.tail(text)}"
+                withheld = ""
+                if self.token and not self.token_may_go():  # why a gated repository said no
+                    withheld = f" (no token sent: {req['endpoint']} is not https)"
+                self.failed[repo] = f"hf download {repo} failed (rc {rc}): {self.tail(text)}{withheld}"
                 continue
             snapshot = _SNAPSHOT_RE.findall(text)
             snapshot = snapshot[-1] if snapshot else ""
@@ -214,6 +223,12 @@ class Job:
                 continue
             self.mark(repo, snapshot)
             self.downloaded.append(repo)
+
+    def token_may_go(self):
+        """The token goes only over https, or over http where the stack says so for a mirror on a
+        network it trusts (`model_weights_hf_token_over_http`)."""
+        scheme = urlsplit(self.req["endpoint"]).scheme.lower()
+        return scheme == "https" or (scheme == "http" and self.req.get("token_over_http") is True)
 
     def revision(self, repo):
         """The locked commit of the repository, else the requested revision."""
