@@ -238,20 +238,28 @@ def resolve(sf: StackFile) -> StackPlan:
 
 
 def parse_spec(stack: str, data: Any) -> StackSpec:
-    # Free text first: a string Ansible would evaluate, or one that would split a line, is refused
-    # whatever field holds it (flashfleet.stack.inert_text).
-    if refused := all_not_inert(data):
-        where_of = [STACK_KEY + (f".{path_text(where)}" if where else "") for where, _ in refused]
-        problems = [Problem(at, why, "inert-text") for at, (_, why) in zip(where_of, refused, strict=True)]
-        raise StackError(stack, problems)
+    # Free text: a string Ansible would evaluate, or one that would split a line, is refused
+    # whatever field holds it (flashfleet.stack.inert_text); a field with a shape of its own
+    # (a host path, an address) is named by its own rule instead.
+    inert = [
+        Problem(STACK_KEY + (f".{path_text(where)}" if where else ""), why, "inert-text")
+        for where, why in all_not_inert(data)
+    ]
     try:
         spec = StackSpec.model_validate(data)
     except ValidationError as err:
         problems = from_validation_error(err, data)
         seen = {p.path for p in problems}
+        # one problem a place: a field (or a mapping above it) its own rule already refuses
+        problems += [
+            p for p in inert if not any(p.path == s or p.path.startswith((f"{s}.", f"{s}[")) for s in seen)
+        ]
+        seen |= {p.path for p in inert}
         # the recipe's names are read from the raw spec too: every problem at once, not a stage a run
         problems += [p for p in checks.check_recipe_names(data, STACK_KEY) if p.path not in seen]
         raise StackError(stack, problems) from None
+    if inert:
+        raise StackError(stack, inert)
     return spec
 
 

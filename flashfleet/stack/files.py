@@ -52,7 +52,7 @@ def list_stacks(stacks_dir: Path = DEFAULT_STACKS_DIR) -> list[str]:
 
 def read_stack_file(name: str, stacks_dir: Path = DEFAULT_STACKS_DIR) -> StackFile:
     path = stack_path(name, stacks_dir)
-    if not path.is_file():
+    if not (path.exists() or path.is_symlink()):  # a FIFO or a link to nothing: refused when read
         known = ", ".join(list_stacks(stacks_dir)) or "none"
         raise StackError(name, [Problem(str(path.name), f"no such stack (known: {known})", "unknown-stack")])
     try:

@@ -276,6 +276,8 @@ def read_lock(path: Path) -> StackLock | None:
     from flashfleet.stack.yamlfile import YamlFileError, load_yaml_file
 
     if not path.exists():
+        if path.is_symlink():  # a link to nothing is not "no lock": someone put it there
+            raise LockError("a link to a file that does not exist; a lock is a plain file")
         return None
     try:
         doc: Any = load_yaml_file(path)
