@@ -12,6 +12,9 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+from property_budget import budget
 
 from flashfleet.cli import main
 from flashfleet.stack.lock import (
@@ -198,3 +201,72 @@ def test_a_lock_file_name_outside_the_repository_shape_is_refused_at_validate(
     assert "weights.zai-org/GLM-5.3-Flash.files" in out, out
     assert "is not a repository file name" in out, out
     assert len(out.strip().splitlines()) == 1, out
+
+
+# --- property: every free string is refused, or reaches the inventory whole and marked unsafe ---
+
+_JINJA_BITS = st.sampled_from(
+    ["{{", "}}", "{%", "%}", "{#", "#}", "{", "}", "lookup('pipe', 'id')", "\n", "\t", "\x00", "\x1b",
+     "\u2028", " ", "$", "%", "'", '"', "\\", "a", "-", "é"]
+)  # fmt: skip
+FREE_TEXT = st.one_of(st.text(max_size=30), st.lists(_JINJA_BITS, min_size=1, max_size=8).map("".join))
+
+
+def _unsafe_strings(text: str) -> list[Any]:
+    """Every scalar of an inert_yaml document, each as ("unsafe", s) when tagged."""
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_constructor("!unsafe", lambda loader, node: ("unsafe", loader.construct_scalar(node)))
+    out: list[Any] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for k, v in node.items():
+                out.append(k)
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+        else:
+            out.append(node)
+
+    walk(yaml.load(text, Loader=Loader))
+    return out
+
+
+@settings(max_examples=budget(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(FREE_TEXT)
+@example(PWN)
+@example("{{ lookup('env', 'AWS_SECRET_ACCESS_KEY') }}")
+def test_an_extra_args_word_is_refused_or_reaches_the_inventory_whole_and_unsafe(
+    tmp_path_factory: pytest.TempPathFactory, value: str
+) -> None:
+    from flashfleet.bringup.inert_vars import inert_yaml
+    from flashfleet.inventory import build_inventory
+    from flashfleet.planning import load_stack
+    from flashfleet.stack import StackError
+
+    folder = tmp_path_factory.mktemp("prop")
+    doc = catalog_doc("h200-lowlat")
+    doc["config"][S]["options"] = {"extra_args": ["--served-model-name", value]}
+    _write(folder, "prop", doc)
+    problems: tuple[Any, ...] = ()
+    try:
+        plan = load_stack("prop", folder)
+    except StackError as err:
+        problems = err.problems
+    hostile = any(t in value for t in ("{{", "{%", "{#")) or not value.isprintable()
+    if hostile:  # refused, named, by the free-text rule
+        assert [(p.path, p.rule) for p in problems] == [(f"{S}.options.extra_args[1]", "inert-text")], (
+            problems
+        )
+        return
+    if problems:  # refused by the recipe's own rules (a word that reads as a flag...), named
+        assert all(p.path.startswith(f"{S}.options") and p.rule != "inert-text" for p in problems), problems
+        return
+    inventory = build_inventory(plan, ["10.0.0.1"], ["10.0.0.1"])
+    scalars = _unsafe_strings(inert_yaml(inventory))
+    assert not [s for s in scalars if isinstance(s, str)], "every string is tagged"
+    assert ("unsafe", value) in scalars  # one whole argv word
