@@ -23,7 +23,16 @@ class _UnsafeDumper(yaml.SafeDumper):
     """Dumps every string as `!unsafe '...'`; numbers, booleans and null as they are."""
 
 
+_STR = "tag:yaml.org,2002:str"
+
+
 def _unsafe_str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    # Ansible reads `!unsafe X` by resolving X's type again as if it were unquoted: `!unsafe '8'`
+    # would come back as the number 8, `!unsafe '='` fail the whole file. A string that would not
+    # read back as a string is a number, a boolean, a null, a date or `=`, never a template: it
+    # goes quoted, untagged.
+    if dumper.resolve(yaml.ScalarNode, value, (True, False)) != _STR:  # type: ignore[no-untyped-call]
+        return dumper.represent_scalar(_STR, value, style="'" if value.isprintable() else '"')
     # the emitter picks a quoting style that reads back as the same characters
     return dumper.represent_scalar(UNSAFE_TAG, value)
 

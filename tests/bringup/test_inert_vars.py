@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from flashfleet.bringup.inert_vars import inert_yaml
 from flashfleet.bringup.playbook_run import run_playbook
@@ -140,37 +139,34 @@ def test_without_the_marking_the_same_inventory_would_run_the_command(
 
 @pytest.mark.parametrize(
     "value",
-    [
-        "{{ x }}",
-        "line\nbreak",
-        "tab\there",
-        "'quoted' \"twice\"",
-        "é ünïcode",
-        "\x00nul",
-        "yes",
-        "0x10",
-        "~",
-        "",
-    ],
-)
-def test_every_string_reads_back_as_itself_and_only_strings_are_tagged(value: str) -> None:
+    ["{{ x }}", "{% if 1 %}", "line\nbreak", "tab\there", "'quoted' \"twice\"", "é ünïcode", "\x00nul", "yes",
+     "0x10", "8", "1.5", "~", "null", "", "=", "2026-12-01", "-", "*alias", "&anchor", "!tag", "a: b", "#c"],
+)  # fmt: skip
+def test_every_string_reads_back_in_ansible_as_itself_and_never_as_a_template(
+    tmp_path: Path, value: str
+) -> None:
+    """Loaded the way the yaml inventory plugin and `-e @FILE` load a file (trusted as a
+    template): each string comes back as the same string, and none is trusted as a template;
+    numbers, booleans and null stay what they are."""
+    from ansible.parsing.dataloader import DataLoader
+    from ansible.template import is_trusted_as_template
+
     data = {"all": {"hosts": {value or "h": {"v": value, "n": 3, "b": True, "z": None, "l": [value, 1.5]}}}}
-    text = inert_yaml(data)
-
-    class Loader(yaml.SafeLoader):
-        pass
-
-    Loader.add_constructor("!unsafe", lambda loader, node: ("unsafe", loader.construct_scalar(node)))
-    back = yaml.load(text, Loader=Loader)
-    [(key, hvars)] = back[("unsafe", "all")][("unsafe", "hosts")].items()
-    assert key == ("unsafe", value or "h")
-    assert hvars == {
-        ("unsafe", "v"): ("unsafe", value),
-        ("unsafe", "n"): 3,
-        ("unsafe", "b"): True,
-        ("unsafe", "z"): None,
-        ("unsafe", "l"): [("unsafe", value), 1.5],
-    }
+    path = tmp_path / "inventory.yml"
+    path.write_text(inert_yaml(data))
+    back = DataLoader().load_from_file(str(path), cache="none", trusted_as_template=True)
+    assert back == data
+    [(key, hvars)] = back["all"]["hosts"].items()
+    strings = [key, hvars["v"], hvars["l"][0], *hvars]
+    assert all(isinstance(s, str) for s in strings)
+    trusted = [s for s in strings if is_trusted_as_template(s)]
+    # left untagged only what YAML would read as a number, a boolean, null or a date: no brace
+    assert all("{" not in s for s in trusted), trusted
+    if "{" in value:
+        assert not trusted, trusted
+    assert isinstance(hvars["n"], int)
+    assert isinstance(hvars["b"], bool)
+    assert hvars["z"] is None
 
 
 @pytest.mark.runner  # real ansible-playbook, on this machine only (no test host)
