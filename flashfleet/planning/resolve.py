@@ -353,6 +353,7 @@ def resolve_spec(
         warnings=tuple(
             _warnings(stack, spec, recipe, instance, has_hf_token)
             + _api_key_warnings(spec, has_api_key)
+            + _token_warnings(role_vars or {}, has_hf_token)
             + lock_warnings
         ),
         has_api_key=has_api_key,
@@ -442,6 +443,17 @@ def _warnings(
             "no flashfleet:hfToken secret: gated repositories (the DFlash2 draft) cannot be downloaded"
         )
     return out
+
+
+def _token_warnings(role_vars: dict[str, Any], has_hf_token: bool) -> list[str]:
+    """Where the HF token goes when the stack names an http mirror (docs/security.md): nowhere,
+    unless the stack says to send it in clear text."""
+    endpoint = role_vars.get("model_weights_hf_endpoint")
+    if not has_hf_token or not isinstance(endpoint, str) or not endpoint.lower().startswith("http://"):
+        return []
+    if role_vars.get("model_weights_hf_token_over_http") is True:
+        return [f"the HF token goes to {endpoint} in clear text (model_weights_hf_token_over_http)"]
+    return [f"the HF token is not sent to {endpoint} (not https): gated repositories cannot be downloaded"]
 
 
 def _api_key_warnings(spec: StackSpec, has_api_key: bool) -> list[str]:

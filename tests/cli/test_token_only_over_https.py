@@ -111,3 +111,35 @@ def test_the_rule_is_the_nodes_rule(endpoint: str | None, over_http: bool, goes:
     job.req = {"endpoint": endpoint or "https://huggingface.co", "token_over_http": over_http}
     assert token_may_go(endpoint, over_http) is goes
     assert job.token_may_go() is goes
+
+
+@pytest.mark.parametrize(
+    ("role_vars", "warning"),
+    [
+        (
+            {"model_weights_hf_endpoint": "http://10.0.0.1:9000"},
+            "the HF token is not sent to http://10.0.0.1:9000 (not https)",
+        ),
+        (
+            {"model_weights_hf_endpoint": "http://10.0.0.1:9000", "model_weights_hf_token_over_http": True},
+            "the HF token goes to http://10.0.0.1:9000 in clear text",
+        ),
+        ({"model_weights_hf_endpoint": "https://hf.example"}, None),
+    ],
+)
+def test_plan_says_where_the_token_goes(
+    tmp_path: Path, role_vars: dict[str, Any], warning: str | None
+) -> None:
+    from flashfleet.planning import load_stack
+
+    _stack(tmp_path, role_vars)
+    path = tmp_path / "Pulumi.h200-lowlat.yaml"
+    doc = yaml.safe_load(path.read_text())
+    doc["config"]["flashfleet:hfToken"] = {"secure": "v1:AAAA"}
+    path.write_text(yaml.safe_dump(doc))
+    found = [w for w in load_stack("h200-lowlat", tmp_path).warnings if "HF token" in w]
+    if warning is None:
+        assert found == []
+    else:
+        assert len(found) == 1, found
+        assert warning in found[0]
