@@ -270,3 +270,18 @@ def test_an_extra_args_word_is_refused_or_reaches_the_inventory_whole_and_unsafe
     scalars = _unsafe_strings(inert_yaml(inventory))
     assert not [s for s in scalars if isinstance(s, str)], "every string is tagged"
     assert ("unsafe", value) in scalars  # one whole argv word
+
+
+@pytest.mark.parametrize(
+    "argv", [["--ssl-keyfile-password", "hunter2hunter2"], ["--ssl-keyfile-password=hunter2hunter2"]]
+)
+def test_a_tls_key_password_in_extra_args_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str]
+) -> None:
+    doc = catalog_doc("h200-lowlat")
+    doc["config"][S]["options"] = {"extra_args": argv}
+    _write(tmp_path, "secret", doc)
+    rc, out = _validate(tmp_path, "secret", capsys)
+    assert rc == 2, out
+    assert "--ssl-keyfile-password would put a secret on the command line" in out
+    assert len(out.strip().splitlines()) == 1, out
