@@ -353,3 +353,26 @@ def test_a_full_disk_after_a_paid_buy_keeps_the_stack_file_and_prints_the_record
     assert record["capacity"]["reservationId"] == RID
     assert record["capacity"]["purchased"]["availabilityZone"] == "us-east-2b"
     assert record["capacity"]["purchased"]["upfrontPriceUsd"] == 2400.0
+
+
+@pytest.mark.parametrize("bound", ["--start-after", "--end-before"])
+def test_buy_refuses_an_offering_outside_the_window_asked(
+    stacks: Path, ec2: Any, capsys: pytest.CaptureFixture[str], bound: str
+) -> None:
+    """The finding: a block starting three days outside --start-after was bought. EC2 filters
+    its listing by the window, but what is bought is checked against it too. No purchase
+    response is queued: a purchase call would fail the test."""
+    before = (stacks / "Pulumi.gb300-lowlat.yaml").read_text()
+    if bound == "--start-after":
+        moment = START + timedelta(days=3)  # the offering starts three days before it
+        params = {**QUERY, "StartDateRange": moment}
+    else:
+        moment = START + timedelta(hours=48) - timedelta(days=3)  # it ends three days after it
+        params = {**QUERY, "EndDateRange": moment}
+    offer = offering("cbo-00000000000000001", start=START)
+    ec2.add_response("describe_capacity_block_offerings", {"CapacityBlockOfferings": [offer]}, params)
+    code, _out, err = _buy(stacks, capsys, "--max-price", "2500", "--yes", bound, moment.isoformat())
+    assert code == 2, err
+    assert "[rule: offering-window]" in err
+    assert bound in err
+    assert (stacks / "Pulumi.gb300-lowlat.yaml").read_text() == before
