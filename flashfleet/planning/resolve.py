@@ -354,6 +354,7 @@ def resolve_spec(
             _warnings(stack, spec, recipe, instance, has_hf_token)
             + _api_key_warnings(spec, has_api_key)
             + _token_warnings(role_vars or {}, has_hf_token)
+            + _code_flag_warnings(spec, recipe)
             + lock_warnings
         ),
         has_api_key=has_api_key,
@@ -442,6 +443,28 @@ def _warnings(
         out.append(
             "no flashfleet:hfToken secret: gated repositories (the DFlash2 draft) cannot be downloaded"
         )
+    return out
+
+
+# extra_args flags that run code the operator did not write: what a plan must say aloud
+_CODE_FLAGS = {
+    "--trust-remote-code": "the servers run Python code from the model repository",
+    "--enable-custom-logit-processor": "every client may send a logit processor, Python code the servers run",
+}
+
+
+def _code_flag_warnings(spec: StackSpec, recipe: Recipe) -> list[str]:
+    keyless = spec.serving.api_key != "required"
+    out = []
+    for word in recipe.options.extra_args:
+        flag = word.split("=", 1)[0]
+        if flag in _CODE_FLAGS:
+            who = (
+                " (no API key: anyone who reaches the endpoint)"
+                if keyless and "client" in _CODE_FLAGS[flag]
+                else ""
+            )
+            out.append(f"options.extra_args {flag}: {_CODE_FLAGS[flag]}{who}")
     return out
 
 

@@ -287,3 +287,22 @@ def test_a_tls_key_password_in_extra_args_is_refused(
     assert rc == 2, out
     assert "--ssl-keyfile-password would put a secret on the command line" in out
     assert len(out.strip().splitlines()) == 1, out
+
+
+@pytest.mark.parametrize(
+    ("flag", "said"),
+    [
+        ("--trust-remote-code", "the servers run Python code from the model repository"),
+        ("--enable-custom-logit-processor", "every client may send a logit processor"),
+    ],
+)
+def test_plan_says_aloud_a_flag_that_runs_code(tmp_path: Path, flag: str, said: str) -> None:
+    from flashfleet.planning import load_stack
+
+    doc = catalog_doc("mi355x-k8s")  # Kubernetes: an endpoint without an API key
+    doc["config"][S]["options"] = {"extra_args": [flag]}
+    _write(tmp_path, "code", doc)
+    [warning] = [w for w in load_stack("code", tmp_path).warnings if flag in w]
+    assert said in warning
+    if flag == "--enable-custom-logit-processor":
+        assert "no API key" in warning
