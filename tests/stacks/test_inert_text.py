@@ -306,3 +306,18 @@ def test_plan_says_aloud_a_flag_that_runs_code(tmp_path: Path, flag: str, said: 
     assert said in warning
     if flag == "--enable-custom-logit-processor":
         assert "no API key" in warning
+
+
+@pytest.mark.parametrize(
+    ("base", "router"), [("h200-replicas", "the cluster's router"), ("gb300-pd", "the PD router")]
+)
+def test_an_api_key_on_a_routed_stack_names_its_router(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], base: str, router: str
+) -> None:
+    doc = catalog_doc(base)
+    doc["config"][S]["serving"] = {"apiKey": "required"}
+    doc["config"]["flashfleet:apiKey"] = {"secure": "v1:AAAA"}
+    _write(tmp_path, "keyed", doc)
+    rc, out = _validate(tmp_path, "keyed", capsys)
+    assert rc == 2, out
+    assert f"{S}.serving.apiKey: {router} serves the API here" in out
