@@ -17,6 +17,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.util import load_yaml_guess_indent
 
 from flashfleet.stack.yamlfile import YamlFileError, parse_yaml, read_text
+from flashfleet.user_files import write_text_atomically
 
 T = TypeVar("T")
 
@@ -107,5 +108,5 @@ def edit_yaml(path: Path, change: Callable[[CommentedMap], T]) -> T:
         yaml.indent(mapping=mapping, sequence=sequence, offset=dash)
     out = io.StringIO()
     yaml.dump(doc, out)
-    path.write_text(out.getvalue(), encoding="utf-8")
+    write_text_atomically(path, out.getvalue())  # whole or not at all (a full disk, Ctrl-C)
     return result

@@ -39,9 +39,13 @@ from flashfleet.bringup.redaction import Redactor
 from flashfleet.bringup.run_dirs import default_runs_root
 from flashfleet.bringup.secret_env import API_KEY_ENV, TOKEN_ENV, check_env_secrets, check_secret
 from flashfleet.bringup.timeline import write_timeline
+from flashfleet.stack.stack_names import stack_name_problem
 
 
 def new_run_dir(runs_root: Path, stack: str, playbook: str) -> Path:
+    # the name is a folder here: `../x` would be made (and chmodded) outside the runs folder
+    if problem := stack_name_problem(stack):
+        raise BringupInputError(f"{problem} [rule: stack-name]")
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     base = runs_root / stack / f"{stamp}-{Path(playbook).stem}"
     for n in range(1, 1000):

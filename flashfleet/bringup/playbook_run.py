@@ -2,7 +2,8 @@
 (`handoff.run_recorded`, which the Pulumi provider and the CLI call).
 
 Playbooks come from `playbooks/` and roles from `roles/` at the repository root; the inventory
-is a dict (what `flashfleet.inventory` builds). The Hugging Face token travels only in the
+is a dict (what `flashfleet.inventory` builds), handed to Ansible with every string marked
+unsafe (`bringup.inert_vars`), so no value is ever templated. The Hugging Face token travels only in the
 environment of the ansible-playbook process (`FLASHFLEET_HF_TOKEN`): ansible-runner records its
 whole environment in `artifacts/<ident>/command`, so its artifacts live in a private temporary
 directory that is deleted after the run, and the run directory keeps only what this module
@@ -25,6 +26,7 @@ from typing import Any
 import ansible_runner
 
 from flashfleet.bringup.converge import Secrets, carries_records, converge_vars
+from flashfleet.bringup.inert_vars import inert_yaml
 from flashfleet.bringup.project import REPO
 from flashfleet.bringup.redaction import Redactor
 from flashfleet.bringup.secret_env import API_KEY_ENV, TOKEN_ENV, check_secret
@@ -294,13 +296,19 @@ def run_playbook(
         )
     private = Path(tempfile.mkdtemp(prefix="flashfleet-runner-"))  # holds the env dump; removed
     try:
+        # Both as files whose every string is `!unsafe`: Ansible never templates a value that
+        # came from a stack, a lock, a registry or the environment (bringup.inert_vars).
+        inventory_file, extravars_file = private / "inventory.yml", private / "extravars.yml"
+        for path, data in ((inventory_file, inventory), (extravars_file, extravars)):
+            with private_open(path) as out:
+                out.write(inert_yaml(data))
         runner = ansible_runner.run(
             private_data_dir=str(private),
             project_dir=str(project_root / "playbooks"),
             roles_path=[str(project_root / "roles")],
             playbook=playbook,
-            inventory=dict(inventory),
-            extravars=extravars,
+            inventory=str(inventory_file),
+            extravars=str(extravars_file),  # read as `-e @FILE`: no value on the command line
             envvars=envvars,
             cmdline=cmdline or None,
             limit=limit,

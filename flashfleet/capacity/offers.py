@@ -174,7 +174,7 @@ def describe(ec2: Any, query: OfferQuery) -> Iterator[dict[str, Any]]:
 def mismatch(offer: Offer, query: OfferQuery, zone: str | None) -> OfferError | None:
     """Why ``offer`` is not the block the stack asked for, or None: exactly the stack's instance
     type and node count (a larger block is paid in full and cannot be cancelled), exactly the
-    hours asked, and the stack's zone when it is bound to one."""
+    hours asked, the stack's zone when it is bound to one, and the window asked for."""
     where = f"--offering {offer.offering_id}"
     if offer.instance_type != query.instance_type:
         return OfferError(
@@ -193,6 +193,16 @@ def mismatch(offer: Offer, query: OfferQuery, zone: str | None) -> OfferError | 
     if zone is not None and offer.availability_zone != zone:
         return OfferError(
             f"{where}: in {offer.availability_zone}, but the stack's subnet is in {zone}", "offering-zone"
+        )
+    # the window asked for: EC2 filters the listing by it, but what is bought is checked here
+    if query.start_after is not None and offer.start < query.start_after:
+        return OfferError(
+            f"{where}: starts {iso(offer.start)}, before --start-after {iso(query.start_after)}",
+            "offering-window",
+        )
+    if query.end_before is not None and offer.end > query.end_before:
+        return OfferError(
+            f"{where}: ends {iso(offer.end)}, after --end-before {iso(query.end_before)}", "offering-window"
         )
     return None
 

@@ -161,7 +161,7 @@ def record(path: Path, purchase: Purchase) -> None:
         bought["end"] = iso(purchase.end)
         bought["upfrontPriceUsd"] = round(purchase.offer.upfront_fee, 2)
         bought["priceSource"] = purchase.price_source
-        capacity["purchased"] = bought
+        capacity["purchased"] = bought  # the same fields record_text prints
         capacity.yaml_add_eol_comment(
             "written by `flashfleet capacity buy`; cannot be cancelled", "purchased"
         )
@@ -170,3 +170,30 @@ def record(path: Path, purchase: Purchase) -> None:
             network["availabilityZone"] = purchase.availability_zone
 
     edit_yaml(path, store)
+
+
+def record_text(purchase: Purchase) -> str:
+    """The block's `capacity` section as `record` writes it, as YAML text: what the user pastes
+    into the stack file when it could not be written (a full disk), so a paid block is never lost."""
+    import io
+
+    from ruamel.yaml import YAML
+
+    section = {
+        "capacity": {
+            "kind": "block",
+            "reservationId": purchase.reservation_id,
+            "purchased": {
+                "offeringId": purchase.offer.offering_id,
+                "availabilityZone": purchase.availability_zone,
+                "instanceCount": purchase.instance_count,
+                "start": iso(purchase.start),
+                "end": iso(purchase.end),
+                "upfrontPriceUsd": round(purchase.offer.upfront_fee, 2),
+                "priceSource": purchase.price_source,
+            },
+        }
+    }
+    out = io.StringIO()
+    YAML(typ="safe", pure=True).dump(section, out)
+    return out.getvalue()

@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 from flashfleet import __version__
 from flashfleet.cli.common import UsageError
 from flashfleet.recipes.errors import RecipeError
+from flashfleet.user_files import UserFileError
 
 # command name -> module under flashfleet.cli (one word of help for the top-level listing)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -135,6 +136,14 @@ def _parser(command: str | None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     command = next((a for a in args_list if not a.startswith("-")), None)
+    try:
+        return _run(command, args_list)
+    except KeyboardInterrupt:  # Ctrl-C: the shell's own status for SIGINT, and one line
+        print(f"flashfleet {command or ''}: interrupted".replace(" :", ":"), file=sys.stderr)
+        return 130
+
+
+def _run(command: str | None, args_list: list[str]) -> int:
     parser = _parser(command if command in COMMANDS else None)
     try:
         args, unknown = parser.parse_known_args(args_list)
@@ -149,5 +158,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         rule = f" [rule: {err.rule}]" if isinstance(err, RecipeError) else ""
         print(f"flashfleet {command or ''}: {err}{rule}".replace(" :", ":"), file=sys.stderr)
         return 2
+    except UserFileError as err:  # a full disk, a read-only folder: the file is as it was
+        print(f"flashfleet {command or ''}: {err}".replace(" :", ":"), file=sys.stderr)
+        return 1
     except BrokenPipeError:
         return 0
+    except OSError as err:
+        if err.filename is None:  # not about a file the user can fix: a bug, with its traceback
+            raise
+        # a run folder on a full or read-only disk, a file that went away: which, and why
+        print(
+            f"flashfleet {command or ''}: {err.filename}: {err.strerror or err}".replace(" :", ":"),
+            file=sys.stderr,
+        )
+        return 1

@@ -229,6 +229,7 @@ def _buy(args: argparse.Namespace, ec2: Any, t: _Target) -> int:
     from flashfleet.stack import DEFAULT_STACKS_DIR, StackError
     from flashfleet.stack.capacity_block import block, usable_until
     from flashfleet.stack.files import stack_path
+    from flashfleet.user_files import UserFileError
 
     plan, query, zone = t.plan, t.query, t.zone
     now = datetime.now(UTC)
@@ -258,7 +259,16 @@ def _buy(args: argparse.Namespace, ec2: Any, t: _Target) -> int:
     # The id first: if the file cannot be written, the user still has it.
     print(f"bought {bought.reservation_id} ({bought.state}), tagged flashfleet:stack={plan.stack}")
     path = stack_path(plan.stack, args.stacks_dir or DEFAULT_STACKS_DIR)
-    purchase.record(path, bought)
+    try:
+        purchase.record(path, bought)
+    except UserFileError as err:  # the file is as it was: the purchase's record is printed instead
+        print(purchase.record_text(bought), end="")
+        print(
+            f"flashfleet capacity buy: {err}; the block IS bought: put the `capacity` section printed "
+            f"above under flashfleet:stack.nodes.source of {path.name}",
+            file=sys.stderr,
+        )
+        return 1
     try:
         load_stack(plan.stack, args.stacks_dir or DEFAULT_STACKS_DIR)
     except StackError as err:

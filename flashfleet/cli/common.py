@@ -99,9 +99,13 @@ def stack_arg(arg: str, stacks_dir: Path | None) -> tuple[str, Path]:
     """A stack named as `NAME` (in --stacks-dir, else the repository's stacks/) or as the path of
     its file (`stacks/Pulumi.NAME.yaml`): the name and the folder holding it."""
     from flashfleet.stack.files import DEFAULT_STACKS_DIR
+    from flashfleet.stack.stack_names import stack_name_problem
 
     path = Path(arg)
     match = _STACK_FILE.fullmatch(path.name)
+    named = match.group("name") if match else arg
+    if not named.endswith((".yaml", ".yml")) and (problem := stack_name_problem(named)):
+        raise UsageError(f"{problem} [rule: stack-name]")
     if match:
         if not path.is_file():
             raise UsageError(f"{arg}: no such file")

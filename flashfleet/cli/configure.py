@@ -67,7 +67,10 @@ def run(args: argparse.Namespace) -> int:
     from flashfleet.bringup.role_vars import OPTION_PREFIX, check_role_vars
     from flashfleet.bringup.secret_env import API_KEY_ENV, TOKEN_ENV, check_env_secrets
     from flashfleet.cli.shared.cliargs import load_inventory, parse_extravars, project_of
+    from flashfleet.stack.stack_names import stack_name_problem
 
+    if problem := stack_name_problem(args.stack):  # a folder under the runs folder is made for it
+        raise UsageError(f"{problem} [rule: stack-name]")
     try:
         check_env_secrets()  # the caller's own secrets first: every run inherits them
         project = project_of(args)

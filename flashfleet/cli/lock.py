@@ -1,25 +1,27 @@
 """`flashfleet lock STACK [--update]`: pin what the stack fetches, in <stack>.lock.yaml.
 
 Resolves each repository the stack's recipe loads (the checkpoint, and the DFlash2 draft when
-selected) at the catalog's revision to the commit it names today, with every file's size and
-hash as the Hub lists them (`HfApi.model_info(files_metadata=True)`), and writes the lock beside
-the stack file (flashfleet.stack.lock). The Hub is the one the nodes download from: the stack's
+selected) at the catalog's revision to the commit it names today, with every file's size and hash
+as the Hub lists them (`HfApi.model_info(files_metadata=True)`), and writes the lock beside the
+stack file (flashfleet.stack.lock). The Hub is the one the nodes download from: the stack's
 `model_weights_hf_endpoint` role variable (a mirror), else $HF_ENDPOINT, else huggingface.co; a
-gated repository needs $HF_TOKEN. The image the nodes pull (`repository:tag`) is resolved in its
-registry to the digest it names today and each platform's (flashfleet/image_registry.py); the
-nodes' architecture must be among them. Each Python distribution the nodes pip-install
-(flashfleet/planning/packages.py) is resolved on the index they install it from (the stack's
-roleVars: a mirror or a wheel folder, else PyPI) to the newest version its specifier allows, with
-every file of that version and its sha256 (flashfleet/package_index.py). What the roles apt-install
-from vendors' repositories (the NVIDIA driver, Docker Engine, the NVIDIA container toolkit, the AMD
-driver and ROCm) is resolved in each repository directory the nodes' sources may name (the
-stack's roleVars' mirrors, else the vendors'; flashfleet/planning/apt_packages.py): every package
-apt takes from it for the role, with its version, size and SHA256 (flashfleet/apt_index.py). What
-the derived image apt-installs from its base's distribution (FFmpeg) is resolved in a snapshot of
-that archive (flashfleet/planning/image_apt.py): the distribution read from the base's labels, the
-moment the lock already names (now for a new lock or `--update`), each suite's signed index hash.
-An AWS stack's AMIs (the Deep Learning AMI, a router's Ubuntu) are resolved through their public
-SSM parameters in the stack's region to the id each names today (flashfleet/planning/node_images.py).
+gated repository needs $HF_TOKEN, which is sent only over https (or over http where the stack's
+roleVars say `model_weights_hf_token_over_http: true`). The image the nodes pull (`repository:tag`)
+is resolved in its registry to the digest it names today and each platform's
+(flashfleet/image_registry.py); the nodes' architecture must be among them. Each Python
+distribution the nodes pip-install (flashfleet/planning/packages.py) is resolved on the index they
+install it from (the stack's roleVars: a mirror or a wheel folder, else PyPI) to the newest version
+its specifier allows, with every file of that version and its sha256 (flashfleet/package_index.py).
+What the roles apt-install from vendors' repositories (the NVIDIA driver, Docker Engine, the NVIDIA
+container toolkit, the AMD driver and ROCm) is resolved in each repository directory the nodes'
+sources may name (the stack's roleVars' mirrors, else the vendors';
+flashfleet/planning/apt_packages.py): every package apt takes from it for the role, with its
+version, size and SHA256 (flashfleet/apt_index.py). What the derived image apt-installs from its
+base's distribution (FFmpeg) is resolved in a snapshot of that archive
+(flashfleet/planning/image_apt.py): the distribution read from the base's labels, the moment the
+lock already names (now for a new lock or `--update`), each suite's signed index hash. An AWS
+stack's AMIs (the Deep Learning AMI, a router's Ubuntu) are resolved through their public SSM
+parameters in the stack's region to the id each names today (flashfleet/planning/node_images.py).
 
 With a lock already there: the same pins print "current"; pins that moved upstream print as a
 diff and exit 1, and `--update` prints the diff and writes it.
@@ -33,8 +35,10 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from flashfleet.cli.common import UsageError, add_stack
+from flashfleet.user_files import write_text_atomically
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -94,11 +98,19 @@ def run(args: argparse.Namespace) -> int:
     except StackError as err:
         raise UsageError(str(err)) from None
     endpoint = sf.role_vars.get("model_weights_hf_endpoint") or os.environ.get("HF_ENDPOINT") or None
+    over_http = sf.role_vars.get("model_weights_hf_token_over_http") is True
+    if os.environ.get("HF_TOKEN") and not token_may_go(endpoint, over_http):
+        print(
+            f"flashfleet lock: warning: {endpoint} is not https: HF_TOKEN is not sent to it (a gated "
+            "repository is refused; flashfleet:roleVars.model_weights_hf_token_over_http: true sends it)",
+            file=sys.stderr,
+        )
     revision = download_client().revision
     hw = hardware_catalog()[spec.hardware]
     image = spec.image.tagged_ref(hw)
     try:
-        weights = {repo: resolve_repo(repo, revision, endpoint) for repo in plan.recipe.repositories}
+        repos = plan.recipe.repositories
+        weights = {repo: resolve_repo(repo, revision, endpoint, over_http=over_http) for repo in repos}
         locked_image, labels = resolve_image(image, ARCH[hw.arch], spec.image.digest)
         images = {image: locked_image}
         image_apt = (
@@ -145,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             return 1
-    path.write_text(dump_lock(new), encoding="utf-8")
+    write_text_atomically(path, dump_lock(new))  # the old lock stays whole if this fails
     for repo, entry in new.weights.items():
         print(f"locked {repo} @ {entry.commit} ({entry.revision}, {len(entry.files)} files)")
     for ref, locked in new.images.items():
@@ -273,7 +285,15 @@ def resolve_apt(wants: list[AptWant]) -> dict[str, dict[str, LockedDeb]]:
     return out
 
 
-def resolve_repo(repo: str, revision: str, endpoint: str | None) -> LockedRepo:
+def token_may_go(endpoint: str | None, over_http: bool) -> bool:
+    """Whether the HF token may be sent to `endpoint` (None: huggingface.co): only over https, or
+    over http where the stack says so (`model_weights_hf_token_over_http`), as on the nodes
+    (roles/model_weights/files/weights_fetch.py)."""
+    scheme = urlsplit(endpoint).scheme.lower() if endpoint else "https"
+    return scheme == "https" or (scheme == "http" and over_http)
+
+
+def resolve_repo(repo: str, revision: str, endpoint: str | None, *, over_http: bool = False) -> LockedRepo:
     """The repository's commit at `revision` and its files, from the Hub's repo info."""
     import httpx2  # huggingface_hub's HTTP client: its transport errors are the network's
     from huggingface_hub import HfApi
@@ -282,8 +302,10 @@ def resolve_repo(repo: str, revision: str, endpoint: str | None) -> LockedRepo:
     from flashfleet.stack.lock import LockedFile, LockedRepo
 
     token = os.environ.get("HF_TOKEN") or None
+    # False, not None: huggingface_hub would otherwise find a token of its own (a saved login)
+    sent: str | bool = token if token and token_may_go(endpoint, over_http) else False
     try:
-        info = HfApi(endpoint=endpoint, token=token).model_info(repo, revision=revision, files_metadata=True)
+        info = HfApi(endpoint=endpoint, token=sent).model_info(repo, revision=revision, files_metadata=True)
     except HfHubHTTPError as err:
         status = err.response.status_code if err.response is not None else "no answer"
         hint = " (gated: set HF_TOKEN to a token with access)" if status in (401, 403) else ""

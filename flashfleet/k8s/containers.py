@@ -27,6 +27,7 @@ from typing import Any
 
 from flashfleet.k8s import resources
 from flashfleet.k8s.errors import KubernetesRenderError
+from flashfleet.k8s.pod_security import restricted
 from flashfleet.launch import CONTAINER_HF_CACHE, MOONCAKE_CONFIG_DIR, ContainerLaunch
 from flashfleet.stack.kubernetes_source import ServerResources
 
@@ -214,7 +215,9 @@ def container(
         "resources": _resources(launch, res, pod_gpus),
         "volumeMounts": _volume_mounts(launch),
     }
-    if (security := _security_context(launch)) is not None:
+    if launch.role == "router":  # no GPU, no device: no privilege (k8s.pod_security)
+        spec["securityContext"] = restricted()
+    elif (security := _security_context(launch)) is not None:
         spec["securityContext"] = security
     if serves_http:
         spec["ports"] = [{"name": port_name(launch), "containerPort": launch.port, "protocol": "TCP"}]

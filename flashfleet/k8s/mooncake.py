@@ -18,6 +18,7 @@ import posixpath
 from typing import Any
 
 from flashfleet.k8s import names, resources
+from flashfleet.k8s.pod_security import restricted
 from flashfleet.recipes.layouts import MOONCAKE_CONFIG_PATH
 from flashfleet.stack.spec import Mooncake
 
@@ -100,6 +101,7 @@ def objects(
                                     "periodSeconds": 5,
                                 },
                                 "resources": resources.MOONCAKE_MASTER,
+                                "securityContext": restricted(),
                             }
                         ],
                         "automountServiceAccountToken": False,

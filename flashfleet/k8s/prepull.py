@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from flashfleet.k8s import names, resources
+from flashfleet.k8s.pod_security import restricted_non_root
 
 POD = "prepull"
 # Requests so small the pod fits beside anything; no GPU, no volume, no token.
@@ -41,6 +42,7 @@ def pre_pull(
             "imagePullPolicy": "IfNotPresent",
             "command": ["true"],  # pulling is the point; the image's own entrypoint is not
             "resources": _TINY,
+            "securityContext": restricted_non_root(),
         }
         for i, image in enumerate(images)
     ]
@@ -60,6 +62,7 @@ def pre_pull(
                             "image": pause_image,
                             "imagePullPolicy": "IfNotPresent",
                             "resources": _TINY,
+                            "securityContext": restricted_non_root(),
                         }
                     ],
                     "automountServiceAccountToken": False,

@@ -29,6 +29,7 @@ from typing import Any
 from flashfleet.catalog import download_client
 from flashfleet.k8s import resources
 from flashfleet.k8s.containers import CACHE_VOLUME, TOKEN_DIR, TOKEN_MOUNT, token_env, token_volume
+from flashfleet.k8s.pod_security import restricted
 from flashfleet.launch import CONTAINER_HF_CACHE, SECRET_ENV_NAMES, LaunchSettings
 from flashfleet.recipes import Recipe
 
@@ -112,6 +113,7 @@ def downloads(recipe: Recipe, image: str, secret_name: str, settings: LaunchSett
         "command": fetch_command(fetch_request([], settings)),
         "resources": resources.CLIENT_INSTALL,
         "volumeMounts": [client_mount],
+        "securityContext": restricted(),
     }
     containers = [
         {
@@ -121,6 +123,7 @@ def downloads(recipe: Recipe, image: str, secret_name: str, settings: LaunchSett
             "command": fetch_command(fetch_request([repo], settings)),
             "env": token_env(SECRET_ENV_NAMES, "weights download"),
             "resources": resources.DOWNLOAD,
+            "securityContext": restricted(),
             "volumeMounts": [
                 {"name": CACHE_VOLUME, "mountPath": CONTAINER_HF_CACHE},
                 client_mount,

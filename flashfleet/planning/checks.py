@@ -341,11 +341,13 @@ def check_api_key(spec: StackSpec, recipe: Recipe, base: str) -> list[Problem]:
             )
         ]
     if any(p.role == "router" for p in recipe.processes):
+        pd = any(p.role in ("prefill", "decode") for p in recipe.processes)
+        router, stacks = ("the PD router", "PD stacks") if pd else ("the cluster's router", "cluster stacks")
         return [
             Problem(
                 path,
-                "the PD router serves the API here and reads its flags from argv only, where the key "
-                "would show in every process list; keep PD stacks behind the firewall",
+                f"{router} serves the API here and reads its flags from argv only, where the key "
+                f"would show in every process list; keep {stacks} behind the firewall",
                 "api-key-topology",
             )
         ]

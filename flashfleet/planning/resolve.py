@@ -30,6 +30,7 @@ from flashfleet.stack import capacity_block
 from flashfleet.stack.capacity_block import PLACEHOLDER_RESERVATION
 from flashfleet.stack.errors import STACK_KEY, Problem, StackError, from_validation_error
 from flashfleet.stack.files import DEFAULT_STACKS_DIR, REGION_KEY, StackFile, read_stack_file
+from flashfleet.stack.inert_text import all_not_inert, path_text
 from flashfleet.stack.kubernetes_source import KubernetesSource
 from flashfleet.stack.lock import StackLock
 from flashfleet.stack.namespaces import namespace_clash
@@ -237,14 +238,28 @@ def resolve(sf: StackFile) -> StackPlan:
 
 
 def parse_spec(stack: str, data: Any) -> StackSpec:
+    # Free text: a string Ansible would evaluate, or one that would split a line, is refused
+    # whatever field holds it (flashfleet.stack.inert_text); a field with a shape of its own
+    # (a host path, an address) is named by its own rule instead.
+    inert = [
+        Problem(STACK_KEY + (f".{path_text(where)}" if where else ""), why, "inert-text")
+        for where, why in all_not_inert(data)
+    ]
     try:
         spec = StackSpec.model_validate(data)
     except ValidationError as err:
         problems = from_validation_error(err, data)
         seen = {p.path for p in problems}
+        # one problem a place: a field (or a mapping above it) its own rule already refuses
+        problems += [
+            p for p in inert if not any(p.path == s or p.path.startswith((f"{s}.", f"{s}[")) for s in seen)
+        ]
+        seen |= {p.path for p in inert}
         # the recipe's names are read from the raw spec too: every problem at once, not a stage a run
         problems += [p for p in checks.check_recipe_names(data, STACK_KEY) if p.path not in seen]
         raise StackError(stack, problems) from None
+    if inert:
+        raise StackError(stack, inert)
     return spec
 
 
@@ -342,6 +357,8 @@ def resolve_spec(
         warnings=tuple(
             _warnings(stack, spec, recipe, instance, has_hf_token)
             + _api_key_warnings(spec, has_api_key)
+            + _token_warnings(role_vars or {}, has_hf_token)
+            + _code_flag_warnings(spec, recipe)
             + lock_warnings
         ),
         has_api_key=has_api_key,
@@ -431,6 +448,39 @@ def _warnings(
             "no flashfleet:hfToken secret: gated repositories (the DFlash2 draft) cannot be downloaded"
         )
     return out
+
+
+# extra_args flags that run code the operator did not write: what a plan must say aloud
+_CODE_FLAGS = {
+    "--trust-remote-code": "the servers run Python code from the model repository",
+    "--enable-custom-logit-processor": "every client may send a logit processor, Python code the servers run",
+}
+
+
+def _code_flag_warnings(spec: StackSpec, recipe: Recipe) -> list[str]:
+    keyless = spec.serving.api_key != "required"
+    out = []
+    for word in recipe.options.extra_args:
+        flag = word.split("=", 1)[0]
+        if flag in _CODE_FLAGS:
+            who = (
+                " (no API key: anyone who reaches the endpoint)"
+                if keyless and "client" in _CODE_FLAGS[flag]
+                else ""
+            )
+            out.append(f"options.extra_args {flag}: {_CODE_FLAGS[flag]}{who}")
+    return out
+
+
+def _token_warnings(role_vars: dict[str, Any], has_hf_token: bool) -> list[str]:
+    """Where the HF token goes when the stack names an http mirror (docs/security.md): nowhere,
+    unless the stack says to send it in clear text."""
+    endpoint = role_vars.get("model_weights_hf_endpoint")
+    if not has_hf_token or not isinstance(endpoint, str) or not endpoint.lower().startswith("http://"):
+        return []
+    if role_vars.get("model_weights_hf_token_over_http") is True:
+        return [f"the HF token goes to {endpoint} in clear text (model_weights_hf_token_over_http)"]
+    return [f"the HF token is not sent to {endpoint} (not https): gated repositories cannot be downloaded"]
 
 
 def _api_key_warnings(spec: StackSpec, has_api_key: bool) -> list[str]:

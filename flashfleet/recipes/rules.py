@@ -312,6 +312,8 @@ def _mentions(node: object, key: str) -> bool:
 # Flags whose value is a secret, or that read one from a file: in an argv they are visible in
 # every process list, unit file and `docker inspect` of the node (docs/security.md, "API key").
 SECRET_FLAGS = ("--api-key", "--admin-api-key", "--config")
+# A secret flashfleet has no way to hand over otherwise: refused outright.
+UNSUPPORTED_SECRET_FLAGS = ("--ssl-keyfile-password",)
 
 
 def _secret_in_extra(c: Context) -> str | None:
@@ -320,6 +322,11 @@ def _secret_in_extra(c: Context) -> str | None:
             return (
                 f"{flag} would put a secret (or its file) on the command line; "
                 "set serving.apiKey: required and the flashfleet:apiKey secret instead"
+            )
+        if flag in UNSUPPORTED_SECRET_FLAGS:
+            return (
+                f"{flag} would put a secret on the command line, readable by every user of the node; "
+                "terminate TLS in front of the servers instead (docs/security.md)"
             )
     return None
 

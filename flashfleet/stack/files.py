@@ -15,6 +15,7 @@ from typing import Any
 
 from flashfleet.stack.errors import STACK_KEY, Problem, StackError
 from flashfleet.stack.lock import LockError, StackLock, lock_path, read_lock
+from flashfleet.stack.stack_names import stack_name_problem
 from flashfleet.stack.yamlfile import YamlFileError, load_yaml_file
 
 PROJECT = "flashfleet"
@@ -52,7 +53,9 @@ def list_stacks(stacks_dir: Path = DEFAULT_STACKS_DIR) -> list[str]:
 
 def read_stack_file(name: str, stacks_dir: Path = DEFAULT_STACKS_DIR) -> StackFile:
     path = stack_path(name, stacks_dir)
-    if not path.is_file():
+    if problem := stack_name_problem(name):
+        raise StackError(name, [Problem(path.name, problem, "stack-name")])
+    if not (path.exists() or path.is_symlink()):  # a FIFO or a link to nothing: refused when read
         known = ", ".join(list_stacks(stacks_dir)) or "none"
         raise StackError(name, [Problem(str(path.name), f"no such stack (known: {known})", "unknown-stack")])
     try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator, model_validator
 
 from flashfleet.catalog import Hardware
 from flashfleet.catalog.releases import MIN_VERSION, parse_version
@@ -24,7 +24,9 @@ class ImageSpec(BaseModel):
     version: str = Field("v0.5.23", description="SGLang release, v0.5.20 or later")
     tag: str | None = Field(None, description="full tag override; must start with the version")
     digest: str | None = Field(None, pattern=r"^sha256:[0-9a-f]{64}$")
-    derived: bool = Field(True, description="run the derived image with the Transformers pin and torchcodec")
+    derived: StrictBool = Field(
+        True, description="run the derived image with the Transformers pin and torchcodec"
+    )
     includes: tuple[str, ...] = Field((), description="PRs this build is known to contain, e.g. '#42178'")
     # The stack's own exact versions of the multimodal packages, where it wants other than what
     # the release ships (flashfleet/stack/image_packages.py checks them against the release).

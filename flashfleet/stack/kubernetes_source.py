@@ -13,7 +13,15 @@ import re
 from ipaddress import IPv4Network, IPv6Network
 from typing import Annotated, Literal
 
-from pydantic import BeforeValidator, Field, StrictInt, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BeforeValidator,
+    Field,
+    StrictBool,
+    StrictInt,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from flashfleet.catalog import download_client, hardware_catalog
 from flashfleet.stack import safe_values
@@ -111,7 +119,7 @@ class NodePool(Strict):
     tolerations: tuple[Toleration, ...] = ()
     # Device-plugin resources for RDMA (the Mooncake L3 tier over rdma/efa), e.g.
     # {"vpc.amazonaws.com/efa": 16} on EKS or {"rdma/rdma_shared_device_a": 1}.
-    rdma_resources: dict[str, int] = Field(default_factory=dict)
+    rdma_resources: dict[str, Annotated[StrictInt, Field(ge=1)]] = Field(default_factory=dict)
     # Dynamic Resource Allocation device class for GPUs (e.g. "gpu.nvidia.com"): needed only when
     # two processes of one pod share GPUs (encoder disaggregation), which device-plugin limits
     # cannot express: each container's limit gets GPUs of its own.
@@ -189,19 +197,19 @@ class KubernetesSource(Strict):
     # kubeconfig context for the stack's provider; None: the default provider (ambient kubeconfig).
     context: str | None = Field(default=None, min_length=1, max_length=253, pattern=r"^[^\x00-\x1f\x7f]+$")
     namespace: str = Field(min_length=1, max_length=63)
-    create_namespace: bool = True
+    create_namespace: StrictBool = True  # `true` or `false` only, never "yes" or 1
     # Keyed by hardware id (gb300, h200, mi355x); the stack's hardware must have an entry.
     node_pools: dict[str, NodePool] = Field(min_length=1)
     model_cache: ModelCache
     # The LeaderWorkerSet CRD (sigs.k8s.io lws) is installed: multi-node tensor parallel runs as
     # one LeaderWorkerSet; without it, as one StatefulSet per rank behind a headless Service.
-    leader_worker_set: bool = False
+    leader_worker_set: StrictBool = False
     service_type: Literal["ClusterIP", "LoadBalancer"] = "ClusterIP"
     # The endpoint takes no API key on Kubernetes: a LoadBalancer admits only these client
     # networks (the Service's loadBalancerSourceRanges), judged like the AWS source's
     # allowedCidrs (stack.ingress); ranges that cover the internet need allowPublicIngress.
     # (Both declared after serviceType, allowPublicIngress before the ranges: their validator sees them.)
-    allow_public_ingress: bool = False
+    allow_public_ingress: StrictBool = False
     load_balancer_source_ranges: tuple[
         Annotated[IPv4Network | IPv6Network, BeforeValidator(parse_cidr)], ...
     ] = ()

@@ -34,7 +34,18 @@ import io
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from flashfleet.stack.inert_text import all_not_inert, path_text
 
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 
@@ -54,11 +65,28 @@ class LockedFile(BaseModel):
 
     model_config = _STRICT
 
-    size: int = Field(ge=0)
+    size: StrictInt = Field(ge=0)
     # An LFS file (a weights shard): the sha256 of its bytes. Otherwise the git blob id (sha1 of
     # "blob <size>\0" and the bytes), which is all the Hub gives for a small file.
     sha256: str | None = Field(default=None, pattern=SHA256)
     git_oid: str | None = Field(default=None, pattern=SHA1)
+
+
+def hub_file_name(name: str) -> str:
+    """A file name as the Hub lists a repository's files: a relative POSIX path of named parts.
+    The nodes join it to their snapshot folder, and remove it there on a size or hash mismatch:
+    an absolute path or a `..` would reach any file on the node (the download program checks
+    again, roles/model_weights/files/weights_fetch.py)."""
+    if not name or "\\" in name or not name.isprintable():
+        raise ValueError(f"{name!r} is not a repository file name: a relative POSIX path of printable text")
+    if name.startswith("/"):
+        raise ValueError(f"{name!r} is not a repository file name: an absolute path")
+    if any(part in ("", ".", "..") for part in name.split("/")):
+        raise ValueError(f"{name!r} is not a repository file name: an empty, `.` or `..` part")
+    return name
+
+
+HubFileName = Annotated[str, AfterValidator(hub_file_name)]
 
 
 class LockedRepo(BaseModel):
@@ -68,7 +96,7 @@ class LockedRepo(BaseModel):
 
     revision: str = Field(min_length=1)  # what was asked for (the catalog's, e.g. main)
     commit: str = Field(pattern=SHA1)  # what it resolved to
-    files: dict[str, LockedFile] = Field(min_length=1)
+    files: dict[HubFileName, LockedFile] = Field(min_length=1)
 
     _files_in_order = field_validator("files", mode="before")(_sorted)
 
@@ -118,7 +146,7 @@ class LockedDeb(BaseModel):
 
     version: str = Field(min_length=1)
     sha256: str = Field(pattern=SHA256)
-    size: int = Field(ge=0)
+    size: StrictInt = Field(ge=0)
 
 
 class LockedImageApt(BaseModel):
@@ -174,6 +202,15 @@ class StackLock(BaseModel):
     _in_order = field_validator("weights", "images", "packages", "apt", "image_apt", "amis", mode="before")(
         _sorted
     )
+
+    @model_validator(mode="after")
+    def _inert(self) -> StackLock:
+        # what a registry or the Hub answered is free text too: refused when the lock is made,
+        # not only when it is read back
+        if refused := all_not_inert(self.model_dump(mode="json")):
+            where, why = refused[0]
+            raise ValueError(f"{path_text(where)}: {why}")
+        return self
 
     @property
     def digest(self) -> str:
@@ -239,16 +276,23 @@ def read_lock(path: Path) -> StackLock | None:
     from flashfleet.stack.yamlfile import YamlFileError, load_yaml_file
 
     if not path.exists():
+        if path.is_symlink():  # a link to nothing is not "no lock": someone put it there
+            raise LockError("a link to a file that does not exist; a lock is a plain file")
         return None
     try:
         doc: Any = load_yaml_file(path)
-        return StackLock.model_validate(doc)
     except YamlFileError as err:
         raise LockError(str(err)) from None
+    if refused := all_not_inert(doc):  # named by its own path, whatever field holds it
+        where, why = refused[0]
+        raise LockError(f"{path_text(where)}: {why}")
+    try:
+        return StackLock.model_validate(doc)
     except ValidationError as err:
         first = err.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        raise LockError(f"{where}: {first['msg']}") from None
+        # a mapping key's own error ends in "[key]": the key itself names the place
+        field = path_text(tuple(p for p in first["loc"] if p != "[key]")) or "(top level)"
+        raise LockError(f"{field}: {first['msg'].removeprefix('Value error, ')}") from None
 
 
 def lock_diff(old: StackLock, new: StackLock, name: str) -> str:

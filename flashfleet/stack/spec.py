@@ -19,6 +19,7 @@ from pydantic import (
     BeforeValidator,
     Field,
     StrictBool,
+    StrictFloat,
     StrictInt,
     ValidationInfo,
     field_validator,
@@ -140,7 +141,7 @@ class PurchasedBlock(Strict):
     instance_count: StrictInt = Field(ge=1)
     start: AwareDatetime
     end: AwareDatetime
-    upfront_price_usd: float = Field(ge=0)
+    upfront_price_usd: StrictFloat = Field(ge=0, allow_inf_nan=False)
     price_source: str = Field(min_length=1)
 
     @model_validator(mode="after")
@@ -172,7 +173,7 @@ class InstanceOverride(Strict):
 
     host_memory_gib: StrictInt | None = Field(default=None, ge=1, le=MAX_HOST_MEMORY_GIB)
     efa_network_cards: StrictInt | None = Field(default=None, ge=1, le=MAX_EFA_CARDS)
-    price_usd_per_hour: float | None = Field(default=None, gt=0, le=10000, allow_inf_nan=False)
+    price_usd_per_hour: StrictFloat | None = Field(default=None, gt=0, le=10000, allow_inf_nan=False)
 
 
 class AwsSource(Strict):
@@ -396,15 +397,15 @@ class TeardownSpec(Strict):
 class Bandwidth(Strict):
     """Gigabits per second one node gets from the Hub (weights) and the registry (image)."""
 
-    weights_gbps: float | None = Field(default=None, gt=0, le=3200)
-    image_gbps: float | None = Field(default=None, gt=0, le=3200)
+    weights_gbps: StrictFloat | None = Field(default=None, gt=0, le=3200)
+    image_gbps: StrictFloat | None = Field(default=None, gt=0, le=3200)
 
 
 class BringupSpec(Strict):
     """Overrides of the catalog's per-source defaults (flashfleet/catalog/bringup.toml)."""
 
     bandwidth: Bandwidth = Bandwidth()
-    driver_install_s: float | None = Field(default=None, ge=0, le=86400)
+    driver_install_s: StrictFloat | None = Field(default=None, ge=0, le=86400)
 
 
 class WeightsSnapshotSpec(Strict):

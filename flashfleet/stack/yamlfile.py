@@ -1,14 +1,21 @@
-"""Reading a user's YAML (or JSON) file strictly: UTF-8 only, no duplicate keys.
+"""Reading a user's YAML (or JSON) file strictly: UTF-8 only, no duplicate keys, bounded.
 
 PyYAML keeps the last of two equal keys without a word, so `strategy:` written twice would
 silently switch the recipe; ruamel.yaml's safe loader refuses it, and the line of the second one
 is reported. Every failure is one `YamlFileError` line (the caller prefixes the file's role),
 never a traceback.
+
+A checkout can be hostile, so reading is bounded: only a regular file is read (a FIFO would
+block `validate`, a link to /dev/zero fill the memory), at most `MAX_BYTES`, and a document whose
+aliases expand it beyond `MAX_NODES` values (a "billion laughs" of a kilobyte) is refused before
+anything walks it.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 import warnings
 from pathlib import Path
 from typing import Any
@@ -25,6 +32,31 @@ _DUPLICATE = re.compile(r'found duplicate key "(.*)" with value ', re.DOTALL)
 # Deeper than any real file (a stack is about eight levels); far below Python's recursion limit,
 # which PyYAML's composer, pydantic and the error formatter would otherwise meet as a traceback.
 MAX_DEPTH = 64
+
+
+# Far above any real stack file (a few KB) or lock (every file of a checkpoint and every apt
+# package: a few hundred KB).
+MAX_BYTES = 16 * 1024 * 1024
+# Values of the document with every alias expanded, as a validator or a formatter would walk it:
+# a real lock holds a few thousand.
+MAX_NODES = 200_000
+
+
+def _expanded_size(doc: Any) -> int:
+    """How many values `doc` holds once every alias is expanded (a shared node counts each time
+    it is referenced), computed once per node: linear in the document as parsed."""
+    sizes: dict[int, int] = {}
+
+    def size(node: Any) -> int:  # the depth is bounded (_depth_ok) before this runs
+        if not isinstance(node, dict | list):
+            return 1
+        known = sizes.get(id(node))
+        if known is None:
+            children = list(node.values()) + list(node.keys()) if isinstance(node, dict) else node
+            known = sizes[id(node)] = min(1 + sum(size(c) for c in children), MAX_NODES + 1)
+        return known
+
+    return size(doc)
 
 
 def _depth_ok(doc: Any) -> bool:
@@ -86,13 +118,40 @@ def parse_yaml(text: str) -> Any:
         raise YamlFileError(too_deep) from None
     if not _depth_ok(doc):
         raise YamlFileError(too_deep)
+    if _expanded_size(doc) > MAX_NODES:
+        raise YamlFileError(
+            f"its aliases expand it to more than {MAX_NODES} values (a stack or lock needs a few thousand)"
+        )
     return doc
+
+
+def _read_bounded(path: Path) -> bytes:
+    """A regular file's bytes, at most MAX_BYTES; never blocks on a FIFO or reads a device."""
+    # O_NONBLOCK: opening a FIFO returns at once (a plain open would wait for a writer)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(fd, "rb") as f:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = (
+                "a FIFO"
+                if stat.S_ISFIFO(mode)
+                else "a directory"
+                if stat.S_ISDIR(mode)
+                else "a device or socket"
+            )
+            raise YamlFileError(f"not a regular file ({kind}); a stack or lock is a plain file")
+        data = f.read(MAX_BYTES + 1)
+    if len(data) > MAX_BYTES:
+        raise YamlFileError(
+            f"larger than {MAX_BYTES // (1024 * 1024)} MiB; a stack or lock is a few hundred KB at most"
+        )
+    return data
 
 
 def read_text(path: Path) -> str:
     """The file as UTF-8 text, or one line saying why not."""
     try:
-        data = path.read_bytes()
+        data = _read_bounded(path)
     except OSError as err:
         raise YamlFileError(err.strerror or type(err).__name__) from None
     try:

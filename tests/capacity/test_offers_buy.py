@@ -321,3 +321,58 @@ def test_a_second_buy_while_the_block_lasts_is_refused(
     assert code == 2
     assert "[rule: block-held]" in err
     assert RID in err
+
+
+def test_a_full_disk_after_a_paid_buy_keeps_the_stack_file_and_prints_the_record(
+    stacks: Path, ec2: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The block is bought and cannot be cancelled: a disk that fills while the stack file is
+    written leaves the file as it was (not cut at 4096 bytes), and the purchase's record is
+    printed, to be pasted in, with one line saying so (exit 1, no traceback)."""
+    from tests.cli.test_interrupt_and_full_disk import full_disk_below
+
+    path = stacks / "Pulumi.gb300-lowlat.yaml"
+    before = path.read_text()
+    offer = offering("cbo-00000000000000001", start=START, zone="us-east-2b")
+    ec2.add_response("describe_capacity_block_offerings", {"CapacityBlockOfferings": [offer]}, QUERY)
+    ec2.add_response(
+        "purchase_capacity_block",
+        {"CapacityReservation": reservation(state="payment-pending", start=START, zone="us-east-2b")},
+    )
+    real_open = io.open
+    monkeypatch.setattr(io, "open", full_disk_below(stacks, real_open))
+    code, out, err = _buy(stacks, capsys, "--max-price", "2500", "--yes")
+    monkeypatch.setattr(io, "open", real_open)
+    assert code == 1, err
+    assert path.read_text() == before
+    assert sorted(p.name for p in stacks.iterdir()) == [path.name]
+    [line] = err.strip().splitlines()
+    assert f"{path}: not written (No space left on device)" in line
+    assert "the block IS bought" in line
+    record = yaml.safe_load(out[out.index("capacity:") :])
+    assert record["capacity"]["reservationId"] == RID
+    assert record["capacity"]["purchased"]["availabilityZone"] == "us-east-2b"
+    assert record["capacity"]["purchased"]["upfrontPriceUsd"] == 2400.0
+
+
+@pytest.mark.parametrize("bound", ["--start-after", "--end-before"])
+def test_buy_refuses_an_offering_outside_the_window_asked(
+    stacks: Path, ec2: Any, capsys: pytest.CaptureFixture[str], bound: str
+) -> None:
+    """The finding: a block starting three days outside --start-after was bought. EC2 filters
+    its listing by the window, but what is bought is checked against it too. No purchase
+    response is queued: a purchase call would fail the test."""
+    before = (stacks / "Pulumi.gb300-lowlat.yaml").read_text()
+    if bound == "--start-after":
+        moment = START + timedelta(days=3)  # the offering starts three days before it
+        params = {**QUERY, "StartDateRange": moment}
+    else:
+        moment = START + timedelta(hours=48) - timedelta(days=3)  # it ends three days after it
+        params = {**QUERY, "EndDateRange": moment}
+    offer = offering("cbo-00000000000000001", start=START)
+    ec2.add_response("describe_capacity_block_offerings", {"CapacityBlockOfferings": [offer]}, params)
+    code, _out, err = _buy(stacks, capsys, "--max-price", "2500", "--yes", bound, moment.isoformat())
+    assert code == 2, err
+    assert "[rule: offering-window]" in err
+    assert bound in err
+    assert (stacks / "Pulumi.gb300-lowlat.yaml").read_text() == before

@@ -97,6 +97,7 @@ def engine() -> Iterator[Engine]:
                     "container_runtime_nvidia_repo_url": f"{base}/libnvidia-container",
                     "container_runtime_docker_version": version,
                     "model_weights_hf_endpoint": lab.hub_url,
+                    "model_weights_hf_token_over_http": True,  # the stand-in Hub is plain http
                     "model_weights_pip_find_links": f"{base}/wheels/",
                     "model_weights_pip_trusted_host": pool.gateway,
                     "sglang_serve_docker": SANDBOX_DOCKER,

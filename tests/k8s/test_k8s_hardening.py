@@ -315,7 +315,36 @@ def test_the_rocm_server_gets_no_debugger_capability() -> None:
     for obj in plan.objects:
         for pod in pod_specs(obj):
             for c in containers(pod).values():
-                assert "capabilities" not in c.get("securityContext", {}), c["name"]
+                # none added (helpers drop them all: test_every_helper_container_runs_without_privilege)
+                assert "add" not in c.get("securityContext", {}).get("capabilities", {}), c["name"]
     (server,) = objects_of(plan, "Deployment")[0]["spec"]["template"]["spec"]["containers"]
     # seccomp unconfined stays: ROCm's container guide recommends it for HPC containers
     assert server["securityContext"] == {"seccompProfile": {"type": "Unconfined"}}
+
+
+@pytest.mark.parametrize("name", list(PLANS))
+def test_every_helper_container_runs_without_privilege(name: str) -> None:
+    """The finding: the weights downloads, the router, the Mooncake master and the pre-pull pods
+    ran with no securityContext at all. Each container that holds no GPU may not gain
+    privilege, holds no capability and runs under the runtime's default seccomp profile; the
+    pre-pull pods also as a non-root user."""
+    plan = PLANS[name]
+    gpu_launches = {launch.name for launch in plan.launches if launch.gpus}
+    helpers = 0
+    for obj in plan.objects:
+        for pod in pod_specs(obj):
+            for c in containers(pod).values():
+                limits = c["resources"].get("limits", {})
+                gpu = c["name"] in gpu_launches or any(k.endswith("/gpu") for k in limits)
+                if gpu or c["resources"].get("claims"):
+                    continue  # a GPU server: its own context (root, the image's devices)
+                helpers += 1
+                ctx = c.get("securityContext") or {}
+                where = f"{name}: {obj['kind']} {c['name']}"
+                assert ctx.get("allowPrivilegeEscalation") is False, where
+                assert ctx.get("capabilities") == {"drop": ["ALL"]}, where
+                assert ctx.get("seccompProfile") == {"type": "RuntimeDefault"}, where
+                if obj["kind"] == "DaemonSet":  # the pre-pull pods: `true` and pause
+                    assert ctx.get("runAsNonRoot") is True, where
+                    assert ctx.get("runAsUser") == 65534, where
+    assert helpers >= 2  # the download's client install and one download at least

@@ -47,7 +47,7 @@ class Lab:
     groups: dict[str, str]  # host -> hardware (GROUP_OF unless open_lab is told otherwise)
     _counter: int = 0
 
-    def repo_vars(self) -> dict[str, str]:
+    def repo_vars(self) -> dict[str, Any]:
         """Role arguments that point every vendor repository at the local one."""
         b = self.base_url
         return {
@@ -58,6 +58,9 @@ class Lab:
             "rocm_driver_rocm_repo_url": f"{b}/rocm/apt",
             "rocm_driver_repo_key_url": f"{b}/rocm/rocm.gpg.key",
             "model_weights_hf_endpoint": self.hub_url,
+            # the stand-in Hub speaks plain http on the test network: its gated repositories
+            # need the token there
+            "model_weights_hf_token_over_http": True,
             "model_weights_pip_find_links": f"{b}/wheels/",
             "model_weights_pip_trusted_host": self.pool.gateway,
         }

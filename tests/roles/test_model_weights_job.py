@@ -44,6 +44,7 @@ def request(tmp: Path, repos: list[str], timeout_s: int = 60) -> dict[str, Any]:
         "marker_dir": str(cache / ".flashfleet-complete"), "venv": str(tmp / "venv"),
         "hub_version": "2.4.0", "pip_args": [], "endpoint": "http://127.0.0.1:9",
         "max_workers": 8, "token_file": str(token), "timeout_s": timeout_s,
+        "token_over_http": True,  # the stand-in endpoint is http: these tests follow the token there
     }  # fmt: skip
 
 
@@ -417,3 +418,89 @@ def test_a_kubernetes_download_runs_this_program_and_enforces_the_lock(
         assert rc == 1
         assert "not the locked bytes: model-00001-of-00001.safetensors has sha256" in report["failed"][0]
     assert token.read_text() == TOKEN  # the pod's Secret is not the program's to remove
+
+
+# A tampered lock's file names: each would reach a file outside the snapshot (as root, on every
+# node and in every Kubernetes download pod) when the file's size or hash does not match.
+OUTSIDE_NAMES = [
+    "{victim}",
+    "../../../../../../../..{victim}",
+    "config.json/../../../../x",
+    "a//b",
+    "./config.json",
+    "",
+    "a\\b",
+]
+
+
+@pytest.mark.parametrize("name", OUTSIDE_NAMES)
+def test_a_lock_naming_a_file_outside_the_snapshot_touches_nothing(tmp_path: Path, name: str) -> None:
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious")
+    name = name.format(victim=victim)
+    req = locked_request(tmp_path, SHARD)
+    req["lock"]["org/m"]["files"][name] = {"size": 1, "sha256": None, "git_oid": "0" * 40}  # never matches
+    rc, report = finish(start(req, tmp_path))
+    assert rc == 1
+    assert report["failed"] == [
+        f"hf download org/m failed (the lock names {name!r}: not a relative path of the repository)"
+    ]
+    assert victim.read_bytes() == b"precious"
+    assert not (tmp_path / "asked").exists()  # the tampered repository is not even fetched
+    assert not Path(req["token_file"]).exists()
+
+
+# A client (or a cache someone else wrote) that leaves links out of the snapshot: a locked file
+# that is a link to a file outside the cache, and a folder that is a link to one.
+PLACE_LINKS_OUT = (
+    'snap="$6/models--$(echo $2 | sed s,/,--,)/snapshots/$4"; mkdir -p "$snap"\n'
+    'ln -sf "{victim}" "$snap/evil.bin"; ln -sfn "{victim_dir}" "$snap/sub"\n'
+    "printf '%s' '{config}' > \"$snap/config.json\"\n"
+    'echo "$snap"'
+)
+
+
+@pytest.mark.parametrize("name", ["evil.bin", "sub/victim"])
+def test_a_snapshot_link_leading_out_is_neither_read_nor_removed(tmp_path: Path, name: str) -> None:
+    victim_dir = tmp_path / "elsewhere"
+    victim_dir.mkdir()
+    victim = victim_dir / "victim"
+    victim.write_bytes(b"precious")
+    body = PLACE_LINKS_OUT.format(victim=victim, victim_dir=victim_dir, config=CONFIG.decode())
+    stand_in_venv(tmp_path / "venv", body)
+    req = request(tmp_path, ["org/m"])
+    req["lock"] = {"org/m": locked({"config.json": CONFIG})}
+    req["lock"]["org/m"]["files"][name] = {"size": 1, "sha256": None, "git_oid": "0" * 40}
+    rc, report = finish(start(req, tmp_path))
+    assert rc == 1
+    assert f"{name!r} leads outside the snapshot" in report["failed"][0], report
+    assert victim.read_bytes() == b"precious"
+
+
+@pytest.mark.parametrize("over_http", [False, True])
+def test_the_token_goes_to_an_http_mirror_only_where_the_stack_says_so(
+    tmp_path: Path, over_http: bool
+) -> None:
+    """The real download client (huggingface_hub's `hf`, from this checkout's environment)
+    against a capture server on 127.0.0.1 that records every Authorization header."""
+    from tests.cli.test_token_only_over_https import Capture
+
+    capture = Capture()
+    try:
+        venv = tmp_path / "venv"
+        stand_in_venv(venv, "echo 2.4.0")
+        (venv / "bin" / "hf").unlink()
+        (venv / "bin" / "hf").symlink_to(Path(sys.executable).with_name("hf"))
+        req = request(tmp_path, ["org/m"], timeout_s=60)
+        req["endpoint"], req["token_over_http"] = capture.url, over_http
+        rc, report = finish(start(req, tmp_path))
+    finally:
+        capture.server.shutdown()
+    assert rc == 1
+    assert capture.seen, report
+    if over_http:  # the capture does see a token when one is sent
+        assert f"Bearer {TOKEN}" in capture.seen
+    else:
+        assert capture.seen == [None] * len(capture.seen)
+        assert report["failed"][0].endswith(f"(no token sent: {capture.url} is not https)"), report
+    assert TOKEN not in json.dumps(report)

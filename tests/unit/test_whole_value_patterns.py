@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from flashfleet.catalog.releases import parse_version
-from flashfleet.cli.common import stack_arg
+from flashfleet.cli.common import UsageError, stack_arg
 from flashfleet.k8s.errors import KubernetesRenderError
 from flashfleet.k8s.names import check_stack_name
 from flashfleet.sizing.errors import SizingError
@@ -38,4 +38,5 @@ def test_stack_file_argument(tmp_path: Path):
     """`stacks/Pulumi.abc.yaml\\n` is not the file of stack `abc`."""
     (tmp_path / "Pulumi.abc.yaml").write_text("config: {}\n")
     assert stack_arg(f"{tmp_path}/Pulumi.abc.yaml", tmp_path) == ("abc", tmp_path)
-    assert stack_arg(f"{tmp_path}/Pulumi.abc.yaml\n", tmp_path)[0] != "abc"
+    with pytest.raises(UsageError, match="is not a stack name"):  # refused, not taken for `abc`
+        stack_arg(f"{tmp_path}/Pulumi.abc.yaml\n", tmp_path)

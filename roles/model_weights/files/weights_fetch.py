@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from urllib.parse import urlsplit
 
 # A Hugging Face token as it may appear in a client's error output.
 _TOKEN_RE = re.compile(r"hf_[A-Za-z0-9]{8,}")
@@ -178,8 +179,18 @@ class Job:
             HF_HUB_DISABLE_PROGRESS_BARS="1",
             NO_COLOR="1",
         )
+        if not self.token_may_go():
+            # a token sent over plain http can be read on the way: the client gets none at all
+            # (HF_TOKEN_PATH at an empty file also keeps it from a token saved on the node)
+            env.pop("HF_TOKEN", None)
+            env["HF_TOKEN_PATH"] = os.devnull
         hf = os.path.join(req["venv"], "bin", "hf")
         for repo in req["repos"]:
+            bad = [n for n in (req.get("lock", {}).get(repo) or {}).get("files", {}) if not _hub_file_name(n)]
+            if bad:  # a tampered lock: nothing of this repository is fetched, read or removed
+                why = f"the lock names {bad[0]!r}: not a relative path of the repository"
+                self.failed[repo] = f"hf download {repo} failed ({why})"
+                continue
             out = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed in stop()
             argv = [hf, "download", repo, "--revision", self.revision(repo), "--cache-dir", req["hub_dir"],
                     "--max-workers", str(req["max_workers"])]  # fmt: skip
@@ -199,7 +210,10 @@ class Job:
             out.seek(0)
             text = out.read()
             if rc != 0:
-                self.failed[repo] = f"hf download {repo} failed (rc {rc}): {self.tail(text)}"
+                withheld = ""
+                if self.token and not self.token_may_go():  # why a gated repository said no
+                    withheld = f" (no token sent: {req['endpoint']} is not https)"
+                self.failed[repo] = f"hf download {repo} failed (rc {rc}): {self.tail(text)}{withheld}"
                 continue
             snapshot = _SNAPSHOT_RE.findall(text)
             snapshot = snapshot[-1] if snapshot else ""
@@ -209,6 +223,12 @@ class Job:
                 continue
             self.mark(repo, snapshot)
             self.downloaded.append(repo)
+
+    def token_may_go(self):
+        """The token goes only over https, or over http where the stack says so for a mirror on a
+        network it trusts (`model_weights_hf_token_over_http`)."""
+        scheme = urlsplit(self.req["endpoint"]).scheme.lower()
+        return scheme == "https" or (scheme == "http" and self.req.get("token_over_http") is True)
 
     def revision(self, repo):
         """The locked commit of the repository, else the requested revision."""
@@ -223,10 +243,15 @@ class Job:
             return ""
         if not snapshot.endswith("/" + locked["commit"]):
             return f"the client placed {snapshot or 'nothing'}, not commit {locked['commit']}"
+        if not _inside(snapshot, self.req["hub_dir"]):
+            return f"the client placed {snapshot}, outside the cache {self.req['hub_dir']}"
         for name, want in sorted(locked["files"].items()):
             if any(fnmatch.fnmatch(name, pattern) for pattern in self.req.get("exclude") or []):
                 continue  # left on the Hub on purpose (the server loads it from a peer)
             path = os.path.join(snapshot, name)
+            # a link in the snapshot, pointing at a blob of the cache: nothing else is read or removed
+            if not (_inside(os.path.dirname(path), snapshot) and _inside(path, self.req["hub_dir"])):
+                return f"{name!r} leads outside the snapshot {snapshot}; nothing was read or removed"
             key = "sha256" if want.get("sha256") else "git_oid"
             got = _file_identity(path, want["size"], key)
             if got is None:
@@ -271,6 +296,20 @@ class Job:
             "downloaded": self.downloaded,
             "failed": list(self.failed.values()),
         }
+
+
+def _hub_file_name(name):
+    """A file name as the Hub lists a repository's: a relative POSIX path of named parts, one line
+    (flashfleet.stack.lock checks the same when the lock is read)."""
+    if not isinstance(name, str) or not name.isprintable() or "\\" in name or name.startswith("/"):
+        return False
+    return all(part not in ("", ".", "..") for part in name.split("/"))
+
+
+def _inside(path, root):
+    """Whether `path`, every link on the way followed, lies in `root` (root's own links followed)."""
+    real, base = os.path.realpath(path), os.path.realpath(root)
+    return real == base or real.startswith(base.rstrip("/") + "/")
 
 
 def _read_json(path):
