@@ -31,7 +31,7 @@ from .conftest import Engine
 
 REPO = Path(__file__).parents[2]
 BUILD_TASK = "Build | derived image (runs the multimodal check while building)"
-CHECK_STEP = 'RUN ["python3", "/opt/flashfleet/check_multimodal.py"
+CHECK_STEP = 'RUN ["python3", "/opt/flashfleet/check_multimodal.py"'
 
 
 def _plan(stack: str) -> dict[str, Any]:
