@@ -188,7 +188,7 @@ def _local_preflight(python: str, module: str, endpoint: str | None) -> None:
     """The load generator here, then a server at the endpoint given: before any folder is made."""
     from flashfleet.bench.argv import check_base_url
     from flashfleet.bench.errors import BenchSetupError
-    from flashfleet.bench.preflight import check_client, check_endpoint_answers
+    from flashfleet.bench.local_checks import check_client, check_endpoint_answers
     from flashfleet.bench.runner import LocalRunner
 
     try:
