@@ -447,7 +447,9 @@ def test_the_gated_draft_is_locked_with_the_token_only(
     # the stand-in Hub speaks plain http: the token goes there only where the stack says so
     stack_file = stacks / "Pulumi.h200-lowlat.yaml"
     doc = yaml.safe_load(stack_file.read_text())
-    doc["config"]["flashfleet:roleVars"] = {"model_weights_hf_token_over_http": True}
+    doc["config"]["flashfleet:roleVars"] = {
+        **doc["config"].get("flashfleet:roleVars", {}), "model_weights_hf_token_over_http": True,
+    }  # fmt: skip
     stack_file.write_text(yaml.safe_dump(doc))
     assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks)]) == 0
     assert set(lock_of(stacks)["weights"]) == {MODEL, DFLASH2_DRAFT}
