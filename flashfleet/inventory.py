@@ -102,15 +102,7 @@ def host_vars(
                 {
                     "ref": spec.image.derived_ref(hw),
                     "release": spec.image.version,
-                    "pins": [
-                        {
-                            "name": p.name,
-                            "specifier": p.specifier,
-                            "install": p.origin == "derived",
-                            "overrides": p.overrides,
-                        }
-                        for p in held.packages
-                    ],
+                    "pins": held.role_pins(),
                     "video": held.video is None,
                     "refused_transformers": list(held.refused_transformers),
                     "packages": locked_for(installs, plan.lock, "sglang_image"),

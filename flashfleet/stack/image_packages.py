@@ -80,6 +80,18 @@ class ImagePackages(BaseModel):
         """What the derived build pip-installs (the rest the release ships)."""
         return tuple(p for p in self.packages if p.origin == "derived")
 
+    def role_pins(self) -> list[dict[str, str | bool | None]]:
+        """The sglang_image role's `sglang_image_pins`: each package, and whether the build installs it."""
+        return [
+            {
+                "name": p.name,
+                "specifier": p.specifier,
+                "install": p.origin == "derived",
+                "overrides": p.overrides,
+            }
+            for p in self.packages
+        ]
+
 
 def _release_pins(release: ReleaseRequirements, hw: Hardware) -> tuple[dict[str, str], dict[str, str]]:
     """(this platform's pins, every pin whatever its marker): name -> specifier."""

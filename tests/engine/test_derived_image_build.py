@@ -48,11 +48,7 @@ def _older_pins() -> dict[str, Any]:
     from flashfleet.catalog import hardware_catalog
     from flashfleet.stack.image_packages import image_packages
 
-    held = image_packages(OLDER, hardware_catalog()["h200"])
-    pins = [
-        {"name": p.name, "specifier": p.specifier, "install": p.origin == "derived", "overrides": p.overrides}
-        for p in held.packages
-    ]
+    pins = image_packages(OLDER, hardware_catalog()["h200"]).role_pins()
     # the real engine's image has FFmpeg: the check goes on to decode (and finds no torchcodec)
     return {"sglang_image_release": OLDER, "sglang_image_pins": pins, "sglang_image_video": True}
 

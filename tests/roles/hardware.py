@@ -63,14 +63,10 @@ def derived_facts(hardware: str, release: str = ImageSpec().version) -> dict[str
     from flashfleet.stack.image_packages import image_packages
 
     held = image_packages(release, hardware_catalog()[hardware])
-    pins = [
-        {"name": p.name, "specifier": p.specifier, "install": p.origin == "derived", "overrides": p.overrides}
-        for p in held.packages
-    ]
     # video: False, as the stand-in images hold no torch and no FFmpeg to decode a clip with
     # (tests/roles/test_release_image_check.py decodes one on the release's real packages)
     return DerivedImage(
-        ref=derived_image(hardware), release=release, pins=pins, video=False,
+        ref=derived_image(hardware), release=release, pins=held.role_pins(), video=False,
         refused_transformers=list(held.refused_transformers),
     ).model_dump()  # fmt: skip
 
