@@ -119,5 +119,5 @@ def no_wheel(installs: Mapping[str, PipInstall], lock: StackLock | None) -> list
         locked = _pinned(want, lock)
         platform = want.platform
         if locked is not None and platform is not None and not any(fits(f, platform) for f in locked.files):
-            out.append(f"packages.{name}: {locked.version} has no linux {want.platform} wheel")
+            out.append(f"packages.{name}: {locked.version} has no linux {platform} wheel")
     return out

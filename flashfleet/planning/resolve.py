@@ -306,11 +306,12 @@ def resolve_spec(
     spec, image_problems = checks.locked_image(spec, lock, base)
     problems += image_problems
     router, _ = checks.router_instance(spec, region)
-    # the image's packages first: what the lock must pin follows from them
-    package_problems = checks.check_image(spec, recipe, base)
-    problems += package_problems
+    # the image's packages first: what the lock must pin follows from them, so a stack whose
+    # pins are refused has no lock to judge (its other image problems do not stop that check)
+    build_problems = checks.check_image(spec, recipe, base)
+    problems += build_problems
     lock_warnings: list[str] = []
-    if not package_problems:
+    if not any(p.rule == "image-packages" for p in build_problems):
         lock_problems, lock_warnings = checks.check_lock(
             stack, spec, recipe, lock, base, role_vars=role_vars, router_arch=router.arch if router else None,
             region=region,
