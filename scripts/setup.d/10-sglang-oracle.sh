@@ -5,11 +5,18 @@
 # sglang_image role's in-image check runs here against the release's real packages
 # (tests/roles/test_release_image_check.py; FFmpeg's libraries: scripts/setup.d/12-ffmpeg.sh).
 # pip (not uv): pip takes a CPU torch wheel where a machine ships one in its find-links; uv
-# ignores it. Without one, this is PyPI's CUDA build with its nvidia-* wheels (several GB).
+# ignores it. Without one, this is PyPI's CUDA build with its nvidia-* wheels (about 6 GB).
+# Kept outside the clone like the Go builds (a fresh clone links .venv-oracle to it): the same
+# site-packages are the faithful base image's (tests/hosts/engine_images.py), and CI's fresh
+# clone would otherwise download them again on every run.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/lib/retry.sh
-venv=.venv-oracle
+venv="${FLASHFLEET_ORACLE_VENV:-/var/cache/flashfleet/sglang-oracle}"
+mkdir -p "$(dirname "$venv")"
+# the clone's name for it; a venv left in the clone by an older set-up is replaced by the link
+[ -L .venv-oracle ] || rm -rf .venv-oracle
+ln -sfn "$venv" .venv-oracle
 # The release's x86_64 pins of the four packages, read from the catalog (markers: linux x86_64).
 release=$(.venv/bin/python - <<'PY'
 import tomllib

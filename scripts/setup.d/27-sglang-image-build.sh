@@ -20,6 +20,9 @@ requirements=$(uv run --frozen --no-sync python -c '
 from flashfleet.catalog import hardware_catalog
 from flashfleet.stack.image_packages import image_packages
 print(" ".join(p.requirement for p in image_packages("v0.5.20", hardware_catalog()["h200"]).installs))')
+# The pin the derived image carried before it followed the release, which the faithful base's
+# check must refuse (torchcodec 0.9 is built for torch 2.9; the release ships torch 2.14.1).
+requirements="$requirements torchcodec==0.9.1"
 stamp="$requirements ffmpeg"
 if [ "$(cat "$out/.ok" 2>/dev/null)" = "$stamp" ]; then
   echo "derived-image build inputs ready: $out ($(du -sh "$out" | cut -f1))"

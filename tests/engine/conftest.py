@@ -1,7 +1,8 @@
 """Two test hosts (an H200 and an MI355X) running a real Docker engine: Debian's docker.io 20.10,
 installed by the container_runtime role from Docker's package names in the local apt
-repository, reached as the non-root login user; then the stand-in SGLang images imported under
-the names the launch pins, their Debian archive the controller's (which also serves, when
+repository, reached as the non-root login user; then the SGLang base images imported under the
+names the launch pins (the H200 host's the faithful base, with the release's own packages; the
+MI355X host's the stand-in; tests/hosts/engine_images.py), their Debian archive the controller's (which also serves, when
 scripts/setup.d/27-sglang-image-build.sh has fetched them, Debian's ffmpeg and the wheels of the
 sglang_image role's pins at `wheels_url`). Each set-up step prints its time."""
 
@@ -37,6 +38,13 @@ BASES = {
     "h200": [IMAGES["h200"], IMAGES["gb300"]],
     "mi355x": [IMAGES["mi355x"]],
 }
+# The H200 host's base is the faithful one: the release's own torch, torchcodec, transformers,
+# tokenizers and sglang wheel (PyPI's, as the release pins them for linux x86_64). The ROCm
+# image's torch is not PyPI's: MI355X keeps the stand-in.
+FAITHFUL = {"h200"}
+# An older release's base, without torch (the stand-in): its derived build runs up to the vendor
+# torch, on the H200 host (tests/engine/test_derived_image_build.py).
+OLDER_BASE = "lmsysorg/sglang:v0.5.20"
 
 
 class _QuietHandler(SimpleHTTPRequestHandler):
@@ -130,13 +138,17 @@ def engine() -> Iterator[Engine]:
         lab.installs.append(lab.play([h.name for h in HOSTS]))
         _timed(timings, "container_runtime role, real dockerd on 2 hosts (in parallel)", start)
         if lab.installs[0].ok:
+            apt = {"apt_repo": f"{lab.base_url}/debian", "apt_key": (workdir / "www/repo-key.asc").read_text()}
             for host, refs in BASES.items():
                 start = time.monotonic()
-                import_image(pool, host, refs[0], apt_repo=f"{lab.base_url}/debian",
-                             apt_key=(workdir / "www/repo-key.asc").read_text())  # fmt: skip
+                import_image(pool, host, refs[0], release=host in FAITHFUL, **apt)
                 for ref in refs[1:]:
                     pool.ssh(host, f"docker tag {refs[0]} {ref}")
-                _timed(timings, f"docker import of the stand-in image on {host}", start)
+                kind = "faithful base (the release's packages)" if host in FAITHFUL else "stand-in image"
+                _timed(timings, f"docker import of the {kind} on {host}", start)
+            start = time.monotonic()
+            import_image(pool, "h200", OLDER_BASE, **apt)
+            _timed(timings, f"docker import of the stand-in image as {OLDER_BASE} on h200", start)
         yield lab
     finally:
         if server is not None:

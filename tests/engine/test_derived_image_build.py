@@ -1,5 +1,14 @@
 """The sglang_image role's derived image, built for real: the role's own Dockerfile, `docker
-build` on the real engine of a test host, on a stand-in base named exactly as the launch pins
+build` on the real engine of a test host.
+
+On the pinned release (v0.5.23), the base is the faithful one (tests/hosts/engine_images.py): the
+release's own torch 2.14.1 with its CUDA libraries, torchcodec 0.17.0, transformers 5.19.0,
+tokenizers 0.23.2 and the sglang wheel, as PyPI serves them. The derived image built on it passes
+the in-image check (pip check, Glm5NextProcessor, torchcodec decoding a clip at 2 FPS), and the
+pins the derived image carried before it followed the release (transformers 5.17.0 over the
+release's 5.19.0, torchcodec 0.9.1, built for torch 2.9) fail it, each named with its reason.
+
+On an older release, the base is a stand-in named as that release's image
 (the test rootfs with python3 and pip, its Debian archive the controller's), with pip installing
 the real wheels of what the derived image adds to its release (fetched by
 scripts/setup.d/27-sglang-image-build.sh, served as find-links through the role's
@@ -27,7 +36,7 @@ from typing import Any
 
 from hosts.aptrepo import IMAGE_BUILD
 
-from .conftest import Engine
+from .conftest import OLDER_BASE, Engine
 
 REPO = Path(__file__).parents[2]
 BUILD_TASK = "Build | derived image (runs the multimodal check while building)"
@@ -50,7 +59,8 @@ def _older_pins() -> dict[str, Any]:
 
     pins = image_packages(OLDER, hardware_catalog()["h200"]).role_pins()
     # the real engine's image has FFmpeg: the check goes on to decode (and finds no torchcodec)
-    return {"sglang_image_release": OLDER, "sglang_image_pins": pins, "sglang_image_video": True}
+    return {"sglang_image_release": OLDER, "sglang_image_base": OLDER_BASE, "sglang_image_pins": pins,
+            "sglang_image_video": True}  # fmt: skip
 
 
 def _wheel_version(project: str) -> str:
@@ -124,6 +134,101 @@ def test_the_role_builds_the_derived_image_up_to_the_vendor_torch(engine: Engine
     assert ffmpeg.stdout.startswith("ffmpeg version 5.1."), ffmpeg.stdout
     # the failed step's container stays behind (the legacy builder keeps it without --force-rm)
     engine.sh("h200", "docker container prune -f")
+
+
+RELEASE = "v0.5.23"  # the catalog's release: the faithful base is its image
+
+
+def _build_events(run: Any) -> list[dict[str, Any]]:
+    events = [json.loads(line) for line in run.events_log.read_text().splitlines()]
+    return [e["event_data"] for e in events if e.get("event_data", {}).get("task") == BUILD_TASK
+            and e.get("event") in {"runner_on_ok", "runner_on_failed"}]  # fmt: skip
+
+
+def _release_build(engine: Engine, pins: list[dict[str, Any]]) -> Any:
+    return engine.play(
+        ["h200"],
+        tags="sglang_image",
+        extravars={
+            "sglang_image_pip_find_links": engine.wheels_url,
+            "sglang_image_pip_trusted_host": engine.pool.gateway,
+            "sglang_image_release": RELEASE,
+            "sglang_image_pins": pins,
+            "sglang_image_video": True,
+        },
+    )
+
+
+def test_the_pins_from_before_the_release_fail_the_check_on_its_real_torch(engine: Engine) -> None:
+    """transformers 5.17.0 over the release's own 5.19.0, and torchcodec 0.9.1 (torch 2.9's) on the
+    release's torch 2.14.1: installed from the served wheels, then refused by the check, each named
+    with its reason; no image is tagged."""
+    launched = _plan("h200-lowlat")["nodes"][0]["processes"][0]["image"]
+    old = [
+        {"name": "transformers", "specifier": "==5.17.0", "install": True, "overrides": None},
+        {"name": "tokenizers", "specifier": "==0.23.2", "install": False, "overrides": None},
+        {"name": "torchcodec", "specifier": "==0.9.1", "install": True, "overrides": None},
+    ]
+    start = time.monotonic()
+    run = _release_build(engine, old)
+    print(f"[derived image] old pins on the faithful base: {time.monotonic() - start:.1f} s")
+    assert not run.ok, run.summary()
+    [failed] = _build_events(run)
+    output = failed["res"]["stdout"] + failed["res"]["stderr"]
+    assert 'RUN python3 -m pip install --no-cache-dir "transformers==5.17.0" "torchcodec==0.9.1"' in output
+    check = output[output.index(CHECK_STEP) :]
+    # the pins themselves hold: pip installed exactly what was asked
+    assert "FAIL: transformers" not in check and "FAIL: torchcodec 0" not in check, check
+    # pip's own check names each downgrade against the release's wheel
+    assert re.search(r"FAIL: pip check: sglang 0\.5\.23 has requirement transformers==5\.19\.0, "
+                     r"but you have transformers 5\.17\.0", check), check  # fmt: skip
+    # (the release's torchcodec pin carries its marker: not on aarch64)
+    assert re.search(r"FAIL: pip check: sglang 0\.5\.23 has requirement torchcodec==0\.17\.0; .*aarch64.*, "
+                     r"but you have torchcodec 0\.9\.1", check), check  # fmt: skip
+    # and torchcodec 0.9.1 cannot load beside the release's torch
+    assert "FAIL: torchcodec does not decode: RuntimeError: Could not load libtorchcodec" in check, check
+    assert "multimodal check passed" not in check
+    missing = engine.sh("h200", f"docker image inspect {launched}")
+    assert missing.returncode != 0 and "No such image" in missing.stderr, missing.stdout
+    engine.sh("h200", "docker container prune -f")
+
+
+def test_the_derived_image_on_the_release_passes_the_check_on_its_real_torch(engine: Engine) -> None:
+    """The role's own pins for an H200 node of the release: nothing to install (the release ships
+    transformers 5.19.0, tokenizers 0.23.2 and torchcodec 0.17.0, which meet the seed), FFmpeg from
+    Debian, and the check passes on the real packages; a second run builds nothing."""
+    from flashfleet.catalog import hardware_catalog
+    from flashfleet.stack.image_packages import image_packages
+
+    launched = _plan("h200-lowlat")["nodes"][0]["processes"][0]["image"]
+    pins = image_packages(RELEASE, hardware_catalog()["h200"]).role_pins()
+    assert not any(pin["install"] for pin in pins), pins
+    start = time.monotonic()
+    run = _release_build(engine, pins)
+    print(f"[derived image] the release's pins on the faithful base: {time.monotonic() - start:.1f} s")
+    assert run.ok, run.summary()
+    [built] = _build_events(run)
+    output = built["res"]["stdout"]
+    assert "pip install" not in output, output[-3000:]
+    check = output[output.index(CHECK_STEP) :]
+    assert "ok: Glm5NextProcessor imports from transformers 5.19.0" in check, check
+    assert "ok: pip check finds no conflict the derived build brought in" in check, check
+    # the base's own conflicts (the sglang wheel installed without its serving dependencies) are
+    # reported as the base's, not refused
+    assert "ok: pip check, accepted (the base's own" in check, check
+    assert re.search(r"ok: torchcodec 0\.17\.0 decoded 4 frames of \(3, 48, 64\) at 2 FPS", check), check
+    [versions] = re.findall(r"^versions: (\{.*\})$", check, re.M)
+    found = json.loads(versions)
+    assert found["torch"].startswith("2.14.1"), found
+    assert {k: found[k] for k in ("sglang", "transformers", "tokenizers", "torchcodec")} == {
+        "sglang": "0.5.23", "transformers": "5.19.0", "tokenizers": "0.23.2", "torchcodec": "0.17.0"}, found  # fmt: skip
+    assert "multimodal check passed" in check
+    # the image the unit runs exists, and holds the release's torch
+    torch = engine.sh("h200", f"docker run --rm --entrypoint python3 {launched} -c "
+                              "'import torch, torchcodec; print(torch.__version__)'")  # fmt: skip
+    assert torch.returncode == 0 and torch.stdout.startswith("2.14.1"), torch.stdout + torch.stderr
+    again = _release_build(engine, pins)
+    assert again.ok and again.count("changed", "h200") == 0, again.summary()
 
 
 def _apt_lock(engine: Engine, moment: str) -> dict[str, Any]:

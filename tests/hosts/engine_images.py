@@ -7,6 +7,14 @@ plus the files in `image/`: a `sglang` entry point that prints what the containe
 tests/hosts/router_site.py) in the image's dist-packages, behind a `python` that prints the same
 probe line and then runs python3. One import per host; every pinned name is a tag of it.
 
+The faithful base (`release=True`) is the same image with the pinned release's own Python
+packages in place of the router's: the site-packages of the parser oracle's venv
+(scripts/setup.d/10-sglang-oracle.sh, kept outside the clone), which holds what the sglang 0.5.23
+wheel pins for linux x86_64 (PyPI's torch 2.14.1 with its CUDA libraries, torchcodec 0.17.0,
+transformers 5.19.0, tokenizers 0.23.2), the sglang wheel itself, sglang-router 0.3.2 and pip.
+The derived image built on it meets the release's real torch, as it would on a node; the base
+still runs the stand-in server (no GPU here).
+
 Like the upstream images, the system Python takes `python3 -m pip install`: pip is the
 rootfs's own wheel (Debian's python3-pip-whl) unpacked into site-packages, and Debian's
 EXTERNALLY-MANAGED marker is left out. The image's Debian archive is `apt_repo` (the
@@ -16,6 +24,7 @@ controller's local archive, tests/hosts/aptrepo.py), signed by `apt_key`: a real
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import tempfile
@@ -24,9 +33,10 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from .harness import BASE_ROOTFS, HostPool
-from .router_site import copy_router_site
+from .router_site import copy_router_site, copy_site
 
 HERE = Path(__file__).parent
+ORACLE_VENV = Path(os.environ.get("FLASHFLEET_ORACLE_VENV", HERE.parents[1] / ".venv-oracle"))
 STANDIN_SERVER = HERE.parent / "serve/standin_sglang.py"
 SGLANG_FLAGS = HERE.parents[1] / "flashfleet/catalog/sglang_flags.txt"  # the stand-in parses its argv with it
 # Left out of the image: what no stand-in server reads (about 120 MB of the rootfs).
@@ -48,7 +58,15 @@ def _pip(root: Path) -> list[str]:
         return sorted({f"./{SITE}/{name.split('/')[0]}" for name in whl.namelist()})
 
 
-def _overlay(root: Path, apt_repo: str, apt_key: str) -> list[str]:
+def release_site() -> Path:
+    """The release's own site-packages (the oracle venv's), for the faithful base."""
+    site = ORACLE_VENV / "lib/python3.11/site-packages"
+    if not (site / "torch").is_dir() or not (site / "sglang").is_dir():
+        raise RuntimeError(f"{site}: no torch or sglang; run scripts/setup.d/10-sglang-oracle.sh")
+    return site.resolve()
+
+
+def _overlay(root: Path, apt_repo: str, apt_key: str, release: bool) -> list[str]:
     """The files the stand-in image adds to the rootfs, laid out under `root`; returns their
     top-level paths for tar."""
     standin = root / "opt/flashfleet-standin"
@@ -60,21 +78,27 @@ def _overlay(root: Path, apt_repo: str, apt_key: str) -> list[str]:
     bin_dir.mkdir(parents=True)
     shutil.copy(HERE / "image/sglang", bin_dir / "sglang")
     shutil.copy(HERE / "image/python", bin_dir / "python")  # the upstream images have `python`
-    router = [f"./{SITE}/{name}" for name in copy_router_site(root / SITE)]
+    if release:  # the release's packages, the router and pip among them
+        site = [f"./{SITE}/{name}" for name in copy_site(release_site(), root / SITE)]
+    else:
+        site = [f"./{SITE}/{name}" for name in copy_router_site(root / SITE)] + _pip(root)
     sources = root / "etc/apt/sources.list.d/debian.sources"
     sources.parent.mkdir(parents=True)
     sources.write_text(f"Types: deb\nURIs: {apt_repo}\nSuites: bookworm\nComponents: main\n")
     key = root / APT_KEY
     key.parent.mkdir(parents=True)
     key.write_text(apt_key)
-    return [*ADDED, APT_KEY, *router, *_pip(root)]
+    return [*ADDED, APT_KEY, *site]
 
 
-def import_image(pool: HostPool, host: str, ref: str, apt_repo: str, apt_key: str) -> str:
-    """Streams the rootfs + overlay over SSH into `docker import` on the host; returns the id."""
+def import_image(
+    pool: HostPool, host: str, ref: str, apt_repo: str, apt_key: str, release: bool = False
+) -> str:
+    """Streams the rootfs + overlay over SSH into `docker import` on the host; returns the id.
+    `release`: the faithful base, with the release's own packages."""
     with tempfile.TemporaryDirectory() as tmp:
         overlay = Path(tmp)
-        added = _overlay(overlay, apt_repo, apt_key)
+        added = _overlay(overlay, apt_repo, apt_key, release)
         excludes = [f"--exclude={pattern}" for pattern in EXCLUDE]
         tar = subprocess.Popen(
             ["tar", "--numeric-owner", *excludes, "-C", str(BASE_ROOTFS), "-cf", "-", ".",
@@ -86,7 +110,7 @@ def import_image(pool: HostPool, host: str, ref: str, apt_repo: str, apt_key: st
         done = subprocess.run(
             ["ssh", *pool.ssh_options(), f"root@{address}",
              f"docker import --change 'CMD [\"sglang\"]' - {ref}"],
-            stdin=tar.stdout, check=False, capture_output=True, text=True, timeout=600,
+            stdin=tar.stdout, check=False, capture_output=True, text=True, timeout=900,
         )  # fmt: skip
         tar.stdout.close()
         if tar.wait() != 0 or done.returncode != 0:

@@ -31,13 +31,18 @@ def _link_or_copy(src: str, dst: str) -> None:
 def copy_router_site(dest: Path) -> list[str]:
     """Puts the router's packages into `dest` (a site-packages directory); returns the names of
     the top-level entries it added."""
-    site = router_site()
+    return copy_site(router_site(), dest)
+
+
+def copy_site(site: Path, dest: Path) -> list[str]:
+    """Puts the packages of `site` into `dest` (hard links where it can); returns the names of the
+    top-level entries it added."""
     dest.mkdir(parents=True, exist_ok=True)
     names = sorted(p.name for p in site.iterdir())
     for name in names:
         src = site / name
         if src.is_dir():
-            shutil.copytree(src, dest / name, copy_function=_link_or_copy)
+            shutil.copytree(src, dest / name, symlinks=True, copy_function=_link_or_copy)
         else:
             _link_or_copy(str(src), str(dest / name))
     return names
