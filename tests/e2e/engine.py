@@ -23,6 +23,8 @@ from typing import Any
 
 import yaml
 from hosts.harness import LOGIN_USER, HostPool
+from roles.conftest import Lab
+from roles.test_preflight import SMALL_SIZES
 
 REPO = Path(__file__).resolve().parents[2]
 TOOLS = REPO / ".tools" / "bin"
@@ -67,20 +69,52 @@ def install_sandbox_docker(root: Path) -> None:
     target.chmod(0o755)
 
 
-def stack_spec(hosts: dict[str, str], options: dict[str, Any], repository: str) -> dict[str, Any]:
+def lab_role_vars(lab: Lab, docker_version: str) -> dict[str, Any]:
+    """The stack's roleVars that point the roles at the lab: its repositories, wheels and Hub."""
+    base = lab.base_url
+    return {
+        "nvidia_driver_repo_url": f"{base}/cuda/repos",
+        "container_runtime_docker_repo_url": f"{base}/docker/linux",
+        "container_runtime_nvidia_repo_url": f"{base}/libnvidia-container",
+        "container_runtime_docker_version": docker_version,
+        "model_weights_hf_endpoint": lab.hub_url,
+        "model_weights_hf_token_over_http": True,  # the stand-in Hub is plain http
+        "model_weights_pip_find_links": f"{base}/wheels/",
+        "model_weights_pip_trusted_host": lab.pool.gateway,
+        "sglang_serve_docker": SANDBOX_DOCKER,
+        # a bound, not a speed target: a container on a test host's dockerd can take over a
+        # minute to start while the rest of the suite shares the two cores
+        "sglang_serve_ready_timeout_s": 300,
+        "sglang_serve_ready_poll_s": 1,
+        **SMALL_SIZES,
+    }
+
+
+def stack_spec(
+    hosts: dict[str, str], options: dict[str, Any], repository: str, derived: bool = False
+) -> dict[str, Any]:
     """Existing hosts as a user lists them: a cloud-like login (sudo for root) and each host's
     own SSH host key pinned, so the engine's bring-up checks the keys it sends secrets to. The
-    image comes from `repository` (a private registry), and the stack must be locked."""
+    image comes from `repository` (a private registry), and the stack must be locked; or, with
+    `derived`, the nodes build and run the derived image on the faithful base (its build's apt
+    and pip come from the test network's archive, which `flashfleet lock` cannot snapshot: the
+    stack is not locked)."""
+    if derived:
+        image = {"repository": repository, "version": "v0.5.23", "derived": True}
+        return {**_stack_spec(hosts, options, image), "description": "e2e: the derived image"}
+    # the base image: the derived build (above) needs the faithful base, imported on one host
+    return {**_stack_spec(hosts, options, {"repository": repository, "version": "v0.5.23", "derived": False}),
+            # `flashfleet lock` pins the weights' commit and the image's digest; nothing floats
+            "lock": "required"}  # fmt: skip
+
+
+def _stack_spec(hosts: dict[str, str], options: dict[str, Any], image: dict[str, Any]) -> dict[str, Any]:
     return {
         "description": "e2e: two existing H200 hosts", "hardware": "h200", "strategy": "low-latency",
         "topology": "unified", "options": options, "ttl": "8h",
         # the gate a benchmark of this stack must pass to earn its own badge (flashfleet.bench.evidence)
         "bench": {"thresholds": {"chat-1k1k": {"min_success_ratio": 1.0, "min_output_throughput": 1.0}}},
-        # the base image: the derived build needs the base's CUDA torch, which cannot exist here
-        # (tests/engine/test_derived_image_build.py builds it up to that boundary)
-        "image": {"repository": repository, "version": "v0.5.23", "derived": False},
-        # `flashfleet lock` pins the weights' commit and the image's digest; nothing floats
-        "lock": "required",
+        "image": image,
         "nodes": {"count": len(hosts), "source": {"kind": "existing", "hosts": [
             {"address": a, "sshUser": LOGIN_USER, "hostKeys": [key], "gpus": {"model": "h200", "count": 8},
              "hostMemoryGib": 16} for a, key in hosts.items()]}},
@@ -96,6 +130,7 @@ class Engine:
     role_vars: dict[str, Any]
     repository: str  # the image's, in the test network's registry
     stack: str = "e2e"
+    derived: bool = False  # the nodes build the derived image (stack_spec)
     timings: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -129,7 +164,7 @@ class Engine:
         by_address = {host.address: name for name, host in self.pool.hosts.items()}
         keys = {a: self.pool.ssh(by_address[a], "cat /etc/ssh/ssh_host_ed25519_key.pub").stdout.strip()
                 for a in addresses}  # fmt: skip
-        config["flashfleet:stack"] = stack_spec(keys, options, self.repository)
+        config["flashfleet:stack"] = stack_spec(keys, options, self.repository, self.derived)
         config["flashfleet:roleVars"] = self.role_vars
         self.stack_file.write_text(yaml.safe_dump(doc, sort_keys=False))
 

@@ -31,12 +31,11 @@ from hosts.harness import HostSpec
 from hosts.registry import Registry
 from roles.conftest import TOKEN, Lab, open_lab
 from roles.hardware import H200, IMAGES, NVIDIA_DEVICES
-from roles.test_preflight import SMALL_SIZES
 
 from tests.bench.conftest import ORACLE, ORACLE_SITE
 
 from .conftest import TIMINGS
-from .engine import SANDBOX_DOCKER, Engine, install_sandbox_docker, pulumi_cli
+from .engine import Engine, install_sandbox_docker, lab_role_vars, pulumi_cli
 
 pytestmark = [
     pytest.mark.skipif(
@@ -86,28 +85,12 @@ def engine() -> Iterator[Engine]:
     specs = [HostSpec(h, H200, NVIDIA_DEVICES, container_engine=True) for h in HOSTS]
     try:
         with open_lab(specs, groups=dict.fromkeys(HOSTS, "h200"), engine_debs=ENGINE_DEBS) as lab:
-            pool, base = lab.pool, lab.base_url
+            pool = lab.pool
             version = real_engine_version().split("-")[0]
             try:
                 registry = Registry(workdir / "registry", host=pool.gateway, tls=True).start()
                 repository = existing_docker_hosts(lab, version, registry)
-                role_vars = {
-                    "nvidia_driver_repo_url": f"{base}/cuda/repos",
-                    "container_runtime_docker_repo_url": f"{base}/docker/linux",
-                    "container_runtime_nvidia_repo_url": f"{base}/libnvidia-container",
-                    "container_runtime_docker_version": version,
-                    "model_weights_hf_endpoint": lab.hub_url,
-                    "model_weights_hf_token_over_http": True,  # the stand-in Hub is plain http
-                    "model_weights_pip_find_links": f"{base}/wheels/",
-                    "model_weights_pip_trusted_host": pool.gateway,
-                    "sglang_serve_docker": SANDBOX_DOCKER,
-                    # a bound, not a speed target: a container on a test host's dockerd can take
-                    # over a minute to start while the rest of the suite shares the two cores
-                    "sglang_serve_ready_timeout_s": 300,
-                    "sglang_serve_ready_poll_s": 1,
-                    **SMALL_SIZES,
-                }
-                eng = Engine(workdir, pool, role_vars, repository)
+                eng = Engine(workdir, pool, lab_role_vars(lab, version), repository)
                 eng.write_project([pool.hosts[h].address for h in HOSTS], {})
                 # the lock a `lock: required` stack needs: the Hub's commit, the registry's digest
                 locked = eng.flashfleet(

@@ -138,7 +138,10 @@ def engine() -> Iterator[Engine]:
         lab.installs.append(lab.play([h.name for h in HOSTS]))
         _timed(timings, "container_runtime role, real dockerd on 2 hosts (in parallel)", start)
         if lab.installs[0].ok:
-            apt = {"apt_repo": f"{lab.base_url}/debian", "apt_key": (workdir / "www/repo-key.asc").read_text()}
+            apt = {
+                "apt_repo": f"{lab.base_url}/debian",
+                "apt_key": (workdir / "www/repo-key.asc").read_text(),
+            }
             for host, refs in BASES.items():
                 start = time.monotonic()
                 import_image(pool, host, refs[0], release=host in FAITHFUL, **apt)

@@ -178,7 +178,8 @@ def test_the_pins_from_before_the_release_fail_the_check_on_its_real_torch(engin
     assert 'RUN python3 -m pip install --no-cache-dir "transformers==5.17.0" "torchcodec==0.9.1"' in output
     check = output[output.index(CHECK_STEP) :]
     # the pins themselves hold: pip installed exactly what was asked
-    assert "FAIL: transformers" not in check and "FAIL: torchcodec 0" not in check, check
+    assert "FAIL: transformers" not in check, check
+    assert "FAIL: torchcodec 0" not in check, check
     # pip's own check names each downgrade against the release's wheel
     assert re.search(r"FAIL: pip check: sglang 0\.5\.23 has requirement transformers==5\.19\.0, "
                      r"but you have transformers 5\.17\.0", check), check  # fmt: skip
@@ -189,7 +190,8 @@ def test_the_pins_from_before_the_release_fail_the_check_on_its_real_torch(engin
     assert "FAIL: torchcodec does not decode: RuntimeError: Could not load libtorchcodec" in check, check
     assert "multimodal check passed" not in check
     missing = engine.sh("h200", f"docker image inspect {launched}")
-    assert missing.returncode != 0 and "No such image" in missing.stderr, missing.stdout
+    assert missing.returncode != 0, missing.stdout
+    assert "No such image" in missing.stderr, missing.stderr
     engine.sh("h200", "docker container prune -f")
 
 
@@ -226,9 +228,11 @@ def test_the_derived_image_on_the_release_passes_the_check_on_its_real_torch(eng
     # the image the unit runs exists, and holds the release's torch
     torch = engine.sh("h200", f"docker run --rm --entrypoint python3 {launched} -c "
                               "'import torch, torchcodec; print(torch.__version__)'")  # fmt: skip
-    assert torch.returncode == 0 and torch.stdout.startswith("2.14.1"), torch.stdout + torch.stderr
+    assert torch.returncode == 0, torch.stderr
+    assert torch.stdout.startswith("2.14.1"), torch.stdout
     again = _release_build(engine, pins)
-    assert again.ok and again.count("changed", "h200") == 0, again.summary()
+    assert again.ok, again.summary()
+    assert again.count("changed", "h200") == 0, again.summary()
 
 
 def _apt_lock(engine: Engine, moment: str) -> dict[str, Any]:

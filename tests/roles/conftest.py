@@ -180,18 +180,24 @@ def assert_same_plan(check: Run, real: Run, host: str, *more: Run) -> None:
 
 @contextmanager
 def open_lab(
-    specs: list[HostSpec], groups: dict[str, str] | None = None, engine_debs: Path | None = None
+    specs: list[HostSpec],
+    groups: dict[str, str] | None = None,
+    engine_debs: Path | None = None,
+    debian_debs: Path | None = None,
 ) -> Iterator[Lab]:
     """Boots `specs` with the signed apt repository, the wheels and the stand-in Hub; removes
     every trace on exit (also on failure). Shared by the role tests and benchmarks/bringup.py.
     `groups` names each host's hardware (default GROUP_OF); with `engine_debs` the repository
-    serves the real Docker engine (hosts.aptrepo) rather than the stand-in one."""
+    serves the real Docker engine (hosts.aptrepo) rather than the stand-in one; with
+    `debian_debs`, Debian's own packages as the images' archive (the derived image's FFmpeg)."""
     workdir = Path(tempfile.mkdtemp(prefix="flashfleet-lab-", dir="/var/tmp"))
     pool = HostPool(workdir / "hosts")
     server: ThreadingHTTPServer | None = None
     hub = _hub()
     try:
-        repo = AptRepository(workdir / "www", workdir / "gnupg", engine_debs=engine_debs)
+        repo = AptRepository(
+            workdir / "www", workdir / "gnupg", engine_debs=engine_debs, debian_debs=debian_debs
+        )
         repo.build()
         # the download client's wheels, fetched by scripts/setup.d/20-test-hosts.sh
         shutil.copytree(CACHE / "wheels", workdir / "www/wheels")
