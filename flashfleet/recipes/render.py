@@ -670,7 +670,7 @@ def _notes(ctx: Context, badge: str) -> list[str]:
         )
     notes += [req.note() for req in applicable(ctx.hardware.id, o)]
     notes.append(
-        "image and video input need transformers==5.17.0 (Glm5NextProcessor) with tokenizers>=0.23.1; "
-        "install torchcodec before sending video"
+        "image and video input need a transformers with Glm5NextProcessor (5.17.0 or later, with "
+        "tokenizers>=0.23.1; 5.12.1 answers images from the text alone), and torchcodec for video"
     )
     return notes

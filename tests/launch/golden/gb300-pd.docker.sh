@@ -82,5 +82,5 @@ docker run \
 # note: mm transport auto: CPU on a single CUDA node, CUDA VMM on multi-node GB200/GB300 (MNNVL)
 # note: the router's positional 8998 after --prefill equals the prefill's --disaggregation-bootstrap-port; PD is a preview validated with dummy weights (triton MoE runner)
 # note: needs a build with PR #36507 (GLM-5.3-Flash support; first in v0.5.20)
-# note: image and video input need transformers==5.17.0 (Glm5NextProcessor) with tokenizers>=0.23.1; install torchcodec before sending video
+# note: image and video input need a transformers with Glm5NextProcessor (5.17.0 or later, with tokenizers>=0.23.1; 5.12.1 answers images from the text alone), and torchcodec for video
 # note: the --env-file holds HF_TOKEN=...; keep it root-only (chmod 600)

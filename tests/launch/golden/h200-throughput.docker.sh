@@ -29,5 +29,5 @@ docker run \
 # note: --mamba-full-memory-ratio stays at SGLang's generic 0.9: boot once, then run `flashfleet size --boot-log LOG --avg-request-len L` to balance the KDA state and KV pools
 # note: mm transport auto: CPU on a single CUDA node, CUDA VMM on multi-node GB200/GB300 (MNNVL)
 # note: needs a build with PR #36507 (GLM-5.3-Flash support; first in v0.5.20)
-# note: image and video input need transformers==5.17.0 (Glm5NextProcessor) with tokenizers>=0.23.1; install torchcodec before sending video
+# note: image and video input need a transformers with Glm5NextProcessor (5.17.0 or later, with tokenizers>=0.23.1; 5.12.1 answers images from the text alone), and torchcodec for video
 # note: the --env-file holds HF_TOKEN=...; keep it root-only (chmod 600)

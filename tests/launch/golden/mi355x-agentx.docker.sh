@@ -44,5 +44,5 @@ docker run \
 # note: MI355X: the seed runs this as a Python launch on four GPUs in a ROCm environment; CUDA benchmark rows are not MI355X measurements
 # note: needs a build with PR #36507 (GLM-5.3-Flash support; first in v0.5.20)
 # note: needs a build with PR #42178 (MI355X HiCache host tier; first release not recorded)
-# note: image and video input need transformers==5.17.0 (Glm5NextProcessor) with tokenizers>=0.23.1; install torchcodec before sending video
+# note: image and video input need a transformers with Glm5NextProcessor (5.17.0 or later, with tokenizers>=0.23.1; 5.12.1 answers images from the text alone), and torchcodec for video
 # note: the --env-file holds HF_TOKEN=...; keep it root-only (chmod 600)
