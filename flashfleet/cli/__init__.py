@@ -48,12 +48,13 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "logs": ("logs", "the last lines of each serving container's output on a stack's nodes"),
     "timeline": ("timeline", "chart where a bring-up run's time went, per host and phase"),
     "check": ("check", "is this machine ready: Pulumi, backend, passphrase, AWS, hosts (ok/missing, fix)"),
+    "new": ("new", "write a stack file of your own to start from (commented; it validates)"),
 }
 
 
 # `flashfleet --help` lists the commands by task, in the order a new user reaches for them.
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("start here", ("check",)),
+    ("start here", ("check", "new")),
     ("recipes, offline", ("matrix", "options", "render", "diff", "size")),
     ("a stack, offline", ("plan", "validate", "inventory", "manifest", "lock")),
     ("run a stack", ("up", "status", "logs", "configure", "down", "ls")),

@@ -182,6 +182,8 @@ CASES: list[tuple[str, Callable[[F], list[str]], str]] = [
     ("logs", lambda f: ["logs", "mi355x-lowlat", "--inventory", str(f["tmp"] / "nowhere.yml")], "--inventory"),
     ("timeline", lambda f: ["timeline", str(f["tmp"] / "events")], "no events.jsonl"),
     ("timeline", lambda f: ["timeline", str(f["tmp"] / "nowhere")], "no events.jsonl"),
+    ("new", lambda f: ["new", "x", "--replicas", "1", "--stacks-dir", str(f["tmp"] / "n")], "--replicas: at least 2"),
+    ("new", lambda f: ["new", "org/x", "--stacks-dir", str(f["tmp"] / "n")], "named for the stack alone"),
 ]  # fmt: skip
 
 
