@@ -52,7 +52,7 @@ def read_namespace(context: str | None, namespace: str) -> dict[str, Any] | None
 
     core = client.CoreV1Api(config.new_client_from_config(context=context))  # type: ignore[no-untyped-call]
     try:
-        resp = core.read_namespace(namespace, _preload_content=False, _request_timeout=15)
+        resp: Any = core.read_namespace(namespace, _preload_content=False, _request_timeout=15)  # raw JSON
     except ApiException as err:
         if err.status == 404:
             return None

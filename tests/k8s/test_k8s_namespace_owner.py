@@ -33,7 +33,10 @@ def test_absent_or_its_own_namespace_is_taken() -> None:
             {"metadata": {"name": "glm", "labels": {"app.kubernetes.io/managed-by": "flashfleet"}}},
             "flashfleet did not create it",
         ),
-        ({"metadata": {"name": "glm", "annotations": {CREATED_BY: "other"}}}, "stack other created it, not s"),
+        (
+            {"metadata": {"name": "glm", "annotations": {CREATED_BY: "other"}}},
+            "stack other created it, not s",
+        ),
     ],
 )
 def test_a_namespace_someone_else_made_is_refused_in_one_line(found: dict[str, Any], who: str) -> None:
