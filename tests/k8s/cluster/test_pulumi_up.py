@@ -127,6 +127,14 @@ def test_up_refuses_a_namespace_flashfleet_did_not_create(cluster: ControlPlane,
         shutil.copy(stack_path(stack, DEFAULT_STACKS_DIR), stack_path(stack, project / "stacks"))
         kubeconfig = _kubeconfig(cluster, project.parent, "mi355x-cluster")
         _ok(_pulumi(project, kubeconfig, "stack", "init", stack))
+        cli = _flashfleet(project, kubeconfig, "up", stack, "--yes")
+        assert cli.returncode == 2, cli.stdout + cli.stderr
+        (line,) = cli.stderr.strip().splitlines()
+        assert line.startswith(
+            f"flashfleet up: stack {stack}: flashfleet:stack.nodes.source.namespace: namespace glm "
+            "already exists and flashfleet did not create it"
+        ), line
+        # plain `pulumi up`, without flashfleet's CLI: the program refuses it as well
         up = _pulumi(project, kubeconfig, "up", "--yes", "--stack", stack)
         out = up.stdout + up.stderr
         assert up.returncode != 0, out
