@@ -3,7 +3,8 @@
 Reads `flashfleet:stack`, the stack's lock, the secrets `flashfleet:hfToken` and
 `flashfleet:apiKey` and `flashfleet:roleVars` once,
 validates the whole stack before any resource is registered, checks the stack's capacity
-reservation or block (pre-flight), builds the node source's component and exports the outputs.
+reservation or block and a Kubernetes stack's namespace (pre-flight), builds the node source's
+component and exports the outputs.
 """
 
 from datetime import UTC, datetime
@@ -18,6 +19,7 @@ from flashfleet.bringup.role_vars import STACK_PLAYBOOKS, check_role_vars
 from flashfleet.bringup.secret_env import check_secret
 from flashfleet.capacity import preflight
 from flashfleet.components.program import deploy
+from flashfleet.k8s import namespace_owner
 from flashfleet.planning import parse_spec, resolve_spec
 from flashfleet.stack.errors import StackError
 from flashfleet.stack.files import API_KEY_KEY, HF_TOKEN_KEY, read_stack_lock
@@ -62,6 +64,11 @@ try:
     reservation = preflight.check_capacity(bringup)
 except preflight.CapacityRefused as err:
     raise pulumi.RunError(str(err)) from None  # one line, no traceback
+# A namespace the stack creates must not exist yet, or be this stack's: `down` deletes it.
+try:
+    namespace_owner.check(bringup.stack, bringup.spec.nodes.source)
+except namespace_owner.NamespaceRefused as err:
+    raise pulumi.RunError(str(err)) from None
 now = datetime.now(UTC)
 for key, value in deploy(
     bringup,

@@ -172,14 +172,9 @@ def record(path: Path, purchase: Purchase) -> None:
     edit_yaml(path, store)
 
 
-def record_text(purchase: Purchase) -> str:
-    """The block's `capacity` section as `record` writes it, as YAML text: what the user pastes
-    into the stack file when it could not be written (a full disk), so a paid block is never lost."""
-    import io
-
-    from ruamel.yaml import YAML
-
-    section = {
+def capacity_section(purchase: Purchase) -> dict[str, Any]:
+    """The block's `capacity` section as `record` writes it into the stack file."""
+    return {
         "capacity": {
             "kind": "block",
             "reservationId": purchase.reservation_id,
@@ -194,6 +189,15 @@ def record_text(purchase: Purchase) -> str:
             },
         }
     }
+
+
+def record_text(purchase: Purchase) -> str:
+    """The block's `capacity` section as YAML text: what the user pastes into the stack file when
+    it could not be written (a full disk), so a paid block is never lost."""
+    import io
+
+    from ruamel.yaml import YAML
+
     out = io.StringIO()
-    YAML(typ="safe", pure=True).dump(section, out)
+    YAML(typ="safe", pure=True).dump(capacity_section(purchase), out)
     return out.getvalue()

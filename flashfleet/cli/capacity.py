@@ -104,6 +104,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "required where the catalog lists none)",
     )
     buy.add_argument("--yes", action="store_true", help="do not ask (scripts)")
+    buy.add_argument(
+        "--runs-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="where the purchase's record goes, under STACK/capacity/ "
+        "(default: $FLASHFLEET_RUNS_DIR or ./.runner)",
+    )
     p.set_defaults(func=_no_subcommand)
 
 
@@ -256,16 +264,19 @@ def _buy(args: argparse.Namespace, ec2: Any, t: _Target) -> int:
         print("nothing bought")
         return 1
     bought = purchase.buy(ec2, offer, plan.stack, now)
-    # The id first: if the file cannot be written, the user still has it.
+    # The id first: if no file can be written, the user still has it.
     print(f"bought {bought.reservation_id} ({bought.state}), tagged flashfleet:stack={plan.stack}")
     path = stack_path(plan.stack, args.stacks_dir or DEFAULT_STACKS_DIR)
+    kept = _keep_receipt(args, plan, bought, path)
     try:
         purchase.record(path, bought)
     except UserFileError as err:  # the file is as it was: the purchase's record is printed instead
-        print(purchase.record_text(bought), end="")
+        if kept is not None:
+            print(purchase.record_text(bought), end="")
+        where = f"its record is in {kept}; " if kept is not None else ""
         print(
-            f"flashfleet capacity buy: {err}; the block IS bought: put the `capacity` section printed "
-            f"above under flashfleet:stack.nodes.source of {path.name}",
+            f"flashfleet capacity buy: {err}; the block IS bought: {where}put the `capacity` section "
+            f"printed above under flashfleet:stack.nodes.source of {path.name}",
             file=sys.stderr,
         )
         return 1
@@ -278,4 +289,27 @@ def _buy(args: argparse.Namespace, ec2: Any, t: _Target) -> int:
         f"{path.name}: reservationId {bought.reservation_id}, zone {bought.availability_zone}, window written"
     )
     print(f"next: flashfleet up {plan.stack}" + (" --wait" if bought.start > now else ""))
-    return 0
+    return 0 if kept is not None else 1  # the stack file holds the block; the record's failure is said
+
+
+def _keep_receipt(args: argparse.Namespace, plan: Any, bought: Any, stack_file: Path) -> Path | None:
+    """Write the purchase's own record under the runs folder and say where; when it cannot be
+    written, print it instead and say so in one line (None). The block cannot be cancelled: its
+    record must not live only in a stack file that a full disk or an edit can lose."""
+    from flashfleet.bringup.run_dirs import default_runs_root
+    from flashfleet.capacity.receipt import receipt_path, receipt_text, write_receipt
+    from flashfleet.user_files import UserFileError
+
+    where = receipt_path(args.runs_dir or default_runs_root(), plan.stack, bought)
+    text = receipt_text(bought, stack=plan.stack, region=plan.region, stack_file=stack_file.resolve())
+    try:
+        write_receipt(where, text)
+    except UserFileError as err:
+        print(text, end="")
+        print(
+            f"flashfleet capacity buy: {err}; the block IS bought: its record is printed above, keep it",
+            file=sys.stderr,
+        )
+        return None
+    print(f"record of the purchase: {where}")
+    return where

@@ -80,6 +80,17 @@ def kubernetes_fit(plan: StackPlan) -> None:
         raise UsageError(f"stack {plan.stack}: flashfleet:stack.nodes.source.nodePools.{hw}: {why}")
 
 
+def kubernetes_namespace(plan: StackPlan) -> None:
+    """A namespace the stack would create must not be someone else's: `down` would delete it
+    (exit 2, one line; the program checks it again before its first resource)."""
+    from flashfleet.k8s import namespace_owner
+
+    try:
+        namespace_owner.check(plan.stack, plan.spec.nodes.source)
+    except namespace_owner.NamespaceRefused as err:
+        raise UsageError(f"stack {plan.stack}: {err}") from None
+
+
 def pending_watch(plan: StackPlan, grace_s: float) -> AbstractContextManager[PendingWatch | None]:
     """A Kubernetes stack's scheduling watch while `pulumi up` runs; none for other sources."""
     from flashfleet.stack.kubernetes_source import KubernetesSource
@@ -171,6 +182,7 @@ def run(args: argparse.Namespace) -> int:
     except (stackops.PulumiUnavailable, stackops.StackError, BringupInputError) as err:
         raise UsageError(str(err)) from None  # an unreadable config (wrong passphrase) as status says it
     kubernetes_fit(b)  # read-only: a cluster whose nodes cannot hold the server pods
+    kubernetes_namespace(b)  # read-only: a namespace it did not create, which `down` would delete
     recipe = f"{data.hardware} / {data.strategy} / {data.topology}, {data.badge}"
     print(f"flashfleet up {args.stack}: {recipe}")
     print("\n".join(phases(data)))

@@ -18,6 +18,7 @@ from flashfleet.k8s import names, prepull, weights
 from flashfleet.k8s import replicas as kc
 from flashfleet.k8s.containers import CACHE_VOLUME, GPU_RESOURCES, MOONCAKE_VOLUME, PodResources
 from flashfleet.k8s.errors import KubernetesRenderError
+from flashfleet.k8s.namespace_owner import mark
 from flashfleet.k8s.workloads import (
     PodShape,
     deployment,
@@ -113,12 +114,13 @@ def plan_kubernetes(
     if source.create_namespace:
         # Labels without the stack's name: stacks may share a namespace. With none, a server-side
         # apply owns no field of it, and the second apply changes it (the server records the
-        # fields it already had under a manager of its own).
+        # fields it already had under a manager of its own). The annotation names the stack that
+        # created it: the evidence that its `down` may delete it (namespace_owner).
         objects.append(
             {
                 "apiVersion": "v1",
                 "kind": "Namespace",
-                "metadata": {"name": ns, "labels": names.shared_labels()},
+                "metadata": {"name": ns, "labels": names.shared_labels(), "annotations": mark(stack)},
             }
         )
 

@@ -324,7 +324,11 @@ def test_a_second_buy_while_the_block_lasts_is_refused(
 
 
 def test_a_full_disk_after_a_paid_buy_keeps_the_stack_file_and_prints_the_record(
-    stacks: Path, ec2: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    stacks: Path,
+    ec2: Any,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    runs_dir: Path,
 ) -> None:
     """The block is bought and cannot be cancelled: a disk that fills while the stack file is
     written leaves the file as it was (not cut at 4096 bytes), and the purchase's record is
@@ -349,6 +353,8 @@ def test_a_full_disk_after_a_paid_buy_keeps_the_stack_file_and_prints_the_record
     [line] = err.strip().splitlines()
     assert f"{path}: not written (No space left on device)" in line
     assert "the block IS bought" in line
+    [kept] = (runs_dir / "gb300-lowlat" / "capacity").iterdir()  # the purchase's own record is whole
+    assert f"its record is in {kept}" in line
     record = yaml.safe_load(out[out.index("capacity:") :])
     assert record["capacity"]["reservationId"] == RID
     assert record["capacity"]["purchased"]["availabilityZone"] == "us-east-2b"

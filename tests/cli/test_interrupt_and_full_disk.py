@@ -58,8 +58,9 @@ def full_disk_below(root: Path, real_open: Any) -> Any:
 
     def opening(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
         handle = real_open(file, mode, *args, **kwargs)
-        name = str(getattr(handle, "name", file))
-        inside = isinstance(file, int) or name.startswith(str(root))
+        # an open descriptor (os.fdopen) is named by the file it points to
+        name = os.readlink(f"/proc/self/fd/{file}") if isinstance(file, int) else str(file)
+        inside = Path(name).is_relative_to(root)
         return _HalfThenFull(handle) if inside and any(m in mode for m in "wax+") else handle
 
     return opening

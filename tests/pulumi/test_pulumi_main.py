@@ -112,6 +112,57 @@ def test_kubernetes_stack_with_the_derived_image_registers_nothing() -> None:
     assert mocks.resources == []
 
 
+@pytest.mark.parametrize("annotations", [None, {"flashfleet.dev/created-by": "another-stack"}])
+def test_a_namespace_flashfleet_did_not_create_is_refused_before_any_resource(
+    monkeypatch: pytest.MonkeyPatch, annotations: dict[str, str] | None
+) -> None:
+    """createNamespace: true on a namespace that is there already: the provider's server-side
+    apply would take it over and `down` delete it. The program reads it first and refuses."""
+    asked: list[tuple[str | None, str]] = []
+
+    def existing(context: str | None, namespace: str) -> dict[str, Any]:
+        asked.append((context, namespace))
+        return {"metadata": {"name": namespace, **({"annotations": annotations} if annotations else {})}}
+
+    monkeypatch.setattr("flashfleet.k8s.namespace_owner.read_namespace", existing)
+    spec = catalog_spec("mi355x-k8s")
+    source = spec["nodes"]["source"]
+    mocks = Recorder()
+    with pytest.raises(pulumi.RunError) as info:
+        run_main("mi355x-k8s", spec, region=None, mocks=mocks)
+    assert asked == [(source["context"], source["namespace"])]
+    message = str(info.value)
+    assert message.startswith(f"flashfleet:stack.nodes.source.namespace: namespace {source['namespace']} ")
+    assert "[rule: namespace-not-ours]" in message
+    who = "flashfleet did not create it" if annotations is None else "stack another-stack created it"
+    assert who in message
+    assert mocks.resources == []  # nothing registered: no namespace adopted, no object in it
+
+
+def test_the_namespace_this_stack_created_is_taken_over_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The one `down` kept (teardown.keepCaches) carries this stack's mark."""
+    spec = catalog_spec("mi355x-k8s")
+    mark = {"flashfleet.dev/created-by": "mi355x-k8s"}
+    monkeypatch.setattr(
+        "flashfleet.k8s.namespace_owner.read_namespace",
+        lambda context, namespace: {"metadata": {"name": namespace, "annotations": mark}},
+    )
+    mocks = run_main("mi355x-k8s", spec, region=None)
+    namespace = mocks.one("kubernetes:core/v1:Namespace")
+    assert namespace.inputs["metadata"]["annotations"] == mark
+
+
+def test_a_namespace_the_stack_does_not_create_is_not_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    def unreadable(context: str | None, namespace: str) -> None:
+        raise AssertionError("read")
+
+    monkeypatch.setattr("flashfleet.k8s.namespace_owner.read_namespace", unreadable)
+    spec = catalog_spec("mi355x-k8s")
+    spec["nodes"]["source"]["createNamespace"] = False
+    mocks = run_main("mi355x-k8s", spec, region=None)
+    assert mocks.of_type("kubernetes:core/v1:Namespace") == []
+
+
 def test_ipv6_cidrs_become_ipv6_rules() -> None:
     spec = catalog_spec("h200-lowlat")
     spec["nodes"]["source"]["allowedCidrs"] = ["203.0.113.0/24", "2001:db8::/48"]

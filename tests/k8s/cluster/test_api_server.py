@@ -8,6 +8,8 @@ field manager the provider uses, after the namespace exists (a dry run cannot cr
 
 from __future__ import annotations
 
+import json
+import subprocess
 from dataclasses import replace
 from typing import Any
 
@@ -96,3 +98,66 @@ def test_an_rdma_resource_the_schema_takes_and_the_server_refuses_is_refused_off
         validate(obj)
     with pytest.raises(KubectlError, match="doesn't follow extended resource name standard"):
         cluster.apply(ensure_namespace(cluster, plan), dry_run=True)
+
+
+def _helper_pods(plan: KubernetesPlan) -> list[tuple[str, dict[str, Any]]]:
+    """Each pod template that holds no GPU (downloads, router, Mooncake master, pre-pull)."""
+    out = []
+    for obj in plan.objects:
+        template = obj.get("spec", {}).get("template")
+        if obj["kind"] not in ("Deployment", "StatefulSet", "Job", "DaemonSet") or template is None:
+            continue
+        every = [*template["spec"].get("initContainers", []), *template["spec"]["containers"]]
+        resources = [c.get("resources", {}) for c in every]
+        if any(r.get("claims") or any(k.endswith("/gpu") for k in r.get("limits", {})) for r in resources):
+            continue  # a GPU server: root, with its devices (docs/security.md)
+        out.append((f"{obj['kind']}/{obj['metadata']['name']}", template["spec"]))
+    return out
+
+
+def _create_pod(cp: ControlPlane, namespace: str, spec: dict[str, Any]) -> subprocess.CompletedProcess[str]:
+    """The pod created as far as admission and validation go (a server dry run)."""
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "helper", "namespace": namespace}}
+    return subprocess.run(
+        cp._kubectl_argv("create", "--dry-run=server", "-o", "json", "-f", "-"),
+        input=json.dumps({**pod, "spec": spec}), capture_output=True, text=True, check=False,
+    )  # fmt: skip
+
+
+def test_the_api_server_holds_the_helper_pods_security_context_and_admits_them(cluster: ControlPlane) -> None:
+    """Every helper pod of every rendered case, created (admission included) in namespaces that
+    enforce the Pod Security Standards. Under `restricted` the pre-pull pods are admitted, and
+    the others break it by runAsNonRoot alone (the downloads run as root to write a root-owned
+    cache; the router and the Mooncake master run as their image's user, which the image does not
+    declare non-root). Under `baseline` each is admitted, and the API server holds each
+    container's context as rendered."""
+    for level in ("restricted", "baseline"):
+        cluster.kubectl("create", "namespace", f"psa-{level}")
+        cluster.kubectl("label", "namespace", f"psa-{level}", f"pod-security.kubernetes.io/enforce={level}")
+    kinds: set[str] = set()
+    try:
+        for case in ALL:
+            for where, spec in _helper_pods(case.plan()):
+                what = f"{case.stack}: {where}"
+                non_root = all(c.get("securityContext", {}).get("runAsNonRoot") for c in spec["containers"])
+                strict = _create_pod(cluster, "psa-restricted", spec)
+                if non_root:
+                    assert strict.returncode == 0, f"{what}: {strict.stderr}"
+                else:
+                    assert strict.returncode != 0, f"{what}: admitted under restricted"
+                    broken = strict.stderr.split('violates PodSecurity "restricted:latest": ', 1)[-1]
+                    assert broken.startswith("runAsNonRoot != true"), f"{what}: {strict.stderr}"
+                    assert ";" not in broken, f"{what}: {broken}"  # and nothing else
+                held = _create_pod(cluster, "psa-baseline", spec)
+                assert held.returncode == 0, f"{what}: {held.stderr}"
+                pod = json.loads(held.stdout)["spec"]
+                for c in [*pod.get("initContainers", []), *pod["containers"]]:
+                    ctx = c.get("securityContext", {})
+                    assert ctx.get("allowPrivilegeEscalation") is False, f"{what} {c['name']}"
+                    assert ctx.get("capabilities") == {"drop": ["ALL"]}, f"{what} {c['name']}"
+                    assert ctx.get("seccompProfile") == {"type": "RuntimeDefault"}, f"{what} {c['name']}"
+                kinds.add(where.split("/")[0])
+    finally:
+        for level in ("restricted", "baseline"):
+            cluster.kubectl("delete", "namespace", f"psa-{level}", "--wait=false")
+    assert kinds == {"DaemonSet", "Job", "Deployment"}, kinds  # pre-pull, downloads, router and master

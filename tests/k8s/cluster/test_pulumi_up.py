@@ -26,6 +26,7 @@ from sim_nodes import add_plain_node, add_pool_nodes, provision_claims
 from test_scheduling import OWNED_KINDS
 
 from flashfleet.k8s import names
+from flashfleet.k8s.namespace_owner import CREATED_BY
 from flashfleet.planning import load_stack
 from flashfleet.planning.stack_recipe import kubernetes_plan
 from flashfleet.stack import DEFAULT_STACKS_DIR
@@ -97,6 +98,8 @@ def test_up_serves_a_second_up_changes_nothing_and_destroy_leaves_nothing(
     assert all(p["status"]["phase"] == "Running" for p in serving)
     secret = cluster.get("secret", names.secret_name(stack), namespace=ns)
     assert secret["metadata"]["labels"][names.LABEL_INSTANCE] == stack
+    # the evidence that this stack's destroy may delete the namespace travels with it
+    assert cluster.get("namespace", ns)["metadata"]["annotations"][CREATED_BY] == stack
     # the token is in the cluster's Secret, and never in plain text in the stack's state
     exported = _ok(_pulumi(project, kubeconfig, "stack", "export", "--stack", stack))
     assert TOKEN not in exported
@@ -110,6 +113,54 @@ def test_up_serves_a_second_up_changes_nothing_and_destroy_leaves_nothing(
     left = cluster.kubectl("get", OWNED_KINDS, "-A", "-l", sel, "-o", "name")
     assert left.strip() == ""
     assert cluster.get("namespace", ns) is None
+
+
+def test_up_refuses_a_namespace_flashfleet_did_not_create(cluster: ControlPlane, project: Path) -> None:
+    """The user's own namespace `glm`, with their ConfigMap in it, and a stack that creates `glm`:
+    pulumi-kubernetes 4.25 would take the namespace over (a server-side apply) and `destroy` would
+    delete it with the ConfigMap. The program refuses before any object, in one line."""
+    stack = "mi355x-k8s"
+    add_pool_nodes(cluster, load_stack(stack).spec.nodes.source, "mi355x", 1, prefix="mi355x", gpus=4)  # type: ignore[arg-type]
+    cluster.kubectl("create", "namespace", "glm")
+    try:
+        cluster.kubectl("create", "configmap", "theirs", "-n", "glm", "--from-literal=keep=me")
+        shutil.copy(stack_path(stack, DEFAULT_STACKS_DIR), stack_path(stack, project / "stacks"))
+        kubeconfig = _kubeconfig(cluster, project.parent, "mi355x-cluster")
+        _ok(_pulumi(project, kubeconfig, "stack", "init", stack))
+        cli = _flashfleet(project, kubeconfig, "up", stack, "--yes")
+        assert cli.returncode == 2, cli.stdout + cli.stderr
+        (line,) = cli.stderr.strip().splitlines()
+        assert line.startswith(
+            f"flashfleet up: stack {stack}: flashfleet:stack.nodes.source.namespace: namespace glm "
+            "already exists and flashfleet did not create it"
+        ), line
+        # plain `pulumi up`, without flashfleet's CLI: the program refuses it as well
+        up = _pulumi(project, kubeconfig, "up", "--yes", "--stack", stack)
+        out = up.stdout + up.stderr
+        assert up.returncode != 0, out
+        assert (
+            "flashfleet:stack.nodes.source.namespace: namespace glm already exists and flashfleet did "
+            "not create it"
+        ) in out, out
+        assert "[rule: namespace-not-ours]" in out
+        namespace = cluster.get("namespace", "glm")
+        assert CREATED_BY not in (namespace["metadata"].get("annotations") or {})
+        assert names.LABEL_MANAGED_BY not in namespace["metadata"].get("labels", {})  # not taken over
+        assert [c["metadata"]["name"] for c in cluster.items("configmaps", namespace="glm")] == [
+            "kube-root-ca.crt",
+            "theirs",
+        ]
+        assert (
+            cluster.kubectl("get", OWNED_KINDS, "-A", "-l", f"{names.LABEL_INSTANCE}={stack}", "-o", "name")
+            == ""
+        )
+        assert "kubernetes:core/v1:Namespace" not in _ok(
+            _pulumi(project, kubeconfig, "stack", "export", "--stack", stack)
+        )
+        _ok(_pulumi(project, kubeconfig, "destroy", "--yes", "--stack", stack))  # nothing of theirs goes
+        assert cluster.get("configmap", "theirs", namespace="glm") is not None
+    finally:
+        cluster.kubectl("delete", "namespace", "glm", "--wait=true", "--timeout=120s")
 
 
 def test_an_option_change_is_an_update_that_rolls_out(cluster: ControlPlane, project: Path) -> None:
