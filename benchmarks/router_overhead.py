@@ -1,7 +1,8 @@
-"""What the real SGLang router costs on the request path: one load profile (N concurrent clients,
-M streaming chat requests in all) sent straight to one stand-in worker and through the real
-router (sglang-router 0.3.2, Rust, `--policy round_robin`) in front of that same worker, on
-loopback, alternating direct and routed rounds in one run; medians over the rounds compared.
+"""What the real routers cost on the request path: one load profile (N concurrent clients, M
+streaming chat requests in all) sent straight to one stand-in worker, through sglang-router 0.3.2
+(Rust, `--policy round_robin`) and through SMG 1.13.0 (`smg launch`, the gateway that left
+SGLang's tree, same flags) in front of that same worker, on loopback, the three paths' rounds
+alternating in one run; medians over the rounds compared.
 
 The worker is tests/serve/standin_sglang.py in this process (its first token after --ttft-ms,
 then one every --itl-ms); the router comes from the oracle venv (scripts/setup.d/10-sglang-oracle.sh)
@@ -32,13 +33,16 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(REPO)]
 
-from tests.serve.real_router import real_router  # noqa: E402
+from tests.serve.real_router import SMG_LAUNCH, real_router  # noqa: E402
 from tests.serve.standin_sglang import StandinServer, StandinState  # noqa: E402
+
+
+MODEL = StandinState().model  # SMG routes by model id (404 for one no worker serves)
 
 
 def one_stream(url: str, i: int, max_tokens: int) -> tuple[float, int]:
     """One streaming chat request: (seconds to the first content delta, output tokens)."""
-    body = {"model": "any", "messages": [{"role": "user", "content": f"request {i}: say something"}],
+    body = {"model": MODEL, "messages": [{"role": "user", "content": f"request {i}: say something"}],
             "max_tokens": max_tokens, "stream": True}  # fmt: skip
     req = urllib.request.Request(
         f"{url}/v1/chat/completions",
@@ -92,31 +96,42 @@ def main() -> int:
     load = (args.clients, args.requests, args.max_tokens)
     with StandinServer(state) as worker, tempfile.TemporaryDirectory() as tmp:
         router_args = ["--worker-urls", worker.url, "--policy", "round_robin"]
-        with real_router(router_args, expect=[worker.url], log=Path(tmp) / "router.log") as router:
-            round_of(router.url, *load)  # warm-up: the router's connection pool, the worker's threads
-            direct, routed = [], []
+        with (
+            real_router(router_args, expect=[worker.url], log=Path(tmp) / "sglang-router.log") as old,
+            real_router(router_args, expect=[worker.url], log=Path(tmp) / "smg.log", launch=SMG_LAUNCH) as smg,
+        ):
+            paths = {"direct": worker.url, "sglang-router": old.url, "smg": smg.url}
+            for url in paths.values():  # warm-up: connection pools, the worker's threads
+                round_of(url, *load)
+            rounds: dict[str, list[dict[str, float]]] = {name: [] for name in paths}
             for _ in range(args.rounds):
-                direct.append(round_of(worker.url, *load))
-                routed.append(round_of(router.url, *load))
-    d, r = median_of(direct), median_of(routed)
+                for name, url in paths.items():
+                    rounds[name].append(round_of(url, *load))
+    medians = {name: median_of(r) for name, r in rounds.items()}
+    d = medians["direct"]
     ratios = {
-        "ttft_ratio": r["p50_ttft_ms"] / d["p50_ttft_ms"],
-        "throughput_ratio": r["tokens_per_s"] / d["tokens_per_s"],
-        "added_p50_ttft_ms": r["p50_ttft_ms"] - d["p50_ttft_ms"],
+        name: {
+            "ttft_ratio": m["p50_ttft_ms"] / d["p50_ttft_ms"],
+            "throughput_ratio": m["tokens_per_s"] / d["tokens_per_s"],
+            "added_p50_ttft_ms": m["p50_ttft_ms"] - d["p50_ttft_ms"],
+        }
+        for name, m in medians.items()
+        if name != "direct"
     }
     profile = {"clients": args.clients, "requests": args.requests, "max_tokens": args.max_tokens,
                "rounds": args.rounds, "ttft_ms": args.ttft_ms, "itl_ms": args.itl_ms}  # fmt: skip
     if args.format == "json":
-        print(json.dumps({"profile": profile, "direct": d, "router": r, **ratios}, indent=2))
+        print(json.dumps({"profile": profile, "paths": medians, "against_direct": ratios}, indent=2))
         return 0
     print(" ".join(f"{k}={v}" for k, v in profile.items()))
-    print(f"{'path':<8} {'p50 TTFT ms':>12} {'tokens/s':>10} {'requests/s':>11}")
-    for name, row in (("direct", d), ("router", r)):
+    print(f"{'path':<14} {'p50 TTFT ms':>12} {'tokens/s':>10} {'requests/s':>11}")
+    for name, row in medians.items():
         print(
-            f"{name:<8} {row['p50_ttft_ms']:12.1f} {row['tokens_per_s']:10.0f} {row['requests_per_s']:11.1f}"
+            f"{name:<14} {row['p50_ttft_ms']:12.1f} {row['tokens_per_s']:10.0f} {row['requests_per_s']:11.1f}"
         )
-    print(f"router/direct: p50 TTFT x{ratios['ttft_ratio']:.2f} (+{ratios['added_p50_ttft_ms']:.1f} ms), "
-          f"throughput x{ratios['throughput_ratio']:.2f}")  # fmt: skip
+    for name, r in ratios.items():
+        print(f"{name}/direct: p50 TTFT x{r['ttft_ratio']:.2f} (+{r['added_p50_ttft_ms']:.1f} ms), "
+              f"throughput x{r['throughput_ratio']:.2f}")  # fmt: skip
     return 0
 
 

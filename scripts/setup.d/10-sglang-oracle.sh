@@ -45,3 +45,7 @@ fi
 # The PD router's own parser (sglang_router.launch_router), for the router argv.
 "$venv/bin/python" -c "import sglang_router.launch_router" 2>/dev/null || retry "${pip[@]}" sglang-router==0.3.2
 "$venv/bin/python" -c "import sglang_router.launch_router"
+# SMG (Shepherd Model Gateway, PyPI `smg`), the gateway that left SGLang's tree, beside it: its own
+# parser for router argv, and the second router of benchmarks/router_overhead.py.
+"$venv/bin/python" -c "import smg.router_args" 2>/dev/null || retry "${pip[@]}" smg==1.13.0
+"$venv/bin/python" -c "import smg.launch_router"

@@ -1,6 +1,7 @@
-"""Runs inside the oracle venv: parse argv lists with sglang's and sglang_router's own parsers.
+"""Runs inside the oracle venv: parse argv lists with sglang's and sglang_router's own parsers,
+and (kind "smg") a router argv's words with SMG's parser, as `smg launch` would read them.
 
-stdin: {"id": {"kind": "server"|"router", "argv": [...], "expect": {...}?}}; stdout: {"id": null |
+stdin: {"id": {"kind": "server"|"router"|"smg", "argv": [...], "expect": {...}?}}; stdout: {"id": null |
 "error text"}. ``expect`` (routers): what the router's parser must read, e.g. {"worker_urls": [...],
 "prefill_urls": [[url, port], ...], "decode_urls": [...], "policy": "...", "port": 30000}.
 """
@@ -13,6 +14,7 @@ import sys
 
 from sglang.srt.server_args import ServerArgs
 from sglang_router.launch_router import parse_router_args
+from smg.launch_router import parse_router_args as parse_smg_args
 
 
 class _Raising(argparse.ArgumentParser):
@@ -38,9 +40,10 @@ def main() -> None:
                 server.parse_args(argv[2:])
             else:
                 assert argv[:3] == ["python", "-m", "sglang_router.launch_router"], argv[:3]
+                parse = parse_smg_args if case["kind"] == "smg" else parse_router_args
                 with contextlib.redirect_stderr(io.StringIO()) as err:
                     try:
-                        args = parse_router_args(argv[3:])
+                        args = parse(argv[3:])
                     except SystemExit as exc:
                         raise ValueError(err.getvalue().strip() or f"exit {exc.code}") from None
                 for name, want in case.get("expect", {}).items():

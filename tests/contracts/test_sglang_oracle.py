@@ -156,6 +156,25 @@ def test_every_catalog_stack_parses_and_its_router_reads_every_worker():
     assert oracle({key: lost})[key]
 
 
+def test_smg_reads_every_catalog_cluster_router_as_sglang_router_does():
+    """SMG 1.13.0 (`smg launch`, the gateway that left SGLang's tree) reads each catalog cluster's
+    router words exactly as sglang-router 0.3.2 does: the same workers, prefills with their
+    bootstrap ports, decodes, policy and port. The one router it refuses is the seed's own
+    single-node PD router, whose `--mini-lb` (the Python load balancer) SMG does not have."""
+    routers = {k: c for k, c in catalog_renders().items() if c["kind"] == "router"}
+    assert len([c for c in routers.values() if "expect" in c]) >= 3
+    result = oracle({k: {**c, "kind": "smg"} for k, c in routers.items()})
+    mini_lb = {k for k, c in routers.items() if "--mini-lb" in c["argv"]}
+    assert mini_lb, "the seed's single-node PD router is in the catalog"
+    assert {k: v for k, v in result.items() if v is not None and k not in mini_lb} == {}
+    for key in mini_lb:
+        assert "unrecognized arguments: --mini-lb" in (result[key] or ""), result[key]
+    # and it bites: a worker lost from the argv is read as lost
+    key = next(k for k, c in routers.items() if "expect" in c)
+    lost = {**routers[key], "kind": "smg", "argv": [w for w in routers[key]["argv"] if not w.endswith(":31000")]}
+    assert oracle({key: lost})[key]
+
+
 def test_oracle_rejects_a_bad_flag_and_a_bad_value():
     good = render("gb300", "low-latency").processes[0].argv
     cases = {

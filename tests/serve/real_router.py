@@ -27,6 +27,9 @@ from typing import Any
 ROOT = Path(__file__).parents[2]
 ORACLE_PYTHON = Path(os.environ.get("FLASHFLEET_ORACLE_PYTHON", ROOT / ".venv-oracle" / "bin" / "python"))
 LAUNCH = ("-m", "sglang_router.launch_router")
+# SMG 1.13.0 (PyPI `smg`, installed beside it by the same script): `smg launch`, the same worker
+# API (`GET/POST /workers`, `DELETE /workers/ID`) and flag names for what flashfleet renders
+SMG_LAUNCH = ("-m", "smg", "launch")
 
 
 def free_port() -> int:
@@ -96,15 +99,17 @@ def real_router(
     log: Path,
     python: Path = ORACLE_PYTHON,
     timeout: float = 60,
+    launch: Sequence[str] = LAUNCH,
 ) -> Iterator[RealRouter]:
-    """`python -m sglang_router.launch_router ARGS --host 127.0.0.1 --port FREE`, its output in
-    `log`; yields once every URL in `expect` is listed healthy; stops it on exit."""
+    """`python -m sglang_router.launch_router ARGS --host 127.0.0.1 --port FREE` (or `launch`:
+    SMG_LAUNCH), its output in `log`; yields once every URL in `expect` is listed healthy; stops
+    it on exit."""
     if not python.exists():
         raise RuntimeError(f"{python} missing: run scripts/setup.d/10-sglang-oracle.sh")
     port = free_port()
     # its Prometheus exporter takes a port of its own (29000 unless told): two routers, or any
     # other process on it, and the router panics at start
-    argv = [str(python), *LAUNCH, *args, "--host", "127.0.0.1", "--port", str(port),
+    argv = [str(python), *launch, *args, "--host", "127.0.0.1", "--port", str(port),
             "--prometheus-host", "127.0.0.1", "--prometheus-port", str(free_port())]  # fmt: skip
     with log.open("wb") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)
