@@ -36,7 +36,6 @@ sys.path[:0] = [str(REPO)]
 from tests.serve.real_router import SMG_LAUNCH, real_router  # noqa: E402
 from tests.serve.standin_sglang import StandinServer, StandinState  # noqa: E402
 
-
 MODEL = StandinState().model  # SMG routes by model id (404 for one no worker serves)
 
 
@@ -98,7 +97,9 @@ def main() -> int:
         router_args = ["--worker-urls", worker.url, "--policy", "round_robin"]
         with (
             real_router(router_args, expect=[worker.url], log=Path(tmp) / "sglang-router.log") as old,
-            real_router(router_args, expect=[worker.url], log=Path(tmp) / "smg.log", launch=SMG_LAUNCH) as smg,
+            real_router(
+                router_args, expect=[worker.url], log=Path(tmp) / "smg.log", launch=SMG_LAUNCH
+            ) as smg,
         ):
             paths = {"direct": worker.url, "sglang-router": old.url, "smg": smg.url}
             for url in paths.values():  # warm-up: connection pools, the worker's threads

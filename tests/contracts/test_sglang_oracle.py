@@ -171,7 +171,11 @@ def test_smg_reads_every_catalog_cluster_router_as_sglang_router_does():
         assert "unrecognized arguments: --mini-lb" in (result[key] or ""), result[key]
     # and it bites: a worker lost from the argv is read as lost
     key = next(k for k, c in routers.items() if "expect" in c)
-    lost = {**routers[key], "kind": "smg", "argv": [w for w in routers[key]["argv"] if not w.endswith(":31000")]}
+    lost = {
+        **routers[key],
+        "kind": "smg",
+        "argv": [w for w in routers[key]["argv"] if not w.endswith(":31000")],
+    }
     assert oracle({key: lost})[key]
 
 
