@@ -39,9 +39,11 @@ site="$root/usr/local/lib/python3.11/dist-packages"
 if [ ! -d "$site/torch" ]; then
   t=$(date +%s)
   # pip on the host, for the arm64 root: nothing emulated here
+  # every manylinux tag Debian 12's glibc 2.36 runs (the CUDA wheels use several)
+  platforms=(--platform manylinux2014_aarch64)
+  for minor in $(seq 17 36); do platforms+=(--platform "manylinux_2_${minor}_aarch64"); done
   python3 -m pip install --quiet --disable-pip-version-check --no-cache-dir --only-binary=:all: \
-    --platform manylinux_2_28_aarch64 --platform manylinux_2_17_aarch64 --platform manylinux2014_aarch64 \
-    --python-version 3.11 --implementation cp --target "$site" \
+    "${platforms[@]}" --python-version 3.11 --implementation cp --target "$site" \
     torch==2.14.1 torchcodec==0.17.0 transformers==5.19.0 tokenizers==0.23.2
   step "pip install --target, aarch64 wheels ($(du -sh "$site" | cut -f1))" "$t"
 fi
