@@ -21,7 +21,9 @@ if TYPE_CHECKING:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("bench", help="benchmark a stack's endpoint with a workload profile")
-    add_stack(p, "stack name (results go to RESULTS/STACK/TIMESTAMP/)", required=False)
+    add_stack(
+        p, "stack name, or the path of its file (results go to RESULTS/STACK/TIMESTAMP/)", required=False
+    )
     p.add_argument("--profile", default="chat-1k1k", help="workload profile (default: %(default)s)")
     p.add_argument(
         "--profiles-file", type=Path, default=None, help="profiles TOML instead of the packaged one"
@@ -117,6 +119,10 @@ def run(args: argparse.Namespace) -> int:
             return _list_profiles(args.profiles_file)
         if not args.stack:
             raise UsageError("which stack? flashfleet bench STACK")
+        from flashfleet.cli.common import stack_arg
+
+        # the stack file where `plan` and `status` find it too: a project's own ./stacks first
+        args.stack, stacks_dir = stack_arg(args.stack, None)
         from flashfleet.bringup.secret_env import check_env_secrets
 
         check_env_secrets()  # a key the runs cannot hide is refused before any request or node
@@ -178,10 +184,7 @@ def run(args: argparse.Namespace) -> int:
         servers=servers,
         ready_timeout_s=args.ready_timeout,
     )
-    from flashfleet.cli.common import stack_arg
-
-    # the stack file where `plan` and `status` find it too: a project's own ./stacks first
-    return execute(request, stack_cluster(stack_arg(args.stack, None)[1]))
+    return execute(request, stack_cluster(stacks_dir))
 
 
 def _local_preflight(python: str, module: str, endpoint: str | None) -> None:
