@@ -50,6 +50,7 @@ class NodePlan:
     ssh_user: str  # "-" on Kubernetes
     gpu_count: int
     host_memory_gb: int | None
+    host_memory_gib: int | None  # as given: the stack file's hostMemoryGib, the instance sheet's
     hicache_host_gb: int
     mooncake_master: bool
     host_keys: tuple[str, ...] = ()  # existing hosts: the SSH keys to pin
@@ -409,6 +410,7 @@ def _node_plans(
                 ssh_user=ssh_user,
                 gpu_count=facts[i].gpu_count,
                 host_memory_gb=facts[i].host_memory_gb,
+                host_memory_gib=facts[i].host_memory_gib,
                 hicache_host_gb=checks.host_tier_need(spec, recipe, i),
                 mooncake_master=master == i,
                 host_keys=host.host_keys if host else (),
