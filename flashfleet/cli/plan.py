@@ -244,12 +244,22 @@ def _lock_lines(lock: LockView, stack: str) -> list[str]:
     return out
 
 
+def _cost_text(d: PlanView) -> str:
+    """The hourly cost with its source; unknown, the priced part and each node kind without a price."""
+    cost = d.hourly_cost_usd
+    if cost is not None:
+        return f"${cost:.2f}/h" + (f" ({d.price_source})" if d.price_source else "")
+    if not d.unpriced:
+        return "unknown (no price in the catalog)"
+    part = "" if d.priced_part_usd is None else f"; the priced nodes ${d.priced_part_usd:.2f}/h"
+    return f"unknown: {'; '.join(d.unpriced)}{part}"
+
+
 def plan_text(d: PlanView) -> str:
     from flashfleet.cli.render import gpu_span
     from flashfleet.launch import ContainerLaunch
 
     src = d.source
-    cost = d.hourly_cost_usd
     out = [
         f"stack {d.stack}: {d.description}",
         f"  recipe   {d.hardware} / {d.strategy} / {d.topology}: {d.badge} ({d.badge_origin})",
@@ -262,8 +272,7 @@ def plan_text(d: PlanView) -> str:
             else ""
         ),
         f"  endpoint {d.endpoint}",
-        f"  cost     {'unknown (no price in the catalog)' if cost is None else f'${cost:.2f}/h'}"
-        + (f" ({d.price_source})" if cost is not None and d.price_source else ""),
+        f"  cost     {_cost_text(d)}",
     ]
     if d.capacity:
         out += _capacity_lines(d.capacity, d.stack)

@@ -135,7 +135,11 @@ def _existing_host_facts(
                             "host-gpus" if key == "gpus" else "host-memory",
                         )
                     )
-        facts.append(NodeFacts(h.gpus.model if h.gpus else None, h.gpus.count if h.gpus else 0, h.host_memory_gib, path))
+        facts.append(
+            NodeFacts(
+                h.gpus.model if h.gpus else None, h.gpus.count if h.gpus else 0, h.host_memory_gib, path
+            )
+        )
     return facts, problems
 
 

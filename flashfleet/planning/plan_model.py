@@ -304,6 +304,9 @@ class PlanView(_View):
     endpoint: str
     hourly_cost_usd: Number | None
     price_source: str | None
+    # where the whole is unknown: the priced nodes' part (None: none is priced) and what has no price
+    priced_part_usd: Number | None
+    unpriced: list[str]
     critical_path: CriticalPath
     time_to_first_token: TimeToFirstToken
     lock: LockView

@@ -476,6 +476,7 @@ def plan_data(plan: StackPlan, measured: MeasuredStartup | None = None) -> PlanV
     parts = _kubernetes_parts(plan) if kube else _host_parts(plan)
     recipe = parts.recipe
     path = critical_path(plan)
+    cell_badge = cookbook_badge(plan.spec.hardware, plan.spec.strategy, plan.spec.topology)
     return PlanView(
         stack=plan.stack,
         description=plan.spec.description,
@@ -484,11 +485,8 @@ def plan_data(plan: StackPlan, measured: MeasuredStartup | None = None) -> PlanV
         topology=plan.spec.topology,
         badge=recipe.badge,
         badge_source=recipe.badge_source,
-        cookbook_badge=cookbook_badge(plan.spec.hardware, plan.spec.strategy, plan.spec.topology),
-        badge_origin=badge_origin(
-            recipe.badge, recipe.badge_source,
-            cookbook_badge(plan.spec.hardware, plan.spec.strategy, plan.spec.topology),
-        ),  # fmt: skip
+        cookbook_badge=cell_badge,
+        badge_origin=badge_origin(recipe.badge, recipe.badge_source, cell_badge),
         model=recipe.model,
         image=plan.spec.image,
         image_packages=image_packages(
@@ -520,6 +518,8 @@ def plan_data(plan: StackPlan, measured: MeasuredStartup | None = None) -> PlanV
         endpoint=parts.endpoint,
         hourly_cost_usd=plan.hourly_cost_usd,
         price_source=plan.price_source,
+        priced_part_usd=plan.cost_parts[0] if plan.hourly_cost_usd is None else None,
+        unpriced=plan.cost_parts[1],
         critical_path=path,
         time_to_first_token=time_to_first_token(plan, path, measured),
         lock=lock_summary(plan),

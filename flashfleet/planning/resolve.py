@@ -182,6 +182,26 @@ class StackPlan:
         return None if router is None else gpu_nodes + router
 
     @property
+    def cost_parts(self) -> tuple[float | None, list[str]]:
+        """(the hourly price of the nodes that have one, None if none has; each node kind
+        without a price, named): what `plan` shows when the whole is unknown."""
+        if self.instance is None:
+            return None, []
+        kinds = [(self.instance, len(self.gpu_nodes), "GPU nodes")]
+        if self.router_instance is not None:
+            kinds.append((self.router_instance, 1, "the router's node"))
+        known, missing = None, []
+        for itype, count, what in kinds:
+            if itype.price_usd_per_hour is None:
+                where = f"in {self.region}" if self.region else "in this region"
+                listed = ", ".join(sorted(itype.prices_by_region))
+                also = f" (listed for {listed})" if listed else ""
+                missing.append(f"{count} x {itype.name} ({what}): no price {where}{also}")
+            else:
+                known = (known or 0.0) + itype.price_usd_per_hour * count
+        return known, missing
+
+    @property
     def price_source(self) -> str | None:
         """Where the hourly price comes from (a purchased block, the stack, or the catalog)."""
         if self.hourly_cost_usd is None or self.instance is None:
