@@ -157,6 +157,8 @@ def run(args: argparse.Namespace) -> int:
             servers = tuple(parse_server(text) for text in args.servers)
         except ValueError as err:
             raise UsageError(str(err)) from None
+    if args.endpoint is not None:
+        _not_a_placeholder(args.endpoint)
     if args.local:  # known in a second here, else found by the levels after the readiness wait
         _local_preflight(args.python, args.module, args.endpoint)
     from flashfleet.cli.common import writable_dir
@@ -185,6 +187,17 @@ def run(args: argparse.Namespace) -> int:
         ready_timeout_s=args.ready_timeout,
     )
     return execute(request, stack_cluster(stacks_dir))
+
+
+def _not_a_placeholder(endpoint: str) -> None:
+    """An endpoint at a documentation address (the README's examples) is refused, never dialled."""
+    from urllib.parse import urlsplit
+
+    from flashfleet.stack.placeholder_addresses import placeholder_network, placeholder_text
+
+    host = urlsplit(endpoint).hostname or ""
+    if net := placeholder_network(host):
+        raise UsageError(f"--endpoint {endpoint}: {placeholder_text(host, net)}")
 
 
 def _local_preflight(python: str, module: str, endpoint: str | None) -> None:
