@@ -33,7 +33,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "manifest",
         "the Kubernetes objects of a Kubernetes stack, as YAML (as helm template prints them)",
     ),
-    "lock": ("lock", "pin the stack's weights to commits and file hashes (<stack>.lock.yaml)"),
+    "lock": (
+        "lock",
+        "pin what the stack fetches (weights, image, pip and apt packages, FFmpeg, AMIs): <stack>.lock.yaml",
+    ),
     "validate": ("validate", "check every stack file (or those named); a refusal names the YAML path"),
     "inventory": ("inventory", "the Ansible inventory of a stack's existing hosts (YAML or JSON)"),
     "bench": ("bench", "benchmark a stack's endpoint with a workload profile; --destroy tears it down"),

@@ -21,7 +21,9 @@ if TYPE_CHECKING:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("bench", help="benchmark a stack's endpoint with a workload profile")
-    add_stack(p, "stack name (results go to RESULTS/STACK/TIMESTAMP/)", required=False)
+    add_stack(
+        p, "stack name, or the path of its file (results go to RESULTS/STACK/TIMESTAMP/)", required=False
+    )
     p.add_argument("--profile", default="chat-1k1k", help="workload profile (default: %(default)s)")
     p.add_argument(
         "--profiles-file", type=Path, default=None, help="profiles TOML instead of the packaged one"
@@ -117,6 +119,10 @@ def run(args: argparse.Namespace) -> int:
             return _list_profiles(args.profiles_file)
         if not args.stack:
             raise UsageError("which stack? flashfleet bench STACK")
+        from flashfleet.cli.common import stack_arg
+
+        # the stack file where `plan` and `status` find it too: a project's own ./stacks first
+        args.stack, stacks_dir = stack_arg(args.stack, None)
         from flashfleet.bringup.secret_env import check_env_secrets
 
         check_env_secrets()  # a key the runs cannot hide is refused before any request or node
@@ -151,6 +157,8 @@ def run(args: argparse.Namespace) -> int:
             servers = tuple(parse_server(text) for text in args.servers)
         except ValueError as err:
             raise UsageError(str(err)) from None
+    if args.endpoint is not None:
+        _not_a_placeholder(args.endpoint)
     if args.local:  # known in a second here, else found by the levels after the readiness wait
         _local_preflight(args.python, args.module, args.endpoint)
     from flashfleet.cli.common import writable_dir
@@ -178,10 +186,18 @@ def run(args: argparse.Namespace) -> int:
         servers=servers,
         ready_timeout_s=args.ready_timeout,
     )
-    from flashfleet.cli.common import stack_arg
+    return execute(request, stack_cluster(stacks_dir))
 
-    # the stack file where `plan` and `status` find it too: a project's own ./stacks first
-    return execute(request, stack_cluster(stack_arg(args.stack, None)[1]))
+
+def _not_a_placeholder(endpoint: str) -> None:
+    """An endpoint at a documentation address (the README's examples) is refused, never dialled."""
+    from urllib.parse import urlsplit
+
+    from flashfleet.stack.placeholder_addresses import placeholder_network, placeholder_text
+
+    host = urlsplit(endpoint).hostname or ""
+    if net := placeholder_network(host):
+        raise UsageError(f"--endpoint {endpoint}: {placeholder_text(host, net)}")
 
 
 def _local_preflight(python: str, module: str, endpoint: str | None) -> None:

@@ -64,7 +64,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         ("buy", "buy one offering (asks first: a block cannot be cancelled)"),
     ):
         q = inner.add_parser(name, help=help_text)
-        add_stack(q, "stack name (stacks/Pulumi.<stack>.yaml)")
+        add_stack(q, "stack name, or the path of its file (Pulumi.<stack>.yaml)")
         q.add_argument(
             "--hours",
             type=_whole("block-duration"),
@@ -129,11 +129,14 @@ class _Target:
 
 def _context(args: argparse.Namespace) -> _Target:
     from flashfleet.capacity.offers import OfferError, OfferQuery, check_hours
+    from flashfleet.cli.common import stack_arg
     from flashfleet.planning import load_stack
     from flashfleet.stack import DEFAULT_STACKS_DIR, AwsSource, StackError
     from flashfleet.stack.capacity_block import block
     from flashfleet.stack.spec import NewNetwork
 
+    # the folder found is where `buy` writes the block, too
+    args.stack, args.stacks_dir = stack_arg(args.stack, args.stacks_dir)
     try:
         plan = load_stack(args.stack, args.stacks_dir or DEFAULT_STACKS_DIR)
         check_hours(args.hours)

@@ -129,11 +129,20 @@ def aws_checks(region: str | None, online: bool) -> list[Check]:
 
 def ssh_checks(plan: StackPlan, port: int) -> list[Check]:
     from flashfleet.stack import ExistingSource
+    from flashfleet.stack.placeholder_addresses import placeholder_network, placeholder_text
 
     src = plan.spec.nodes.source
     assert isinstance(src, ExistingSource)
     out = []
-    for host in src.hosts:
+    for i, host in enumerate(src.hosts):
+        if net := placeholder_network(host.address):  # never routed: a connection only times out
+            out.append(
+                Check(
+                    check=f"ssh {host.address}", ok=False, detail=placeholder_text(host.address, net),
+                    fix=f"put the host's own address in nodes.source.hosts[{i}].address",
+                )
+            )  # fmt: skip
+            continue
         try:
             with socket.create_connection((host.address, port), timeout=SSH_TIMEOUT_S):
                 out.append(Check(check=f"ssh {host.address}", ok=True, detail=f"port {port} answers"))

@@ -95,9 +95,10 @@ def add_stack(parser: argparse.ArgumentParser, help_text: str, *, required: bool
 _STACK_FILE = re.compile(r"^Pulumi\.(?P<name>.+)\.yaml$")
 
 
-def stack_arg(arg: str, stacks_dir: Path | None) -> tuple[str, Path]:
+def stack_arg(arg: str, stacks_dir: Path | None, *, elsewhere: str | None = None) -> tuple[str, Path]:
     """A stack named as `NAME` (in --stacks-dir, else the repository's stacks/) or as the path of
-    its file (`stacks/Pulumi.NAME.yaml`): the name and the folder holding it."""
+    its file (`Pulumi.NAME.yaml`, in any folder): the name and the folder holding it. With
+    `stacks_dir`, a file in another folder is refused: `elsewhere` says why (default: --stacks-dir)."""
     from flashfleet.stack.files import DEFAULT_STACKS_DIR
     from flashfleet.stack.stack_names import stack_name_problem
 
@@ -110,7 +111,7 @@ def stack_arg(arg: str, stacks_dir: Path | None) -> tuple[str, Path]:
         if not path.is_file():
             raise UsageError(f"{arg}: no such file")
         if stacks_dir is not None and path.parent.resolve() != stacks_dir.resolve():
-            raise UsageError(f"{arg}: a stack file outside --stacks-dir {stacks_dir}")
+            raise UsageError(f"{arg}: {elsewhere or f'a stack file outside --stacks-dir {stacks_dir}'}")
         return match.group("name"), path.parent
     if arg.endswith((".yaml", ".yml")):
         raise UsageError(f"{arg}: a stack file is named Pulumi.<stack>.yaml")
@@ -121,6 +122,24 @@ def stack_arg(arg: str, stacks_dir: Path | None) -> tuple[str, Path]:
         if (local / f"Pulumi.{arg}.yaml").is_file():
             return arg, local
     return arg, stacks_dir or DEFAULT_STACKS_DIR
+
+
+def pulumi_stack_arg(arg: str, command: str, *, inventory_hint: bool = False) -> str:
+    """The stack of a command that drives Pulumi (up; down and configure without --inventory):
+    a name, or the path of its file in the Pulumi project's stacks/ folder. Pulumi only knows the
+    project's own stack files, so a file elsewhere is refused rather than a namesake driven."""
+    from flashfleet.cli.shared.stackops import PROJECT_ENV, project_dir
+
+    stacks = project_dir() / "stacks"
+    ways = ["copy it there", f"set {PROJECT_ENV} to the project folder that holds it"]
+    if inventory_hint:
+        ways.append("give --inventory FILE (existing hosts, without Pulumi)")
+    why = (
+        f"`{command}` drives the Pulumi project whose stack files are in {stacks}, and this one is "
+        f"elsewhere: {', or '.join(ways)} [rule: pulumi-stack-file]"
+    )
+    name, _ = stack_arg(arg, stacks, elsewhere=why)
+    return name
 
 
 def can_ask(*, yes: bool) -> None:

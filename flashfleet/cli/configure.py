@@ -21,7 +21,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from flashfleet.cli.shared.cliargs import add_run_args
 
     p = sub.add_parser("configure", help="run the playbooks against the stack's hosts")
-    add_stack(p, "stack name (the inventory's flashfleet_stack must match)")
+    add_stack(
+        p, "stack name, or the path of its file (without --inventory: in the Pulumi project's stacks/); "
+        "the inventory's flashfleet_stack must match",
+    )  # fmt: skip
     add_run_args(p, "site.yml")
     p.add_argument("--check", action="store_true", help="Ansible check mode: report, change nothing")
     p.add_argument("--limit", default=None, help="only these hosts or groups (Ansible pattern)")
@@ -66,11 +69,14 @@ def run(args: argparse.Namespace) -> int:
     from flashfleet.bringup.errors import BringupInputError
     from flashfleet.bringup.role_vars import OPTION_PREFIX, check_role_vars
     from flashfleet.bringup.secret_env import API_KEY_ENV, TOKEN_ENV, check_env_secrets
+    from flashfleet.cli.common import pulumi_stack_arg, stack_arg
     from flashfleet.cli.shared.cliargs import load_inventory, parse_extravars, project_of
-    from flashfleet.stack.stack_names import stack_name_problem
 
-    if problem := stack_name_problem(args.stack):  # a folder under the runs folder is made for it
-        raise UsageError(f"{problem} [rule: stack-name]")
+    # the name is checked first: a folder under the runs folder is made for it
+    if args.inventory is None:
+        args.stack = pulumi_stack_arg(args.stack, "configure", inventory_hint=True)
+    else:
+        args.stack = stack_arg(args.stack, None)[0]
     try:
         check_env_secrets()  # the caller's own secrets first: every run inherits them
         project = project_of(args)

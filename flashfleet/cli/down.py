@@ -23,7 +23,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from flashfleet.cli.shared.cliargs import add_run_args
 
     p = sub.add_parser("down", help="tear the stack down (pulumi destroy, or teardown.yml on existing hosts)")
-    add_stack(p, "stack name (the inventory's flashfleet_stack must match)")
+    add_stack(
+        p, "stack name, or the path of its file (without --inventory: in the Pulumi project's stacks/); "
+        "the inventory's flashfleet_stack must match",
+    )  # fmt: skip
     add_run_args(p, "teardown.yml")
     p.add_argument(
         "--purge-caches",
@@ -104,9 +107,14 @@ def _kept_beyond_the_stack(stack: str) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     from flashfleet.bringup.errors import BringupInputError
     from flashfleet.bringup.handoff import TeardownError, teardown, teardown_verdict, validate
+    from flashfleet.cli.common import pulumi_stack_arg, stack_arg
     from flashfleet.cli.shared import stackops
     from flashfleet.cli.shared.cliargs import load_inventory, project_of
 
+    if args.inventory is None:
+        args.stack = pulumi_stack_arg(args.stack, "down", inventory_hint=True)
+    else:
+        args.stack = stack_arg(args.stack, None)[0]
     try:
         if args.inventory is None:
             if args.purge_caches:

@@ -60,12 +60,17 @@ class AmiError(RuntimeError):
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = sub.add_parser(
-        "lock",
-        help="pin the stack's weights (commits, file hashes), image (digest), pip packages (file hashes) and "
-        "the vendors' apt packages (SHA256: driver, container runtime, ROCm), the derived image's "
-        "FFmpeg (a snapshot of its distribution's archive) and AWS nodes' AMIs (ids) in <stack>.lock.yaml",
+    # `lock --help` shows the description: every part of the lock, so a reader knows what it pins
+    what = (
+        "Pin what the stack fetches in <stack>.lock.yaml, beside the stack file: the weights (each "
+        "repository's commit, every file's size and hash), the image (digest, per platform), the pip "
+        "packages the nodes install (version, every file's sha256), the vendors' apt packages "
+        "(version, size, SHA256: NVIDIA driver, Docker Engine, container toolkit, AMD driver and "
+        "ROCm), the derived image's FFmpeg (a snapshot of its distribution's archive, each suite's "
+        "index hash) and an AWS stack's AMIs (ids, per region). With a lock there, pins that moved "
+        "upstream print as a diff and exit 1; --update writes them."
     )
+    p = sub.add_parser("lock", help=what, description=what)
     add_stack(p, "stack name, or the path of its file (stacks/Pulumi.<stack>.yaml)")
     p.add_argument("--stacks-dir", type=Path, default=None, help="folder of stack files (default: stacks/)")
     p.add_argument(

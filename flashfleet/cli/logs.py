@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from flashfleet.cli.shared.cliargs import add_inventory_arg, add_runs_dir_arg
 
     p = sub.add_parser("logs", help="the last lines of each serving container's output on a stack's nodes")
-    add_stack(p, "stack name (the inventory's flashfleet_stack must match)")
+    add_stack(p, "stack name, or the path of its file (the inventory's flashfleet_stack must match)")
     p.add_argument("--node", type=int, default=None, metavar="N", help="only node N (flashfleet_node_index)")
     p.add_argument(
         "--lines", type=int, default=100, metavar="N", help="lines per container (default: %(default)s)"
@@ -64,9 +64,11 @@ def journals(events_log: Path) -> list[tuple[str, str, str]]:
 def run(args: argparse.Namespace) -> int:
     from flashfleet.bringup import handoff
     from flashfleet.bringup.errors import BringupInputError, NoInventory
+    from flashfleet.cli.common import stack_arg
     from flashfleet.cli.shared.cliargs import load_inventory
     from flashfleet.cli.shared.stack_inventory import stack_inventory
 
+    args.stack = stack_arg(args.stack, None)[0]
     if args.lines < 1:
         raise UsageError(f"--lines {args.lines}: must be at least 1")
     try:

@@ -155,10 +155,12 @@ def _seconds(value: float | None) -> str:
 
 
 def _critical_path_lines(cp: CriticalPath) -> list[str]:
-    """One line per phase of the modeled bring-up, then the total and its ratio."""
+    """The downloads: when they are done, their ratio, then one line per transfer. The bring-up's
+    one total is the time to first token (below), which holds them."""
     ratio = cp.ratio_to_largest_transfer
     out = [
-        f"  bring-up modeled ({cp.node_source}, every node at once): total {_seconds(cp.total_s)}, "
+        f"  transfers modeled ({cp.node_source}, every node at once): done after {_seconds(cp.total_s)}, "
+        "part of the time to first token below; "
         f"ratio to the largest transfer ({cp.largest_transfer or 'none known'}) "
         f"{'unknown' if ratio is None else ratio}; lanes side by side: "
         + ", ".join(" -> ".join(lane) for lane in cp.lanes)
@@ -172,9 +174,15 @@ def _critical_path_lines(cp: CriticalPath) -> list[str]:
     return out
 
 
+# Most of a bring-up: with one of them unknown, a lower bound from the rest says nothing.
+_DECISIVE = ("weights", "load")
+
+
 def _bringup_time(t: BringupTime) -> str:
     if t.total_s is not None:
         return _seconds(t.total_s)
+    if missing := [name for name in t.unknown if name in _DECISIVE]:
+        return f"unknown ({', '.join(missing)} unknown)"
     return f"at least {_seconds(t.known_s)}"
 
 
@@ -236,15 +244,25 @@ def _lock_lines(lock: LockView, stack: str) -> list[str]:
     return out
 
 
+def _cost_text(d: PlanView) -> str:
+    """The hourly cost with its source; unknown, the priced part and each node kind without a price."""
+    cost = d.hourly_cost_usd
+    if cost is not None:
+        return f"${cost:.2f}/h" + (f" ({d.price_source})" if d.price_source else "")
+    if not d.unpriced:
+        return "unknown (no price in the catalog)"
+    part = "" if d.priced_part_usd is None else f"; the priced nodes ${d.priced_part_usd:.2f}/h"
+    return f"unknown: {'; '.join(d.unpriced)}{part}"
+
+
 def plan_text(d: PlanView) -> str:
     from flashfleet.cli.render import gpu_span
     from flashfleet.launch import ContainerLaunch
 
     src = d.source
-    cost = d.hourly_cost_usd
     out = [
         f"stack {d.stack}: {d.description}",
-        f"  recipe   {d.hardware} / {d.strategy} / {d.topology}: {d.badge} (the cookbook's badge)",
+        f"  recipe   {d.hardware} / {d.strategy} / {d.topology}: {d.badge} ({d.badge_origin})",
         f"  evidence {d.evidence or 'not looked up'} (this stack's own)",
         f"  model    {d.model}",
         f"  ttl      {d.ttl}"
@@ -254,8 +272,7 @@ def plan_text(d: PlanView) -> str:
             else ""
         ),
         f"  endpoint {d.endpoint}",
-        f"  cost     {'unknown (no price in the catalog)' if cost is None else f'${cost:.2f}/h'}"
-        + (f" ({d.price_source})" if cost is not None and d.price_source else ""),
+        f"  cost     {_cost_text(d)}",
     ]
     if d.capacity:
         out += _capacity_lines(d.capacity, d.stack)
@@ -303,9 +320,9 @@ def plan_text(d: PlanView) -> str:
     if src.kind == "kubernetes":
         out += _workloads_text(src)
     for node in [] if src.kind == "kubernetes" else d.nodes:
-        mem = node.host_memory_gb
-        # GB as the sizing counts it, and GiB as stack files and instance sheets give it
-        memory = "unknown" if mem is None else f"{mem} GB ({round(mem * 10**9 / 2**30)} GiB)"
+        gib, mem = node.host_memory_gib, node.host_memory_gb
+        # GiB as stack files and instance sheets give it, and GB as the sizing counts it
+        memory = "unknown" if gib is None or mem is None else f"{gib} GiB ({mem} GB)"
         out += [
             "",
             f"node {node.index} {node.name} ({node.role}): {node.address}, "

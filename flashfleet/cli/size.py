@@ -115,6 +115,26 @@ def _stack_draft_tokens(args: argparse.Namespace) -> tuple[str, int | None] | No
     return strategy, {"off": 0, "eagle": MTP_5_1_6.draft_tokens}.get(str(speculative))
 
 
+def _ranks_fit_the_stack(args: argparse.Namespace, log: BootLog) -> None:
+    """A boot log holds one node's ranks: more of them than the stack's nodes have GPUs means it
+    came from other hardware, and its pools would size the stack wrongly."""
+    from flashfleet.cli.common import stack_arg
+    from flashfleet.planning import load_stack
+    from flashfleet.stack.errors import StackError
+
+    stack, stacks = stack_arg(args.stack, args.stacks_dir)
+    try:
+        plan = load_stack(stack, stacks)
+    except StackError:
+        return  # the stack's own problems are named where the result is stored
+    gpus = max((n.gpu_count for n in plan.gpu_nodes), default=0)
+    if gpus and len(log.ranks) > gpus:
+        raise UsageError(
+            f"--boot-log {args.boot_log}: {len(log.ranks)} ranks, but stack {stack} has {gpus} GPUs per "
+            f"node ({plan.spec.hardware}): the log is from other hardware [rule: boot-log-ranks]"
+        )
+
+
 def _draft_tokens(args: argparse.Namespace, log: BootLog) -> int:
     stack = _stack_draft_tokens(args)
     if stack is not None and args.strategy is not None and args.strategy != stack[0]:
@@ -149,6 +169,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         length = _number(args.avg_request_len, "--avg-request-len")
         log = _read_log(args.boot_log)
+        if args.stack:
+            _ranks_fit_the_stack(args, log)
         workload = Workload(
             avg_request_len=length,
             slots=state_slots(args.radix_mode, skip_decode_lock=args.skip_decode_lock),

@@ -19,7 +19,7 @@ from flashfleet.cli.common import UsageError, add_evidence_results, add_format, 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("status", help="outputs, last operation and latest bring-up runs of a stack")
-    add_stack(p, "stack name")
+    add_stack(p, "stack name, or the path of its file (Pulumi.<stack>.yaml)")
     p.add_argument("--runs-dir", type=Path, default=None, metavar="DIR", help="where run directories are")
     p.add_argument(
         "--inventory", type=Path, default=None, metavar="FILE",
@@ -30,15 +30,16 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=run)
 
 
-def evidence_line(stack: str, results: Path) -> str:
-    """The stack's own badge from its latest evidence, judged against its stack file now."""
+def evidence_line(stack: str, results: Path, stacks_dir: Path | None = None) -> str:
+    """The stack's own badge from its latest evidence, judged against its stack file now (in
+    `stacks_dir`, else where a name is found)."""
     from flashfleet.bench.evidence import badge_line
     from flashfleet.cli.common import stack_arg
     from flashfleet.planning import load_stack
     from flashfleet.stack import StackError
 
     try:
-        return badge_line(load_stack(*stack_arg(stack, None)), results)
+        return badge_line(load_stack(*stack_arg(stack, stacks_dir)), results)
     except (StackError, UsageError) as err:
         return f"not judged: {str(err).splitlines()[0]}"
 
@@ -57,8 +58,11 @@ def recorded_runs(runs_root: Path, stack: str, last: int = 5) -> list[dict[str, 
 
 def run(args: argparse.Namespace) -> int:
     from flashfleet.bringup.run_dirs import default_runs_root
+    from flashfleet.cli.common import stack_arg
     from flashfleet.cli.shared import stackops
 
+    # Pulumi's state and the runs recorded here go by the name; the file is read where it is
+    args.stack, args.stacks_dir = stack_arg(args.stack, None)
     runs_root = args.runs_dir or default_runs_root()
     runs = recorded_runs(runs_root, args.stack)
     report: dict[str, Any] = {"stack": args.stack, "pulumi": "ok", "last_operation": None, "outputs": {}}
@@ -72,12 +76,15 @@ def run(args: argparse.Namespace) -> int:
     except (stackops.PulumiUnavailable, stackops.StackError) as err:
         if not runs and args.inventory is None:
             # A stack of the project not brought up yet is an answer, not bad input.
-            report["deployed"], report["not_deployed"] = False, _never_deployed(args.stack, err, runs_root)
+            report["deployed"], report["not_deployed"] = (
+                False,
+                _never_deployed(args.stack, err, runs_root, args.stacks_dir),
+            )
         report["pulumi"] = str(err)
     report["runs"] = runs
     if not report["deployed"]:
         return _not_deployed(args, report, runs_root)
-    report["evidence"] = evidence_line(args.stack, args.results)
+    report["evidence"] = evidence_line(args.stack, args.results, args.stacks_dir)
     health = _endpoint_health(args, runs_root=args.runs_dir or default_runs_root())
     report["endpoint"] = None if health is None else {"state": health.state, **health.model_dump(mode="json")}
     code = 0 if health is None or health.state == "serving" else 1
@@ -99,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     return code
 
 
-def _never_deployed(stack: str, err: Exception, runs_root: Path) -> str:
+def _never_deployed(stack: str, err: Exception, runs_root: Path, folder: Path | None = None) -> str:
     """Why the stack counts as not deployed: the project has its file, no run of it is recorded
     here, and Pulumi has no stack of that name (or there is no Pulumi CLI to ask). Refuses an
     unknown stack, and any other Pulumi failure (a wrong passphrase, a backend out of reach)."""
@@ -107,7 +114,7 @@ def _never_deployed(stack: str, err: Exception, runs_root: Path) -> str:
     from flashfleet.stack.files import list_stacks, stack_path
 
     stacks = stackops.project_dir() / "stacks"
-    if not stack_path(stack, stacks).is_file():
+    if not (stack_path(stack, stacks).is_file() or (folder and stack_path(stack, folder).is_file())):
         from flashfleet.suggest import did_you_mean
 
         known = list_stacks(stacks)
@@ -125,7 +132,7 @@ def _never_deployed(stack: str, err: Exception, runs_root: Path) -> str:
 
 
 def _not_deployed(args: argparse.Namespace, report: dict[str, Any], runs_root: Path) -> int:
-    report["evidence"] = evidence_line(args.stack, args.results)
+    report["evidence"] = evidence_line(args.stack, args.results, args.stacks_dir)
     report["endpoint"] = None
     if args.format == "json":
         print_json(report)

@@ -36,8 +36,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="append",
         default=None,
         metavar="S",
-        help="only resources tagged with this stack (repeatable); with --orphans, also deletes "
-        "the unexpired resources of a named stack the Pulumi backend does not know",
+        help="only resources tagged with this stack, named or by the path of its file (repeatable); "
+        "with --orphans, also deletes the unexpired resources of a named stack the Pulumi backend "
+        "does not know",
     )
     p.add_argument("--yes", action="store_true", help="delete what is listed as stale (default: dry run)")
     p.add_argument("--all", action="store_true", help="also list the flashfleet resources that are kept")
@@ -65,7 +66,13 @@ def run(args: argparse.Namespace) -> int:
     from botocore.exceptions import BotoCoreError, ClientError
 
     from flashfleet import sweep
+    from flashfleet.cli.common import stack_arg
 
+    # a stack file's path names its stack, as on every command; the tags hold the name
+    try:
+        args.stack = [stack_arg(stack, None)[0] for stack in args.stack] if args.stack else None
+    except UsageError as err:
+        raise UsageError(f"--stack: {err}") from None
     for stack in args.stack or ():
         if not valid_stack(stack):
             raise UsageError(

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("up", help="bring the stack up: nodes, preparation, serving, smoke checks")
-    add_stack(p, "stack name (stacks/Pulumi.STACK.yaml)")
+    add_stack(p, "stack name, or the path of its file in the Pulumi project's stacks/ (Pulumi.<stack>.yaml)")
     p.add_argument("--yes", action="store_true", help="do not ask (scripts); the preview is still shown")
     p.add_argument(
         "--preview", action="store_true",
@@ -159,11 +159,13 @@ def restart_text(data: PlanView) -> str:
 def run(args: argparse.Namespace) -> int:
     from flashfleet.bringup.errors import BringupInputError
     from flashfleet.bringup.secret_env import check_env_secrets
+    from flashfleet.cli.common import pulumi_stack_arg
     from flashfleet.cli.shared import stackops
     from flashfleet.planning import load_stack
     from flashfleet.planning.plan_view import plan_data
     from flashfleet.stack import StackError
 
+    args.stack = pulumi_stack_arg(args.stack, "up")
     try:
         # The program's runs inherit the caller's secrets; the stack's own are checked below
         # (and again by the Pulumi program, before any resource).

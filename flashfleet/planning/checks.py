@@ -42,8 +42,13 @@ class NodeFacts:
 
     gpu_model: str | None  # None: a router's own host that lists no GPUs
     gpu_count: int
-    host_memory_gb: int | None
+    host_memory_gib: int | None  # as stack files and instance sheets give it
     path: str  # where these facts come from in the YAML, for messages
+
+    @property
+    def host_memory_gb(self) -> int | None:
+        """In GB, as the sizing counts it."""
+        return None if self.host_memory_gib is None else gib_to_gb(self.host_memory_gib)
 
 
 def effective_instance(
@@ -103,11 +108,11 @@ def node_facts(spec: StackSpec, base: str) -> tuple[list[NodeFacts], list[Proble
         key = "instanceType" if src.instance_type else "kind"
         return [], [Problem(f"{base}.nodes.source.{key}", problem or "", "instance-type")]
     facts = [
-        NodeFacts(itype.hardware, itype.gpus, itype.host_memory_gb, f"{base}.nodes.source.instance")
+        NodeFacts(itype.hardware, itype.gpus, itype.host_memory_gib, f"{base}.nodes.source.instance")
     ] * spec.nodes.count
     router, node = router_instance(spec, region=None)[0], router_node(spec)
     if router is not None and node is not None:  # the router's CPU instance
-        facts[node] = NodeFacts(router.hardware, 0, router.host_memory_gb, f"{base}.cluster.router")
+        facts[node] = NodeFacts(router.hardware, 0, router.host_memory_gib, f"{base}.cluster.router")
     return facts, []
 
 
@@ -119,7 +124,6 @@ def _existing_host_facts(
     facts, problems = [], []
     for i, h in enumerate(src.hosts):
         path = f"{base}.nodes.source.hosts[{i}]"
-        memory = gib_to_gb(h.host_memory_gib) if h.host_memory_gib is not None else None
         if h.address != router_host:
             for key, value in (("gpus", h.gpus), ("hostMemoryGib", h.host_memory_gib)):
                 if value is None:
@@ -131,7 +135,11 @@ def _existing_host_facts(
                             "host-gpus" if key == "gpus" else "host-memory",
                         )
                     )
-        facts.append(NodeFacts(h.gpus.model if h.gpus else None, h.gpus.count if h.gpus else 0, memory, path))
+        facts.append(
+            NodeFacts(
+                h.gpus.model if h.gpus else None, h.gpus.count if h.gpus else 0, h.host_memory_gib, path
+            )
+        )
     return facts, problems
 
 

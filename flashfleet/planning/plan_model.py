@@ -144,6 +144,7 @@ class NodeView(_View):
     instance_type: str | None
     gpu_count: int
     host_memory_gb: int | None
+    host_memory_gib: int | None  # as given (stack file, instance sheet); GB above is derived
     hicache_host_gb: int
     mooncake_master: bool
     processes: list[ContainerLaunch | PodProcess]
@@ -284,6 +285,10 @@ class PlanView(_View):
     topology: str
     badge: str
     badge_source: str
+    # the cookbook's own badge for the hardware, strategy and topology (None: it gives none); the
+    # badge above differs where this stack's options or shape lowered it, or a measured variant set it
+    cookbook_badge: str | None
+    badge_origin: str  # whose the badge is: the cookbook's, or lowered by flashfleet and why
     model: str
     image: ImageSpec
     # what the serving image holds of the multimodal packages: from the release, or added by the
@@ -299,6 +304,9 @@ class PlanView(_View):
     endpoint: str
     hourly_cost_usd: Number | None
     price_source: str | None
+    # where the whole is unknown: the priced nodes' part (None: none is priced) and what has no price
+    priced_part_usd: Number | None
+    unpriced: list[str]
     critical_path: CriticalPath
     time_to_first_token: TimeToFirstToken
     lock: LockView

@@ -448,12 +448,35 @@ def lock_summary(plan: StackPlan) -> LockView:
     )
 
 
+def cookbook_badge(hardware: str, strategy: str, topology: str) -> str | None:
+    """The cookbook's badge for the cell, as its catalog records it; None where it records none."""
+    from flashfleet.catalog import badge_catalog
+
+    cells, _ = badge_catalog()
+    key = (hardware, strategy, topology)
+    return next((e.badge for e in cells if (e.hardware, e.strategy, e.topology) == key), None)
+
+
+def badge_origin(badge: str, source: str, cell_badge: str | None) -> str:
+    """Whose the badge is: the cookbook's own (its cell's, or a variant it measured), or lowered
+    by flashfleet from the cookbook's, and why."""
+    from flashfleet.catalog import badge_catalog
+
+    cells, measured = badge_catalog()
+    if any(e.badge == badge and e.source == source for e in cells + measured):
+        return "the cookbook's badge"
+    if cell_badge is not None and cell_badge != badge:
+        return f"lowered by flashfleet from the cookbook's {cell_badge}: {source}"
+    return source
+
+
 def plan_data(plan: StackPlan, measured: MeasuredStartup | None = None) -> PlanView:
     """The plan; ``measured``: a recorded bring-up's own startup figures (time_to_first_token)."""
     kube = isinstance(plan.spec.nodes.source, KubernetesSource)
     parts = _kubernetes_parts(plan) if kube else _host_parts(plan)
     recipe = parts.recipe
     path = critical_path(plan)
+    cell_badge = cookbook_badge(plan.spec.hardware, plan.spec.strategy, plan.spec.topology)
     return PlanView(
         stack=plan.stack,
         description=plan.spec.description,
@@ -462,6 +485,8 @@ def plan_data(plan: StackPlan, measured: MeasuredStartup | None = None) -> PlanV
         topology=plan.spec.topology,
         badge=recipe.badge,
         badge_source=recipe.badge_source,
+        cookbook_badge=cell_badge,
+        badge_origin=badge_origin(recipe.badge, recipe.badge_source, cell_badge),
         model=recipe.model,
         image=plan.spec.image,
         image_packages=image_packages(
@@ -480,6 +505,7 @@ def plan_data(plan: StackPlan, measured: MeasuredStartup | None = None) -> PlanV
                 instance_type=n.instance_type,
                 gpu_count=n.gpu_count,
                 host_memory_gb=n.host_memory_gb,
+                host_memory_gib=n.host_memory_gib,
                 hicache_host_gb=n.hicache_host_gb,
                 mooncake_master=n.mooncake_master,
                 processes=parts.processes[n.index],
@@ -492,6 +518,8 @@ def plan_data(plan: StackPlan, measured: MeasuredStartup | None = None) -> PlanV
         endpoint=parts.endpoint,
         hourly_cost_usd=plan.hourly_cost_usd,
         price_source=plan.price_source,
+        priced_part_usd=plan.cost_parts[0] if plan.hourly_cost_usd is None else None,
+        unpriced=plan.cost_parts[1],
         critical_path=path,
         time_to_first_token=time_to_first_token(plan, path, measured),
         lock=lock_summary(plan),

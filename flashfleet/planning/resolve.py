@@ -50,6 +50,7 @@ class NodePlan:
     ssh_user: str  # "-" on Kubernetes
     gpu_count: int
     host_memory_gb: int | None
+    host_memory_gib: int | None  # as given: the stack file's hostMemoryGib, the instance sheet's
     hicache_host_gb: int
     mooncake_master: bool
     host_keys: tuple[str, ...] = ()  # existing hosts: the SSH keys to pin
@@ -179,6 +180,26 @@ class StackPlan:
             return gpu_nodes
         router = self.router_instance.price_usd_per_hour
         return None if router is None else gpu_nodes + router
+
+    @property
+    def cost_parts(self) -> tuple[float | None, list[str]]:
+        """(the hourly price of the nodes that have one, None if none has; each node kind
+        without a price, named): what `plan` shows when the whole is unknown."""
+        if self.instance is None:
+            return None, []
+        kinds = [(self.instance, len(self.gpu_nodes), "GPU nodes")]
+        if self.router_instance is not None:
+            kinds.append((self.router_instance, 1, "the router's node"))
+        known, missing = None, []
+        for itype, count, what in kinds:
+            if itype.price_usd_per_hour is None:
+                where = f"in {self.region}" if self.region else "in this region"
+                listed = ", ".join(sorted(itype.prices_by_region))
+                also = f" (listed for {listed})" if listed else ""
+                missing.append(f"{count} x {itype.name} ({what}): no price {where}{also}")
+            else:
+                known = (known or 0.0) + itype.price_usd_per_hour * count
+        return known, missing
 
     @property
     def price_source(self) -> str | None:
@@ -409,6 +430,7 @@ def _node_plans(
                 ssh_user=ssh_user,
                 gpu_count=facts[i].gpu_count,
                 host_memory_gb=facts[i].host_memory_gb,
+                host_memory_gib=facts[i].host_memory_gib,
                 hicache_host_gb=checks.host_tier_need(spec, recipe, i),
                 mooncake_master=master == i,
                 host_keys=host.host_keys if host else (),

@@ -281,7 +281,8 @@ def test_plan_text_shows_one_line_per_phase_and_the_overlap(capsys: pytest.Captu
     assert main(["plan", "h200-lowlat"]) == 0
     out = capsys.readouterr().out
     assert (
-        "bring-up modeled (aws, every node at once): total 4.4 min, ratio to the largest transfer "
+        "transfers modeled (aws, every node at once): done after 4.4 min, part of the time to first "
+        "token below; ratio to the largest transfer "
         "(weights) 1.0; lanes side by side: weights, driver -> image"
     ) in out
     lines = [line.split() for line in out.splitlines() if line.startswith("    ") and " min" in line]

@@ -77,9 +77,19 @@ class StackCluster:
         return self.runs_root or default_runs_root()
 
     def inventory(self, stack: str) -> dict[str, Any]:
+        """The stack's inventory; a host at a documentation address is refused, never dialled."""
         from flashfleet.cli.shared.stack_inventory import stack_inventory
+        from flashfleet.stack.placeholder_addresses import placeholder_network, placeholder_text
 
-        return stack_inventory(stack, self._runs_root())
+        inventory = stack_inventory(stack, self._runs_root())
+        for name, facts in ((inventory.get("all") or {}).get("hosts") or {}).items():
+            address = str((facts or {}).get("ansible_host", ""))
+            if net := placeholder_network(address):
+                raise BenchSetupError(
+                    f"stack {stack}: host {name}: {placeholder_text(address, net)} (put the host's own "
+                    "address in the stack file, then `flashfleet configure` it)"
+                )
+        return inventory
 
     def runner(self, stack: str) -> Runner:
         from flashfleet.bench.node_runner import NodeRunner, bench_runs_root
