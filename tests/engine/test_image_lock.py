@@ -1,4 +1,5 @@
-"""The image lock on a real Docker engine and a real OCI registry: the stand-in SGLang image is
+"""The image lock on a real Docker engine and a real OCI registry: the stand-in SGLang image (the
+H200 host's small one, not its 6 GB faithful base: the registry's digests are what is tested) is
 pushed by the H200 host's dockerd to Debian's docker-registry on the test network (TLS, its
 certificate trusted as a private registry's is: /etc/docker/certs.d), `flashfleet lock` resolves
 the tag to its digest through the registry API, and the tag is then moved by a second push.
@@ -28,13 +29,14 @@ from flashfleet.inventory import build_inventory
 from flashfleet.planning import load_stack
 from flashfleet.stack import DEFAULT_STACKS_DIR
 
-from .conftest import Engine
+from .conftest import OLDER_BASE, Engine
 
 pytestmark = pytest.mark.registry
 NAME = "lmsysorg/sglang"
 TAG = "v0.5.23"
 PULL_TASK = "Pull | pull the pinned base image"
 HOSTS = ("h200", "mi355x")
+PAYLOAD = OLDER_BASE  # the stand-in image on the H200 host, pushed under the pinned names
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +113,7 @@ def test_the_node_pulls_the_locked_digest_after_the_tag_moved_and_stops_when_it_
     engine: Engine, registry: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     tagged = f"{registry.address}/{NAME}:{TAG}"
-    _sh(engine, f"docker tag {IMAGES['h200']} {tagged}")
+    _sh(engine, f"docker tag {PAYLOAD} {tagged}")
     locked = _push(engine, tagged)
     assert registry.tag_digest(NAME, TAG) == locked
     stacks = _lock_stack(tmp_path, registry, monkeypatch)
@@ -125,7 +127,7 @@ def test_the_node_pulls_the_locked_digest_after_the_tag_moved_and_stops_when_it_
     moved = _push(engine, tagged)
     assert moved != locked
     assert registry.tag_digest(NAME, TAG) == moved
-    locked_id = _sh(engine, f"docker image inspect --format '{{{{.Id}}}}' {IMAGES['h200']}")
+    locked_id = _sh(engine, f"docker image inspect --format '{{{{.Id}}}}' {PAYLOAD}")
     moved_id = _sh(engine, f"docker image inspect --format '{{{{.Id}}}}' {tagged}")
     # the host forgets both (the references only: the locked image stays the other tests' base)
     _sh(engine, f"docker rmi {registry.address}/{NAME}@{locked} {registry.address}/{NAME}@{moved} {tagged}")
@@ -152,7 +154,7 @@ def test_the_node_pulls_the_locked_digest_after_the_tag_moved_and_stops_when_it_
     # the locked digest. (A node that held it once re-creates it from its engine's own manifest
     # cache: that is the locked image, and it runs.) The MI355X host, with its ROCm tag.
     rocm = f"{registry.address}/{NAME}:{IMAGES['mi355x'].rsplit(':', 1)[1]}"
-    _sh(engine, f"docker tag {IMAGES['h200']} {rocm}")
+    _sh(engine, f"docker tag {PAYLOAD} {rocm}")
     assert _push(engine, rocm) == locked  # the same image: the same manifest
     _sh(engine, f"docker create --name ff-rebuild {rocm} true && "
                 f"docker commit --change 'LABEL rebuilt=again' ff-rebuild {rocm} && docker rm ff-rebuild")  # fmt: skip
