@@ -1,0 +1,158 @@
+"""How strong the fast tier is: one realistic one-line bug at a time, then the fast tests nearest to it.
+
+Each mutant below replaces one text inside one function (the text must occur exactly once there),
+runs `pytest -m "not slow"` on the tests named for it, and restores the file, whatever happens.
+A mutant is killed when a test fails, survives when all pass, and is reported broken when pytest
+could not run (a collection error): broken mutants are a fault of this list, not of the tests.
+
+    uv run --frozen --no-sync python scripts/mutation_check.py            # all mutants
+    uv run --frozen --no-sync python scripts/mutation_check.py --list     # their names
+    uv run --frozen --no-sync python scripts/mutation_check.py NAME ...   # some of them
+
+Exit status: 0 when every mutant was killed, 1 when one survived, 2 on a broken mutant or an
+unknown name. The working tree must be clean of changes to the mutated files (a mutant's text is
+looked for in the file as it stands, and the file is restored to exactly that).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    path: str  # under the repository root
+    function: str  # `name` or `Class.name`
+    old: str
+    new: str
+    tests: tuple[str, ...]
+
+
+def m(name: str, path: str, function: str, old: str, new: str, *tests: str) -> Mutant:
+    return Mutant(name, path, function, old, new, tests)
+
+
+RV = "flashfleet/bringup/role_vars.py"
+RV_TESTS = ("tests/bringup/test_role_vars.py", "tests/bringup/test_inert_vars.py")
+SV = "flashfleet/stack/safe_values.py"
+MUTANTS: list[Mutant] = [
+    # --- the five survivors the first measurement found -----------------------------------------
+    m("role_vars.no-rule-accepts", RV, "_by_type", "return kind, _no_rule", "return kind, None", *RV_TESTS),
+    m("role_vars.template-braces-only", RV, "_inert", '("{{", "{%", "{#")', '("{{",)', *RV_TESTS),
+    m(
+        "check_lock.missing-repository-passes",
+        "flashfleet/planning/checks.py",
+        "check_lock",
+        "if lock is None or r not in lock.weights",
+        "if lock is None",
+        "tests/stacks/test_image_lock.py",
+    ),
+    m(
+        "validity.no-zero-text-check",
+        "flashfleet/bench/validity.py",
+        "refusal",
+        "if summary.total_output_tokens_retokenized == 0:",
+        "if False:",
+        "tests/bench/test_validity.py",
+    ),
+    m(
+        "redaction.no-urlsafe-base64",
+        "flashfleet/bringup/redaction.py",
+        "_base64_forms",
+        "(base64.b64encode, base64.urlsafe_b64encode)",
+        "(base64.b64encode,)",
+        "tests/unit/test_redaction.py",
+    ),
+]
+
+# The working tree's files are changed in place: restore them even on Ctrl-C.
+_PENDING: dict[Path, str] = {}
+
+
+def function_span(tree: ast.Module, qualified: str) -> tuple[int, int]:
+    """The function's lines (1-based, inclusive), found by `name` or `Class.name`."""
+    body: list[ast.stmt] = tree.body
+    *outer, last = qualified.split(".")
+    for part in outer:
+        body = next(n.body for n in body if isinstance(n, ast.ClassDef) and n.name == part)
+    node = next(
+        n for n in body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == last
+    )
+    return node.lineno, node.end_lineno or node.lineno
+
+
+def mutate(source: str, mutant: Mutant) -> str:
+    lines = source.splitlines(keepends=True)
+    first, last = function_span(ast.parse(source), mutant.function)
+    body = "".join(lines[first - 1 : last])
+    if body.count(mutant.old) != 1:
+        raise ValueError(f"{mutant.name}: {mutant.old!r} occurs {body.count(mutant.old)} times in {mutant.function}")
+    return "".join(lines[: first - 1]) + body.replace(mutant.old, mutant.new) + "".join(lines[last:])
+
+
+def run(mutant: Mutant) -> tuple[str, str]:
+    """(verdict, the first failing test or pytest's last line)."""
+    path = ROOT / mutant.path
+    original = path.read_text()
+    mutated = mutate(original, mutant)
+    _PENDING[path] = original
+    try:
+        path.write_text(mutated)
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-x", "-m", "not slow", "-n", "0", "-p", "no:cacheprovider",
+             *mutant.tests],
+            cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        )  # fmt: skip
+    finally:
+        path.write_text(original)
+        del _PENDING[path]
+    verdict = {0: "survived", 1: "killed"}.get(proc.returncode, f"broken (pytest exit {proc.returncode})")
+    lines = proc.stdout.splitlines()
+    failed = [ln.removeprefix("FAILED ") for ln in lines if ln.startswith("FAILED ")]
+    return verdict, (failed or lines[-1:] or [""])[0]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", help="mutants to run (default: all)")
+    parser.add_argument("--list", action="store_true", help="list the mutants and exit")
+    args = parser.parse_args(argv)
+    by_name = {mu.name: mu for mu in MUTANTS}
+    unknown = [n for n in args.names if n not in by_name]
+    if unknown:
+        print(f"mutation_check: unknown mutant {unknown[0]!r} (see --list)", file=sys.stderr)
+        return 2
+    chosen = [by_name[n] for n in args.names] or MUTANTS
+    if args.list:
+        for mu in chosen:
+            print(f"{mu.name}\t{mu.path}:{mu.function}")
+        return 0
+    results: dict[str, str] = {}
+    try:
+        for mu in chosen:
+            start = time.monotonic()
+            results[mu.name], why = run(mu)
+            print(f"{results[mu.name]:<9} {mu.name} ({time.monotonic() - start:.0f} s): {why}", flush=True)
+    finally:
+        for path, text in _PENDING.items():
+            path.write_text(text)
+    killed = sum(r == "killed" for r in results.values())
+    counted = sum(r in ("killed", "survived") for r in results.values())
+    print(f"killed {killed} of {counted} ({100 * killed / max(counted, 1):.0f}%)")
+    if counted < len(results):
+        return 2
+    return 0 if killed == counted else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
