@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import subprocess
+import tempfile
 from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any, NoReturn
@@ -169,7 +171,47 @@ def _refuse(marker: str, what: str) -> NoReturn:
     raise AssertionError(f"this test starts {what}: mark it @pytest.mark.{marker} (the slow tier)")
 
 
-def _guard_popen(original: Any, fakes_root: Path | None) -> Any:
+# A child process (`bash -c`, `timeout`, `env`, `os.system`, a subprocess of a subprocess) is past
+# the in-process guard: it finds each refused program by PATH, where the guard puts a shim (after
+# the stand-ins a test wrote under its own tmp_path, before everything else). The shim writes what
+# was started to the file GUARD_LOG names and fails; the test then fails naming the marker, even
+# where it expected the child to fail. `shutil.which` here does not see the shims: whether the
+# Pulumi CLI is installed stays what the machine says. A child that names an engine by its absolute
+# path is not caught (the in-process guard catches that in this process only).
+GUARD_LOG = "FLASHFLEET_TIER_GUARD_LOG"
+SHIMS = "tier-guard-shims"
+_SHIM = """#!/bin/sh
+echo "{marker} $0" >> "${{{log}:-/dev/null}}"
+echo "this test starts $0: mark it @pytest.mark.{marker} (the slow tier)" >&2
+exit 97
+"""
+
+
+def _shims(root: Path) -> Path:
+    """One shim per refused program (ansible-runner's CLI too), written once per session."""
+    folder = root / SHIMS
+    if not folder.is_dir():
+        folder.mkdir(parents=True, exist_ok=True)
+        for program, marker in {**_REFUSED_PROGRAMS, "ansible-runner": "runner"}.items():
+            shim = folder / program
+            shim.write_text(_SHIM.format(marker=marker, log=GUARD_LOG))
+            shim.chmod(0o755)
+    return folder
+
+
+def _without_shims(path: str) -> str:
+    return os.pathsep.join(d for d in path.split(os.pathsep) if Path(d).name != SHIMS)
+
+
+def _with_shims(path: str, shims: Path, fakes_root: Path | None) -> str:
+    dirs = _without_shims(path).split(os.pathsep)
+    own = 0
+    while own < len(dirs) and fakes_root and Path(dirs[own]).resolve().is_relative_to(fakes_root):
+        own += 1  # the test's own stand-ins stay first
+    return os.pathsep.join([*dirs[:own], str(shims), *dirs[own:]])
+
+
+def _guard_popen(original: Any, fakes_root: Path | None, shims: Path) -> Any:
     def start(self: subprocess.Popen[Any], args: Any, *rest: Any, **kwargs: Any) -> None:
         argv = [args] if isinstance(args, str | bytes | os.PathLike) else list(args)
         program = os.fsdecode(argv[0]) if argv else ""
@@ -184,13 +226,24 @@ def _guard_popen(original: Any, fakes_root: Path | None) -> Any:
         # is not the engine: it may run in the fast tier.
         if marker and not (fakes_root and Path(program).resolve().is_relative_to(fakes_root)):
             _refuse(marker, program)
+        if kwargs.get("env") is not None:  # a child given its own environment is guarded too
+            env = dict(kwargs["env"])
+            env["PATH"] = _with_shims(env.get("PATH", os.defpath), shims, fakes_root)
+            env[GUARD_LOG] = os.environ.get(GUARD_LOG, "")
+            kwargs["env"] = env
         original(self, args, *rest, **kwargs)
 
     return start
 
 
-def _guards(mp: pytest.MonkeyPatch, fakes_root: Path | None) -> None:
-    mp.setattr(subprocess.Popen, "__init__", _guard_popen(subprocess.Popen.__init__, fakes_root))
+def _guards(mp: pytest.MonkeyPatch, fakes_root: Path | None, shims: Path) -> None:
+    mp.setattr(subprocess.Popen, "__init__", _guard_popen(subprocess.Popen.__init__, fakes_root, shims))
+    which = shutil.which
+
+    def which_without_shims(cmd: Any, mode: int = os.F_OK | os.X_OK, path: Any = None) -> Any:
+        return which(cmd, mode, _without_shims(path if path is not None else os.environ.get("PATH", "")))
+
+    mp.setattr(shutil, "which", which_without_shims)
     import ansible_runner
 
     def runner(*_: Any, **__: Any) -> NoReturn:
@@ -218,13 +271,41 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     return (yield from _guarded(item))
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    """A fixture's monkeypatch, undone here, puts back the PATH it saw in a guarded phase: the
+    shims leave with it, so that no slow test meets them."""
+    try:
+        return (yield)
+    finally:
+        os.environ["PATH"] = _without_shims(os.environ.get("PATH", os.defpath))
+
+
 def _guarded(item: pytest.Item) -> Generator[None, None, None]:
     if {m.name for m in item.iter_markers()} & set(SLOW_MARKERS):
         return (yield)
     mp = pytest.MonkeyPatch()
+    factory = getattr(item.config, "_tmp_path_factory", None)
+    fakes_root = factory.getbasetemp().resolve() if factory else None
+    shims = _shims(fakes_root or Path(tempfile.gettempdir()))
+    fd, name = tempfile.mkstemp(prefix="started-", dir=shims.parent)
+    os.close(fd)
+    log, outer_log = Path(name), os.environ.get(GUARD_LOG)
+    # not through `mp`: its undo would also undo what the test's fixtures set on PATH meanwhile
+    os.environ["PATH"] = _with_shims(os.environ.get("PATH", os.defpath), shims, fakes_root)
+    os.environ[GUARD_LOG] = str(log)
     try:
-        factory = getattr(item.config, "_tmp_path_factory", None)
-        _guards(mp, factory.getbasetemp().resolve() if factory else None)
-        return (yield)
+        _guards(mp, fakes_root, shims)
+        result = yield
     finally:
         mp.undo()
+        os.environ["PATH"] = _without_shims(os.environ.get("PATH", os.defpath))
+        if outer_log is None:
+            os.environ.pop(GUARD_LOG, None)
+        else:
+            os.environ[GUARD_LOG] = outer_log
+        started = log.read_text().split()
+        log.unlink()
+    if started:
+        _refuse(started[0], f"{started[1]} in a child process")
+    return result

@@ -5,12 +5,17 @@ either way: the programs are named by paths that do not exist, and the pool is g
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
+from collections.abc import Callable, Generator
 from pathlib import Path
 
 import ansible_runner
 import pytest
 from hosts.harness import HostPool
+
+import conftest
 
 # (program, the marker the refusal names), written out: the guard's table is what is under test
 PROGRAMS = [
@@ -66,3 +71,76 @@ def test_a_stand_in_the_test_wrote_under_its_own_tmp_path_runs(tmp_path: Path) -
 
 def test_an_ordinary_program_runs() -> None:
     assert subprocess.run(["true"], check=False).returncode == 0
+
+
+# A child process is past the in-process guard: each of these reaches for a program by PATH from a
+# child (the engines are not installed here, so without the guard each fails as "not found" and
+# the test that ran it could pass). (how the child is started, the marker the test's failure names)
+CHILDREN: list[tuple[str, Callable[[], object], str]] = [
+    ("bash -c", lambda: subprocess.run(["bash", "-c", "docker ps"], check=False), "docker"),
+    ("timeout", lambda: subprocess.run(["timeout", "5", "pulumi", "version"], check=False), "pulumi_engine"),
+    ("env", lambda: subprocess.run(["env", "kubectl", "get", "pods"], check=False), "kube"),
+    ("os.system", lambda: os.system("ansible-playbook site.yml 2>/dev/null"), "runner"),
+    (
+        "a subprocess of a subprocess",
+        lambda: subprocess.run(
+            [sys.executable, "-c", "import subprocess; subprocess.run(['systemd-nspawn', '-D', '/x'])"],
+            check=False,
+        ),
+        "hosts",
+    ),
+    (
+        "a child given its own PATH",
+        lambda: subprocess.run(
+            ["bash", "-c", "ansible-runner run ."], env={"PATH": "/usr/bin:/bin"}, check=False
+        ),
+        "runner",
+    ),
+    ("a shell pipeline", lambda: subprocess.run("true | etcd --version", shell=True, check=False), "kube"),
+]
+
+
+def guard_around(request: pytest.FixtureRequest) -> Generator[None, None, None]:
+    """The guard a fast test runs in, raised once more around the lines that follow; `send(None)`
+    ends it as the end of the test does."""
+    guard = conftest._guarded(request.node)
+    next(guard)
+    return guard
+
+
+@pytest.mark.parametrize(("how", "start", "marker"), CHILDREN, ids=[c[0] for c in CHILDREN])
+def test_a_child_process_that_starts_a_slow_program_fails_the_test(
+    request: pytest.FixtureRequest, how: str, start: Callable[[], object], marker: str
+) -> None:
+    guard = guard_around(request)
+    start()  # the child fails; a test that expected it to fail would not notice
+    with refused(marker):
+        guard.send(None)
+
+
+def test_the_child_is_refused_even_when_the_program_is_installed(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    # a real-looking `docker` later on PATH (as where the engine is installed): the shim comes first
+    installed = tmp_path / "usr-bin"
+    installed.mkdir()
+    (installed / "docker").write_text("#!/bin/sh\ntouch \"$0.ran\"\n")
+    (installed / "docker").chmod(0o755)
+    guard = guard_around(request)
+    env = {**os.environ, "PATH": f"{os.environ['PATH']}{os.pathsep}{installed}"}
+    assert subprocess.run(["bash", "-c", "docker ps"], env=env, check=False).returncode == 97
+    assert not (installed / "docker.ran").exists()
+    with refused("docker"):
+        guard.send(None)
+
+
+def test_a_childs_stand_in_first_on_its_path_runs(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    fake = tmp_path / "docker"
+    fake.write_text("#!/bin/sh\necho fake-docker\n")
+    fake.chmod(0o755)
+    guard = guard_around(request)
+    env = {**os.environ, "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(["bash", "-c", "docker ps"], env=env, capture_output=True, text=True, check=True)
+    assert done.stdout == "fake-docker\n"
+    with pytest.raises(StopIteration):
+        guard.send(None)  # the guard ends without a refusal
