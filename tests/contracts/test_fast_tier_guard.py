@@ -15,8 +15,6 @@ import ansible_runner
 import pytest
 from hosts.harness import HostPool
 
-import conftest
-
 # (program, the marker the refusal names), written out: the guard's table is what is under test
 PROGRAMS = [
     ("systemd-nspawn", "hosts"),
@@ -103,6 +101,11 @@ CHILDREN: list[tuple[str, Callable[[], object], str]] = [
 def guard_around(request: pytest.FixtureRequest) -> Generator[None, None, None]:
     """The guard a fast test runs in, raised once more around the lines that follow; `send(None)`
     ends it as the end of the test does."""
+    # the root conftest as pytest loaded it (`import conftest` may name another folder's)
+    root = Path(__file__).parent.parent / "conftest.py"
+    [conftest] = [
+        p for p in request.config.pluginmanager.get_plugins() if getattr(p, "__file__", None) == str(root)
+    ]
     guard = conftest._guarded(request.node)
     next(guard)
     return guard
