@@ -122,6 +122,8 @@ SLOW_PATHS = {
     "stacks/test_api_key.py::test_real_sglang_reads_the_key_from_the_config_file_the_role_writes": (
         "oracle",
     ),
+    # the real backend lister runs the Pulumi CLI (an empty backend, or none installed: refused)
+    "sweep/test_sweep.py::test_orphans_without_a_backend_are_refused": ("pulumi_engine",),
     "ttl_guard/test_guard_on_a_host.py": ("hosts",),
     "unit/test_runner.py": ("runner",),
 }
@@ -167,7 +169,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker("slow")
 
 
-def _refuse(marker: str, what: str) -> NoReturn:
+def _refuse(marker: str, what: str, log: bool = True) -> NoReturn:
+    """Fails the test; the guard's log keeps it, so that code which catches the error (a product's
+    `except Exception`) cannot turn the refusal into a passing test."""
+    if log and os.environ.get(GUARD_LOG):
+        with open(os.environ[GUARD_LOG], "a") as out:
+            out.write(f"{marker}\t{what}\tthis process (the error was caught)\n")
     raise AssertionError(f"this test starts {what}: mark it @pytest.mark.{marker} (the slow tier)")
 
 
@@ -179,9 +186,11 @@ def _refuse(marker: str, what: str) -> NoReturn:
 # Pulumi CLI is installed stays what the machine says. A child that names an engine by its absolute
 # path is not caught (the in-process guard catches that in this process only).
 GUARD_LOG = "FLASHFLEET_TIER_GUARD_LOG"
+_WHICH = shutil.which  # the guard's own look-up, past its patch of `shutil.which`
 SHIMS = "tier-guard-shims"
 _SHIM = """#!/bin/sh
-echo "{marker} $0" >> "${{{log}:-/dev/null}}"
+printf '%s\\t%s\\t%s\\n' {marker} "$0" "a child process of \\`$(tr '\\0' ' ' </proc/$PPID/cmdline)\\`" \\
+  >> "${{{log}:-/dev/null}}"
 echo "this test starts $0: mark it @pytest.mark.{marker} (the slow tier)" >&2
 exit 97
 """
@@ -223,8 +232,14 @@ def _guard_popen(original: Any, fakes_root: Path | None, shims: Path) -> Any:
         ):
             marker = "oracle"
         # A stand-in the test wrote under its own tmp_path (a fake `pulumi` answering `version`)
-        # is not the engine: it may run in the fast tier.
-        if marker and not (fakes_root and Path(program).resolve().is_relative_to(fakes_root)):
+        # is not the engine: it may run in the fast tier. A bare name is what PATH finds (not a
+        # file of the working directory), and a shim is not a stand-in.
+        found = program
+        if os.sep not in program:
+            env_path = (kwargs.get("env") or os.environ).get("PATH", os.defpath)
+            found = _WHICH(program, path=_with_shims(env_path, shims, fakes_root)) or program
+        own = fakes_root and os.sep in found and Path(found).resolve().is_relative_to(fakes_root)
+        if marker and not (own and Path(found).resolve().parent != shims):
             _refuse(marker, program)
         if kwargs.get("env") is not None:  # a child given its own environment is guarded too
             env = dict(kwargs["env"])
@@ -238,10 +253,8 @@ def _guard_popen(original: Any, fakes_root: Path | None, shims: Path) -> Any:
 
 def _guards(mp: pytest.MonkeyPatch, fakes_root: Path | None, shims: Path) -> None:
     mp.setattr(subprocess.Popen, "__init__", _guard_popen(subprocess.Popen.__init__, fakes_root, shims))
-    which = shutil.which
-
     def which_without_shims(cmd: Any, mode: int = os.F_OK | os.X_OK, path: Any = None) -> Any:
-        return which(cmd, mode, _without_shims(path if path is not None else os.environ.get("PATH", "")))
+        return _WHICH(cmd, mode, _without_shims(path if path is not None else os.environ.get("PATH", "")))
 
     mp.setattr(shutil, "which", which_without_shims)
     import ansible_runner
@@ -304,8 +317,9 @@ def _guarded(item: pytest.Item) -> Generator[None, None, None]:
             os.environ.pop(GUARD_LOG, None)
         else:
             os.environ[GUARD_LOG] = outer_log
-        started = log.read_text().split()
+        started = log.read_text().splitlines()
         log.unlink()
     if started:
-        _refuse(started[0], f"{started[1]} in a child process")
+        marker, program, where = (started[0].split("\t") + ["", ""])[:3]
+        _refuse(marker, f"{program} in {where}", log=False)
     return result

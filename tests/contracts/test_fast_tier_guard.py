@@ -37,33 +37,73 @@ def refused(marker: str) -> pytest.RaisesExc[AssertionError]:
 
 
 @pytest.mark.parametrize(("program", "marker"), PROGRAMS)
-def test_starting_a_slow_program_fails_naming_its_marker(program: str, marker: str) -> None:
+def test_starting_a_slow_program_fails_naming_its_marker(
+    request: pytest.FixtureRequest, program: str, marker: str
+) -> None:
+    guard = guard_around(request)
     with refused(marker):
         subprocess.run([str(MISSING / program), "version"], check=False)
+    with refused(marker):  # and the test fails, whether or not the error was caught
+        guard.send(None)
 
 
-def test_a_shell_command_line_is_refused_by_its_first_word() -> None:
+def test_a_refusal_the_code_under_test_catches_still_fails_the_test(request: pytest.FixtureRequest) -> None:
+    guard = guard_around(request)
+    try:  # as a product's `except Exception` around its Pulumi call does
+        subprocess.run(["pulumi", "version"], check=False)
+    except Exception:
+        pass
+    with refused("pulumi_engine"):
+        guard.send(None)
+
+
+def test_a_bare_name_is_refused_whatever_the_working_directory(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # `pulumi` is not a file of the working directory
+    guard = guard_around(request)
+    with refused("pulumi_engine"):
+        subprocess.run(["pulumi", "version"], check=False)
+    with refused("pulumi_engine"):
+        guard.send(None)
+
+
+def test_a_shell_command_line_is_refused_by_its_first_word(request: pytest.FixtureRequest) -> None:
+    guard = guard_around(request)
     with refused("docker"):
         subprocess.run(f"{MISSING / 'docker'} run --rm busybox true", shell=True, check=False)
+    with refused("docker"):
+        guard.send(None)
 
 
-def test_the_oracle_interpreter_is_refused() -> None:
+def test_the_oracle_interpreter_is_refused(request: pytest.FixtureRequest) -> None:
+    guard = guard_around(request)
     with refused("oracle"):
         subprocess.run([str(MISSING / ".venv-oracle" / "bin" / "python"), "-V"], check=False)
+    with refused("oracle"):
+        guard.send(None)
 
 
-def test_ansible_runner_and_the_test_hosts_are_refused() -> None:
+def test_ansible_runner_and_the_test_hosts_are_refused(request: pytest.FixtureRequest) -> None:
+    guard = guard_around(request)
     with refused("runner"):
         ansible_runner.run(playbook="site.yml")
     with refused("hosts"):
         HostPool.start(None, [])  # no host: nothing to boot, were it let through
+    with refused("runner"):  # the first refusal
+        guard.send(None)
 
 
-def test_a_stand_in_the_test_wrote_under_its_own_tmp_path_runs(tmp_path: Path) -> None:
+def test_a_stand_in_the_test_wrote_under_its_own_tmp_path_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     fake = tmp_path / "pulumi"
     fake.write_text("#!/bin/sh\necho v3.0.0-fake\n")
     fake.chmod(0o755)
     done = subprocess.run([str(fake), "version"], capture_output=True, text=True, check=True)
+    assert done.stdout == "v3.0.0-fake\n"
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")  # by name, first on PATH
+    done = subprocess.run(["pulumi", "version"], capture_output=True, text=True, check=True)
     assert done.stdout == "v3.0.0-fake\n"
 
 
