@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import subprocess
@@ -128,6 +129,7 @@ SLOW_PATHS = {
     "unit/test_runner.py": ("runner",),
 }
 TESTS = Path(__file__).parent
+CHECKOUT_RESULTS = TESTS.parent / "results"  # `flashfleet bench`'s default; a test writes under tmp_path
 
 
 # Folders whose slow tests share one session-wide set of test hosts: under pytest-xdist's
@@ -304,6 +306,7 @@ def _guarded(item: pytest.Item) -> Generator[None, None, None]:
     fd, name = tempfile.mkstemp(prefix="started-", dir=shims.parent)
     os.close(fd)
     log, outer_log = Path(name), os.environ.get(GUARD_LOG)
+    results_before = CHECKOUT_RESULTS.exists()
     # not through `mp`: its undo would also undo what the test's fixtures set on PATH meanwhile
     os.environ["PATH"] = _with_shims(os.environ.get("PATH", os.defpath), shims, fakes_root)
     os.environ[GUARD_LOG] = str(log)
@@ -322,4 +325,11 @@ def _guarded(item: pytest.Item) -> Generator[None, None, None]:
     if started:
         marker, program, where = (started[0].split("\t") + ["", ""])[:3]
         _refuse(marker, f"{program} in {where}", log=False)
+    if not results_before and CHECKOUT_RESULTS.exists():
+        with contextlib.suppress(OSError):
+            CHECKOUT_RESULTS.rmdir()  # empty: gone, so that no later test is blamed for it
+        raise AssertionError(
+            f"this test wrote {CHECKOUT_RESULTS}, the checkout's own results folder: give the "
+            "command a --results folder under tmp_path"
+        )
     return result

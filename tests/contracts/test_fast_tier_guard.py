@@ -10,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Generator
 from pathlib import Path
+from typing import Any
 
 import ansible_runner
 import pytest
@@ -138,15 +139,17 @@ CHILDREN: list[tuple[str, Callable[[], object], str]] = [
 ]
 
 
+def root_conftest(request: pytest.FixtureRequest) -> Any:
+    """tests/conftest.py as pytest loaded it (`import conftest` may name another folder's)."""
+    root = Path(__file__).parent.parent / "conftest.py"
+    [module] = [p for p in request.config.pluginmanager.get_plugins() if getattr(p, "__file__", None) == str(root)]
+    return module
+
+
 def guard_around(request: pytest.FixtureRequest) -> Generator[None, None, None]:
     """The guard a fast test runs in, raised once more around the lines that follow; `send(None)`
     ends it as the end of the test does."""
-    # the root conftest as pytest loaded it (`import conftest` may name another folder's)
-    root = Path(__file__).parent.parent / "conftest.py"
-    [conftest] = [
-        p for p in request.config.pluginmanager.get_plugins() if getattr(p, "__file__", None) == str(root)
-    ]
-    guard = conftest._guarded(request.node)
+    guard = root_conftest(request)._guarded(request.node)
     next(guard)
     return guard
 
@@ -187,3 +190,15 @@ def test_a_childs_stand_in_first_on_its_path_runs(request: pytest.FixtureRequest
     assert done.stdout == "fake-docker\n"
     with pytest.raises(StopIteration):
         guard.send(None)  # the guard ends without a refusal
+
+
+def test_a_test_that_writes_the_checkouts_results_folder_fails(
+    request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    results = tmp_path / "results"  # standing in for the checkout's own, which is left alone
+    monkeypatch.setattr(root_conftest(request), "CHECKOUT_RESULTS", results)
+    guard = guard_around(request)
+    results.mkdir()  # as `flashfleet bench` without --results does, from the checkout
+    with pytest.raises(AssertionError, match="give the command a --results folder under tmp_path"):
+        guard.send(None)
+    assert not results.exists()  # removed, so that no later test is blamed
