@@ -119,6 +119,10 @@ MUTANTS: list[Mutant] = [
     m("rules.hicache-size-wrongly-refused", "flashfleet/recipes/rules.py", "_hicache_size",
       'c.options.hicache == "off"', 'c.options.hicache != "l1l2l3"', "tests/recipes/test_rules.py",
       "tests/recipes/test_property.py"),
+    m("rules.pd-same-tp-refuses-equal", "flashfleet/recipes/rules.py", "_pd_same_tp", "if o.pd_decode_tp != o.tp:",
+      "if o.pd_decode_tp >= o.tp:", "tests/recipes/test_rules.py", "tests/recipes/test_property.py"),
+    m("rules.prefetch-threads-always", "flashfleet/recipes/rules.py", "_prefetch_threads",
+      ' and c.options.weight_prefetch == "off"', "", "tests/recipes/test_rules.py", "tests/recipes/test_property.py"),
     # --- capacity ---------------------------------------------------------------------------------
     m("offers.any-hours-past-two-weeks", "flashfleet/capacity/offers.py", "check_hours",
       " or (hours > 14 * DAY and hours % WEEK)", "", "tests/capacity/test_buy_property.py",
