@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# the fast tier, in one process, stopping at the first failure
+PYTEST = ("-q", "-x", "-m", "not slow", "-n", "0", "-p", "no:cacheprovider")
 
 
 @dataclass(frozen=True)
@@ -79,58 +81,207 @@ MUTANTS: list[Mutant] = [
     m("role_vars.port-no-ceiling", RV, "port", "not 0 < value < 65536", "not 0 < value", *RV_TESTS),
     m("role_vars.url-any-scheme", RV, "url", 'parts.scheme not in {"http", "https"} or ', "", *RV_TESTS),
     m("role_vars.word-climbs", RV, "word", ' or "/.." in value', "", *RV_TESTS),
-    m("role_vars.bool-as-int", RV, "_typed", 'isinstance(value, bool) != (kind == "bool") or ', "", *RV_TESTS),
-    m("role_vars.url-credentials-pass", RV, "_inert", 'and "@" in urlsplit(s).netloc', "and False", *RV_TESTS),
+    m(
+        "role_vars.bool-as-int",
+        RV,
+        "_typed",
+        'isinstance(value, bool) != (kind == "bool") or ',
+        "",
+        *RV_TESTS,
+    ),
+    m(
+        "role_vars.url-credentials-pass",
+        RV,
+        "_inert",
+        'and "@" in urlsplit(s).netloc',
+        "and False",
+        *RV_TESTS,
+    ),
     # --- safe values (stack) ----------------------------------------------------------------------
-    m("safe_values.host-path-climbs", SV, "host_path", 'if ".." in parts:', "if False:",
-      "tests/bringup/test_role_vars.py"),
-    m("safe_values.host-path-hidden", SV, "host_path", "if any(p.startswith(\".\") for p in parts):", "if False:",
-      "tests/bringup/test_role_vars.py"),
-    m("safe_values.host-path-root-itself", SV, "host_path", 'path.startswith(root + "/")', "path.startswith(root)",
-      "tests/bringup/test_role_vars.py"),
+    m(
+        "safe_values.host-path-climbs",
+        SV,
+        "host_path",
+        'if ".." in parts:',
+        "if False:",
+        "tests/bringup/test_role_vars.py",
+    ),
+    m(
+        "safe_values.host-path-hidden",
+        SV,
+        "host_path",
+        'if any(p.startswith(".") for p in parts):',
+        "if False:",
+        "tests/bringup/test_role_vars.py",
+    ),
+    m(
+        "safe_values.host-path-root-itself",
+        SV,
+        "host_path",
+        'path.startswith(root + "/")',
+        "path.startswith(root)",
+        "tests/bringup/test_role_vars.py",
+    ),
     m("safe_values.address-scoped", SV, "host_address", 'if "%" in value:', "if False:", "tests/stacks"),
-    m("safe_values.pinned-image-floats", SV, "pinned_image", "if not digest and (not tag or FLOATING_TAG.search(tag)):",
-      "if not digest and not tag:", "tests/stacks"),
-    m("safe_values.dsa-key", SV, "ssh_public_key", "if isinstance(key, dsa.DSAPublicKey):", "if False:",
-      "tests/stacks"),
+    m(
+        "safe_values.pinned-image-floats",
+        SV,
+        "pinned_image",
+        "if not digest and (not tag or FLOATING_TAG.search(tag)):",
+        "if not digest and not tag:",
+        "tests/stacks",
+    ),
+    m(
+        "safe_values.dsa-key",
+        SV,
+        "ssh_public_key",
+        "if isinstance(key, dsa.DSAPublicKey):",
+        "if False:",
+        "tests/stacks",
+    ),
     # --- redaction --------------------------------------------------------------------------------
-    m("redaction.base64-offsets", "flashfleet/bringup/redaction.py", "_base64_forms", "for offset in range(3):",
-      "for offset in range(1):", "tests/unit/test_redaction.py"),
-    m("redaction.url-forms-upper-only", "flashfleet/bringup/redaction.py", "_url_forms",
-      "return out | {", "return out or {", "tests/unit/test_redaction.py"),
+    m(
+        "redaction.base64-offsets",
+        "flashfleet/bringup/redaction.py",
+        "_base64_forms",
+        "for offset in range(3):",
+        "for offset in range(1):",
+        "tests/unit/test_redaction.py",
+    ),
+    m(
+        "redaction.url-forms-upper-only",
+        "flashfleet/bringup/redaction.py",
+        "_url_forms",
+        "return out | {",
+        "return out or {",
+        "tests/unit/test_redaction.py",
+    ),
     # --- bench ------------------------------------------------------------------------------------
-    m("validity.all-failed-passes", "flashfleet/bench/validity.py", "refusal", "if summary.completed == 0:",
-      "if False:", "tests/bench/test_validity.py"),
-    m("validity.partial-failure-passes", "flashfleet/bench/validity.py", "refusal",
-      "if summary.completed < expected:", "if summary.completed < expected - 1:", "tests/bench/test_validity.py"),
-    m("validity.zero-tokens-passes", "flashfleet/bench/validity.py", "refusal",
-      "if summary.total_output_tokens <= 0:", "if summary.total_output_tokens < 0:", "tests/bench/test_validity.py"),
+    m(
+        "validity.all-failed-passes",
+        "flashfleet/bench/validity.py",
+        "refusal",
+        "if summary.completed == 0:",
+        "if False:",
+        "tests/bench/test_validity.py",
+    ),
+    m(
+        "validity.partial-failure-passes",
+        "flashfleet/bench/validity.py",
+        "refusal",
+        "if summary.completed < expected:",
+        "if summary.completed < expected - 1:",
+        "tests/bench/test_validity.py",
+    ),
+    m(
+        "validity.zero-tokens-passes",
+        "flashfleet/bench/validity.py",
+        "refusal",
+        "if summary.total_output_tokens <= 0:",
+        "if summary.total_output_tokens < 0:",
+        "tests/bench/test_validity.py",
+    ),
     # --- recipes ----------------------------------------------------------------------------------
-    m("rules.tp-exceeds-gpus", "flashfleet/recipes/rules.py", "_tp_fits", "if o.tp > total:", "if o.tp > total + 8:",
-      "tests/recipes/test_rules.py", "tests/recipes/test_property.py"),
-    m("rules.pd-needs-more-gpus", "flashfleet/recipes/rules.py", "_tp_fits", "if need > hw.gpus_per_node:",
-      "if need > 2 * hw.gpus_per_node:", "tests/recipes/test_rules.py", "tests/recipes/test_property.py"),
-    m("rules.pd-replicas", "flashfleet/recipes/rules.py", "_pd_replicas", "c.options.replicas > 1 and ", "",
-      "tests/recipes/test_rules.py", "tests/recipes/test_property.py"),
-    m("rules.pd-tp-differs", "flashfleet/recipes/rules.py", "_pd_same_tp", "if o.pd_decode_tp != o.tp:", "if False:",
-      "tests/recipes/test_rules.py", "tests/recipes/test_property.py"),
-    m("rules.cuda-vmm-single-node", "flashfleet/recipes/rules.py", "_cuda_vmm", " and c.options.nodes > 1", "",
-      "tests/recipes/test_rules.py", "tests/recipes/test_property.py"),
-    m("rules.hicache-size-wrongly-refused", "flashfleet/recipes/rules.py", "_hicache_size",
-      'c.options.hicache == "off"', 'c.options.hicache != "l1l2l3"', "tests/recipes/test_rules.py",
-      "tests/recipes/test_property.py"),
-    m("rules.pd-same-tp-refuses-equal", "flashfleet/recipes/rules.py", "_pd_same_tp", "if o.pd_decode_tp != o.tp:",
-      "if o.pd_decode_tp >= o.tp:", "tests/recipes/test_rules.py", "tests/recipes/test_property.py"),
-    m("rules.prefetch-threads-always", "flashfleet/recipes/rules.py", "_prefetch_threads",
-      ' and c.options.weight_prefetch == "off"', "", "tests/recipes/test_rules.py", "tests/recipes/test_property.py"),
+    m(
+        "rules.tp-exceeds-gpus",
+        "flashfleet/recipes/rules.py",
+        "_tp_fits",
+        "if o.tp > total:",
+        "if o.tp > total + 8:",
+        "tests/recipes/test_rules.py",
+        "tests/recipes/test_property.py",
+    ),
+    m(
+        "rules.pd-needs-more-gpus",
+        "flashfleet/recipes/rules.py",
+        "_tp_fits",
+        "if need > hw.gpus_per_node:",
+        "if need > 2 * hw.gpus_per_node:",
+        "tests/recipes/test_rules.py",
+        "tests/recipes/test_property.py",
+    ),
+    m(
+        "rules.pd-replicas",
+        "flashfleet/recipes/rules.py",
+        "_pd_replicas",
+        "c.options.replicas > 1 and ",
+        "",
+        "tests/recipes/test_rules.py",
+        "tests/recipes/test_property.py",
+    ),
+    m(
+        "rules.pd-tp-differs",
+        "flashfleet/recipes/rules.py",
+        "_pd_same_tp",
+        "if o.pd_decode_tp != o.tp:",
+        "if False:",
+        "tests/recipes/test_rules.py",
+        "tests/recipes/test_property.py",
+    ),
+    m(
+        "rules.cuda-vmm-single-node",
+        "flashfleet/recipes/rules.py",
+        "_cuda_vmm",
+        " and c.options.nodes > 1",
+        "",
+        "tests/recipes/test_rules.py",
+        "tests/recipes/test_property.py",
+    ),
+    m(
+        "rules.hicache-size-wrongly-refused",
+        "flashfleet/recipes/rules.py",
+        "_hicache_size",
+        'c.options.hicache == "off"',
+        'c.options.hicache != "l1l2l3"',
+        "tests/recipes/test_rules.py",
+        "tests/recipes/test_property.py",
+    ),
+    m(
+        "rules.pd-same-tp-refuses-equal",
+        "flashfleet/recipes/rules.py",
+        "_pd_same_tp",
+        "if o.pd_decode_tp != o.tp:",
+        "if o.pd_decode_tp >= o.tp:",
+        "tests/recipes/test_rules.py",
+        "tests/recipes/test_property.py",
+    ),
+    m(
+        "rules.prefetch-threads-always",
+        "flashfleet/recipes/rules.py",
+        "_prefetch_threads",
+        ' and c.options.weight_prefetch == "off"',
+        "",
+        "tests/recipes/test_rules.py",
+        "tests/recipes/test_property.py",
+    ),
     # --- capacity ---------------------------------------------------------------------------------
-    m("offers.any-hours-past-two-weeks", "flashfleet/capacity/offers.py", "check_hours",
-      " or (hours > 14 * DAY and hours % WEEK)", "", "tests/capacity/test_buy_property.py",
-      "tests/capacity/test_offers_buy.py"),
-    m("offers.no-ceiling", "flashfleet/capacity/offers.py", "check_hours", "hours > MAX_HOURS or ", "",
-      "tests/capacity/test_buy_property.py", "tests/capacity/test_offers_buy.py"),
-    m("offers.partial-days", "flashfleet/capacity/offers.py", "check_hours", " or hours % DAY", "",
-      "tests/capacity/test_buy_property.py", "tests/capacity/test_offers_buy.py"),
+    m(
+        "offers.any-hours-past-two-weeks",
+        "flashfleet/capacity/offers.py",
+        "check_hours",
+        " or (hours > 14 * DAY and hours % WEEK)",
+        "",
+        "tests/capacity/test_buy_property.py",
+        "tests/capacity/test_offers_buy.py",
+    ),
+    m(
+        "offers.no-ceiling",
+        "flashfleet/capacity/offers.py",
+        "check_hours",
+        "hours > MAX_HOURS or ",
+        "",
+        "tests/capacity/test_buy_property.py",
+        "tests/capacity/test_offers_buy.py",
+    ),
+    m(
+        "offers.partial-days",
+        "flashfleet/capacity/offers.py",
+        "check_hours",
+        " or hours % DAY",
+        "",
+        "tests/capacity/test_buy_property.py",
+        "tests/capacity/test_offers_buy.py",
+    ),
 ]
 
 # The working tree's files are changed in place: restore them even on Ctrl-C.
@@ -143,9 +294,7 @@ def function_span(tree: ast.Module, qualified: str) -> tuple[int, int]:
     *outer, last = qualified.split(".")
     for part in outer:
         body = next(n.body for n in body if isinstance(n, ast.ClassDef) and n.name == part)
-    node = next(
-        n for n in body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == last
-    )
+    node = next(n for n in body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and n.name == last)
     return node.lineno, node.end_lineno or node.lineno
 
 
@@ -154,7 +303,9 @@ def mutate(source: str, mutant: Mutant) -> str:
     first, last = function_span(ast.parse(source), mutant.function)
     body = "".join(lines[first - 1 : last])
     if body.count(mutant.old) != 1:
-        raise ValueError(f"{mutant.name}: {mutant.old!r} occurs {body.count(mutant.old)} times in {mutant.function}")
+        raise ValueError(
+            f"{mutant.name}: {mutant.old!r} occurs {body.count(mutant.old)} times in {mutant.function}"
+        )
     return "".join(lines[: first - 1]) + body.replace(mutant.old, mutant.new) + "".join(lines[last:])
 
 
@@ -167,10 +318,13 @@ def run(mutant: Mutant) -> tuple[str, str]:
     try:
         path.write_text(mutated)
         proc = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-x", "-m", "not slow", "-n", "0", "-p", "no:cacheprovider",
-             *mutant.tests],
-            cwd=ROOT, capture_output=True, text=True, env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
-        )  # fmt: skip
+            [sys.executable, "-m", "pytest", *PYTEST, *mutant.tests],
+            check=False,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+        )
     finally:
         path.write_text(original)
         del _PENDING[path]

@@ -255,6 +255,7 @@ def _guard_popen(original: Any, fakes_root: Path | None, shims: Path) -> Any:
 
 def _guards(mp: pytest.MonkeyPatch, fakes_root: Path | None, shims: Path) -> None:
     mp.setattr(subprocess.Popen, "__init__", _guard_popen(subprocess.Popen.__init__, fakes_root, shims))
+
     def which_without_shims(cmd: Any, mode: int = os.F_OK | os.X_OK, path: Any = None) -> Any:
         return _WHICH(cmd, mode, _without_shims(path if path is not None else os.environ.get("PATH", "")))
 
@@ -323,7 +324,7 @@ def _guarded(item: pytest.Item) -> Generator[None, None, None]:
         started = log.read_text().splitlines()
         log.unlink()
     if started:
-        marker, program, where = (started[0].split("\t") + ["", ""])[:3]
+        marker, program, where = [*started[0].split("\t"), "", ""][:3]
         _refuse(marker, f"{program} in {where}", log=False)
     if not results_before and CHECKOUT_RESULTS.exists():
         with contextlib.suppress(OSError):

@@ -5,6 +5,7 @@ either way: the programs are named by paths that do not exist, and the pool is g
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -50,10 +51,8 @@ def test_starting_a_slow_program_fails_naming_its_marker(
 
 def test_a_refusal_the_code_under_test_catches_still_fails_the_test(request: pytest.FixtureRequest) -> None:
     guard = guard_around(request)
-    try:  # as a product's `except Exception` around its Pulumi call does
+    with contextlib.suppress(Exception):  # as a product's `except Exception` around its Pulumi call
         subprocess.run(["pulumi", "version"], check=False)
-    except Exception:
-        pass
     with refused("pulumi_engine"):
         guard.send(None)
 
@@ -142,7 +141,9 @@ CHILDREN: list[tuple[str, Callable[[], object], str]] = [
 def root_conftest(request: pytest.FixtureRequest) -> Any:
     """tests/conftest.py as pytest loaded it (`import conftest` may name another folder's)."""
     root = Path(__file__).parent.parent / "conftest.py"
-    [module] = [p for p in request.config.pluginmanager.get_plugins() if getattr(p, "__file__", None) == str(root)]
+    [module] = [
+        p for p in request.config.pluginmanager.get_plugins() if getattr(p, "__file__", None) == str(root)
+    ]
     return module
 
 
@@ -170,7 +171,7 @@ def test_the_child_is_refused_even_when_the_program_is_installed(
     # a real-looking `docker` later on PATH (as where the engine is installed): the shim comes first
     installed = tmp_path / "usr-bin"
     installed.mkdir()
-    (installed / "docker").write_text("#!/bin/sh\ntouch \"$0.ran\"\n")
+    (installed / "docker").write_text('#!/bin/sh\ntouch "$0.ran"\n')
     (installed / "docker").chmod(0o755)
     guard = guard_around(request)
     env = {**os.environ, "PATH": f"{os.environ['PATH']}{os.pathsep}{installed}"}

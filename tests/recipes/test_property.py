@@ -158,7 +158,8 @@ def test_valid_values_on_a_working_combination_render_or_break_a_combination_rul
 # What each rule's own code reads of the options (`c.options.tp`, `o.tp`): read from its source,
 # not from what it decides.
 RULE_READS = {
-    rule.id: set(re.findall(r"\.(\w+)\b", inspect.getsource(rule.broken))) & set(OPTION_DEFS) for rule in RULES
+    rule.id: set(re.findall(r"\.(\w+)\b", inspect.getsource(rule.broken))) & set(OPTION_DEFS)
+    for rule in RULES
 }
 
 
@@ -176,9 +177,11 @@ def test_one_valid_change_to_a_working_combination_is_refused_only_by_a_rule_tha
     value = data.draw(_valid_value(name))
     try:
         render(hardware, strategy, topology, {**options, name: value})
+        return
     except RecipeError as err:
-        assert err.rule in RULE_READS, err  # a combination rule, never a value rule
-        assert name in RULE_READS[err.rule], (name, value, err)
+        refusal = err
+    assert refusal.rule in RULE_READS, refusal  # a combination rule, never a value rule
+    assert name in RULE_READS[refusal.rule], (name, value, refusal)
 
 
 def test_each_rule_reads_the_option_it_blames() -> None:
