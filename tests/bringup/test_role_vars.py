@@ -274,3 +274,10 @@ def test_a_value_that_looks_like_its_kind_is_refused(name: str, value: Any, rule
     with pytest.raises(RoleVarRefused) as refused:
         check_role_vars(DEFAULT_PROJECT, STACK_PLAYBOOKS, {name: value})
     assert (refused.value.name, refused.value.rule) == (name, rule)
+
+
+@pytest.mark.parametrize("value", ["/mnt/nvme/../hf", "/data/../etc", "/srv/x/.."])
+def test_a_directory_that_climbs_is_refused_saying_so(value: str) -> None:
+    # not as a hidden name (`..` begins with a dot): the person is told what to take out
+    with pytest.raises(ValueError, match=r"climbs with '\.\.'"):
+        safe_values.host_path(value)
