@@ -186,7 +186,8 @@ def _refuse(marker: str, what: str, log: bool = True) -> NoReturn:
 # was started to the file GUARD_LOG names and fails; the test then fails naming the marker, even
 # where it expected the child to fail. `shutil.which` here does not see the shims: whether the
 # Pulumi CLI is installed stays what the machine says. A child that names an engine by its absolute
-# path is not caught (the in-process guard catches that in this process only).
+# path (the oracle venv's interpreter is always named so) is not caught: the in-process guard
+# catches that in this process only.
 GUARD_LOG = "FLASHFLEET_TIER_GUARD_LOG"
 _WHICH = shutil.which  # the guard's own look-up, past its patch of `shutil.which`
 SHIMS = "tier-guard-shims"
@@ -236,13 +237,15 @@ def _guard_popen(original: Any, fakes_root: Path | None, shims: Path) -> Any:
         # A stand-in the test wrote under its own tmp_path (a fake `pulumi` answering `version`)
         # is not the engine: it may run in the fast tier. A bare name is what PATH finds (not a
         # file of the working directory), and a shim is not a stand-in.
-        found = program
-        if os.sep not in program:
-            env_path = (kwargs.get("env") or os.environ).get("PATH", os.defpath)
-            found = _WHICH(program, path=_with_shims(env_path, shims, fakes_root)) or program
-        own = fakes_root and os.sep in found and Path(found).resolve().is_relative_to(fakes_root)
-        if marker and not (own and Path(found).resolve().parent != shims):
-            _refuse(marker, program)
+        if marker:
+            found = program
+            if os.sep not in program:
+                env_path = (kwargs.get("env") or os.environ).get("PATH", os.defpath)
+                found = _WHICH(program, path=_with_shims(env_path, shims, fakes_root)) or program
+            where = Path(found).resolve()
+            own = fakes_root and os.sep in found and where.is_relative_to(fakes_root) and where.parent != shims
+            if not own:
+                _refuse(marker, program)
         if kwargs.get("env") is not None:  # a child given its own environment is guarded too
             env = dict(kwargs["env"])
             env["PATH"] = _with_shims(env.get("PATH", os.defpath), shims, fakes_root)
