@@ -243,7 +243,9 @@ def _guard_popen(original: Any, fakes_root: Path | None, shims: Path) -> Any:
                 env_path = (kwargs.get("env") or os.environ).get("PATH", os.defpath)
                 found = _WHICH(program, path=_with_shims(env_path, shims, fakes_root)) or program
             where = Path(found).resolve()
-            own = fakes_root and os.sep in found and where.is_relative_to(fakes_root) and where.parent != shims
+            own = (
+                fakes_root and os.sep in found and where.is_relative_to(fakes_root) and where.parent != shims
+            )
             if not own:
                 _refuse(marker, program)
         if kwargs.get("env") is not None:  # a child given its own environment is guarded too
