@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import shutil
 import subprocess
+import tempfile
 from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any, NoReturn
@@ -120,10 +123,13 @@ SLOW_PATHS = {
     "stacks/test_api_key.py::test_real_sglang_reads_the_key_from_the_config_file_the_role_writes": (
         "oracle",
     ),
+    # the real backend lister runs the Pulumi CLI (an empty backend, or none installed: refused)
+    "sweep/test_sweep.py::test_orphans_without_a_backend_are_refused": ("pulumi_engine",),
     "ttl_guard/test_guard_on_a_host.py": ("hosts",),
     "unit/test_runner.py": ("runner",),
 }
 TESTS = Path(__file__).parent
+CHECKOUT_RESULTS = TESTS.parent / "results"  # `flashfleet bench`'s default; a test writes under tmp_path
 
 
 # Folders whose slow tests share one session-wide set of test hosts: under pytest-xdist's
@@ -165,11 +171,59 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker("slow")
 
 
-def _refuse(marker: str, what: str) -> NoReturn:
+def _refuse(marker: str, what: str, log: bool = True) -> NoReturn:
+    """Fails the test; the guard's log keeps it, so that code which catches the error (a product's
+    `except Exception`) cannot turn the refusal into a passing test."""
+    if log and os.environ.get(GUARD_LOG):
+        with open(os.environ[GUARD_LOG], "a") as out:
+            out.write(f"{marker}\t{what}\tthis process (the error was caught)\n")
     raise AssertionError(f"this test starts {what}: mark it @pytest.mark.{marker} (the slow tier)")
 
 
-def _guard_popen(original: Any, fakes_root: Path | None) -> Any:
+# A child process (`bash -c`, `timeout`, `env`, `os.system`, a subprocess of a subprocess) is past
+# the in-process guard: it finds each refused program by PATH, where the guard puts a shim (after
+# the stand-ins a test wrote under its own tmp_path, before everything else). The shim writes what
+# was started to the file GUARD_LOG names and fails; the test then fails naming the marker, even
+# where it expected the child to fail. `shutil.which` here does not see the shims: whether the
+# Pulumi CLI is installed stays what the machine says. A child that names an engine by its absolute
+# path (the oracle venv's interpreter is always named so) is not caught: the in-process guard
+# catches that in this process only.
+GUARD_LOG = "FLASHFLEET_TIER_GUARD_LOG"
+_WHICH = shutil.which  # the guard's own look-up, past its patch of `shutil.which`
+SHIMS = "tier-guard-shims"
+_SHIM = """#!/bin/sh
+printf '%s\\t%s\\t%s\\n' {marker} "$0" "a child process of \\`$(tr '\\0' ' ' </proc/$PPID/cmdline)\\`" \\
+  >> "${{{log}:-/dev/null}}"
+echo "this test starts $0: mark it @pytest.mark.{marker} (the slow tier)" >&2
+exit 97
+"""
+
+
+def _shims(root: Path) -> Path:
+    """One shim per refused program (ansible-runner's CLI too), written once per session."""
+    folder = root / SHIMS
+    if not folder.is_dir():
+        folder.mkdir(parents=True, exist_ok=True)
+        for program, marker in {**_REFUSED_PROGRAMS, "ansible-runner": "runner"}.items():
+            shim = folder / program
+            shim.write_text(_SHIM.format(marker=marker, log=GUARD_LOG))
+            shim.chmod(0o755)
+    return folder
+
+
+def _without_shims(path: str) -> str:
+    return os.pathsep.join(d for d in path.split(os.pathsep) if Path(d).name != SHIMS)
+
+
+def _with_shims(path: str, shims: Path, fakes_root: Path | None) -> str:
+    dirs = _without_shims(path).split(os.pathsep)
+    own = 0
+    while own < len(dirs) and fakes_root and Path(dirs[own]).resolve().is_relative_to(fakes_root):
+        own += 1  # the test's own stand-ins stay first
+    return os.pathsep.join([*dirs[:own], str(shims), *dirs[own:]])
+
+
+def _guard_popen(original: Any, fakes_root: Path | None, shims: Path) -> Any:
     def start(self: subprocess.Popen[Any], args: Any, *rest: Any, **kwargs: Any) -> None:
         argv = [args] if isinstance(args, str | bytes | os.PathLike) else list(args)
         program = os.fsdecode(argv[0]) if argv else ""
@@ -181,16 +235,36 @@ def _guard_popen(original: Any, fakes_root: Path | None) -> Any:
         ):
             marker = "oracle"
         # A stand-in the test wrote under its own tmp_path (a fake `pulumi` answering `version`)
-        # is not the engine: it may run in the fast tier.
-        if marker and not (fakes_root and Path(program).resolve().is_relative_to(fakes_root)):
-            _refuse(marker, program)
+        # is not the engine: it may run in the fast tier. A bare name is what PATH finds (not a
+        # file of the working directory), and a shim is not a stand-in.
+        if marker:
+            found = program
+            if os.sep not in program:
+                env_path = (kwargs.get("env") or os.environ).get("PATH", os.defpath)
+                found = _WHICH(program, path=_with_shims(env_path, shims, fakes_root)) or program
+            where = Path(found).resolve()
+            own = (
+                fakes_root and os.sep in found and where.is_relative_to(fakes_root) and where.parent != shims
+            )
+            if not own:
+                _refuse(marker, program)
+        if kwargs.get("env") is not None:  # a child given its own environment is guarded too
+            env = dict(kwargs["env"])
+            env["PATH"] = _with_shims(env.get("PATH", os.defpath), shims, fakes_root)
+            env[GUARD_LOG] = os.environ.get(GUARD_LOG, "")
+            kwargs["env"] = env
         original(self, args, *rest, **kwargs)
 
     return start
 
 
-def _guards(mp: pytest.MonkeyPatch, fakes_root: Path | None) -> None:
-    mp.setattr(subprocess.Popen, "__init__", _guard_popen(subprocess.Popen.__init__, fakes_root))
+def _guards(mp: pytest.MonkeyPatch, fakes_root: Path | None, shims: Path) -> None:
+    mp.setattr(subprocess.Popen, "__init__", _guard_popen(subprocess.Popen.__init__, fakes_root, shims))
+
+    def which_without_shims(cmd: Any, mode: int = os.F_OK | os.X_OK, path: Any = None) -> Any:
+        return _WHICH(cmd, mode, _without_shims(path if path is not None else os.environ.get("PATH", "")))
+
+    mp.setattr(shutil, "which", which_without_shims)
     import ansible_runner
 
     def runner(*_: Any, **__: Any) -> NoReturn:
@@ -218,13 +292,50 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     return (yield from _guarded(item))
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Iterator[None]:
+    """A fixture's monkeypatch, undone here, puts back the PATH it saw in a guarded phase: the
+    shims leave with it, so that no slow test meets them."""
+    try:
+        return (yield)
+    finally:
+        os.environ["PATH"] = _without_shims(os.environ.get("PATH", os.defpath))
+
+
 def _guarded(item: pytest.Item) -> Generator[None, None, None]:
     if {m.name for m in item.iter_markers()} & set(SLOW_MARKERS):
         return (yield)
     mp = pytest.MonkeyPatch()
+    factory = getattr(item.config, "_tmp_path_factory", None)
+    fakes_root = factory.getbasetemp().resolve() if factory else None
+    shims = _shims(fakes_root or Path(tempfile.gettempdir()))
+    fd, name = tempfile.mkstemp(prefix="started-", dir=shims.parent)
+    os.close(fd)
+    log, outer_log = Path(name), os.environ.get(GUARD_LOG)
+    results_before = CHECKOUT_RESULTS.exists()
+    # not through `mp`: its undo would also undo what the test's fixtures set on PATH meanwhile
+    os.environ["PATH"] = _with_shims(os.environ.get("PATH", os.defpath), shims, fakes_root)
+    os.environ[GUARD_LOG] = str(log)
     try:
-        factory = getattr(item.config, "_tmp_path_factory", None)
-        _guards(mp, factory.getbasetemp().resolve() if factory else None)
-        return (yield)
+        _guards(mp, fakes_root, shims)
+        result = yield
     finally:
         mp.undo()
+        os.environ["PATH"] = _without_shims(os.environ.get("PATH", os.defpath))
+        if outer_log is None:
+            os.environ.pop(GUARD_LOG, None)
+        else:
+            os.environ[GUARD_LOG] = outer_log
+        started = log.read_text().splitlines()
+        log.unlink()
+    if started:
+        marker, program, where = [*started[0].split("\t"), "", ""][:3]
+        _refuse(marker, f"{program} in {where}", log=False)
+    if not results_before and CHECKOUT_RESULTS.exists():
+        with contextlib.suppress(OSError):
+            CHECKOUT_RESULTS.rmdir()  # empty: gone, so that no later test is blamed for it
+        raise AssertionError(
+            f"this test wrote {CHECKOUT_RESULTS}, the checkout's own results folder: give the "
+            "command a --results folder under tmp_path"
+        )
+    return result

@@ -198,6 +198,7 @@ DIRECTORIES = [
     ("/srv/x:y", None),
     ("/srv/a b", None),
     ("mnt/x", None),
+    ("/mnt/nvme/../hf", None),  # climbs, though it lands below a root
 ]
 
 
@@ -257,3 +258,26 @@ def test_a_mapping_argument_of_a_projects_role_is_refused_and_its_scalars_pass(t
         check_role_vars(project, ["site.yml"], {"own_env": {"LD_PRELOAD": "/tmp/x.so"}})
     got = refused.value
     assert (got.name, got.rule, got.message) == ("own_env", "dict", NO_RULE_REASON)
+
+
+# Values that look like their kind but are not, each refused by its kind's rule (flashfleet's own roles).
+LOOKALIKES = [
+    ("model_weights_hf_endpoint", "ftp://mirror.example.internal/hf", "url"),
+    ("nvidia_driver_repo_url", "gopher://10.0.0.1/cuda", "url"),
+    ("model_weights_revision", "main/../../etc", "name"),
+    ("preflight_gpu_count", True, "int"),  # a bool is an int to Python, not to the role
+]
+
+
+@pytest.mark.parametrize(("name", "value", "rule"), LOOKALIKES, ids=[f"{n}-{r}" for n, _, r in LOOKALIKES])
+def test_a_value_that_looks_like_its_kind_is_refused(name: str, value: Any, rule: str) -> None:
+    with pytest.raises(RoleVarRefused) as refused:
+        check_role_vars(DEFAULT_PROJECT, STACK_PLAYBOOKS, {name: value})
+    assert (refused.value.name, refused.value.rule) == (name, rule)
+
+
+@pytest.mark.parametrize("value", ["/mnt/nvme/../hf", "/data/../etc", "/srv/x/.."])
+def test_a_directory_that_climbs_is_refused_saying_so(value: str) -> None:
+    # not as a hidden name (`..` begins with a dot): the person is told what to take out
+    with pytest.raises(ValueError, match=r"climbs with '\.\.'"):
+        safe_values.host_path(value)

@@ -6,6 +6,7 @@ local TCP listener standing in for a host's sshd."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import stat
 from collections.abc import Iterator
@@ -215,6 +216,10 @@ def test_the_fast_tier_guard_still_refuses_a_pulumi_not_written_by_the_test() ->
         exe.chmod(0o755)
         with pytest.raises(AssertionError, match=r"mark it @pytest\.mark\.pulumi_engine"):
             subprocess.run([str(exe), "version"], check=False)
+        # the guard also keeps the refusal, to fail a test that caught it; here it was the point
+        log = Path(os.environ["FLASHFLEET_TIER_GUARD_LOG"])
+        assert "pulumi_engine" in log.read_text()
+        log.write_text("")
     finally:
         shutil.rmtree(outside)
 

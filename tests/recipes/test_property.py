@@ -2,6 +2,8 @@
 never another exception; and the combinations known to work (the shipped stacks' recipes, the
 badge catalog's cells and measured variants) render, whatever else a rule refuses."""
 
+import inspect
+import re
 import tomllib
 from pathlib import Path
 
@@ -151,3 +153,40 @@ def test_valid_values_on_a_working_combination_render_or_break_a_combination_rul
         return
     assert refusal.rule in COMBINATION_RULES, refusal  # never a value rule: each value is one it takes
     assert_names_a_real_rule(refusal, {**options, **changes})
+
+
+# What each rule's own code reads of the options (`c.options.tp`, `o.tp`): read from its source,
+# not from what it decides.
+RULE_READS = {
+    rule.id: set(re.findall(r"\.(\w+)\b", inspect.getsource(rule.broken))) & set(OPTION_DEFS)
+    for rule in RULES
+}
+
+
+@settings(max_examples=budget(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    base=st.sampled_from(KNOWN_VALID),
+    name=st.sampled_from(sorted(n for n in OPTION_DEFS if n != "extra_args")),
+    data=st.data(),
+)
+def test_one_valid_change_to_a_working_combination_is_refused_only_by_a_rule_that_reads_it(base, name, data):
+    """The combination worked before the change, so a refusal is the change's: by a rule that
+    reads the option changed. A rule that refuses a valid value of an option it never looks at
+    refuses a working combination."""
+    hardware, strategy, topology, options = base
+    value = data.draw(_valid_value(name))
+    try:
+        render(hardware, strategy, topology, {**options, name: value})
+        return
+    except RecipeError as err:
+        refusal = err
+    assert refusal.rule in RULE_READS, refusal  # a combination rule, never a value rule
+    assert name in RULE_READS[refusal.rule], (name, value, refusal)
+
+
+def test_each_rule_reads_the_option_it_blames() -> None:
+    # the source scan above finds what a rule reads: each reads at least the option it blames
+    # (`topology` is not an option; the extra_args rules read it through a helper)
+    blaming = [r for r in RULES if r.option in OPTION_DEFS and r.option != "extra_args"]
+    assert len(blaming) >= 15
+    assert {r.id: r.option for r in blaming if r.option not in RULE_READS[r.id]} == {}

@@ -148,6 +148,7 @@ ALLOWED = [
     ("gb300", "low-latency", "unified", {"mamba_full_memory_ratio": 1.5}),
     ("gb300", "low-latency", "unified", {"nodes": 2, "tp": 8}),
     ("h200", "high-throughput", "pd", {"tp": 4}),
+    ("gb300", "low-latency", "unified", {"weight_prefetch": "on", "weight_prefetch_threads": 4}),
 ]
 
 
@@ -194,3 +195,10 @@ def test_unknown_names(kind, value):
         render(args["hardware"], args["strategy"], args["topology"])
     assert info.value.field == kind
     assert value in info.value.message
+
+
+def test_a_tp_past_the_nodes_gpus_says_how_many_there_are() -> None:
+    with pytest.raises(RecipeError) as info:
+        render("h200", "low-latency", "unified", {"tp": 16})
+    assert info.value.rule == "tp-fits"
+    assert info.value.message == "tp: tp 16 exceeds the 8 GPUs of 1 NVIDIA H200 node(s)"

@@ -340,3 +340,14 @@ def test_numbers_without_a_dot_stay_text_as_pyyaml_reads_them():
     text = yaml.safe_dump(doc)
     assert parse_yaml(text) == yaml.safe_load(text) == doc
     assert parse_yaml("a: 1.0e+5\nb: .inf\nc: 1_000\n") == {"a": 1e5, "b": float("inf"), "c": 1000}
+
+
+@pytest.mark.parametrize(
+    "image",
+    ["lmsysorg/sglang:latest", "lmsysorg/sglang:dev-cu129", "lmsysorg/sglang:nightly", "lmsysorg/sglang"],
+)
+def test_an_image_whose_tag_floats_is_refused_without_a_digest(image: str) -> None:
+    with pytest.raises(ValueError, match="floats: use a pinned image"):
+        safe_values.pinned_image(image)
+    digest = "sha256:" + "0" * 64
+    assert safe_values.pinned_image(f"{image}@{digest}") == f"{image}@{digest}"
