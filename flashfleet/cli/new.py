@@ -126,6 +126,8 @@ def _source(args: argparse.Namespace, gpus: int, count: int) -> list[str]:
 def scaffold(args: argparse.Namespace) -> str:
     """The stack file's text."""
     from flashfleet.catalog import hardware_catalog
+    from flashfleet.stack.image import ImageSpec
+    from flashfleet.stack.spec import RouterSpec
 
     hw = hardware_catalog()[args.hardware]
     if args.replicas is not None and args.replicas < 2:
@@ -160,14 +162,14 @@ def scaffold(args: argparse.Namespace) -> str:
             "    cluster:",
             f"      replicas: {args.replicas}",
             "      router:",
-            "        policy: cache_aware",
+            f"        policy: {RouterSpec().policy}",
         ]
     lines += [
         "    ttl: block                    # the nodes end 30 min before the block ends"
         if block
         else f"    ttl: 8h                       # {ttl}",
         "    image:",
-        "      version: v0.5.23",
+        f"      version: {ImageSpec().version}",
     ]
     if args.source == "kubernetes":
         lines.append("      derived: false              # the cluster pulls the pinned upstream image")
