@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -25,6 +26,14 @@ from flashfleet.planning.stack_recipe import kubernetes_plan
 from flashfleet.stack.files import list_stacks
 
 CATALOG = tuple(n for n in list_stacks() if load_stack(n).spec.nodes.source.kind == "kubernetes")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _the_cluster_left_empty(cluster: ControlPlane) -> Iterator[None]:
+    """The namespaces these tests create for real (a dry run cannot create one) carry the stack's
+    created-by mark: left behind, the next module's `up` of another stack would be refused it."""
+    yield
+    cluster.reset()
 
 
 def catalog_plan(stack: str) -> KubernetesPlan:
