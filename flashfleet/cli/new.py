@@ -26,6 +26,7 @@ AWS_ZONE = "us-east-2a"
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from flashfleet.catalog import hardware_catalog
     from flashfleet.recipes import STRATEGIES, TOPOLOGIES
 
     p = sub.add_parser(
@@ -34,7 +35,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description=__doc__.splitlines()[0],
     )
     p.add_argument("name", metavar="NAME", help="the stack's name (the file is Pulumi.NAME.yaml)")
-    p.add_argument("--hardware", choices=("gb300", "h200", "mi355x"), default="h200",
+    p.add_argument("--hardware", choices=tuple(hardware_catalog()), default="h200",
                    help="GPU hardware (default: %(default)s)")  # fmt: skip
     p.add_argument("--strategy", choices=tuple(STRATEGIES), default="low-latency",
                    help="serving strategy (default: %(default)s)")  # fmt: skip
@@ -72,15 +73,20 @@ def _block_only(hardware: str) -> bool:
     return any(t.hardware == hardware and t.capacity == "block-only" for t in instance_catalog().values())
 
 
-def _source(args: argparse.Namespace, gpus: int, count: int) -> list[str]:
-    """The `nodes.source` lines, indented for their place."""
+def _where(args: argparse.Namespace) -> str:
+    """The --stacks-dir words the next commands need (none for the default folder)."""
+    return "" if args.stacks_dir == Path("stacks") else f" --stacks-dir {args.stacks_dir}"
+
+
+def _source(args: argparse.Namespace, gpus: int, count: int, block: bool) -> list[str]:
+    """The `nodes.source` lines, indented for their place; `block`: Capacity Blocks only."""
     if args.source == "aws":
         capacity = (
             [
                 "          kind: block             # its instance type is sold as Capacity Blocks only",
                 f"          reservationId: {PLACEHOLDER_RESERVATION}   # yours: `capacity buy`",
             ]
-            if _block_only(args.hardware)
+            if block
             else ["          kind: on-demand         # or {kind: reservation, reservationId: cr-...}"]
         )
         return [
@@ -133,7 +139,7 @@ def scaffold(args: argparse.Namespace) -> str:
     if args.replicas is not None and args.replicas < 2:
         raise UsageError("--replicas: at least 2 (one server needs no router) [rule: replicas]")
     count = args.replicas or 1
-    where = "" if args.stacks_dir == Path("stacks") else f" --stacks-dir {args.stacks_dir}"
+    where = _where(args)
     block = args.source == "aws" and _block_only(args.hardware)
     ttl = {
         "aws": "the nodes terminate themselves this long after the last `up`",
@@ -173,7 +179,8 @@ def scaffold(args: argparse.Namespace) -> str:
     ]
     if args.source == "kubernetes":
         lines.append("      derived: false              # the cluster pulls the pinned upstream image")
-    lines += ["    nodes:", f"      count: {count}", "      source:", *_source(args, hw.gpus_per_node, count)]
+    source = _source(args, hw.gpus_per_node, count, block)
+    lines += ["    nodes:", f"      count: {count}", "      source:", *source]
     return "\n".join(lines) + "\n"
 
 
@@ -219,6 +226,6 @@ def run(args: argparse.Namespace) -> int:
     s = plan.spec
     print(f"wrote {target}: {s.hardware} / {s.strategy} / {s.topology}, {plan.recipe.badge}")
     print("next: put your values on the lines marked `yours`, then")
-    where = "" if args.stacks_dir == Path("stacks") else f" --stacks-dir {args.stacks_dir}"
+    where = _where(args)
     print(f"  flashfleet validate {args.name}{where} && flashfleet plan {args.name}{where}")
     return 0
