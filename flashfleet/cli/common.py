@@ -124,12 +124,17 @@ def stack_arg(arg: str, stacks_dir: Path | None, *, elsewhere: str | None = None
     return arg, stacks_dir or DEFAULT_STACKS_DIR
 
 
-def pulumi_stack_arg(arg: str, command: str, *, inventory_hint: bool = False) -> str:
+def pulumi_stack_arg(
+    arg: str, command: str, *, inventory: Path | None = None, inventory_hint: bool = False
+) -> str:
     """The stack of a command that drives Pulumi (up; down and configure without --inventory):
     a name, or the path of its file in the Pulumi project's stacks/ folder. Pulumi only knows the
-    project's own stack files, so a file elsewhere is refused rather than a namesake driven."""
+    project's own stack files, so a file elsewhere is refused rather than a namesake driven. With
+    an `inventory` (no Pulumi), any stack file's path is taken, as every other command takes it."""
     from flashfleet.cli.shared.stackops import PROJECT_ENV, project_dir
 
+    if inventory is not None:
+        return stack_arg(arg, None)[0]
     stacks = project_dir() / "stacks"
     ways = ["copy it there", f"set {PROJECT_ENV} to the project folder that holds it"]
     if inventory_hint:

@@ -69,14 +69,11 @@ def run(args: argparse.Namespace) -> int:
     from flashfleet.bringup.errors import BringupInputError
     from flashfleet.bringup.role_vars import OPTION_PREFIX, check_role_vars
     from flashfleet.bringup.secret_env import API_KEY_ENV, TOKEN_ENV, check_env_secrets
-    from flashfleet.cli.common import pulumi_stack_arg, stack_arg
+    from flashfleet.cli.common import pulumi_stack_arg
     from flashfleet.cli.shared.cliargs import load_inventory, parse_extravars, project_of
 
     # the name is checked first: a folder under the runs folder is made for it
-    if args.inventory is None:
-        args.stack = pulumi_stack_arg(args.stack, "configure", inventory_hint=True)
-    else:
-        args.stack = stack_arg(args.stack, None)[0]
+    args.stack = pulumi_stack_arg(args.stack, "configure", inventory=args.inventory, inventory_hint=True)
     try:
         check_env_secrets()  # the caller's own secrets first: every run inherits them
         project = project_of(args)

@@ -107,14 +107,11 @@ def _kept_beyond_the_stack(stack: str) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     from flashfleet.bringup.errors import BringupInputError
     from flashfleet.bringup.handoff import TeardownError, teardown, teardown_verdict, validate
-    from flashfleet.cli.common import pulumi_stack_arg, stack_arg
+    from flashfleet.cli.common import pulumi_stack_arg
     from flashfleet.cli.shared import stackops
     from flashfleet.cli.shared.cliargs import load_inventory, project_of
 
-    if args.inventory is None:
-        args.stack = pulumi_stack_arg(args.stack, "down", inventory_hint=True)
-    else:
-        args.stack = stack_arg(args.stack, None)[0]
+    args.stack = pulumi_stack_arg(args.stack, "down", inventory=args.inventory, inventory_hint=True)
     try:
         if args.inventory is None:
             if args.purge_caches:
