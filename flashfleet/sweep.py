@@ -31,7 +31,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from flashfleet.components.aws_client import aws_client
+from flashfleet.aws_client import aws_client, ec2_client
 from flashfleet.components.tags import (
     CACHE_TAG,
     EXPIRES_TAG,
@@ -575,11 +575,6 @@ def delete(
 
 
 # --- clients and the Pulumi backend ---------------------------------------------------------------
-
-
-def ec2_client(region: str | None = None) -> Any:
-    """boto3's EC2 client with the standard settings (profile, region, AWS_ENDPOINT_URL...)."""
-    return aws_client("ec2", region)
 
 
 class NoAccount(Exception):

@@ -53,7 +53,7 @@ def from_bringup(plan: StackPlan) -> Deployment:
     src = spec.nodes.source
     addresses = None
     if isinstance(src, ExistingSource):  # the recipe was rendered for these (multi-node rendezvous)
-        addresses = [h.private_address or h.address for h in src.hosts]
+        addresses = src.private_addresses()
     return Deployment(
         stack=plan.stack,
         recipe=RecipeSelection(

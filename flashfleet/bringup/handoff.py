@@ -1,7 +1,8 @@
 """The hand-off: one playbook run from an inventory, for the Pulumi resource, the CLI and the bench.
 
-`validate` refuses a bad inventory, bad role arguments or a stray secret before any host is
-touched; each caller validates once (the resource in its check, the CLI before it asks).
+`validate` (flashfleet.bringup.input_check) refuses a bad inventory, bad role arguments or a
+stray secret before any host is touched; each caller validates once (the resource in its check,
+the CLI before it asks).
 `run_recorded` runs the playbook through `flashfleet.bringup.playbook_run` in this process,
 gives the run its own directory, prints progress per host and phase and draws the timeline;
 `run_in_child` does the same in a fresh interpreter (the Pulumi provider's way, below).
@@ -29,15 +30,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from flashfleet.bringup.arguments import check_role_arguments
-from flashfleet.bringup.contract import check_inventory
 from flashfleet.bringup.errors import BringupInputError
+from flashfleet.bringup.input_check import validate
 from flashfleet.bringup.playbook_run import RunResult, TaskFailure, private_dir, private_open, run_playbook
 from flashfleet.bringup.progress import PhaseProgress
 from flashfleet.bringup.project import DEFAULT_PROJECT, Project
-from flashfleet.bringup.redaction import Redactor
 from flashfleet.bringup.run_dirs import default_runs_root
-from flashfleet.bringup.secret_env import API_KEY_ENV, TOKEN_ENV, check_env_secrets, check_secret
+from flashfleet.bringup.secret_env import API_KEY_ENV, TOKEN_ENV
 from flashfleet.bringup.timeline import write_timeline
 from flashfleet.stack.stack_names import stack_name_problem
 
@@ -63,34 +62,6 @@ def stack_of(inventory: Mapping[str, Any]) -> str:
     hosts: Mapping[str, Any] = (inventory.get("all") or {}).get("hosts") or {}
     first: Mapping[str, Any] = next(iter(hosts.values()), {})
     return str(first.get("flashfleet_stack") or "unknown")
-
-
-def validate(
-    project: Project,
-    playbook: str,
-    inventory: Mapping[str, Any],
-    extravars: Mapping[str, Any],
-    *,
-    stack: str | None = None,
-    hf_token: str | None = None,
-    api_key: str | None = None,
-) -> list[str]:
-    """Everything that can be refused before a host is touched; raises BringupInputError.
-    Returns the inventory's host names."""
-    try:
-        project.playbook(playbook)
-    except FileNotFoundError as err:
-        raise BringupInputError(f"playbook: {err}") from None
-    hosts = check_inventory(inventory, stack)
-    for name, what, secret in ((TOKEN_ENV, "HF token", hf_token), (API_KEY_ENV, "API key", api_key)):
-        check_secret(name, secret)
-        if secret and Redactor.of([secret]).finds([inventory, extravars]):  # in any form
-            raise BringupInputError(
-                f"inventory/extravars: contain the {what}; it travels only in the environment"
-            )
-    check_env_secrets()
-    check_role_arguments(project, playbook, inventory, extravars)
-    return hosts
 
 
 def run_recorded(

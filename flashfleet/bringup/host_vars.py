@@ -20,26 +20,18 @@ from pydantic.fields import FieldInfo
 from flashfleet.catalog import DriverProfile
 from flashfleet.launch import ContainerLaunch
 from flashfleet.stack.lock import LockedDeb, LockedImageApt, LockedPackage, LockedRepo
+from flashfleet.stack.mooncake_endpoints import MooncakeEndpoints
 from flashfleet.table import markdown
 
 _STRICT = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
-class MooncakeLayout(BaseModel):
+class MooncakeLayout(MooncakeEndpoints):
+    """The store's endpoints (as `plan` shows them) and what the roles install for it."""
+
     model_config = _STRICT
 
-    master_node: int
-    master_host: str
-    master_server_address: str  # host:rpc_port, as SGLang's store config wants it
-    metadata_server: str  # URL, as SGLang's store config wants it
-    rpc_port: int
-    metadata_port: int
-    metrics_port: int
-    protocol: Literal["rdma", "efa", "tcp"]
-    global_segment_gib: int
     hugepages_gib: int  # 0: the serving containers are not told to use hugepages
-    devices: list[str]
-    members: list[str]  # private addresses, by node index
     wheel: str  # the Mooncake wheel's requirement for the protocol (flashfleet/catalog/downloads.toml)
     lock: LockedPackage | None = None  # the stack's lock of that wheel: its version and files' sha256
 

@@ -4,7 +4,7 @@
 outputs, so Pulumi orders it after them on `up` and deletes it, running the teardown, before
 them on `destroy`). Its provider runs the playbooks inside `pulumi up` / `pulumi destroy`:
 
-- check: `handoff.validate`, the one validation of this path (the inventory contract, the role
+- check: `input_check.validate`, the one validation of this path (the inventory contract, the role
   arguments, a secret where it must not be), plus the stack's roleVars rule; one line naming the
   host and field. The engine checks before every create or update, so those run unchecked;
 - diff: run again only when the inventory (minus connection details), the playbook, the extra
@@ -192,7 +192,7 @@ def _bring_up(inputs: RunInputs) -> RunResult:
         extravars=inputs.extravars,
         hf_token=inputs.hf_token,
         api_key=inputs.api_key,
-        checked=False,  # the engine's check ran `handoff.validate` on these very inputs
+        checked=False,  # the engine's check ran `input_check.validate` on these very inputs
     )
     _say(result.summary())
     if not result.ok:
@@ -201,16 +201,16 @@ def _bring_up(inputs: RunInputs) -> RunResult:
 
 
 def _validate(news: Mapping[str, Any]) -> None:
-    """`handoff.validate` once the inventory is known (new AWS nodes in a preview have none yet:
+    """`input_check.validate` once the inventory is known (new AWS nodes in a preview have none yet:
     their extra variables were checked in `check`)."""
-    from flashfleet.bringup import handoff
+    from flashfleet.bringup.input_check import validate
 
     if not news.get("projectDir") or _has_unknown(news.get("extravars")):
         return
     if news.get("inventory") is None or _has_unknown(news.get("inventory")):
         return
     inputs = RunInputs.from_props(news)
-    handoff.validate(
+    validate(
         inputs.project,
         inputs.playbook,
         inputs.inventory,

@@ -21,24 +21,32 @@ API_KEY_ENV = "FLASHFLEET_API_KEY"  # the serving API key (serving.apiKey: requi
 MIN_SECRET_CHARS = 16
 
 
-def check_secret(name: str, value: str | None) -> None:
-    """Refuses (BringupInputError, one line naming `name` and the rule) a secret the run events
-    cannot be redacted of safely. Never quotes the value. None or empty: no secret, nothing to check."""
+def secret_problem(value: str | None) -> tuple[str, str] | None:
+    """(why, rule) for a secret the run events cannot be redacted of safely, or None. Never quotes
+    the value. None or empty: no secret, nothing to check."""
     if not value:
-        return
+        return None
     if any(visible(form) in word for form in secret_forms(value) for word in EVENT_VOCABULARY):
-        raise BringupInputError(
-            f"{name}: the secret is one of Ansible's own event words (an event name, a result key, a "
+        return (
+            "the secret is one of Ansible's own event words (an event name, a result key, a "
             "JSON or YAML literal), or part of one: hiding it would rewrite the run's events; use a "
-            "long random value "
-            "[rule: secret-not-event-word]"
+            "long random value",
+            "secret-not-event-word",
         )
     if len(visible(value)) < MIN_SECRET_CHARS:
-        raise BringupInputError(
-            f"{name}: the secret has fewer than {MIN_SECRET_CHARS} characters (not counting "
-            "whitespace): too short to hide from the run's output safely; use a long random value "
-            "[rule: secret-min-length]"
+        return (
+            f"the secret has fewer than {MIN_SECRET_CHARS} characters (not counting "
+            "whitespace): too short to hide from the run's output safely; use a long random value",
+            "secret-min-length",
         )
+    return None
+
+
+def check_secret(name: str, value: str | None) -> None:
+    """Refuses (BringupInputError, one line naming `name` and the rule) what `secret_problem` finds."""
+    if problem := secret_problem(value):
+        why, rule = problem
+        raise BringupInputError(f"{name}: {why} [rule: {rule}]")
 
 
 def check_env_secrets(environ: Mapping[str, str] = os.environ) -> None:

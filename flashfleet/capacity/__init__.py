@@ -4,5 +4,5 @@ GB300 nodes (``p6e-gb300.36xlarge``) exist only inside Capacity Blocks. ``offers
 sells for a stack, ``purchase`` buys one (never implicitly: a block cannot be cancelled) and
 ``record`` writes it into the stack file; ``preflight`` checks the live reservation before
 ``pulumi up`` registers anything. Every function takes the EC2 client as an argument; boto3 is
-imported only where a client is made (``flashfleet.sweep.ec2_client``).
+imported only where a client is made (``flashfleet.aws_client.ec2_client``).
 """

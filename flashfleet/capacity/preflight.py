@@ -214,7 +214,7 @@ def wait_requested(plan: StackPlan) -> bool:
     return bool(blk and blk.wait_for_start)
 
 
-def check_capacity(
+def check_reservation_usable(
     plan: StackPlan,
     *,
     wait: bool | None = None,
@@ -232,7 +232,7 @@ def check_capacity(
         check(None, plan, datetime.now(UTC))  # refuses before any AWS call: no credentials needed
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from flashfleet.sweep import ec2_client
+    from flashfleet.aws_client import ec2_client
 
     try:
         ec2 = (client or ec2_client)(plan.region)

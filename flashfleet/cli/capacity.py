@@ -168,7 +168,7 @@ def _context(args: argparse.Namespace) -> _Target:
 
 
 def _client(plan: Any) -> Any:
-    from flashfleet.sweep import ec2_client
+    from flashfleet.aws_client import ec2_client
 
     return ec2_client(plan.region)
 

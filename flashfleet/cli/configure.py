@@ -47,7 +47,7 @@ def stack_inputs(stack: str) -> tuple[dict[str, Any], str | None, str | None]:
 
     try:
         outs = stackops.outputs(stack)
-    except (stackops.PulumiUnavailable, stackops.StackError) as err:
+    except (stackops.PulumiUnavailable, stackops.PulumiError) as err:
         raise UsageError(str(err)) from None
     from flashfleet.bringup.secret_env import check_secret
     from flashfleet.cli.shared.stack_inventory import inventory_of

@@ -106,7 +106,8 @@ def _kept_beyond_the_stack(stack: str) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     from flashfleet.bringup.errors import BringupInputError
-    from flashfleet.bringup.handoff import TeardownError, teardown, teardown_verdict, validate
+    from flashfleet.bringup.handoff import TeardownError, teardown, teardown_verdict
+    from flashfleet.bringup.input_check import validate
     from flashfleet.cli.common import pulumi_stack_arg
     from flashfleet.cli.shared import stackops
     from flashfleet.cli.shared.cliargs import load_inventory, project_of
@@ -151,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
         )  # fmt: skip
     except (stackops.PulumiUnavailable, stackops.UnknownStack, BringupInputError) as err:
         raise UsageError(str(err)) from None
-    except (stackops.StackError, TeardownError) as err:
+    except (stackops.PulumiError, TeardownError) as err:
         print(f"flashfleet down: {err}", file=sys.stderr)
         return 1
     dark, _ = teardown_verdict(result, hosts)

@@ -43,9 +43,7 @@ def run(args: argparse.Namespace) -> int:
             f"stack {name}: AWS nodes get their addresses at `flashfleet up {name}`; "
             f"then `pulumi stack output inventory --stack {name}` prints it"
         )
-    inventory = build_inventory(
-        b, [h.address for h in src.hosts], [h.private_address or h.address for h in src.hosts]
-    )
+    inventory = build_inventory(b, src.ssh_addresses(), src.private_addresses())
     if args.format == "json":
         print_json(inventory)
     else:

@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     rows = [_row(name, stacks_dir) for name in list_stacks(stacks_dir)]
     try:
         held = stackops.summaries()
-    except (stackops.PulumiUnavailable, stackops.StackError) as err:
+    except (stackops.PulumiUnavailable, stackops.PulumiError) as err:
         print(f"flashfleet ls: state unknown: {err}", file=sys.stderr)
     else:
         now = datetime.now(UTC)
@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
             else:
                 try:
                     live.append(_live(row, held[row.stack], now))
-                except (stackops.PulumiUnavailable, stackops.StackError) as err:
+                except (stackops.PulumiUnavailable, stackops.PulumiError) as err:
                     live.append(row.model_copy(update={"state": f"unknown: {err}"}))
         rows = live
     if args.format == "json":

@@ -185,9 +185,7 @@ def scaffold(args: argparse.Namespace) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from flashfleet.bringup.errors import BringupInputError
-    from flashfleet.bringup_checks import check_bringup
-    from flashfleet.planning.resolve import resolve
+    from flashfleet.admission import admit
     from flashfleet.stack import StackError, read_stack_file
     from flashfleet.stack.stack_names import stack_name_problem
     from flashfleet.user_files import UserFileError, write_text_atomically
@@ -210,13 +208,10 @@ def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / target.name).write_text(text)
         try:
-            plan = resolve(read_stack_file(args.name, Path(tmp)))
-            check_bringup(plan, {})
+            plan = admit(read_stack_file(args.name, Path(tmp)))
         except StackError as err:
             problems = "; ".join(str(p) for p in err.problems) or str(err)
             raise UsageError(f"{args.name}: {problems}") from None
-        except BringupInputError as err:
-            raise UsageError(f"{args.name}: {err} [rule: bringup-check]") from None
     args.stacks_dir.mkdir(parents=True, exist_ok=True)
     try:
         write_text_atomically(target, text)

@@ -61,14 +61,14 @@ def _measured(runs_root: Path | None, stack: str) -> MeasuredStartup | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from flashfleet.admission import admit
     from flashfleet.bench.evidence import badge_line
     from flashfleet.cli.common import stack_arg
-    from flashfleet.planning import load_stack
     from flashfleet.planning.plan_view import plan_data
-    from flashfleet.stack import StackError
+    from flashfleet.stack import StackError, read_stack_file
 
-    try:
-        plan = load_stack(*stack_arg(args.stack, args.stacks_dir))
+    try:  # what `pulumi up` would admit, or every reason it would not
+        plan = admit(read_stack_file(*stack_arg(args.stack, args.stacks_dir)))
     except StackError as err:
         raise UsageError(str(err)) from None
     measured = _measured(args.runs_dir, plan.stack)

@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         outs = stackops.outputs(args.stack)
         report["last_operation"] = stackops.last_update(args.stack)
         report["outputs"] = {k: v.shown() for k, v in sorted(outs.items()) if k != "inventory"}
-    except (stackops.PulumiUnavailable, stackops.StackError) as err:
+    except (stackops.PulumiUnavailable, stackops.PulumiError) as err:
         if not runs and args.inventory is None:
             # A stack of the project not brought up yet is an answer, not bad input.
             report["deployed"], report["not_deployed"] = (

@@ -103,7 +103,7 @@ def pending_watch(plan: StackPlan, grace_s: float) -> AbstractContextManager[Pen
     return PendingWatch(context=src.context, namespace=src.namespace, stack=plan.stack, grace_s=grace_s)
 
 
-def preflight(stack: str, plan: StackPlan, wait: bool) -> None:
+def capacity_usable(stack: str, plan: StackPlan, wait: bool) -> None:
     """The stack's capacity must be usable before Pulumi starts (the program checks it again)."""
     from flashfleet.stack.capacity_block import reservation_id
 
@@ -112,7 +112,7 @@ def preflight(stack: str, plan: StackPlan, wait: bool) -> None:
     from flashfleet.capacity import preflight as capacity_preflight
 
     try:
-        capacity_preflight.check_capacity(plan, wait=wait or None)
+        capacity_preflight.check_reservation_usable(plan, wait=wait or None)
     except capacity_preflight.CapacityRefused as err:
         raise UsageError(f"stack {stack}: {err}") from None
 
@@ -157,13 +157,13 @@ def restart_text(data: PlanView) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from flashfleet.admission import admit
     from flashfleet.bringup.errors import BringupInputError
     from flashfleet.bringup.secret_env import check_env_secrets
     from flashfleet.cli.common import pulumi_stack_arg
     from flashfleet.cli.shared import stackops
-    from flashfleet.planning import load_stack
     from flashfleet.planning.plan_view import plan_data
-    from flashfleet.stack import StackError
+    from flashfleet.stack import StackError, read_stack_file
 
     args.stack = pulumi_stack_arg(args.stack, "up")
     try:
@@ -171,17 +171,17 @@ def run(args: argparse.Namespace) -> int:
         # (and again by the Pulumi program, before any resource).
         check_env_secrets()
         # The stack files of the Pulumi project `up` drives (FLASHFLEET_PULUMI_PROJECT or this checkout).
-        b = load_stack(args.stack, stackops.project_dir() / "stacks")
+        b = admit(read_stack_file(args.stack, stackops.project_dir() / "stacks"))
     except (StackError, BringupInputError) as err:
         raise UsageError(str(err)) from None
     data = plan_data(b)
-    preflight(args.stack, b, args.wait)  # read-only: capacity that cannot serve is refused first
+    capacity_usable(args.stack, b, args.wait)  # read-only: capacity that cannot serve is refused first
     if not stackops.cli_available():
         raise UsageError(stackops.NO_CLI)
     can_ask(yes=args.yes or args.preview)  # a preview asks nothing
     try:  # the stack's own secrets: refused here (exit 2), not by the program mid-update (exit 1)
         stackops.check_secrets(args.stack)
-    except (stackops.PulumiUnavailable, stackops.StackError, BringupInputError) as err:
+    except (stackops.PulumiUnavailable, stackops.PulumiError, BringupInputError) as err:
         raise UsageError(str(err)) from None  # an unreadable config (wrong passphrase) as status says it
     kubernetes_fit(b)  # read-only: a cluster whose nodes cannot hold the server pods
     kubernetes_namespace(b)  # read-only: a namespace it did not create, which `down` would delete
@@ -198,7 +198,7 @@ def run(args: argparse.Namespace) -> int:
         with pending_watch(b, args.pending_grace) as watch:
             try:
                 outs = stackops.up(args.stack, _print)
-            except stackops.StackError:
+            except stackops.PulumiError:
                 if watch is None or not watch.found:
                     raise
                 for pod in watch.found:  # why, rather than the cancelled update's own last line
@@ -211,7 +211,7 @@ def run(args: argparse.Namespace) -> int:
                 return 1
     except (stackops.PulumiUnavailable, stackops.UnknownStack) as err:
         raise UsageError(str(err)) from None
-    except stackops.StackError as err:
+    except stackops.PulumiError as err:
         print(f"flashfleet up: {err}", file=sys.stderr)
         return 1
     for key, out in sorted(outs.items()):

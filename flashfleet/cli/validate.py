@@ -1,9 +1,8 @@
 """`flashfleet validate [STACK...]`: check stack files (all of stacks/ by default).
 
-Runs what `pulumi preview` and `up` refuse before anything is created: the spec, the recipe rules
-and catalogs (the program's `resolve_spec`), then the bring-up's inventory contract and role
-arguments (`flashfleet.bringup_checks`, the provider's own check). What needs a cloud call is
-named on the line, never claimed.
+Runs what `pulumi preview` and `up` refuse before anything is created: the one admission the
+program runs (`flashfleet.admission`: the spec, the recipe rules and catalogs, the role
+arguments, the bring-up's own check). What needs a cloud call is named on the line, never claimed.
 """
 
 from __future__ import annotations
@@ -11,12 +10,9 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from flashfleet.cli.common import add_format, print_json
-
-if TYPE_CHECKING:
-    from flashfleet.stack.files import StackFile
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -38,10 +34,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from flashfleet.bringup.errors import BringupInputError
-    from flashfleet.bringup_checks import check_bringup, not_checked_offline
+    from flashfleet.admission import admit, not_checked_offline
     from flashfleet.cli.common import UsageError, stack_arg
-    from flashfleet.planning.resolve import capacity_needed, resolve
+    from flashfleet.planning.resolve import capacity_needed
     from flashfleet.stack import DEFAULT_STACKS_DIR, StackError, list_stacks, read_stack_file
 
     stacks_dir = args.stacks_dir or DEFAULT_STACKS_DIR
@@ -57,20 +52,11 @@ def run(args: argparse.Namespace) -> int:
     results: list[dict[str, Any]] = []
     for name, folder in targets:
         try:
-            sf = read_stack_file(name, folder)
-            plan = resolve(sf)
-            _check_role_vars(sf)
-            check_bringup(plan, sf.role_vars)
+            plan = admit(read_stack_file(name, folder))
         except StackError as err:
             results.append({"stack": name, "ok": False, "problems": [str(p) for p in err.problems]})
             if args.format == "text":
                 print(f"FAIL {err}", file=sys.stderr)
-            continue
-        except BringupInputError as err:
-            problem = f"{err} [rule: bringup-check]"
-            results.append({"stack": name, "ok": False, "problems": [problem]})
-            if args.format == "text":
-                print(f"FAIL stack {name}: {problem}", file=sys.stderr)
             continue
         s = plan.spec
         offline = not_checked_offline(plan)
@@ -86,16 +72,3 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         print_json(results)
     return 0 if all(r["ok"] for r in results) else 2
-
-
-def _check_role_vars(sf: StackFile) -> None:
-    """The stack's flashfleet:roleVars under the rules the bring-up applies (bringup.role_vars)."""
-    from flashfleet.bringup.project import DEFAULT_PROJECT
-    from flashfleet.bringup.role_vars import STACK_PLAYBOOKS, RoleVarRefused, check_role_vars
-    from flashfleet.stack import StackError
-    from flashfleet.stack.errors import Problem
-
-    try:
-        check_role_vars(DEFAULT_PROJECT, STACK_PLAYBOOKS, sf.role_vars)
-    except RoleVarRefused as err:
-        raise StackError(sf.name, [Problem(f"{err.where}{err.name}", err.message, err.rule)]) from None

@@ -32,7 +32,7 @@ import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider, UpdateResult
 from pulumi.output import Unknown
 
-from flashfleet.components.aws_client import aws_client
+from flashfleet.aws_client import aws_client
 from flashfleet.components.host_keys import read_host_keys
 
 # cloud-init prints the keys at the end of the first boot (a few minutes on the GPU types); the

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 
 import pulumi
 
-from flashfleet.bringup_checks import existing_addresses
 from flashfleet.planning import StackPlan
 from flashfleet.stack.spec import ExistingSource
 
@@ -30,7 +29,7 @@ class ExistingHosts(pulumi.ComponentResource):
         super().__init__("flashfleet:nodes:ExistingHosts", name, {}, opts)
         src = args.plan.spec.nodes.source
         assert isinstance(src, ExistingSource)
-        ssh, private = existing_addresses(src)
+        ssh, private = src.ssh_addresses(), src.private_addresses()
         self.ssh_addresses = pulumi.Output.from_input(ssh)
         self.private_addresses = pulumi.Output.from_input(private)
         self.register_outputs(

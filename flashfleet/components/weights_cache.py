@@ -39,7 +39,7 @@ import pulumi
 from pulumi.dynamic import CreateResult, DiffResult, Resource, ResourceProvider, UpdateResult
 from pulumi_aws import ebs
 
-from flashfleet.components.aws_client import aws_client
+from flashfleet.aws_client import aws_client
 from flashfleet.components.tags import (
     CACHE_TAG,
     EXPIRES_TAG,

@@ -510,7 +510,7 @@ def check_cluster(spec: StackSpec, base: str) -> list[Problem]:
     return problems
 
 
-def check_capacity(spec: StackSpec, base: str) -> list[Problem]:
+def check_capacity_block_fit(spec: StackSpec, base: str) -> list[Problem]:
     """`ttl: block` only on block stacks; a recorded block sits in the stack's availability zone."""
     src = spec.nodes.source
     block = src.capacity if isinstance(src, AwsSource) and isinstance(src.capacity, CapacityBlock) else None

@@ -12,9 +12,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from flashfleet.launch import ContainerLaunch
-from flashfleet.planning.resolve import MooncakeEndpoints
 from flashfleet.stack.image import ImageSpec
 from flashfleet.stack.image_packages import ImagePackages
+from flashfleet.stack.mooncake_endpoints import MooncakeEndpoints
 
 Number = int | float
 

@@ -41,7 +41,7 @@ from flashfleet.planning.plan_model import (
     Workload,
     WorkloadContainer,
 )
-from flashfleet.planning.resolve import SSH_PORT, MooncakeEndpoints, StackPlan
+from flashfleet.planning.resolve import SSH_PORT, StackPlan
 from flashfleet.planning.stack_recipe import kubernetes_plan
 from flashfleet.planning.time_to_first_token import time_to_first_token
 from flashfleet.recipes import Recipe
@@ -49,6 +49,7 @@ from flashfleet.stack import capacity_block
 from flashfleet.stack.image_packages import image_packages
 from flashfleet.stack.kubernetes_source import KubernetesSource
 from flashfleet.stack.lock import lock_file_name
+from flashfleet.stack.mooncake_endpoints import MooncakeEndpoints
 from flashfleet.stack.spec import AwsSource, ExistingSource
 
 _POD_KINDS = {"Deployment", "StatefulSet", "LeaderWorkerSet", "Job"}

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
 
 from flashfleet.catalog import hardware_catalog
 from flashfleet.catalog.instances import GIB_TO_GB, InstanceType, disk_figures
@@ -33,6 +33,7 @@ from flashfleet.stack.files import DEFAULT_STACKS_DIR, REGION_KEY, StackFile, re
 from flashfleet.stack.inert_text import all_not_inert, path_text
 from flashfleet.stack.kubernetes_source import KubernetesSource
 from flashfleet.stack.lock import StackLock
+from flashfleet.stack.mooncake_endpoints import MooncakeEndpoints
 from flashfleet.stack.namespaces import namespace_clash
 from flashfleet.stack.spec import AwsSource, ExistingSource, Mooncake, NewNetwork, StackSpec
 
@@ -60,24 +61,6 @@ class NodePlan:
         """False on a router's own host (cluster.router.host): it runs the router (and at most the
         Mooncake master), no GPU server, so it gets no GPU driver, container toolkit or weights."""
         return not set(self.role.split("+")) <= {"router", "mooncake-master"}
-
-
-class MooncakeEndpoints(BaseModel):
-    """The Mooncake master and its members at the nodes' addresses (the hosts' inventory, `plan`)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    master_node: int
-    master_host: str
-    master_server_address: str
-    metadata_server: str
-    rpc_port: int
-    metadata_port: int
-    metrics_port: int
-    protocol: str
-    global_segment_gib: int
-    devices: list[str]
-    members: list[str]
 
 
 @dataclass(frozen=True)
@@ -362,7 +345,7 @@ def resolve_spec(
                     "capacity-block-required",
                 )
             )
-    problems += checks.check_capacity(spec, base)
+    problems += checks.check_capacity_block_fit(spec, base)
     if problems:
         raise StackError(stack, problems)
     nodes = tuple(_node_plans(stack, spec, recipe, facts, instance=instance, router=router))
@@ -508,12 +491,8 @@ def _token_warnings(role_vars: dict[str, Any], has_hf_token: bool) -> list[str]:
 
 def _api_key_warnings(spec: StackSpec, has_api_key: bool) -> list[str]:
     """Serving left open, or a key asked for and not at hand (docs/security.md, "API key")."""
+    # required with no key is refused by the admission (flashfleet.admission), not warned of
     required = spec.serving.api_key == "required"
-    if required and not has_api_key:
-        return [
-            "serving.apiKey: required but no flashfleet:apiKey secret: `pulumi up` refuses; "
-            "`flashfleet configure` takes the key from $FLASHFLEET_API_KEY"
-        ]
     if not required and has_api_key:
         return ["flashfleet:apiKey is set but serving.apiKey is off: the servers accept anyone"]
     src = spec.nodes.source

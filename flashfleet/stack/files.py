@@ -9,6 +9,7 @@ run (an air-gapped site's mirrors), a mapping.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -80,10 +81,27 @@ def read_stack_lock(name: str, stacks_dir: Path = DEFAULT_STACKS_DIR) -> StackLo
     return lock
 
 
-def _parse_config(name: str, path: Path, doc: Any) -> StackFile:
-    if not isinstance(doc, dict) or not isinstance(doc.get("config"), dict):
-        raise StackError(name, [Problem(path.name, "expected a top-level `config:` mapping", "shape")])
-    config: dict[str, Any] = doc["config"]
+def stack_file_from_config(
+    name: str, stacks_dir: Path, config: Mapping[str, Any], *, has_hf_token: bool, has_api_key: bool
+) -> StackFile:
+    """The stack as the Pulumi program reads its config (secrets already decrypted, so only
+    whether each is there), with the lock beside its file: the same rules as a file's."""
+    problems = _config_problems(config)
+    if problems:
+        raise StackError(name, problems)
+    sf = StackFile(
+        name,
+        stack_path(name, stacks_dir),
+        config[STACK_KEY],
+        config.get(REGION_KEY),
+        has_hf_token,
+        has_api_key,
+        dict(config.get(ROLE_VARS_KEY) or {}),
+    )
+    return replace(sf, lock=read_stack_lock(name, stacks_dir))
+
+
+def _config_problems(config: Mapping[str, Any]) -> list[Problem]:
     problems: list[Problem] = []
     for key in config:
         if key.startswith(f"{PROJECT}:") and key not in _KNOWN_PROJECT_KEYS:
@@ -98,7 +116,18 @@ def _parse_config(name: str, path: Path, doc: Any) -> StackFile:
         problems.append(Problem(ROLE_VARS_KEY, "must be a mapping of role argument names to values", "type"))
     if STACK_KEY not in config:
         problems.append(Problem(STACK_KEY, "missing: the stack spec", "missing"))
-    for key in _SECRET_KEYS:
+    region = config.get(REGION_KEY)
+    if region is not None and not isinstance(region, str):
+        problems.append(Problem(REGION_KEY, "must be a region name such as us-east-2", "type"))
+    return problems
+
+
+def _parse_config(name: str, path: Path, doc: Any) -> StackFile:
+    if not isinstance(doc, dict) or not isinstance(doc.get("config"), dict):
+        raise StackError(name, [Problem(path.name, "expected a top-level `config:` mapping", "shape")])
+    config: dict[str, Any] = doc["config"]
+    problems = _config_problems(config)
+    for key in _SECRET_KEYS:  # in the file, a secret is Pulumi's encrypted form only
         value = config.get(key)
         if value is not None and not (isinstance(value, dict) and set(value) == {"secure"}):
             problems.append(
@@ -106,16 +135,13 @@ def _parse_config(name: str, path: Path, doc: Any) -> StackFile:
                     key, f"must be a Pulumi secret: set it with `pulumi config set --secret {key}`", "secret"
                 )
             )
-    region = config.get(REGION_KEY)
-    if region is not None and not isinstance(region, str):
-        problems.append(Problem(REGION_KEY, "must be a region name such as us-east-2", "type"))
     if problems:
         raise StackError(name, problems)
     return StackFile(
         name,
         path,
         config[STACK_KEY],
-        region,
+        config.get(REGION_KEY),
         config.get(HF_TOKEN_KEY) is not None,
         config.get(API_KEY_KEY) is not None,
         dict(config.get(ROLE_VARS_KEY) or {}),

@@ -251,6 +251,13 @@ class ExistingSource(Strict):
     # Send the HF token to hosts without hostKeys anyway (whoever answers at their address).
     allow_unpinned_host_keys: StrictBool = False
 
+    def ssh_addresses(self) -> list[str]:
+        return [h.address for h in self.hosts]
+
+    def private_addresses(self) -> list[str]:
+        """Where the nodes reach each other: a host's private address, else the one SSH uses."""
+        return [h.private_address or h.address for h in self.hosts]
+
     @model_validator(mode="after")
     def _unique(self) -> ExistingSource:
         seen = [h.address for h in self.hosts]  # canonical: `NODE.example.com.` is node.example.com

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from flashfleet.bringup import handoff
+from flashfleet.bringup import handoff, input_check
 from flashfleet.bringup.errors import BringupInputError
 from flashfleet.bringup.progress import PhaseProgress
 from flashfleet.bringup.project import Project
@@ -66,11 +66,11 @@ def test_group_membership_must_match_the_facts(two_local_nodes: dict[str, Any]) 
         BringupInputError,
         match=r"^all\.children\.vendor_amd\.hosts\.node-0: the host's flashfleet_vendor is 'nvidia'",
     ):
-        handoff.validate(TEST_PROJECT, "site.yml", two_local_nodes, {})
+        input_check.validate(TEST_PROJECT, "site.yml", two_local_nodes, {})
     del children["vendor_amd"]
     children["flashfleet"]["hosts"].pop("node-1")
     with pytest.raises(BringupInputError, match=r"^all\.children\.flashfleet\.hosts: misses node-1"):
-        handoff.validate(TEST_PROJECT, "site.yml", two_local_nodes, {})
+        input_check.validate(TEST_PROJECT, "site.yml", two_local_nodes, {})
 
 
 @pytest.mark.parametrize(
@@ -85,9 +85,9 @@ def test_role_arguments_are_checked_against_argument_specs(
     two_local_nodes: dict[str, Any], extravars: dict[str, Any], message: str
 ) -> None:
     with pytest.raises(BringupInputError) as err:
-        handoff.validate(TEST_PROJECT, "site.yml", two_local_nodes, extravars)
+        input_check.validate(TEST_PROJECT, "site.yml", two_local_nodes, extravars)
     assert str(err.value) == message
-    handoff.validate(TEST_PROJECT, "site.yml", two_local_nodes, {"marker_mode": "careful"})
+    input_check.validate(TEST_PROJECT, "site.yml", two_local_nodes, {"marker_mode": "careful"})
 
 
 def test_a_fact_mapped_onto_a_role_argument_is_type_checked_per_host(
@@ -103,20 +103,20 @@ def test_a_fact_mapped_onto_a_role_argument_is_type_checked_per_host(
     with pytest.raises(
         BringupInputError, match=r"role marker host node-0: argument 'marker_gpu_count' is of type str"
     ):
-        handoff.validate(Project(project), "site.yml", two_local_nodes, {})
+        input_check.validate(Project(project), "site.yml", two_local_nodes, {})
     site.write_text(site.read_text().replace("marker_gpu_count:", "marker_gpus:"))
     with pytest.raises(BringupInputError, match=r"role marker: marker_gpus is not an argument of the role"):
-        handoff.validate(Project(project), "site.yml", two_local_nodes, {})
+        input_check.validate(Project(project), "site.yml", two_local_nodes, {})
 
 
 def test_an_unknown_playbook_is_refused(two_local_nodes: dict[str, Any]) -> None:
     with pytest.raises(BringupInputError, match=r"^playbook: no playbook 'nope.yml'"):
-        handoff.validate(TEST_PROJECT, "nope.yml", two_local_nodes, {})
+        input_check.validate(TEST_PROJECT, "nope.yml", two_local_nodes, {})
 
 
 def test_the_token_in_extra_variables_is_refused(two_local_nodes: dict[str, Any]) -> None:
     with pytest.raises(BringupInputError, match="contain the HF token"):
-        handoff.validate(TEST_PROJECT, "site.yml", two_local_nodes, {"note": f"x{TOKEN}"}, hf_token=TOKEN)
+        input_check.validate(TEST_PROJECT, "site.yml", two_local_nodes, {"note": f"x{TOKEN}"}, hf_token=TOKEN)
 
 
 def test_a_key_with_a_quote_in_extra_variables_is_refused_in_any_form(
@@ -125,7 +125,7 @@ def test_a_key_with_a_quote_in_extra_variables_is_refused_in_any_form(
     key = 'sk-"quoted\\key-Zq9v4T2mWc8'  # JSON escapes it: a search through JSON text missed it
     for shape in (key, repr(key), key[:6] + "\n" + key[6:]):
         with pytest.raises(BringupInputError, match="contain the API key"):
-            handoff.validate(TEST_PROJECT, "site.yml", two_local_nodes, {"note": shape}, api_key=key)
+            input_check.validate(TEST_PROJECT, "site.yml", two_local_nodes, {"note": shape}, api_key=key)
 
 
 def test_progress_lines_per_host_and_phase(tmp_path: Path, two_local_nodes: dict[str, Any]) -> None:
@@ -171,4 +171,4 @@ def test_roles_included_inside_blocks_are_checked_too(
         "              vars:\n                marker_gpus: 8\n"
     )
     with pytest.raises(BringupInputError, match=r"role marker: marker_gpus is not an argument of the role"):
-        handoff.validate(Project(project), "blocks.yml", two_local_nodes, {})
+        input_check.validate(Project(project), "blocks.yml", two_local_nodes, {})

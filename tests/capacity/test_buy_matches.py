@@ -48,7 +48,7 @@ def ec2(monkeypatch: pytest.MonkeyPatch) -> Any:
     ec2.meta.events.register(
         "provide-client-params.ec2.*", lambda event_name, **_: ops.append(event_name.rsplit(".", 1)[1])
     )
-    monkeypatch.setattr("flashfleet.sweep.ec2_client", lambda region: ec2)
+    monkeypatch.setattr("flashfleet.aws_client.ec2_client", lambda region: ec2)
     with stub:
         yield Calls(stub, ops)
 

@@ -136,7 +136,7 @@ def test_a_request_is_refused_naming_its_field_or_reaches_ec2_as_typed(
         stack.write_text(file)
         argv = ["capacity", "buy", "gb300-lowlat", "--offering", OID, f"--hours={hours}"]
         argv += [] if price is None else [f"--max-price={price}"]
-        with mock.patch("flashfleet.sweep.ec2_client", return_value=ec2), stub:
+        with mock.patch("flashfleet.aws_client.ec2_client", return_value=ec2), stub:
             code, _, err = _run([*argv, "--stacks-dir", tmp, "--yes"])
         bought = [p for op, p in calls if op == "PurchaseCapacityBlock"]
         if code == 0:

@@ -34,7 +34,7 @@ def stacks(tmp_path: Path) -> Path:
 def ec2(monkeypatch: pytest.MonkeyPatch) -> Any:
     """The stubbed client, handed to the CLI in place of boto3's default one."""
     ec2, stub = client()
-    monkeypatch.setattr("flashfleet.sweep.ec2_client", lambda region: ec2)
+    monkeypatch.setattr("flashfleet.aws_client.ec2_client", lambda region: ec2)
     with stub:
         yield stub
     stub.assert_no_pending_responses()

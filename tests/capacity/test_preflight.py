@@ -37,7 +37,7 @@ def odcr_spec(rid: str = RID) -> dict[str, Any]:
 @pytest.fixture
 def ec2(monkeypatch: pytest.MonkeyPatch) -> Any:
     ec2, stub = client()
-    monkeypatch.setattr("flashfleet.sweep.ec2_client", lambda region: ec2)
+    monkeypatch.setattr("flashfleet.aws_client.ec2_client", lambda region: ec2)
     with stub:
         yield stub
     stub.assert_no_pending_responses()

@@ -38,7 +38,7 @@ def stacks(tmp_path: Path) -> Path:
 def ec2(monkeypatch: pytest.MonkeyPatch) -> Any:
     """EC2 sells one block and the purchase goes through."""
     ec2, stub = client()
-    monkeypatch.setattr("flashfleet.sweep.ec2_client", lambda region: ec2)
+    monkeypatch.setattr("flashfleet.aws_client.ec2_client", lambda region: ec2)
     offer = offering("cbo-00000000000000001", start=START, zone="us-east-2b")
     stub.add_response("describe_capacity_block_offerings", {"CapacityBlockOfferings": [offer]}, QUERY)
     stub.add_response(

@@ -279,7 +279,7 @@ def test_status_of_a_stack_pulumi_never_made_is_not_deployed(files: F) -> None:
     assert reason == f"Pulumi has no stack h200-lowlat, and no run of it is recorded under {files['empty']}"
     # any other Pulumi failure is no answer: refused, naming it
     with pytest.raises(UsageError, match="incorrect passphrase"):
-        _never_deployed("h200-lowlat", stackops.StackError("incorrect passphrase"), files["empty"])
+        _never_deployed("h200-lowlat", stackops.PulumiError("incorrect passphrase"), files["empty"])
 
 
 @pytest.mark.parametrize("argv", [["up", "mi355x-lowlat"], ["down", "mi355x-lowlat"]])

@@ -120,7 +120,7 @@ def test_a_program_error_is_reported_once_by_the_engine(
     # ...and `flashfleet up`'s one line still names the program's error, not an empty stderr.
     for k, v in pulumi_env(project.parent, project).items():
         monkeypatch.setenv(k, v)
-    with pytest.raises(stackops.StackError, match=r"\[rule: host-key-unpinned\]"):
+    with pytest.raises(stackops.PulumiError, match=r"\[rule: host-key-unpinned\]"):
         stackops.preview(STACK, lambda _line: None)
 
 

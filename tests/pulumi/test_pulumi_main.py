@@ -200,7 +200,7 @@ def test_a_secret_the_runs_cannot_hide_registers_nothing(key: str, value: str, r
             program()
     finally:
         pulumi.runtime.set_all_config({})
-    assert str(info.value).startswith(f"{key}: ")
+    assert str(info.value).startswith(f"stack h200-lowlat: {key}: ")
     assert str(info.value).endswith(f"[rule: {rule}]")
-    assert value not in str(info.value).removeprefix(f"{key}: ")
+    assert value not in str(info.value).removeprefix(f"stack h200-lowlat: {key}: ")
     assert mocks.resources == []

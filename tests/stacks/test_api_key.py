@@ -19,7 +19,7 @@ import yaml
 from flashfleet.bench.runner import Invocation, LocalRunner
 from flashfleet.bench.servers import FETCH_SCRIPT, http_get
 from flashfleet.bringup.errors import BringupInputError
-from flashfleet.bringup.handoff import validate
+from flashfleet.bringup.input_check import validate
 from flashfleet.bringup.project import DEFAULT_PROJECT
 from flashfleet.cli import main
 from flashfleet.inventory import build_inventory
@@ -138,18 +138,21 @@ def test_plan_warns_when_an_existing_host_serves_open(
     assert "serving is open" not in out + err
 
 
-def test_required_without_the_secret_is_a_warning_for_plan(
-    write_stack: WriteStack, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("command", ["plan", "validate"])
+def test_required_without_the_secret_is_refused_by_plan_and_validate_alike(
+    command: str, write_stack: WriteStack, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    # One admission: what `pulumi up` refuses, plan and validate refuse too, in the same words.
     def no_secret(d: Doc) -> None:
         keyed(d)
         del d["config"]["flashfleet:apiKey"]
 
     rc, out, err = run_cli(
-        ["plan", "broken", "--stacks-dir", str(write_stack("mi355x-lowlat", no_secret))], capsys
+        [command, "broken", "--stacks-dir", str(write_stack("mi355x-lowlat", no_secret))], capsys
     )
-    assert rc == 0, err
-    assert "no flashfleet:apiKey secret" in out + err
+    assert rc == 2, out
+    assert "flashfleet:apiKey: serving.apiKey is required and the stack has no key" in err
+    assert err.rstrip().endswith("[rule: api-key]")
 
 
 # --- the render: --config in argv, the key nowhere ------------------------------------------------

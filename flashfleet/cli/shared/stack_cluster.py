@@ -36,7 +36,7 @@ def api_key_of(stack: str) -> str | None:
     if not key:
         try:
             out = stackops.outputs(stack).get(outputs.API_KEY)
-        except (stackops.PulumiUnavailable, stackops.StackError):
+        except (stackops.PulumiUnavailable, stackops.PulumiError):
             return None
         name, key = API_KEY_KEY, str(out.value) if out is not None else None
     try:
@@ -59,7 +59,7 @@ class StackCluster:
 
         try:
             out = stackops.outputs(stack).get(outputs.ENDPOINT)
-        except (stackops.PulumiUnavailable, stackops.StackError) as err:
+        except (stackops.PulumiUnavailable, stackops.PulumiError) as err:
             raise BenchSetupError(f"no --endpoint given and {err}") from None
         if out is None:
             raise BenchSetupError(

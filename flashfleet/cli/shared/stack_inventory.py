@@ -43,7 +43,7 @@ def stack_inventory(stack: str, runs_root: Path | None) -> dict[str, Any]:
     if stackops.cli_available():
         try:
             outs = stackops.outputs(stack)
-        except (stackops.StackError, stackops.PulumiUnavailable) as err:
+        except (stackops.PulumiError, stackops.PulumiUnavailable) as err:
             reasons.append(str(err))
         else:
             deployed = inventory_of(outs)

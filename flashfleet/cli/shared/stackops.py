@@ -35,11 +35,11 @@ class PulumiUnavailable(Exception):
     """The Pulumi CLI is missing; the message says what to do instead."""
 
 
-class StackError(Exception):
+class PulumiError(Exception):
     """A Pulumi operation on the stack failed (one line)."""
 
 
-class UnknownStack(StackError):
+class UnknownStack(PulumiError):
     """No such stack file or Pulumi stack: bad input, not a failure."""
 
 
@@ -89,7 +89,7 @@ def select(stack: str) -> Stack:
     except auto.StackNotFoundError:
         raise UnknownStack(f"stack {stack!r}: not initialised (pulumi stack init {stack})") from None
     except auto.CommandError as err:
-        raise StackError(f"stack {stack!r}: {_last_line(str(err))}") from None
+        raise PulumiError(f"stack {stack!r}: {_last_line(str(err))}") from None
 
 
 def up(stack: str, on_output: Callable[[str], None]) -> dict[str, StackOutput]:
@@ -99,7 +99,7 @@ def up(stack: str, on_output: Callable[[str], None]) -> dict[str, StackOutput]:
     try:
         result = st.up(on_output=on_output, show_secrets=False, color="never")
     except auto.CommandError as err:
-        raise StackError(f"pulumi up {stack}: {_last_line(str(err))}") from None
+        raise PulumiError(f"pulumi up {stack}: {_last_line(str(err))}") from None
     return {k: StackOutput(v.value, v.secret) for k, v in result.outputs.items()}
 
 
@@ -116,7 +116,7 @@ def check_secrets(stack: str) -> None:
     try:
         config = st.get_all_config()
     except auto.CommandError as err:
-        raise StackError(f"config of {stack}: {_last_line(str(err))}") from None
+        raise PulumiError(f"config of {stack}: {_last_line(str(err))}") from None
     for key in (HF_TOKEN_KEY, API_KEY_KEY):
         if key in config:
             check_secret(key, config[key].value)
@@ -130,7 +130,7 @@ def preview(stack: str, on_output: Callable[[str], None]) -> None:
     try:
         st.preview(on_output=on_output, color="never", diff=False)
     except auto.CommandError as err:
-        raise StackError(f"pulumi preview {stack}: {_last_line(str(err))}") from None
+        raise PulumiError(f"pulumi preview {stack}: {_last_line(str(err))}") from None
 
 
 def resources(stack: str) -> list[str]:
@@ -142,7 +142,7 @@ def resources(stack: str) -> list[str]:
     try:
         deployment = st.export_stack().deployment or {}
     except auto.CommandError as err:
-        raise StackError(f"state of {stack}: {_last_line(str(err))}") from None
+        raise PulumiError(f"state of {stack}: {_last_line(str(err))}") from None
     out = []
     for res in deployment.get("resources") or []:
         kind = str(res.get("type", ""))
@@ -159,7 +159,7 @@ def destroy(stack: str, on_output: Callable[[str], None]) -> None:
     try:
         st.destroy(on_output=on_output, show_secrets=False, color="never")
     except auto.CommandError as err:
-        raise StackError(f"pulumi destroy {stack}: {_last_line(str(err))}") from None
+        raise PulumiError(f"pulumi destroy {stack}: {_last_line(str(err))}") from None
 
 
 def outputs(stack: str) -> dict[str, StackOutput]:
@@ -169,7 +169,7 @@ def outputs(stack: str) -> dict[str, StackOutput]:
     try:
         return {k: StackOutput(v.value, v.secret) for k, v in st.outputs().items()}
     except auto.CommandError as err:
-        raise StackError(f"outputs of {stack}: {_last_line(str(err))}") from None
+        raise PulumiError(f"outputs of {stack}: {_last_line(str(err))}") from None
 
 
 def last_update(stack: str) -> str | None:
@@ -180,7 +180,7 @@ def last_update(stack: str) -> str | None:
     try:
         history = st.history(page_size=1, page=1, show_secrets=False)
     except auto.CommandError as err:
-        raise StackError(f"history of {stack}: {_last_line(str(err))}") from None
+        raise PulumiError(f"history of {stack}: {_last_line(str(err))}") from None
     if not history:
         return None
     h = history[0]
@@ -196,7 +196,7 @@ def summaries() -> dict[str, int | None]:
     try:
         listed = auto.LocalWorkspace(work_dir=str(project_dir())).list_stacks()
     except auto.CommandError as err:
-        raise StackError(f"stacks of {project_dir()}: {_last_line(str(err))}") from None
+        raise PulumiError(f"stacks of {project_dir()}: {_last_line(str(err))}") from None
     return {s.name: s.resource_count for s in listed}
 
 
@@ -210,7 +210,7 @@ def live_state(stack: str) -> tuple[dict[str, StackOutput], datetime | None]:
         outs = {k: StackOutput(v.value, v.secret) for k, v in st.outputs().items()}
         history = st.history(show_secrets=False)  # newest first
     except auto.CommandError as err:
-        raise StackError(f"state of {stack}: {_last_line(str(err))}") from None
+        raise PulumiError(f"state of {stack}: {_last_line(str(err))}") from None
     since = None
     for h in history:
         if h.kind == "destroy" and h.result == "succeeded":

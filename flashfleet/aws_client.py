@@ -1,5 +1,6 @@
 """boto3 clients with flashfleet's retry settings, made in one place: for `sweep` and the capacity
-checks, and for the dynamic resources that call AWS themselves (host keys, the weights cache).
+checks, and for the dynamic resources that call AWS themselves (host keys, the weights cache). A
+leaf: it imports nothing of flashfleet, so any layer may use it.
 
 Credentials, profile and endpoint are boto3's own (AWS_PROFILE, AWS_ENDPOINT_URL, ...). boto3 is
 imported only when a client is made: the CLI's other commands stay light.
@@ -17,3 +18,8 @@ def aws_client(service: str, region: str | None = None) -> Any:
     return boto3.client(
         service, region_name=region, config=Config(retries={"mode": "standard", "max_attempts": 3})
     )
+
+
+def ec2_client(region: str | None = None) -> Any:
+    """boto3's EC2 client with the standard settings (profile, region, AWS_ENDPOINT_URL...)."""
+    return aws_client("ec2", region)
