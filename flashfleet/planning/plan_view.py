@@ -161,7 +161,7 @@ def _container(c: dict[str, Any], pod: str, init: bool) -> WorkloadContainer:
         name=c["name"],
         stage=stage,
         image=c["image"],
-        command=weights.shown(list(c["command"])),
+        command=list(c["command"]),
         env={e["name"]: e["value"] for e in c.get("env", []) if "value" in e},
         env_from=sorted(e["name"] for e in c.get("env", []) if "valueFrom" in e),  # Secret, pod IP
         resources=c.get("resources", {}),
