@@ -104,7 +104,9 @@ def main() -> int:
     env = dict(os.environ)
     env["FLASHFLEET_RUNS_DIR"] = f"{tmp}/runs"
     # no cloud, no Pulumi: what a fresh machine has (the refusals must be quick there)
-    env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if not shutil.which("pulumi", path=p))
+    env["PATH"] = os.pathsep.join(
+        p for p in env.get("PATH", "").split(os.pathsep) if not shutil.which("pulumi", path=p)
+    )
     for key in ("AWS_PROFILE", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"):
         env.pop(key, None)
     env["AWS_CONFIG_FILE"] = env["AWS_SHARED_CREDENTIALS_FILE"] = f"{tmp}/none"
@@ -115,10 +117,10 @@ def main() -> int:
     print(f"{'command':<46} {'CPU s':>6} {'- floor':>7} {'wall s':>6}  verdict")
     print(f"{'python -c pass (the floor)':<46} {floor_s:6.3f} {0:7.3f} {'':>6}")
     slow = failed = 0
-    for label, (argv, expected) in _commands().items():
+    for label, (words, expected) in _commands().items():
         if args.only and args.only not in label:
             continue
-        argv = [a.replace("{tmp}", tmp) for a in argv]
+        argv = [a.replace("{tmp}", tmp) for a in words]
         cpus, walls = [], []
         for _ in range(args.runs):
             cpu, wall, code, err = _run([*prefix, *argv], env)
@@ -132,9 +134,14 @@ def main() -> int:
             cpu_s = statistics.median(cpus)
             verdict = "ok" if cpu_s < BUDGET_S else "SLOW"
             slow += verdict == "SLOW"
-            print(f"{label:<46} {cpu_s:6.3f} {cpu_s - floor_s:7.3f} {statistics.median(walls):6.3f}  {verdict}")
+            print(
+                f"{label:<46} {cpu_s:6.3f} {cpu_s - floor_s:7.3f} {statistics.median(walls):6.3f}  {verdict}"
+            )
     shutil.rmtree(tmp, ignore_errors=True)
-    print(f"{slow} slow, {failed} with another exit status; budget {BUDGET_S} s CPU, {args.runs} runs each (median)")
+    print(
+        f"{slow} slow, {failed} with another exit status; "
+        f"budget {BUDGET_S} s CPU, {args.runs} runs each (median)"
+    )
     return 1 if slow or failed else 0
 
 

@@ -180,4 +180,6 @@ def url_health(endpoint: str, fetch: Fetch = http_get) -> ServersHealth:
         return ServersHealth(
             servers=(), not_probed=f"{url} resolves inside the cluster only (kubectl port-forward reaches it)"
         )
-    return ServersHealth(servers=(ServerHealth(server="endpoint", url=url, health=_health_of(*fetch(url, 10.0))),))
+    return ServersHealth(
+        servers=(ServerHealth(server="endpoint", url=url, health=_health_of(*fetch(url, 10.0))),)
+    )

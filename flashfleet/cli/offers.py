@@ -22,7 +22,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--gpu", default=None, metavar="GPU", help="only this hardware (gb300, h200, mi355x, cpu)")
     p.add_argument("--region", default=None, metavar="REGION", help="only this AWS region's prices")
     add_format(p, "text", "json")
-    p.add_argument("--json", dest="format", action="store_const", const="json", help="the same as --format json")
+    p.add_argument(
+        "--json", dest="format", action="store_const", const="json", help="the same as --format json"
+    )
     p.set_defaults(func=run)
 
 
@@ -81,7 +83,9 @@ def run(args: argparse.Namespace) -> int:
         from flashfleet.suggest import did_you_mean
 
         known = _known_gpus()
-        raise UsageError(f"--gpu {args.gpu}: no such hardware (known: {', '.join(known)}){did_you_mean(gpu, known)}")
+        raise UsageError(
+            f"--gpu {args.gpu}: no such hardware (known: {', '.join(known)}){did_you_mean(gpu, known)}"
+        )
     rows = offers(gpu, args.region)
     if args.format == "json":
         print_json(rows)

@@ -14,6 +14,7 @@ neither it exits 2 with one line.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -164,10 +165,8 @@ def _endpoint_health(args: argparse.Namespace, runs_root: Path, endpoint: object
         except BringupInputError as err:
             raise UsageError(str(err)) from None
     else:
-        try:
+        with contextlib.suppress(NoInventory):
             inventory = stack_inventory(args.stack, runs_root)
-        except NoInventory:
-            pass
     if inventory is not None:
         return endpoint_health(inventory) or servers_health(inventory)
     return url_health(str(endpoint)) if isinstance(endpoint, str) and endpoint.startswith("http") else None

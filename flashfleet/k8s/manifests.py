@@ -143,7 +143,9 @@ def plan_kubernetes(
     serving_images = sorted({launch.image for launch in launches})
     objects.append(prepull.pre_pull(stack, ns, serving_images, source.pause_image, placement))
     objects.append(weights.program_config(stack, ns))
-    downloads = weights.downloads(recipe, source.download_image, secret, settings, names.weights_program(stack))
+    downloads = weights.downloads(
+        recipe, source.download_image, secret, settings, names.weights_program(stack)
+    )
     job_name = None
     if l3:
         assert mooncake is not None

@@ -151,7 +151,11 @@ def downloads(
     ]
     program_volume = {"name": PROGRAM_VOLUME, "configMap": {"name": program, "defaultMode": 0o444}}
     return Downloads(
-        install, containers, {"name": CLIENT_VOLUME, "emptyDir": {}}, program_volume, token_volume(secret_name)
+        install,
+        containers,
+        {"name": CLIENT_VOLUME, "emptyDir": {}},
+        program_volume,
+        token_volume(secret_name),
     )
 
 
@@ -178,8 +182,11 @@ def download_job(
                     "initContainers": [downloads.install],
                     "containers": downloads.containers,
                     "volumes": [
-                        cache_volume, downloads.client_volume, downloads.program_volume, downloads.token_volume,
-                    ],  # fmt: skip
+                        cache_volume,
+                        downloads.client_volume,
+                        downloads.program_volume,
+                        downloads.token_volume,
+                    ],
                     "automountServiceAccountToken": False,
                     **placement,
                 },

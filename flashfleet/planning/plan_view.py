@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from flashfleet.catalog import download_client, hardware_catalog, image_apt
-from flashfleet.k8s import KubernetesPlan, weights
+from flashfleet.k8s import KubernetesPlan
 from flashfleet.k8s import mooncake as k8s_mooncake
 from flashfleet.launch import ContainerLaunch
 from flashfleet.planning.apt_packages import locked_wants, node_apt, where

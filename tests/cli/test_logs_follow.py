@@ -51,11 +51,14 @@ def test_commands_pin_keys_and_reach_each_container_as_a_bring_up_does(tmp_path:
     commands = dict(follow_commands(_inventory(), ["n0", "n1"], 20, known))
     assert list(commands) == ["n0 flashfleet-server", "n0 flashfleet-router", "n1 flashfleet-server"]
     pinned = commands["n0 flashfleet-router"]
-    assert pinned[:1] == ["ssh"] and "BatchMode=yes" in pinned
-    assert "StrictHostKeyChecking=yes" in pinned and f"UserKnownHostsFile={known}" in pinned
+    assert pinned[:1] == ["ssh"]
+    assert "BatchMode=yes" in pinned
+    assert "StrictHostKeyChecking=yes" in pinned
+    assert f"UserKnownHostsFile={known}" in pinned
     assert "StrictHostKeyChecking=no" not in pinned
     assert known.read_text() == f"[10.0.0.0]:2222 {KEY}\n"  # the port as ssh looks it up
-    assert pinned[pinned.index("-p") + 1] == "2222" and pinned[pinned.index("-l") + 1] == "ubuntu"
+    assert pinned[pinned.index("-p") + 1] == "2222"
+    assert pinned[pinned.index("-l") + 1] == "ubuntu"
     assert pinned[-2:] == [
         "10.0.0.0",
         "sudo -n journalctl --unit=flashfleet-router.service --lines=20 --follow --output=short-iso "
@@ -63,7 +66,8 @@ def test_commands_pin_keys_and_reach_each_container_as_a_bring_up_does(tmp_path:
     ]
     root = commands["n1 flashfleet-server"]
     # no key pinned: as the project's ansible.cfg treats such a host; root reads without sudo
-    assert "StrictHostKeyChecking=no" in root and root[root.index("-i") + 1] == "/keys/id_ed25519"
+    assert "StrictHostKeyChecking=no" in root
+    assert root[root.index("-i") + 1] == "/keys/id_ed25519"
     assert root[-1].startswith("journalctl --unit=flashfleet-server.service")
 
 

@@ -21,14 +21,17 @@ def _json(capsys: pytest.CaptureFixture[str], *argv: str) -> list[dict[str, obje
     return rows
 
 
-def test_every_catalog_type_and_listed_price_is_offered_with_its_source(capsys: pytest.CaptureFixture[str]) -> None:
+def test_every_catalog_type_and_listed_price_is_offered_with_its_source(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     rows = _json(capsys)
     catalog = instance_catalog()
     assert {r["instance_type"] for r in rows} == set(catalog)
     for row in rows:
         t = catalog[str(row["instance_type"])]
         if row["price_usd_per_hour"] is None:
-            assert not t.prices_by_region and "no public on-demand price" in str(row["price_source"])
+            assert not t.prices_by_region
+            assert "no public on-demand price" in str(row["price_source"])
         else:
             assert row["price_usd_per_hour"] == t.prices_by_region[str(row["region"])]
             assert str(row["price_source"]).startswith(str(t.price_source))
@@ -38,7 +41,8 @@ def test_every_catalog_type_and_listed_price_is_offered_with_its_source(capsys: 
 
 def test_gpu_and_region_filter(capsys: pytest.CaptureFixture[str]) -> None:
     rows = _json(capsys, "--gpu", "H200", "--region", "eu-north-1")
-    assert {r["hardware"] for r in rows} == {"h200"} and {r["region"] for r in rows} == {"eu-north-1"}
+    assert {r["hardware"] for r in rows} == {"h200"}
+    assert {r["region"] for r in rows} == {"eu-north-1"}
     by_type = {r["instance_type"]: r["price_usd_per_hour"] for r in rows}
     assert by_type == {"p5en.48xlarge": 67.7267, "p5e.48xlarge": None}
     far = _json(capsys, "--gpu", "h200", "--region", "ap-south-1")
@@ -63,7 +67,10 @@ def test_text_table_numbers_each_source_and_names_hardware_not_on_aws(
 def test_an_unknown_gpu_is_one_line_with_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["offers", "--gpu", "h20"]) == 2
     err = capsys.readouterr().err
-    assert err.strip() == "flashfleet offers: --gpu h20: no such hardware (known: cpu, gb300, h200, mi355x); did you mean h200?"
+    assert (
+        err.strip()
+        == "flashfleet offers: --gpu h20: no such hardware (known: cpu, gb300, h200, mi355x); did you mean h200?"
+    )
 
 
 def test_offers_needs_no_cloud_or_credentials(tmp_path: Path) -> None:
@@ -74,5 +81,6 @@ def test_offers_needs_no_cloud_or_credentials(tmp_path: Path) -> None:
         capture_output=True, text=True, env=env, timeout=60, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert "p6e-gb300.36xlarge" in proc.stdout and "Capacity Blocks only" in proc.stdout
+    assert "p6e-gb300.36xlarge" in proc.stdout
+    assert "Capacity Blocks only" in proc.stdout
     assert "boto" not in proc.stderr

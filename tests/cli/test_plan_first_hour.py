@@ -101,7 +101,9 @@ def test_an_unpriced_router_node_shows_the_priced_part_and_names_what_is_missing
 
 
 @pytest.mark.parametrize("stack", ["h200-replicas", "router-in-us-east-2"])
-def test_up_says_the_cost_as_plan_does(tmp_path: Path, capsys: pytest.CaptureFixture[str], stack: str) -> None:
+def test_up_says_the_cost_as_plan_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], stack: str
+) -> None:
     # `up` shows its phases before it asks: its cost line and plan's are the same words
     from flashfleet.cli.common import stack_arg
     from flashfleet.cli.up import phases
@@ -119,6 +121,7 @@ def test_up_says_the_cost_as_plan_does(tmp_path: Path, capsys: pytest.CaptureFix
     planned = _line(_plan(capsys, path), "  cost").removeprefix("  cost     ")
     shown = phases(plan_data(load_stack(*stack_arg(path, None))))[-1]
     assert shown.endswith(f"; cost {planned}"), (shown, planned)
-    assert "USD/h" not in shown and "cost unknown USD" not in shown
+    assert "USD/h" not in shown
+    assert "cost unknown USD" not in shown
     if stack != "h200-replicas":
         assert "the priced nodes $126.59/h" in shown

@@ -27,11 +27,13 @@ def test_each_api_server_of_a_stack_without_router_is_asked() -> None:
         return (200, "")
 
     health = servers_health(inv, fetch)
-    assert health is not None and health.state == "serving"
+    assert health is not None
+    assert health.state == "serving"
     assert asked == ["http://192.0.2.10:30000/health"]
     assert health.line() == "endpoint: serving: 1 of 1 servers healthy (http://192.0.2.10:30000/health)"
     down = servers_health(inv, lambda url, timeout: (0, "Connection refused"))
-    assert down is not None and down.state == "down"
+    assert down is not None
+    assert down.state == "down"
     assert "not reachable from here (Connection refused)" in down.line()
 
 
@@ -39,13 +41,14 @@ def test_a_kubernetes_endpoint_is_asked_unless_only_the_cluster_resolves_it() ->
     health = url_health("http://203.0.113.5:30000/v1", lambda url, timeout: (503, ""))
     assert (health.state, health.servers[0].url) == ("down", "http://203.0.113.5:30000/health")
     inside = url_health("http://mi355x-k8s.mi355x-k8s.svc:30000/v1", lambda url, timeout: (200, ""))
-    assert inside.state == "not probed" and "inside the cluster" in inside.line()
+    assert inside.state == "not probed"
+    assert "inside the cluster" in inside.line()
 
 
 class _Health(BaseHTTPRequestHandler):
     code = 200
 
-    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+    def do_GET(self) -> None:
         self.send_response(self.code if self.path == "/health" else 404)
         self.end_headers()
 
@@ -89,7 +92,9 @@ def test_a_stack_never_brought_up_is_not_deployed_with_exit_0(
     monkeypatch.setenv("PATH", str(tmp_path / "no-bin"))
     assert main(["status", "h200-replicas", "--runs-dir", str(tmp_path / "runs")]) == 0
     out = capsys.readouterr().out
-    assert "state: not deployed (" in out and "`flashfleet up h200-replicas` brings it up" in out
+    assert "state: not deployed (" in out
+    assert "`flashfleet up h200-replicas` brings it up" in out
     assert main(["status", "h200-replica", "--runs-dir", str(tmp_path / "runs")]) == 2
     err = capsys.readouterr().err
-    assert "no such stack" in err and len(err.strip().splitlines()) == 1
+    assert "no such stack" in err
+    assert len(err.strip().splitlines()) == 1

@@ -231,7 +231,9 @@ def test_l3_mooncake_objects() -> None:
         == master.inputs["spec"]["selector"]["matchLabels"]
     )
     (config_map,) = [
-        r for r in d.mocks.of_type("kubernetes:core/v1:ConfigMap") if r.inputs["metadata"]["name"] == "h200-l3-mooncake-config"
+        r
+        for r in d.mocks.of_type("kubernetes:core/v1:ConfigMap")
+        if r.inputs["metadata"]["name"] == "h200-l3-mooncake-config"
     ]
     assert (
         '"master_server_address": "h200-l3-mooncake.glm.svc:50051"'

@@ -95,7 +95,8 @@ def test_the_download_program_is_named_once_not_inlined_in_each_container(
     program = FETCH_PROGRAM.read_text()
     docs = [d for d in yaml.safe_load_all(out) if d]
     (config,) = [d for d in docs if d["metadata"]["name"] == "mi355x-k8s-weights-fetch"]
-    assert config["kind"] == "ConfigMap" and config["data"] == {"weights_fetch.py": program}
+    assert config["kind"] == "ConfigMap"
+    assert config["data"] == {"weights_fetch.py": program}
     runs = [
         c
         for d in docs
@@ -107,7 +108,12 @@ def test_the_download_program_is_named_once_not_inlined_in_each_container(
     for c in runs:
         assert c["command"][:2] == ["python", "/opt/flashfleet/weights-fetch/weights_fetch.py"]
         mount = next(m for m in c["volumeMounts"] if m["name"] == "weights-fetch")
-        assert mount == {"name": "weights-fetch", "mountPath": "/opt/flashfleet/weights-fetch", "readOnly": True}
+        assert mount == {
+            "name": "weights-fetch",
+            "mountPath": "/opt/flashfleet/weights-fetch",
+            "readOnly": True,
+        }
     # printed once, line by line as the file reads (a `|` block), not escaped into each argv
     first_line = program.splitlines()[0]
-    assert out.count(first_line) == 1 and f"    {first_line}\n" in out
+    assert out.count(first_line) == 1
+    assert f"    {first_line}\n" in out

@@ -11,7 +11,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_every_timed_step_is_in_the_readmes_top() -> None:
     spec = importlib.util.spec_from_file_location("newcomer_path", REPO / "benchmarks" / "newcomer_path.py")
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     text = (REPO / "README.md").read_text(encoding="utf-8")

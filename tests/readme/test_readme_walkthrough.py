@@ -211,12 +211,17 @@ def _checkout_status() -> set[str] | None:
 def _not_ignored(scratch: Path) -> list[str]:
     """What the walk wrote at the scratch folder's top (where a user's own checkout root is) that
     git would show as untracked in a real checkout."""
-    written = [e.name + "/" * e.is_dir() for e in scratch.iterdir() if not e.is_symlink() and e.name != ".runner"]
+    written = [
+        e.name + "/" * e.is_dir() for e in scratch.iterdir() if not e.is_symlink() and e.name != ".runner"
+    ]
     shown = []
     for name in written:
-        ignored = subprocess.run(
-            ["git", "-C", str(REPO), "check-ignore", "-q", "--no-index", name], check=False
-        ).returncode == 0
+        ignored = (
+            subprocess.run(
+                ["git", "-C", str(REPO), "check-ignore", "-q", "--no-index", name], check=False
+            ).returncode
+            == 0
+        )
         if not ignored:
             shown.append(name)
     return shown
@@ -248,8 +253,13 @@ def test_readme_block(block: Block, scratch: Path) -> None:
     # the repository, and what the walk writes at its top is what git ignores (my-stacks/).
     if before is not None:
         after = _checkout_status()
-        assert after is not None and after <= before, f"README line {block.line}: the checkout now shows {sorted((after or set()) - before)}"
-        assert not _not_ignored(scratch), f"README line {block.line}: untracked in a checkout: {_not_ignored(scratch)}"
+        assert after is not None
+        assert after <= before, (
+            f"README line {block.line}: the checkout now shows {sorted((after or set()) - before)}"
+        )
+        assert not _not_ignored(scratch), (
+            f"README line {block.line}: untracked in a checkout: {_not_ignored(scratch)}"
+        )
 
 
 def test_output_check_refuses_what_the_readme_does_not_show() -> None:

@@ -65,8 +65,7 @@ def test_plan_text_of_a_kubernetes_stack_shows_workloads(capsys: pytest.CaptureF
     assert "k8s      context mi355x-cluster, namespace glm (created), Service ClusterIP" in out
     assert (
         "objects Namespace/glm, DaemonSet/mi355x-k8s-prepull, ConfigMap/mi355x-k8s-weights-fetch, "
-        "Deployment/mi355x-k8s-serve, Service/mi355x-k8s"
-        in out
+        "Deployment/mi355x-k8s-serve, Service/mi355x-k8s" in out
     )
     assert "Deployment mi355x-k8s-serve (serves the model):" in out
     # the download runs on the small download image, not the serving image
