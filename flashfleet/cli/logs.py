@@ -4,7 +4,7 @@ Read on the nodes over the same Ansible connection a bring-up uses (pinned host 
 login user, sudo): playbooks/logs.yml reads each serving unit's journal, which holds its
 container's output (the unit runs `docker run` in the foreground). Exit status: 0 every node
 answered, 1 a node did not, 2 bad input (refused before any host is touched). `--follow` keeps
-reading over SSH until Ctrl-C, which exits 0 (cli/logs_follow.py says why it is not Ansible).
+reading over SSH until Ctrl-C, which exits 0 (cli/shared/logs_follow.py says why it is not Ansible).
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
         if not hosts:
             raise UsageError(f"stack {args.stack}: no node serves (nothing to read)")
         if args.follow:
-            from flashfleet.cli.logs_follow import follow
+            from flashfleet.cli.shared.logs_follow import follow
 
             return follow(inventory, hosts, args.lines)
         result = handoff.run_recorded(

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from flashfleet.cli.logs_follow import follow_commands
+from flashfleet.cli.shared.logs_follow import follow_commands
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
 STAND_IN = """#!/bin/sh
