@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from flashfleet.bench.fingerprint import Deployment, RecipeSelection
-from flashfleet.bringup import handoff
 from flashfleet.bringup.contract import node_zero
 from flashfleet.bringup.errors import BringupInputError, NoInventory
 from flashfleet.bringup.project import DEFAULT_PROJECT, Project
@@ -91,6 +90,8 @@ class NodeFacts:
 def read_node_facts(
     stack: str, inventory: Mapping[str, Any], runs_root: Path, project: Project = DEFAULT_PROJECT
 ) -> NodeFacts:
+    from flashfleet.bringup import handoff  # here: a bench refused before reading facts needs no Ansible
+
     try:
         result = handoff.run_recorded(
             PLAYBOOK, inventory, project=project, runs_root=runs_root, stack=stack, tags="facts"

@@ -19,7 +19,6 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from flashfleet.bench.runner import Completed, Invocation
-from flashfleet.bringup import handoff
 from flashfleet.bringup.contract import endpoint_host
 from flashfleet.bringup.errors import BringupInputError
 from flashfleet.bringup.project import DEFAULT_PROJECT, Project
@@ -80,6 +79,8 @@ class NodeRunner:
             }
             if invocation.timeout_s is not None:
                 extravars["bench_timeout_s"] = max(1, math.ceil(invocation.timeout_s))
+            from flashfleet.bringup import handoff  # here: a refused bench needs no Ansible
+
             try:
                 result = handoff.run_recorded(
                     PLAYBOOK, self.inventory, project=self.project, runs_root=self.runs_root,

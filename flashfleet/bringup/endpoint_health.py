@@ -110,3 +110,76 @@ def endpoint_health(inventory: Mapping[str, Any], fetch: Fetch = http_get) -> En
                 )
             )
     return EndpointHealth(router=router_url, router_answer=answer, instances=tuple(instances))
+
+
+# --- stacks without a cluster router: every API server's own /health --------------------------
+
+
+class ServerHealth(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    server: str  # the host (or the endpoint) that serves the API
+    url: str  # its /health, as asked from here
+    health: str  # "ok", or why not
+
+
+class ServersHealth(BaseModel):
+    """A stack's API servers without a router in front: each one's own /health (a Kubernetes
+    stack's one endpoint Service counts as one server)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    servers: tuple[ServerHealth, ...]
+    not_probed: str | None = None  # why nothing was asked (an address only the cluster resolves)
+
+    @property
+    def state(self) -> str:
+        if self.not_probed:
+            return "not probed"
+        ok = sum(s.health == "ok" for s in self.servers)
+        return "serving" if ok == len(self.servers) else "down" if ok == 0 else "degraded"
+
+    def line(self) -> str:
+        if self.not_probed:
+            return f"endpoint: not probed: {self.not_probed}"
+        total, down = len(self.servers), [s for s in self.servers if s.health != "ok"]
+        if self.state == "serving":
+            urls = ", ".join(s.url for s in self.servers)
+            return f"endpoint: serving: {total} of {total} servers healthy ({urls})"
+        names = ", ".join(f"{s.server} ({s.url}: {s.health})" for s in down)
+        return f"endpoint: {self.state}: {total - len(down)} of {total} servers healthy; down: {names}"
+
+
+def _health_of(code: int, text: str) -> str:
+    if code == 200:
+        return "ok"
+    return f"/health answered {code}" if code else f"not reachable from here ({text})"
+
+
+def servers_health(inventory: Mapping[str, Any], fetch: Fetch = http_get) -> ServersHealth | None:
+    """Each host that serves clients the API (`flashfleet_api_port`), asked at its SSH address;
+    None when none does."""
+    servers = []
+    for name, vars_ in _hosts(inventory).items():
+        port = vars_.get("flashfleet_api_port")
+        if port is None:
+            continue
+        url = f"http://{vars_['ansible_host']}:{port}/health"
+        servers.append(ServerHealth(server=name, url=url, health=_health_of(*fetch(url, 10.0))))
+    return ServersHealth(servers=tuple(servers)) if servers else None
+
+
+def url_health(endpoint: str, fetch: Fetch = http_get) -> ServersHealth:
+    """A stack's `endpoint` output (`http://HOST:PORT/v1`): its server's /health."""
+    from urllib.parse import urlsplit
+
+    url = endpoint.rstrip("/").removesuffix("/v1") + "/health"
+    host = urlsplit(url).hostname or ""
+    if host.endswith((".svc", ".svc.cluster.local")):
+        # a ClusterIP Service's name resolves inside the cluster only: asking it here says nothing
+        return ServersHealth(
+            servers=(), not_probed=f"{url} resolves inside the cluster only (kubectl port-forward reaches it)"
+        )
+    return ServersHealth(
+        servers=(ServerHealth(server="endpoint", url=url, health=_health_of(*fetch(url, 10.0))),)
+    )

@@ -23,8 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import ansible_runner
-
 from flashfleet.bringup.converge import Secrets, carries_records, converge_vars
 from flashfleet.bringup.inert_vars import inert_yaml
 from flashfleet.bringup.project import REPO
@@ -302,6 +300,8 @@ def run_playbook(
         for path, data in ((inventory_file, inventory), (extravars_file, extravars)):
             with private_open(path) as out:
                 out.write(inert_yaml(data))
+        import ansible_runner  # here: a refusal, `validate` and `logs -f` never start a run
+
         runner = ansible_runner.run(
             private_data_dir=str(private),
             project_dir=str(project_root / "playbooks"),

@@ -43,6 +43,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("compare", "line up several benchmark runs in one table and plot"),
     "sweep": ("sweep", "list (--yes: delete) expired or orphaned flashfleet-tagged AWS resources"),
     "capacity": ("capacity", "Capacity Blocks for a stack: list offerings that fit, buy one"),
+    "offers": ("offers", "instance types, regions and prices of the catalog, each price's source (offline)"),
     "up": ("up", "bring a stack up through Pulumi: nodes, preparation, serving, smoke checks"),
     "down": ("down", "tear a stack down (pulumi destroy, or teardown.yml on existing hosts)"),
     "ls": ("ls", "every stack: state, endpoint, expiry and cost so far"),
@@ -57,7 +58,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 # `flashfleet --help` lists the commands by task, in the order a new user reaches for them.
 GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("start here", ("check", "new")),
+    ("start here", ("check", "new", "offers")),
     ("recipes, offline", ("matrix", "options", "render", "diff", "size")),
     ("a stack, offline", ("plan", "validate", "inventory", "manifest", "lock")),
     ("run a stack", ("up", "status", "logs", "configure", "down", "ls")),

@@ -33,14 +33,24 @@ def print_json(data: Any) -> None:
     sys.stdout.write("\n")
 
 
-def yaml_text(data: Any, *, documents: bool = False, **options: Any) -> str:
+def yaml_text(data: Any, *, documents: bool = False, literal_blocks: bool = False, **options: Any) -> str:
     """YAML as a person reads it: a value shared by two keys is written out twice, never as an
-    anchor and alias (`&id001` / `*id001`); `documents`: `data` is a list of documents."""
+    anchor and alias (`&id001` / `*id001`); `documents`: `data` is a list of documents;
+    `literal_blocks`: a text of several lines (a program in a ConfigMap) as a `|` block, line by
+    line, not one escaped string (PyYAML falls back to quoting where a block cannot hold it)."""
     import yaml
 
     class _NoAliases(yaml.SafeDumper):
         def ignore_aliases(self, data: Any) -> bool:
             return True
+
+    if literal_blocks:
+
+        def _text(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+            style = "|" if "\n" in value else None
+            return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+        _NoAliases.add_representer(str, _text)
 
     options.setdefault("sort_keys", False)
     if documents:

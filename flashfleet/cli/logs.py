@@ -1,9 +1,10 @@
-"""`flashfleet logs STACK [--node N]`: the last lines of each serving container's output.
+"""`flashfleet logs STACK [--node N] [--follow]`: the last lines of each serving container's output.
 
 Read on the nodes over the same Ansible connection a bring-up uses (pinned host keys, the
 login user, sudo): playbooks/logs.yml reads each serving unit's journal, which holds its
 container's output (the unit runs `docker run` in the foreground). Exit status: 0 every node
-answered, 1 a node did not, 2 bad input (refused before any host is touched).
+answered, 1 a node did not, 2 bad input (refused before any host is touched). `--follow` keeps
+reading over SSH until Ctrl-C, which exits 0 (cli/shared/logs_follow.py says why it is not Ansible).
 """
 
 from __future__ import annotations
@@ -29,6 +30,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--lines", type=int, default=100, metavar="N", help="lines per container (default: %(default)s)"
     )
+    p.add_argument(
+        "-f", "--follow", action="store_true",
+        help="keep printing new lines from every node until Ctrl-C (over SSH, host keys pinned)",
+    )  # fmt: skip
     add_inventory_arg(p)
     add_runs_dir_arg(p)
     p.set_defaults(func=run)
@@ -81,6 +86,10 @@ def run(args: argparse.Namespace) -> int:
         hosts = node_hosts(inventory, args.node)
         if not hosts:
             raise UsageError(f"stack {args.stack}: no node serves (nothing to read)")
+        if args.follow:
+            from flashfleet.cli.shared.logs_follow import follow
+
+            return follow(inventory, hosts, args.lines)
         result = handoff.run_recorded(
             PLAYBOOK, inventory, runs_root=args.runs_dir, stack=args.stack,
             extravars={"flashfleet_logs_lines": args.lines}, limit=",".join(hosts),

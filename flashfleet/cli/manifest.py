@@ -27,6 +27,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from flashfleet.cli.common import stack_arg, yaml_text
+    from flashfleet.k8s import names, weights
     from flashfleet.k8s.errors import KubernetesRenderError
     from flashfleet.launch import SECRET_ENV_NAMES
     from flashfleet.planning import load_stack
@@ -55,7 +56,9 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"# stack {b.stack}: {len(plan.objects)} objects in apply order, namespace {plan.namespace}\n"
         f"# not shown: Secret {plan.namespace}/{plan.secret_name} (keys {keys}), made from the\n"
-        "# flashfleet:hfToken secret after the Namespace; its value is never printed"
+        "# flashfleet:hfToken secret after the Namespace; its value is never printed\n"
+        f"# the weights download containers run {weights.PROGRAM_DIR}/{weights.PROGRAM_KEY} from ConfigMap\n"
+        f"# {plan.namespace}/{names.weights_program(b.stack)}: the hosts' own program, printed once there"
     )
-    print(yaml_text(plan.objects, documents=True, explicit_start=True), end="")
+    print(yaml_text(plan.objects, documents=True, literal_blocks=True, explicit_start=True), end="")
     return 0

@@ -244,17 +244,6 @@ def _lock_lines(lock: LockView, stack: str) -> list[str]:
     return out
 
 
-def _cost_text(d: PlanView) -> str:
-    """The hourly cost with its source; unknown, the priced part and each node kind without a price."""
-    cost = d.hourly_cost_usd
-    if cost is not None:
-        return f"${cost:.2f}/h" + (f" ({d.price_source})" if d.price_source else "")
-    if not d.unpriced:
-        return "unknown (no price in the catalog)"
-    part = "" if d.priced_part_usd is None else f"; the priced nodes ${d.priced_part_usd:.2f}/h"
-    return f"unknown: {'; '.join(d.unpriced)}{part}"
-
-
 def plan_text(d: PlanView) -> str:
     from flashfleet.cli.render import gpu_span
     from flashfleet.launch import ContainerLaunch
@@ -272,7 +261,7 @@ def plan_text(d: PlanView) -> str:
             else ""
         ),
         f"  endpoint {d.endpoint}",
-        f"  cost     {_cost_text(d)}",
+        f"  cost     {d.cost_text()}",
     ]
     if d.capacity:
         out += _capacity_lines(d.capacity, d.stack)

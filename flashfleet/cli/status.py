@@ -1,6 +1,10 @@
 """`flashfleet status STACK`: the stack's outputs (secrets masked), its last Pulumi operation
-and the latest bring-up runs recorded on this machine; for a cluster, whether its endpoint serves
-with every instance (degraded names the instances down; exit 1 unless serving).
+and the latest bring-up runs recorded on this machine; whether its endpoint serves, for every kind
+of stack: a cluster's router with every instance, else each API server's own /health, else (a
+Kubernetes stack) its `endpoint` output's (degraded names what is down; exit 1 unless serving, or
+not probed because the address resolves inside the cluster only). A stack of the project never
+brought up answers `state: not deployed` with exit 0, as `sky status` and `dstack ps` answer
+with an empty table; an unknown stack is bad input (exit 2).
 
 Without the Pulumi CLI (or when Pulumi cannot select the stack) it still shows the runs recorded
 here, which is all an existing-hosts stack worked through `flashfleet configure` has; with
@@ -10,6 +14,7 @@ neither it exits 2 with one line.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -85,9 +90,9 @@ def run(args: argparse.Namespace) -> int:
     if not report["deployed"]:
         return _not_deployed(args, report, runs_root)
     report["evidence"] = evidence_line(args.stack, args.results, args.stacks_dir)
-    health = _endpoint_health(args, runs_root=args.runs_dir or default_runs_root())
+    health = _endpoint_health(args, args.runs_dir or default_runs_root(), report["outputs"].get("endpoint"))
     report["endpoint"] = None if health is None else {"state": health.state, **health.model_dump(mode="json")}
-    code = 0 if health is None or health.state == "serving" else 1
+    code = 0 if health is None or health.state in ("serving", "not probed") else 1
     if args.format == "json":
         print_json(report)
         return code
@@ -144,20 +149,24 @@ def _not_deployed(args: argparse.Namespace, report: dict[str, Any], runs_root: P
     return 0
 
 
-def _endpoint_health(args: argparse.Namespace, runs_root: Path) -> Any:
-    """A cluster's endpoint health from its inventory; None without a cluster or an inventory."""
-    from flashfleet.bringup.endpoint_health import endpoint_health
+def _endpoint_health(args: argparse.Namespace, runs_root: Path, endpoint: object = None) -> Any:
+    """The endpoint's health, for every kind of stack: a cluster's router and instances, else each
+    API server of the inventory, else (Kubernetes: no inventory) the stack's `endpoint` output.
+    None when there is nothing to ask."""
+    from flashfleet.bringup.endpoint_health import endpoint_health, servers_health, url_health
     from flashfleet.bringup.errors import BringupInputError, NoInventory
     from flashfleet.cli.shared.cliargs import load_inventory
     from flashfleet.cli.shared.stack_inventory import stack_inventory
 
+    inventory = None
     if args.inventory:
         try:
-            return endpoint_health(load_inventory(args.inventory))
+            inventory = load_inventory(args.inventory)
         except BringupInputError as err:
             raise UsageError(str(err)) from None
-    try:
-        inventory = stack_inventory(args.stack, runs_root)
-    except NoInventory:
-        return None
-    return endpoint_health(inventory)
+    else:
+        with contextlib.suppress(NoInventory):
+            inventory = stack_inventory(args.stack, runs_root)
+    if inventory is not None:
+        return endpoint_health(inventory) or servers_health(inventory)
+    return url_health(str(endpoint)) if isinstance(endpoint, str) and endpoint.startswith("http") else None

@@ -142,7 +142,7 @@ def phases(data: PlanView) -> list[str]:
             f"     start order {' -> '.join(data.start_order)}; endpoint {data.endpoint}",
             f"     {restart_text(data)}",
         ]
-    out.append(f"  ttl {data.ttl}; cost {data.hourly_cost_usd or 'unknown'} USD/h")
+    out.append(f"  ttl {data.ttl}; cost {data.cost_text()}")
     return out
 
 

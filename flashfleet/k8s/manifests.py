@@ -142,7 +142,10 @@ def plan_kubernetes(
     # Created beside the download, never after it: see flashfleet/k8s/prepull.py.
     serving_images = sorted({launch.image for launch in launches})
     objects.append(prepull.pre_pull(stack, ns, serving_images, source.pause_image, placement))
-    downloads = weights.downloads(recipe, source.download_image, secret, settings)
+    objects.append(weights.program_config(stack, ns))
+    downloads = weights.downloads(
+        recipe, source.download_image, secret, settings, names.weights_program(stack)
+    )
     job_name = None
     if l3:
         assert mooncake is not None
@@ -162,7 +165,7 @@ def plan_kubernetes(
 
     volumes = [cache_volume, downloads.token_volume]
     if not shared_cache:
-        volumes.append(downloads.client_volume)
+        volumes += [downloads.client_volume, downloads.program_volume]
     if l3:
         volumes.append(
             {

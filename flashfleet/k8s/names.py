@@ -102,5 +102,9 @@ def mooncake_master(stack: str) -> str:
     return f"{stack}-mooncake"
 
 
+def weights_program(stack: str) -> str:
+    return f"{stack}-weights-fetch"
+
+
 def mooncake_config(stack: str) -> str:
     return f"{stack}-mooncake-config"

@@ -9,6 +9,7 @@ The downloads run on the source's small ``downloadImage``, never on the serving 
 container's image is pulled when the container starts, so a download on the serving image would
 wait for the whole serving-image pull (75 GB for ROCm). Every container runs the hosts' own
 download program (roles/model_weights/files/weights_fetch.py), its request as an argument,
+from one ConfigMap of the stack mounted read-only (named, not inlined in every container's argv),
 so pods and hosts enforce the stack's lock alike: a first init container installs the pinned
 huggingface_hub release into a pod-local venv (from the lock's files, in pip's hash-checking
 mode, when the stack is locked); each download then fetches its repository at the locked commit
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from flashfleet.catalog import download_client
-from flashfleet.k8s import resources
+from flashfleet.k8s import names, resources
 from flashfleet.k8s.containers import CACHE_VOLUME, TOKEN_DIR, TOKEN_MOUNT, token_env, token_volume
 from flashfleet.k8s.pod_security import restricted
 from flashfleet.launch import CONTAINER_HF_CACHE, SECRET_ENV_NAMES, LaunchSettings
@@ -41,8 +42,11 @@ HUB_DIR = f"{CONTAINER_HF_CACHE}/hub"
 HUB_ENDPOINT = "https://huggingface.co"
 # As the hosts' role gives it (model_weights_timeout_s): the program stops its downloads then.
 TIMEOUT_S = 14400
-# The hosts' download program, run by every download container as it is.
+# The hosts' download program, run by every download container as it is, from a ConfigMap.
 FETCH_PROGRAM = Path(__file__).resolve().parents[2] / "roles/model_weights/files/weights_fetch.py"
+PROGRAM_KEY = FETCH_PROGRAM.name
+PROGRAM_VOLUME = "weights-fetch"
+PROGRAM_DIR = "/opt/flashfleet/weights-fetch"
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,7 @@ class Downloads:
     install: dict[str, Any]  # an init container: before every download
     containers: list[dict[str, Any]]
     client_volume: dict[str, Any]
+    program_volume: dict[str, Any]  # the download program's ConfigMap, read-only
     token_volume: dict[str, Any]  # the stack's Secret as files (server pods mount it too)
 
 
@@ -91,28 +96,39 @@ def _program() -> str:
 
 
 def fetch_command(request: dict[str, Any]) -> list[str]:
-    """The container's argv: the download program and its request (python: the image's own)."""
-    return ["python", "-c", _program(), "--request", json.dumps(request, sort_keys=True)]
+    """The container's argv: the download program, from its ConfigMap, and its request (python:
+    the image's own)."""
+    return ["python", f"{PROGRAM_DIR}/{PROGRAM_KEY}", "--request", json.dumps(request, sort_keys=True)]
 
 
-def shown(command: list[str]) -> list[str]:
-    """A container's argv as `plan` prints it: the download program by its path, not its text."""
-    if command[:2] == ["python", "-c"] and len(command) == 5 and command[2] == _program():
-        return ["python", "-c", f"<{FETCH_PROGRAM.relative_to(FETCH_PROGRAM.parents[3])}>", *command[3:]]
-    return command
+def program_config(stack: str, namespace: str) -> dict[str, Any]:
+    """The ConfigMap that holds the download program once for every container that runs it."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": names.weights_program(stack),
+            "namespace": namespace,
+            "labels": names.labels(stack, "weights"),
+        },
+        "data": {PROGRAM_KEY: _program()},
+    }
 
 
-def downloads(recipe: Recipe, image: str, secret_name: str, settings: LaunchSettings) -> Downloads:
+def downloads(
+    recipe: Recipe, image: str, secret_name: str, settings: LaunchSettings, program: str
+) -> Downloads:
     """The download containers on ``image`` (the source's downloadImage), with the stack's lock
-    as ``settings`` carries it."""
+    as ``settings`` carries it; ``program``: the name of the ConfigMap of ``program_config``."""
     client_mount = {"name": CLIENT_VOLUME, "mountPath": CLIENT_DIR}
+    program_mount = {"name": PROGRAM_VOLUME, "mountPath": PROGRAM_DIR, "readOnly": True}
     install = {
         "name": CLIENT_CONTAINER,
         "image": image,
         "imagePullPolicy": "IfNotPresent",
         "command": fetch_command(fetch_request([], settings)),
         "resources": resources.CLIENT_INSTALL,
-        "volumeMounts": [client_mount],
+        "volumeMounts": [client_mount, program_mount],
         "securityContext": restricted(),
     }
     containers = [
@@ -127,12 +143,20 @@ def downloads(recipe: Recipe, image: str, secret_name: str, settings: LaunchSett
             "volumeMounts": [
                 {"name": CACHE_VOLUME, "mountPath": CONTAINER_HF_CACHE},
                 client_mount,
+                program_mount,
                 dict(TOKEN_MOUNT),
             ],
         }
         for repo in recipe.repositories
     ]
-    return Downloads(install, containers, {"name": CLIENT_VOLUME, "emptyDir": {}}, token_volume(secret_name))
+    program_volume = {"name": PROGRAM_VOLUME, "configMap": {"name": program, "defaultMode": 0o444}}
+    return Downloads(
+        install,
+        containers,
+        {"name": CLIENT_VOLUME, "emptyDir": {}},
+        program_volume,
+        token_volume(secret_name),
+    )
 
 
 def download_job(
@@ -157,7 +181,12 @@ def download_job(
                     "restartPolicy": "OnFailure",
                     "initContainers": [downloads.install],
                     "containers": downloads.containers,
-                    "volumes": [cache_volume, downloads.client_volume, downloads.token_volume],
+                    "volumes": [
+                        cache_volume,
+                        downloads.client_volume,
+                        downloads.program_volume,
+                        downloads.token_volume,
+                    ],
                     "automountServiceAccountToken": False,
                     **placement,
                 },

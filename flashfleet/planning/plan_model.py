@@ -315,3 +315,14 @@ class PlanView(_View):
     evidence: str | None = None
     warnings: list[str]
     notes: list[str]
+
+    def cost_text(self) -> str:
+        """The hourly cost with its source; unknown, the priced part and each node kind without a
+        price. `plan` and `up` both say it this way, so they never disagree."""
+        cost = self.hourly_cost_usd
+        if cost is not None:
+            return f"${cost:.2f}/h" + (f" ({self.price_source})" if self.price_source else "")
+        if not self.unpriced:
+            return "unknown (no price in the catalog)"
+        part = "" if self.priced_part_usd is None else f"; the priced nodes ${self.priced_part_usd:.2f}/h"
+        return f"unknown: {'; '.join(self.unpriced)}{part}"

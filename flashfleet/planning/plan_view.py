@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from flashfleet.catalog import download_client, hardware_catalog, image_apt
-from flashfleet.k8s import KubernetesPlan, weights
+from flashfleet.k8s import KubernetesPlan
 from flashfleet.k8s import mooncake as k8s_mooncake
 from flashfleet.launch import ContainerLaunch
 from flashfleet.planning.apt_packages import locked_wants, node_apt, where
@@ -162,7 +162,7 @@ def _container(c: dict[str, Any], pod: str, init: bool) -> WorkloadContainer:
         name=c["name"],
         stage=stage,
         image=c["image"],
-        command=weights.shown(list(c["command"])),
+        command=list(c["command"]),
         env={e["name"]: e["value"] for e in c.get("env", []) if "value" in e},
         env_from=sorted(e["name"] for e in c.get("env", []) if "valueFrom" in e),  # Secret, pod IP
         resources=c.get("resources", {}),

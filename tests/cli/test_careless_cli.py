@@ -184,6 +184,9 @@ CASES: list[tuple[str, Callable[[F], list[str]], str]] = [
     ("timeline", lambda f: ["timeline", str(f["tmp"] / "nowhere")], "no events.jsonl"),
     ("new", lambda f: ["new", "x", "--replicas", "1", "--stacks-dir", str(f["tmp"] / "n")], "--replicas: at least 2"),
     ("new", lambda f: ["new", "org/x", "--stacks-dir", str(f["tmp"] / "n")], "named for the stack alone"),
+    ("offers", lambda f: ["offers", "--gpu", "h20"], "--gpu h20: no such hardware"),
+    ("offers", lambda f: ["offers", "--format", "yaml"], "invalid choice: 'yaml'"),
+    ("logs", lambda f: ["logs", "mi355x-agentx", "--follow", "--lines", "0"], "--lines 0: must be at least 1"),
 ]  # fmt: skip
 
 

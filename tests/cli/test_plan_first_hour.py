@@ -98,3 +98,30 @@ def test_an_unpriced_router_node_shows_the_priced_part_and_names_what_is_missing
     data = json.loads(_plan(capsys, path, "--format", "json"))
     assert data["hourly_cost_usd"] is None
     assert data["priced_part_usd"] == pytest.approx(2 * 63.296)
+
+
+@pytest.mark.parametrize("stack", ["h200-replicas", "router-in-us-east-2"])
+def test_up_says_the_cost_as_plan_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], stack: str
+) -> None:
+    # `up` shows its phases before it asks: its cost line and plan's are the same words
+    from flashfleet.cli.common import stack_arg
+    from flashfleet.cli.up import phases
+    from flashfleet.planning import load_stack
+    from flashfleet.planning.plan_view import plan_data
+
+    def router_in_us_east_2(config: dict[str, Any], spec: dict[str, Any]) -> None:
+        spec["cluster"]["router"]["instanceType"] = "m7i.xlarge"
+        spec["nodes"]["count"] = 3
+        config["aws:region"] = "us-east-2"
+        spec["nodes"]["source"]["network"]["availabilityZone"] = "us-east-2a"
+
+    base = DEFAULT_STACKS_DIR / "Pulumi.h200-replicas.yaml"
+    path = str(base) if stack == "h200-replicas" else _own_stack(tmp_path, base, router_in_us_east_2)
+    planned = _line(_plan(capsys, path), "  cost").removeprefix("  cost     ")
+    shown = phases(plan_data(load_stack(*stack_arg(path, None))))[-1]
+    assert shown.endswith(f"; cost {planned}"), (shown, planned)
+    assert "USD/h" not in shown
+    assert "cost unknown USD" not in shown
+    if stack != "h200-replicas":
+        assert "the priced nodes $126.59/h" in shown

@@ -164,6 +164,7 @@ def test_gb300_low_latency_resources() -> None:
             "flashfleet:nodes:KubernetesCluster": 1,
             "kubernetes:core/v1:Namespace": 1,
             "kubernetes:core/v1:PersistentVolumeClaim": 1,
+            "kubernetes:core/v1:ConfigMap": 1,  # the weights download program
             "kubernetes:batch/v1:Job": 1,
             "kubernetes:apps/v1:DaemonSet": 1,
             DEPLOYMENT: 1,
@@ -202,7 +203,7 @@ def test_mi355x_agentx_resources() -> None:
     assert pod["tolerations"] == [{"key": "amd.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
     assert next(v for v in pod["volumes"] if v["name"] == "dshm")["emptyDir"]["sizeLimit"] == "16Gi"
     # the client install, then the download, each by the hosts' download program
-    assert [json.loads(c["command"][4])["repos"] for c in pod["initContainers"]] == [[], [MI355X_REPO]]
+    assert [json.loads(c["command"][3])["repos"] for c in pod["initContainers"]] == [[], [MI355X_REPO]]
     assert d.mocks.of_type("kubernetes:batch/v1:Job") == []
 
 
@@ -218,7 +219,7 @@ def test_pd_resources() -> None:
 def test_l3_mooncake_objects() -> None:
     d = deploy(H200_L3)
     by_type = Counter(r.typ for r in d.mocks.resources)
-    assert by_type["kubernetes:core/v1:ConfigMap"] == 1
+    assert by_type["kubernetes:core/v1:ConfigMap"] == 2  # Mooncake's config, the download program
     assert by_type["kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"] == 1
     (master,) = d.mocks.of_type(DEPLOYMENT)
     assert _pod(master.inputs)["containers"][0]["command"][0] == "mooncake_master"
@@ -229,7 +230,11 @@ def test_l3_mooncake_objects() -> None:
         policy.inputs["spec"]["podSelector"]["matchLabels"]
         == master.inputs["spec"]["selector"]["matchLabels"]
     )
-    (config_map,) = d.mocks.of_type("kubernetes:core/v1:ConfigMap")
+    (config_map,) = [
+        r
+        for r in d.mocks.of_type("kubernetes:core/v1:ConfigMap")
+        if r.inputs["metadata"]["name"] == "h200-l3-mooncake-config"
+    ]
     assert (
         '"master_server_address": "h200-l3-mooncake.glm.svc:50051"'
         in config_map.inputs["data"]["mooncake.json"]

@@ -55,7 +55,12 @@ def download_argv(repo: str | None) -> list[str]:
         "max_workers": client.max_workers, "token_file": "/etc/flashfleet/hf-token/HF_TOKEN",
         "keep_token_file": True, "timeout_s": 14400,
     }  # fmt: skip
-    return ["python", "-c", PROGRAM.read_text(), "--request", json.dumps(request, sort_keys=True)]
+    return [
+        "python",
+        f"/opt/flashfleet/weights-fetch/{PROGRAM.name}",
+        "--request",
+        json.dumps(request, sort_keys=True),
+    ]
 
 
 def _workload_containers(case: Case) -> dict[str, dict[str, Any]]:
@@ -104,6 +109,7 @@ def test_gb300_low_latency() -> None:
         "Namespace",
         "PersistentVolumeClaim",
         "DaemonSet",
+        "ConfigMap",
         "Job",
         "Deployment",
         "Service",
@@ -246,6 +252,7 @@ def test_l3_mooncake_objects_and_leader_worker_set() -> None:
         "PersistentVolumeClaim",
         "DaemonSet",
         "ConfigMap",
+        "ConfigMap",
         "Deployment",
         "Service",
         "NetworkPolicy",
@@ -253,7 +260,9 @@ def test_l3_mooncake_objects_and_leader_worker_set() -> None:
         "LeaderWorkerSet",
         "Service",
     ]
-    (config_map,) = objects_of(plan, "ConfigMap")
+    (config_map,) = [
+        o for o in objects_of(plan, "ConfigMap") if o["metadata"]["name"] == "h200-l3-mooncake-config"
+    ]
     config = json.loads(config_map["data"]["mooncake.json"])
     assert config == {
         "master_server_address": "h200-l3-mooncake.glm.svc:50051",

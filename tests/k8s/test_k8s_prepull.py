@@ -120,12 +120,12 @@ def test_the_client_install_runs_before_every_download_in_both_modes() -> None:
         (pod,) = pods
         first = pod["initContainers"][0]
         assert first["name"] == CLIENT_CONTAINER
-        request = json.loads(first["command"][4])
+        request = json.loads(first["command"][3])
         assert (request["repos"], request["hub_version"]) == ([], download_client().hub_version)
         assert "env" not in first  # pip needs no token
         client = {m["mountPath"] for m in first["volumeMounts"]}
         for c in containers(pod).values():
             if c["name"].startswith("weights-") and c is not first:
                 assert client <= {m["mountPath"] for m in c["volumeMounts"]}
-                assert c["command"][:3] == first["command"][:3]  # the same program
-                assert json.loads(c["command"][4])["venv"] == request["venv"]  # its client
+                assert c["command"][:2] == first["command"][:2]  # the same program
+                assert json.loads(c["command"][3])["venv"] == request["venv"]  # its client

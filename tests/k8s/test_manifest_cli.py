@@ -81,3 +81,39 @@ def test_a_stack_not_on_kubernetes_is_refused_in_one_line(capsys: pytest.Capture
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert "nodes.source.kind: manifest prints a kubernetes stack's objects; gb300-lowlat is on 'aws'" in err
+
+
+def test_the_download_program_is_named_once_not_inlined_in_each_container(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from k8s_cases import pod_specs
+
+    from flashfleet.k8s.weights import FETCH_PROGRAM
+
+    assert main(["manifest", "mi355x-k8s"]) == 0
+    out = capsys.readouterr().out
+    program = FETCH_PROGRAM.read_text()
+    docs = [d for d in yaml.safe_load_all(out) if d]
+    (config,) = [d for d in docs if d["metadata"]["name"] == "mi355x-k8s-weights-fetch"]
+    assert config["kind"] == "ConfigMap"
+    assert config["data"] == {"weights_fetch.py": program}
+    runs = [
+        c
+        for d in docs
+        for pod in pod_specs(d)
+        for c in [*pod.get("initContainers", []), *pod["containers"]]
+        if c["name"].startswith("weights")
+    ]
+    assert len(runs) >= 2  # the client install and a download
+    for c in runs:
+        assert c["command"][:2] == ["python", "/opt/flashfleet/weights-fetch/weights_fetch.py"]
+        mount = next(m for m in c["volumeMounts"] if m["name"] == "weights-fetch")
+        assert mount == {
+            "name": "weights-fetch",
+            "mountPath": "/opt/flashfleet/weights-fetch",
+            "readOnly": True,
+        }
+    # printed once, line by line as the file reads (a `|` block), not escaped into each argv
+    first_line = program.splitlines()[0]
+    assert out.count(first_line) == 1
+    assert f"    {first_line}\n" in out

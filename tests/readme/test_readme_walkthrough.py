@@ -199,10 +199,39 @@ def test_the_blocks_not_run_still_have_their_commands_checked() -> None:
     assert NOT_RUN, "no flashfleet command in the cloud/hosts blocks: the parse check above checks nothing"
 
 
+def _checkout_status() -> set[str] | None:
+    """The checkout's untracked and changed paths (git's own view); None outside a git checkout."""
+    proc = subprocess.run(
+        ["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=all"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    return set(proc.stdout.splitlines()) if proc.returncode == 0 else None
+
+
+def _not_ignored(scratch: Path) -> list[str]:
+    """What the walk wrote at the scratch folder's top (where a user's own checkout root is) that
+    git would show as untracked in a real checkout."""
+    written = [
+        e.name + "/" * e.is_dir() for e in scratch.iterdir() if not e.is_symlink() and e.name != ".runner"
+    ]
+    shown = []
+    for name in written:
+        ignored = (
+            subprocess.run(
+                ["git", "-C", str(REPO), "check-ignore", "-q", "--no-index", name], check=False
+            ).returncode
+            == 0
+        )
+        if not ignored:
+            shown.append(name)
+    return shown
+
+
 @pytest.mark.parametrize("block", RUN, ids=[f"line{b.line}-{b.kind or 'run'}" for b in RUN])
 def test_readme_block(block: Block, scratch: Path) -> None:
     assert block.commands, f"README line {block.line}: a console block without a `$ ` command"
     env = _env(scratch)
+    before = _checkout_status()
     for cmd in block.commands:
         script = _runnable(block, cmd)
         if script is None:
@@ -220,6 +249,17 @@ def test_readme_block(block: Block, scratch: Path) -> None:
             assert len(proc.stderr.strip().splitlines()) == 1, f"{where}: not one line\n{proc.stderr}"
         missing = check_output(cmd.expected, (proc.stdout + proc.stderr).splitlines())
         assert missing is None, f"{where}: {missing}"
+    # A user who follows the README keeps a clean checkout: nothing written through a link into
+    # the repository, and what the walk writes at its top is what git ignores (my-stacks/).
+    if before is not None:
+        after = _checkout_status()
+        assert after is not None
+        assert after <= before, (
+            f"README line {block.line}: the checkout now shows {sorted((after or set()) - before)}"
+        )
+        assert not _not_ignored(scratch), (
+            f"README line {block.line}: untracked in a checkout: {_not_ignored(scratch)}"
+        )
 
 
 def test_output_check_refuses_what_the_readme_does_not_show() -> None:

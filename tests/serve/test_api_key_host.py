@@ -23,7 +23,6 @@ import ansible_runner
 import pytest
 import yaml
 
-from flashfleet.bringup import playbook_run
 from flashfleet.bringup.playbook_run import RunResult
 from flashfleet.bringup.redaction import REDACTED
 from flashfleet.launch import API_KEY_CONFIG
@@ -64,7 +63,7 @@ def keyed() -> Iterator[dict[str, Any]]:
     with pytest.MonkeyPatch.context() as mp, serve_lab([HOST]) as lab:
         mp.setenv("ANSIBLE_VERBOSITY", "3")
         mp.delenv("FLASHFLEET_API_KEY", raising=False)
-        mp.setattr(playbook_run.ansible_runner, "run", capturing_run)
+        mp.setattr(ansible_runner, "run", capturing_run)  # what playbook_run imports when it runs
         install_fake_docker(lab, HOST)
         (lab.pool.hosts[HOST].root / "etc/flashfleet-test/standin.json").write_text('{"load_seconds": 2}')
         stack = make_stack("ak", "unified", [lab.address(HOST)], serving={"apiKey": "required"})

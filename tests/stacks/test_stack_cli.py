@@ -64,14 +64,14 @@ def test_plan_text_of_a_kubernetes_stack_shows_workloads(capsys: pytest.CaptureF
     assert "endpoint http://mi355x-k8s.glm.svc:30000/v1" in out
     assert "k8s      context mi355x-cluster, namespace glm (created), Service ClusterIP" in out
     assert (
-        "objects Namespace/glm, DaemonSet/mi355x-k8s-prepull, Deployment/mi355x-k8s-serve, Service/mi355x-k8s"
-        in out
+        "objects Namespace/glm, DaemonSet/mi355x-k8s-prepull, ConfigMap/mi355x-k8s-weights-fetch, "
+        "Deployment/mi355x-k8s-serve, Service/mi355x-k8s" in out
     )
     assert "Deployment mi355x-k8s-serve (serves the model):" in out
     # the download runs on the small download image, not the serving image
     assert "# init weights-zai-org-glm-5-3-flash: image python:3.12.12-slim-bookworm" in out
-    # the hosts' download program by its path, and its request (the client install's first)
-    assert out.count("python -c '<roles/model_weights/files/weights_fetch.py>'") == 2
+    # the hosts' download program by its path in its ConfigMap, and its request (the client install's first)
+    assert out.count("python /opt/flashfleet/weights-fetch/weights_fetch.py \\\n") == 2
     assert '"repos": ["zai-org/GLM-5.3-Flash"]' in out
     assert (
         "# main server: image lmsysorg/sglang:v0.5.23-rocm720-mi35x, limits cpu=64, memory=512Gi, amd.com/gpu=4"

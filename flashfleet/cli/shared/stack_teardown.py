@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from flashfleet.bringup.handoff import TeardownError, teardown
 from flashfleet.bringup.project import DEFAULT_PROJECT, Project
 from flashfleet.bringup.run_dirs import default_runs_root
 from flashfleet.cli.shared import stackops
@@ -35,6 +34,9 @@ def teardown_stack(stack: str) -> None:
     With the Pulumi CLI: `pulumi destroy`. Without it: teardown.yml of the same project,
     against the same inventory, as the stack's latest `flashfleet configure` run on this machine.
     """
+    # here, not at the top: `bench` imports this module, and its refusals need no Ansible
+    from flashfleet.bringup.handoff import TeardownError, teardown
+
     if stackops.cli_available():
         stackops.destroy(stack, _stderr)
         return
