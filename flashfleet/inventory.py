@@ -19,6 +19,7 @@ from flashfleet.planning import StackPlan
 from flashfleet.planning.apt_packages import node_apt, role_locks
 from flashfleet.planning.image_apt import image_apt_lock
 from flashfleet.planning.packages import locked_for, pip_installs
+from flashfleet.planning.weights_fanout import fanout_for
 from flashfleet.recipes import Recipe
 from flashfleet.stack.image_packages import image_packages
 from flashfleet.stack.lock import LockedPackage
@@ -141,6 +142,7 @@ def host_vars(
                 if plan.lock is not None
                 else None
             ),
+            flashfleet_weights_fanout=fanout_for(plan, index, private_addresses),
         )
     )
     return hvars.inventory_vars()
