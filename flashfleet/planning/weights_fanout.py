@@ -1,4 +1,4 @@
-"""Weights fetched once per stack: which node asks the Hub, and which fetch from it.
+"""Weights fetched once per stack: whether a stack fans out, and which node is its seed.
 
 Every GPU node of a multi-node stack used to download the whole checkpoint from the Hub, and the
 Hub limits requests per egress address (a stack behind one NAT address asks it N times). Here one
@@ -6,13 +6,12 @@ node, the seed (the stack's first GPU node), downloads; the stack's other GPU no
 file from the seed over the cluster network (the seed serves its cache over HTTP on its private
 address while the fan-out runs) and check it against the lock on arrival. Without a lock there is
 nothing to check a peer's bytes against: every node then downloads from the Hub, as before.
+flashfleet.inventory hands each node its part (HostVars.flashfleet_weights_fanout).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from flashfleet.bringup.host_vars import WeightsFanout
-from flashfleet.planning.resolve import StackPlan
+from flashfleet.planning.resolve import NodePlan, StackPlan
 
 # The seed's fan-out port on its private address: outside SGLang's, the router's and Mooncake's
 # ports of the catalog (flashfleet.launch), open only while the fan-out runs.
@@ -22,17 +21,10 @@ FANOUT_PORT = 18470
 PEER_WAIT_S = 300
 
 
-def fanout_for(plan: StackPlan, index: int, private_addresses: Sequence[str]) -> WeightsFanout | None:
-    """Node `index`'s part, or None: it downloads from the Hub on its own (a single-node stack, no
-    lock, prestaged weights, a router's own host)."""
+def fanout_seed(plan: StackPlan) -> NodePlan | None:
+    """The node that asks the Hub for the stack, or None: each node asks on its own (one GPU node,
+    no lock, or prestaged weights)."""
     gpu = plan.gpu_nodes
     if len(gpu) < 2 or plan.lock is None or plan.spec.weights.prestaged:
         return None
-    node = plan.nodes[index]
-    if not node.gpu_node:
-        return None
-    seed = gpu[0]
-    common = {"seed": seed.name, "seed_address": private_addresses[seed.index], "port": FANOUT_PORT}
-    if node.index == seed.index:
-        return WeightsFanout(role="seed", peers=[n.name for n in gpu[1:]], wait_s=PEER_WAIT_S, **common)
-    return WeightsFanout(role="peer", wait_s=PEER_WAIT_S, **common)
+    return gpu[0]

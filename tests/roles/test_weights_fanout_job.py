@@ -1,7 +1,7 @@
 """The weights fan-out of model_weights' background job, on this machine: a seed serves the
 locked files of its cache and a peer fetches them, each checked on arrival; a copy that differs
 is refused and left to the Hub; a seed that never answers sends the peer to the Hub. The real
-client, Hub and hosts: test_weights_fanout.py."""
+client, Hub and hosts: tests/roles/test_weights_fanout.py."""
 
 from __future__ import annotations
 
