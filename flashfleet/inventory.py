@@ -54,7 +54,9 @@ def weights_fanout(plan: StackPlan, index: int, private_addresses: Sequence[str]
     common = {"seed": seed.name, "seed_address": private_addresses[seed.index], "port": FANOUT_PORT,
               "wait_s": PEER_WAIT_S}  # fmt: skip
     if node.index == seed.index:
-        return WeightsFanout(role="seed", peers=[n.name for n in plan.gpu_nodes if n.index != seed.index], **common)
+        return WeightsFanout(
+            role="seed", peers=[n.name for n in plan.gpu_nodes if n.index != seed.index], **common
+        )
     return WeightsFanout(role="peer", **common)
 
 

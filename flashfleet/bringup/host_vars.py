@@ -242,10 +242,10 @@ class HostVars(BaseModel):
     )
     flashfleet_weights_fanout: WeightsFanout | None = Field(
         None,
-        description="the weights fetched once per stack (a locked stack of several GPU nodes): `role` seed "
-        "(downloads from the Hub, then serves its cache on `seed_address`:`port` until its `peers` are done) or "
-        "peer (fetches each locked file from the seed, checks it on arrival, and takes from the Hub what the "
-        "seed could not give). null: the node downloads from the Hub on its own",
+        description="the weights fetched once per stack (a locked stack of several GPU nodes): `role` "
+        "seed (downloads from the Hub, then serves its cache on `seed_address`:`port` until its `peers` "
+        "are done) or peer (fetches each locked file from the seed, checks it on arrival, and takes from "
+        "the Hub what the seed could not give). null: the node downloads from the Hub on its own",
     )
     flashfleet_apt_lock: dict[AptRole, dict[str, dict[str, LockedDeb]]] | None = Field(
         None,
@@ -259,7 +259,12 @@ class HostVars(BaseModel):
         """As the inventory carries them (JSON types; ansible_user, host keys and the driver's lock left
         out when unset)."""
         out = self.model_dump(mode="json")
-        for optional in ("ansible_user", "flashfleet_host_keys", "flashfleet_apt_lock", "flashfleet_weights_fanout"):
+        for optional in (
+            "ansible_user",
+            "flashfleet_host_keys",
+            "flashfleet_apt_lock",
+            "flashfleet_weights_fanout",
+        ):
             if out[optional] is None:
                 del out[optional]
         return out

@@ -233,7 +233,7 @@ REFUSED: dict[str, tuple[str, str]] = {
     ),
     "model_weights_fanout": (
         OWNED,
-        "which node asks the Hub and which fetch from it is flashfleet's plan (the stack's first GPU node seeds)",
+        "which node asks the Hub and which fetch from it is flashfleet's plan (the first GPU node seeds)",
     ),
     "model_weights_hub_lock": (OWNED, _PACKAGES_LOCK),
     "sglang_image_lock": (OWNED, _PACKAGES_LOCK),

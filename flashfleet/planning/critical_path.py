@@ -93,8 +93,13 @@ def _phases(plan: StackPlan) -> dict[str, Phase]:
     peers = len(plan.gpu_nodes) - 1
     if kind != "kubernetes" and fanout_seed(plan) is not None:
         # the seed's NIC sends every file to each peer: (peers x size) through one link
-        fan = _transfer("fanout", [(w, s, src, b) for w, s, src, b in sizes for _ in range(peers)], defaults["peer_gbps"])
-        source = f"the seed sends the checkpoint to its {peers} peers over the cluster network: {defaults['peer_source']}"
+        fan = _transfer(
+            "fanout", [(w, s, src, b) for w, s, src, b in sizes for _ in range(peers)], defaults["peer_gbps"]
+        )
+        source = (
+            f"the seed sends the checkpoint to its {peers} peers over the cluster network: "
+            f"{defaults['peer_source']}"
+        )
         out["fanout"] = Phase(**{**fan.__dict__, "source": source})
     return out
 
@@ -109,14 +114,17 @@ def hub_asked(plan: StackPlan) -> tuple[float | None, int, str]:
     size = None if None in known else float(sum(s for s in known if s is not None))
     gpu = len(plan.gpu_nodes)
     if source_kind(plan) == "kubernetes":
-        why = "Kubernetes: one Job with a ReadWriteMany claim, else each server pod (flashfleet/k8s/weights.py); not modeled"
+        why = (
+            "Kubernetes: one Job with a ReadWriteMany claim, else each server pod "
+            "(flashfleet/k8s/weights.py); not modeled"
+        )
         return None, 0, f"{why}; {cat['hub']['source']}"
     if fanout_seed(plan) is not None:
         downloads, why = 1, "once per stack: the first GPU node downloads, the others fetch from it"
     else:
         downloads = gpu
         why = "each GPU node downloads on its own" + (
-            " (no lock: a peer's copy would have no hashes to be checked against; `flashfleet lock` makes one)"
+            " (no lock: a peer's copy would have no hashes to check it against; `flashfleet lock` makes one)"
             if gpu > 1
             else ""
         )

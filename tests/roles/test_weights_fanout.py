@@ -90,7 +90,9 @@ def test_three_nodes_download_each_file_from_the_hub_once(fleet: Lab) -> None:
     for host in HOSTS[:3]:
         assert locked_bytes(fleet, host, cache) == WANT, host
     # the peers installed no download client: nothing was left for the Hub
-    venvs = [fleet.pool.ssh(h, "test -e /opt/flashfleet/hf-cli || echo none").stdout.strip() for h in HOSTS[1:3]]
+    venvs = [
+        fleet.pool.ssh(h, "test -e /opt/flashfleet/hf-cli || echo none").stdout.strip() for h in HOSTS[1:3]
+    ]
     assert venvs == ["none", "none"]
     asked = len(fleet.hub.requests)
     assert_no_change(fleet.play(HOSTS[:3], "model_weights", facts_override=stack))

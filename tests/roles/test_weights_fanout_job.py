@@ -40,8 +40,15 @@ def seeded(tmp: Path, files: dict[str, bytes]) -> dict[str, Any]:
 
 
 def fanout(role: str, port: int, **more: Any) -> dict[str, Any]:
-    return {"role": role, "seed": "seed", "seed_address": "127.0.0.1", "port": port, "peers": ["peer"],
-            "wait_s": 2, **more}  # fmt: skip
+    return {
+        "role": role,
+        "seed": "seed",
+        "seed_address": "127.0.0.1",
+        "port": port,
+        "peers": ["peer"],
+        "wait_s": 2,
+        **more,
+    }
 
 
 def run_pair(tmp: Path, seed_files: dict[str, bytes], hf: str) -> tuple[dict[str, Any], dict[str, Any], Path]:
@@ -57,8 +64,12 @@ def run_pair(tmp: Path, seed_files: dict[str, bytes], hf: str) -> tuple[dict[str
         (venv / name).chmod(0o755)
     peer = {**peer_req, "lock": {REPO: locked(FILES)}, "host": "peer", "fanout": fanout("peer", port)}
     procs = [
-        subprocess.Popen([sys.executable, "-c", SCRIPT.read_text(), "--request", json.dumps(r)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+        subprocess.Popen(
+            [sys.executable, "-c", SCRIPT.read_text(), "--request", json.dumps(r)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for r in (seed, peer)
     ]
     reports = []
@@ -72,13 +83,15 @@ def run_pair(tmp: Path, seed_files: dict[str, bytes], hf: str) -> tuple[dict[str
 def test_a_peer_fetches_every_locked_file_from_the_seed_and_asks_the_hub_nothing(tmp_path: Path) -> None:
     # the stand-in client fails: any Hub download would fail the peer
     seed, peer, storage = run_pair(tmp_path, FILES, "exit 9")
-    assert peer["failed"] == [] and peer["downloaded"] == [REPO], peer
+    assert peer["failed"] == [], peer
+    assert peer["downloaded"] == [REPO]
     assert peer["fanout"] == [f"{REPO}: 2 files from the seed seed"]
     assert seed["fanout"] == ["served 2 files to 1 peers"]
     lock = locked(FILES)
     for name, data in FILES.items():
         link = storage / "snapshots" / lock["commit"] / name
-        assert link.is_symlink() and link.read_bytes() == data
+        assert link.is_symlink()
+        assert link.read_bytes() == data
         want = lock["files"][name]
         assert link.resolve().name == (want["sha256"] or want["git_oid"])  # the Hub cache's blob name
     assert (tmp_path / f"p/cache/.flashfleet-complete/org--model@{lock['commit']}").exists()
@@ -101,8 +114,15 @@ def test_a_seed_that_never_answers_sends_the_peer_to_the_hub(tmp_path: Path) -> 
     req = request(tmp_path, [REPO])
     port = free_port()
     peer = {**req, "lock": {REPO: locked(FILES)}, "host": "peer", "fanout": fanout("peer", port)}
-    proc = subprocess.run([sys.executable, "-c", SCRIPT.read_text(), "--request", json.dumps(peer)],
-                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT.read_text(), "--request", json.dumps(peer)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     report = json.loads(proc.stdout)
     [note] = report["fanout"]
-    assert note.startswith(f"{REPO}: from the Hub (the seed http://127.0.0.1:{port} did not answer for 2 s: "), note
+    assert note.startswith(
+        f"{REPO}: from the Hub (the seed http://127.0.0.1:{port} did not answer for 2 s: "
+    ), note

@@ -16,9 +16,17 @@ from flashfleet.stack.lock import StackLock
 def locked(plan: StackPlan) -> StackPlan:
     repo = plan.recipe.repositories[0]
     lock = StackLock.model_validate(
-        {"stack": plan.stack, "locked_on": "2026-12-01",
-         "weights": {repo: {"revision": "main", "commit": "a" * 40,
-                            "files": {"config.json": {"size": 2, "git_oid": "b" * 40}}}}}  # fmt: skip
+        {
+            "stack": plan.stack,
+            "locked_on": "2026-12-01",
+            "weights": {
+                repo: {
+                    "revision": "main",
+                    "commit": "a" * 40,
+                    "files": {"config.json": {"size": 2, "git_oid": "b" * 40}},
+                }
+            },
+        }
     )
     return dataclasses.replace(plan, lock=lock)
 
@@ -32,8 +40,14 @@ def test_a_locked_stack_of_three_gpu_nodes_has_one_seed_and_two_peers() -> None:
     inventory = build_inventory(plan, [f"192.0.2.{i}" for i in range(len(plan.nodes))], private)
     parts = {h: v.get("flashfleet_weights_fanout") for h, v in inventory["all"]["hosts"].items()}
     seed = parts[gpu[0].name]
-    assert seed == {"role": "seed", "seed": gpu[0].name, "seed_address": private[gpu[0].index],
-                    "port": FANOUT_PORT, "peers": [n.name for n in gpu[1:]], "wait_s": 300}  # fmt: skip
+    assert seed == {
+        "role": "seed",
+        "seed": gpu[0].name,
+        "seed_address": private[gpu[0].index],
+        "port": FANOUT_PORT,
+        "peers": [n.name for n in gpu[1:]],
+        "wait_s": 300,
+    }
     for node in gpu[1:]:
         assert parts[node.name] == {**seed, "role": "peer", "peers": []}
     for node in plan.nodes:
@@ -50,15 +64,18 @@ def test_plan_models_the_fanout_after_the_seed_and_one_download_from_the_hub() -
     # the seed's link carries the checkpoint to each of its two peers
     assert (fanout.size_gb, fanout.gbps) == (2 * 328.0, 25.0)
     assert fanout.seconds == round(656 * 8 / 25, 1)
-    assert "peers over the cluster network" in fanout.source and "assumed" in fanout.source
+    assert "peers over the cluster network" in fanout.source
+    assert "assumed" in fanout.source
     assert (cp.hub_gb, cp.hub_downloads) == (328.0, 1)
-    assert "huggingface_hub issue #3312" in cp.hub_source and "NVIDIA/aicr issue #1116" in cp.hub_source
+    assert "huggingface_hub issue #3312" in cp.hub_source
+    assert "NVIDIA/aicr issue #1116" in cp.hub_source
     assert "not published" in cp.hub_source
 
 
 def test_without_a_lock_every_gpu_node_asks_the_hub_and_the_plan_says_why() -> None:
     plan = load_stack("gb300-2p1d")
-    assert plan.lock is None and fanout_seed(plan) is None
+    assert plan.lock is None
+    assert fanout_seed(plan) is None
     cp = critical_path(plan)
     assert "fanout" not in [p.name for p in cp.phases]
     assert (cp.hub_gb, cp.hub_downloads) == (3 * 328.0, 3)

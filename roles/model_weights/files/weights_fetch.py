@@ -327,10 +327,13 @@ class Job:
         offered = {}
         req = self.req
         for repo in req.get("serve_repos") or []:
-            locked = (req.get("lock", {}).get(repo) or {})
+            locked = req.get("lock", {}).get(repo) or {}
             if not locked or any(not _hub_file_name(n) for n in locked.get("files", {})):
                 continue
-            marker = os.path.join(req["marker_dir"], f"{repo.replace('/', '--')}@{locked['commit']}{req.get('marker_suffix', '')}")
+            marker = os.path.join(
+                req["marker_dir"],
+                f"{repo.replace('/', '--')}@{locked['commit']}{req.get('marker_suffix', '')}",
+            )
             try:
                 with open(marker, encoding="utf-8") as f:
                     snapshot = f.read().strip()
@@ -352,16 +355,22 @@ class Job:
         for repo in repos:
             if not self.locked_files(repo) or status is None:
                 hub.append(repo)
-                self.notes.append(f"{repo}: from the Hub ({why or 'not locked: nothing to check a copy against'})")
+                self.notes.append(
+                    f"{repo}: from the Hub ({why or 'not locked: nothing to check a copy against'})"
+                )
                 continue
             if repo not in status.get("repos", []):
                 hub.append(repo)
-                self.notes.append(f"{repo}: from the Hub (the seed {fan['seed']} does not offer it: {status.get('state')})")
+                self.notes.append(
+                    f"{repo}: from the Hub (the seed {fan['seed']} does not offer it: {status.get('state')})"
+                )
                 continue
             got, refused = self.fetch_repo(base, repo)
             if refused:
                 hub.append(repo)
-                self.notes.append(f"{repo}: {got} files from the seed {fan['seed']}; from the Hub: {'; '.join(refused)}")
+                self.notes.append(
+                    f"{repo}: {got} files from the seed {fan['seed']}; from the Hub: {'; '.join(refused)}"
+                )
             else:
                 self.notes.append(f"{repo}: {got} files from the seed {fan['seed']}")
                 snapshot = os.path.join(self.storage(repo), "snapshots", self.revision(repo))
@@ -398,8 +407,9 @@ class Job:
                 continue
             if size != want["size"] or digest != want[key]:
                 os.unlink(tmp)
-                what = f"size {size}" if size != want["size"] else f"{key} {digest}"
-                refused.append(f"{name} refused: {what} where the lock has {want[key if size == want['size'] else 'size']}")
+                kind = key if size == want["size"] else "size"
+                seen = digest if kind == key else size
+                refused.append(f"{name} refused: {kind} {seen} where the lock has {want[kind]}")
                 continue
             blob = os.path.join(blobs, want[key])
             os.chmod(tmp, 0o644)
@@ -445,7 +455,11 @@ class SeedServer:
                 self.waiting.discard(unquote(parts[2]))
                 self.changed.notify_all()
             return _send(h, 200, b"{}")
-        path = self.files.get((unquote(parts[2]), unquote(parts[3]))) if len(parts) == 4 and parts[1] == "file" else None
+        path = (
+            self.files.get((unquote(parts[2]), unquote(parts[3])))
+            if len(parts) == 4 and parts[1] == "file"
+            else None
+        )
         if path is None or self.state != "ready":
             return _send(h, 404, b"{}")
         with open(path, "rb") as f:
@@ -490,7 +504,7 @@ def _seed_status(base, wait_s, deadline):
     last_contact = time.monotonic()
     while time.monotonic() < deadline:
         try:
-            with urllib.request.urlopen(f"{base}/status", timeout=10) as r:  # noqa: S310 - http on the cluster network
+            with urllib.request.urlopen(f"{base}/status", timeout=10) as r:
                 status = json.load(r)
             last_contact = time.monotonic()
             if status.get("state") == "ready":
@@ -507,7 +521,7 @@ def _seed_status(base, wait_s, deadline):
 def _seed_done(base, host):
     """Tells the seed this peer needs nothing more of it (it stops serving once all have)."""
     with contextlib.suppress(OSError, ValueError):
-        urllib.request.urlopen(f"{base}/done/{quote(host, safe='')}", timeout=10).close()  # noqa: S310
+        urllib.request.urlopen(f"{base}/done/{quote(host, safe='')}", timeout=10).close()
 
 
 def _stream(url, out, size_wanted, key, deadline):
@@ -515,7 +529,7 @@ def _stream(url, out, size_wanted, key, deadline):
     digest = hashlib.sha256() if key == "sha256" else hashlib.sha1(b"blob %d\0" % size_wanted)
     size = 0
     timeout = max(min(deadline - time.monotonic(), 300), 1)
-    with urllib.request.urlopen(url, timeout=timeout) as r:  # noqa: S310 - http on the cluster network
+    with urllib.request.urlopen(url, timeout=timeout) as r:
         while chunk := r.read(1 << 22):
             size += len(chunk)
             if size > size_wanted:
