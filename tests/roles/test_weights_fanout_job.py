@@ -10,10 +10,11 @@ import json
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
-from .test_model_weights_job import SCRIPT, locked, request
+from .test_model_weights_job import SCRIPT, locked, request, stand_in_venv
 
 REPO = "org/model"
 SHARD = "model-00001-of-00001.safetensors"
@@ -112,6 +113,7 @@ def test_a_copy_that_differs_is_refused_and_left_to_the_hub(tmp_path: Path) -> N
 
 def test_a_seed_that_never_answers_sends_the_peer_to_the_hub(tmp_path: Path) -> None:
     req = request(tmp_path, [REPO])
+    stand_in_venv(Path(req["venv"]), "exit 9")  # the Hub's download fails here: the note is what counts
     port = free_port()
     peer = {**req, "lock": {REPO: locked(FILES)}, "host": "peer", "fanout": fanout("peer", port)}
     proc = subprocess.run(
@@ -126,3 +128,18 @@ def test_a_seed_that_never_answers_sends_the_peer_to_the_hub(tmp_path: Path) -> 
     assert note.startswith(
         f"{REPO}: from the Hub (the seed http://127.0.0.1:{port} did not answer for 2 s: "
     ), note
+
+
+def test_a_seed_lets_a_silent_peer_go_after_wait_s(tmp_path: Path) -> None:
+    # the peer it waits for never comes: the seed stops serving after wait_s without a request
+    port = free_port()
+    seed = {**seeded(tmp_path, FILES), "fanout": fanout("seed", port), "serve_to": ["peer"]}
+    start = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT.read_text(), "--request", json.dumps(seed)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert time.monotonic() - start < 30
+    report = json.loads(proc.stdout)
+    assert report["fanout"] == ["served 0 files to 0 peers; no word from peer"]
+    assert report["failed"] == []

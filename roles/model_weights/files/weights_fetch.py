@@ -428,6 +428,7 @@ class SeedServer:
 
     def __init__(self, bind, port, peers):
         self.state = "downloading"
+        self.active = time.monotonic()  # the last request or chunk sent: a silent peer is let go
         self.files = {}
         self.waiting = set(peers)
         self.served = {}  # peer address -> files
@@ -446,6 +447,7 @@ class SeedServer:
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
     def answer(self, h):
+        self.active = time.monotonic()
         parts = h.path.split("/")
         if h.path == "/status":
             body = json.dumps({"state": self.state, "repos": sorted({r for r, _ in self.files})}).encode()
@@ -468,16 +470,20 @@ class SeedServer:
             h.end_headers()
             while chunk := f.read(1 << 22):
                 h.wfile.write(chunk)
+                self.active = time.monotonic()
         peer = h.client_address[0]
         self.served[peer] = self.served.get(peer, 0) + 1
 
     def ready(self, files):
         self.files = files
         self.state = "ready"
+        self.active = time.monotonic()
 
-    def wait_for_peers(self, deadline):
+    def wait_for_peers(self, deadline, idle_s):
+        """Until each peer said it is done, none asked anything for `idle_s` (a peer whose job
+        died says nothing), or the job's time runs out; returns the peers it gave up on."""
         with self.changed:
-            while self.waiting and time.monotonic() < deadline:
+            while self.waiting and time.monotonic() < deadline and time.monotonic() - self.active < idle_s:
                 self.changed.wait(min(5.0, max(deadline - time.monotonic(), 0.01)))
         return sorted(self.waiting)
 
@@ -606,7 +612,7 @@ def main():
                 seed.state = "failed"
             else:
                 seed.ready(job.seed_files())
-                left = seed.wait_for_peers(job.deadline)
+                left = seed.wait_for_peers(job.deadline, fan.get("wait_s", 300))
                 job.notes.append(
                     f"served {sum(seed.served.values())} files to {len(seed.served)} peers"
                     + (f"; no word from {', '.join(left)}" if left else "")
