@@ -12,13 +12,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from flashfleet.bringup.host_vars import HostVars
+from flashfleet.bringup.host_vars import HostVars, WeightsFanout
 from flashfleet.catalog import DFLASH2_DRAFT, download_client, hardware_catalog, node_packages
 from flashfleet.launch import ContainerLaunch
 from flashfleet.planning import StackPlan
 from flashfleet.planning.apt_packages import node_apt, role_locks
 from flashfleet.planning.image_apt import image_apt_lock
 from flashfleet.planning.packages import locked_for, pip_installs
+from flashfleet.planning.weights_fanout import FANOUT_PORT, PEER_WAIT_S, fanout_seed
 from flashfleet.recipes import Recipe
 from flashfleet.stack.image_packages import image_packages
 from flashfleet.stack.lock import LockedPackage
@@ -42,6 +43,21 @@ def weights_client_facts(lock: LockedPackage | None = None) -> dict[str, Any]:
         "max_workers": client.max_workers,
         "lock": lock,
     }
+
+
+def weights_fanout(plan: StackPlan, index: int, private_addresses: Sequence[str]) -> WeightsFanout | None:
+    """Node `index`'s part in fetching the weights once per stack, or None: it asks the Hub on
+    its own (flashfleet.planning.weights_fanout)."""
+    seed, node = fanout_seed(plan), plan.nodes[index]
+    if seed is None or not node.gpu_node:
+        return None
+    common = {"seed": seed.name, "seed_address": private_addresses[seed.index], "port": FANOUT_PORT,
+              "wait_s": PEER_WAIT_S}  # fmt: skip
+    if node.index == seed.index:
+        return WeightsFanout(
+            role="seed", peers=[n.name for n in plan.gpu_nodes if n.index != seed.index], **common
+        )
+    return WeightsFanout(role="peer", **common)
 
 
 GPU_MODEL = {"gb300": "GB300", "h200": "H200", "mi355x": "MI355X"}
@@ -141,6 +157,7 @@ def host_vars(
                 if plan.lock is not None
                 else None
             ),
+            flashfleet_weights_fanout=weights_fanout(plan, index, private_addresses),
         )
     )
     return hvars.inventory_vars()

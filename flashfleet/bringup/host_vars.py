@@ -80,6 +80,21 @@ class WeightsClient(BaseModel):
     lock: LockedPackage | None = None  # the stack's lock of the client: its version and files' sha256
 
 
+class WeightsFanout(BaseModel):
+    """One node's part in fetching the weights once per stack (flashfleet.planning.weights_fanout):
+    the seed downloads from the Hub and serves its cache to its peers; a peer fetches from the seed."""
+
+    model_config = _STRICT
+
+    role: Literal["seed", "peer"]
+    seed: str = Field(description="the seed's inventory name")
+    seed_address: str = Field(description="the seed's private address: it serves there, peers fetch there")
+    port: int = Field(ge=1024, le=65535)
+    # the seed: its peers, by inventory name; it serves until each said it is done
+    peers: list[str] = Field(default_factory=list)
+    wait_s: int = Field(ge=1)  # a peer: how long it tries to reach the seed before the Hub
+
+
 class NodePackageVersions(BaseModel):
     """What the roles apt-install from vendors' repositories besides the NVIDIA driver, by version
     (flashfleet/catalog/node_packages.toml)."""
@@ -217,6 +232,13 @@ class HostVars(BaseModel):
         "`files` (each one's `size`, and `sha256` or `git_oid`); `model_weights` downloads that commit "
         "and checks every file against it. null: no lock, the catalog's revision as it is on the day",
     )
+    flashfleet_weights_fanout: WeightsFanout | None = Field(
+        None,
+        description="the weights fetched once per stack (a locked stack of several GPU nodes): `role` "
+        "seed (downloads from the Hub, then serves its cache on `seed_address`:`port` until its `peers` "
+        "are done) or peer (fetches each locked file from the seed, checks it on arrival, and takes from "
+        "the Hub what the seed could not give). null: the node downloads from the Hub on its own",
+    )
     flashfleet_apt_lock: dict[AptRole, dict[str, dict[str, LockedDeb]]] | None = Field(
         None,
         description="the stack's lock of what the roles apt-install from vendors' repositories: role -> "
@@ -229,7 +251,12 @@ class HostVars(BaseModel):
         """As the inventory carries them (JSON types; ansible_user, host keys and the driver's lock left
         out when unset)."""
         out = self.model_dump(mode="json")
-        for optional in ("ansible_user", "flashfleet_host_keys", "flashfleet_apt_lock"):
+        for optional in (
+            "ansible_user",
+            "flashfleet_host_keys",
+            "flashfleet_apt_lock",
+            "flashfleet_weights_fanout",
+        ):
             if out[optional] is None:
                 del out[optional]
         return out

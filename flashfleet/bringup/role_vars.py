@@ -231,6 +231,10 @@ REFUSED: dict[str, tuple[str, str]] = {
         OWNED,
         "which files a node leaves on the Hub follows the recipe's peer_load (options.peer_load)",
     ),
+    "model_weights_fanout": (
+        OWNED,
+        "which node asks the Hub and which fetch from it is flashfleet's plan (the first GPU node seeds)",
+    ),
     "model_weights_hub_lock": (OWNED, _PACKAGES_LOCK),
     "sglang_image_lock": (OWNED, _PACKAGES_LOCK),
     "sglang_image_apt_lock": (OWNED, _PACKAGES_LOCK),

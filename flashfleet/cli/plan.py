@@ -171,6 +171,9 @@ def _critical_path_lines(cp: CriticalPath) -> list[str]:
         overlaps = f", overlaps {', '.join(p.overlaps)}" if p.overlaps else ""
         took = _seconds(p.seconds)
         out.append(f"    {p.name:<8} {size}{took} from min {start}{overlaps} ({p.source})")
+    if cp.hub_source:
+        asked = "unknown GB" if cp.hub_gb is None else f"{cp.hub_gb:g} GB"
+        out.append(f"  asked of the Hub: {asked} by {cp.hub_downloads} node(s) ({cp.hub_source})")
     return out
 
 

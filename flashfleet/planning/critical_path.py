@@ -16,6 +16,7 @@ from typing import Any
 from flashfleet.catalog import bringup_catalog
 from flashfleet.planning.plan_model import CriticalPath, PhaseView
 from flashfleet.planning.resolve import StackPlan
+from flashfleet.planning.weights_fanout import fanout_seed
 from flashfleet.stack.kubernetes_source import KubernetesSource
 from flashfleet.stack.spec import AwsSource
 
@@ -89,7 +90,45 @@ def _phases(plan: StackPlan) -> dict[str, Phase]:
         return out
     sizes = [_size(r, cat["checkpoint"][r]) for r in plan.recipe.repositories]
     out["weights"] = _transfer("weights", sizes, over.bandwidth.weights_gbps or defaults["weights_gbps"])
+    peers = len(plan.gpu_nodes) - 1
+    if kind != "kubernetes" and fanout_seed(plan) is not None:
+        # the seed's NIC sends every file to each peer: (peers x size) through one link
+        fan = _transfer(
+            "fanout", [(w, s, src, b) for w, s, src, b in sizes for _ in range(peers)], defaults["peer_gbps"]
+        )
+        source = (
+            f"the seed sends the checkpoint to its {peers} peers over the cluster network: "
+            f"{defaults['peer_source']}"
+        )
+        out["fanout"] = Phase(**{**fan.__dict__, "source": source})
     return out
+
+
+def hub_asked(plan: StackPlan) -> tuple[float | None, int, str]:
+    """(GB the stack asks of the Hub, how many nodes ask it, why): one node when the weights fan
+    out (a locked stack of several GPU nodes), else each GPU node on its own."""
+    if plan.spec.weights.prestaged:
+        return 0.0, 0, f"prestaged in {plan.spec.model_cache_dir}"
+    cat = bringup_catalog()
+    known = [cat["checkpoint"][r].get("size_gb") for r in plan.recipe.repositories]
+    size = None if None in known else float(sum(s for s in known if s is not None))
+    gpu = len(plan.gpu_nodes)
+    if source_kind(plan) == "kubernetes":
+        why = (
+            "Kubernetes: one Job with a ReadWriteMany claim, else each server pod "
+            "(flashfleet/k8s/weights.py); not modeled"
+        )
+        return None, 0, f"{why}; {cat['hub']['source']}"
+    if fanout_seed(plan) is not None:
+        downloads, why = 1, "once per stack: the first GPU node downloads, the others fetch from it"
+    else:
+        downloads = gpu
+        why = "each GPU node downloads on its own" + (
+            " (no lock: a peer's copy would have no hashes to check it against; `flashfleet lock` makes one)"
+            if gpu > 1
+            else ""
+        )
+    return (None if size is None else round(size * downloads, 1)), downloads, f"{why}; {cat['hub']['source']}"
 
 
 def critical_path(plan: StackPlan) -> CriticalPath:
@@ -98,6 +137,8 @@ def critical_path(plan: StackPlan) -> CriticalPath:
     kind = source_kind(plan)
     phases = _phases(plan)
     lanes = bringup_catalog()["schedule"]["kubernetes" if kind == "kubernetes" else "host"]["lanes"]
+    if "fanout" in phases:  # the peers fetch once the seed's download is complete
+        lanes = [[*lane, "fanout"] if "weights" in lane else lane for lane in lanes]
     placed: list[Phase] = []
     ends: list[float | None] = []
     for lane in lanes:  # side by side; within a lane one phase after another
@@ -115,6 +156,7 @@ def critical_path(plan: StackPlan) -> CriticalPath:
     if total is not None and largest is not None and largest.seconds:
         ratio = round(total / largest.seconds, 2)
     defaults = bringup_catalog()["source"][kind]
+    hub = hub_asked(plan)
     return CriticalPath(
         node_source=kind,
         nodes=len(plan.nodes),
@@ -139,6 +181,9 @@ def critical_path(plan: StackPlan) -> CriticalPath:
         unknown=unknown,
         weights_prestaged=plan.spec.weights.prestaged,
         defaults_source=defaults["source"],
+        hub_gb=hub[0],
+        hub_downloads=hub[1],
+        hub_source=hub[2],
     )
 
 

@@ -204,6 +204,10 @@ class CriticalPath(_View):
     unknown: list[str]
     weights_prestaged: bool
     defaults_source: str
+    # what the stack asks of the Hub: GB in all (None: a size unknown), how many nodes ask, why
+    hub_gb: Number | None = None
+    hub_downloads: int = 0
+    hub_source: str = ""
 
 
 class StartupPhase(_View):

@@ -92,6 +92,8 @@ class Hub:
     # a misbehaving Hub (or proxy) that quotes the credentials it got in the URL of its error,
     # which the client then prints: what a redaction must catch
     quote_token_in_errors: bool = False
+    # "repo/path" -> bytes of the file sent so far (every GET's body, resumed ranges included)
+    served: dict[str, int] = field(default_factory=dict)
     server: ThreadingHTTPServer | None = None
 
     def start(self, address: str) -> str:
@@ -175,10 +177,12 @@ class Hub:
             self.interrupt_once.discard(key)
             h.wfile.write(content[start : start + len(content) // 2])
             h.wfile.flush()
+            self.served[key] = self.served.get(key, 0) + len(content) // 2
             h.close_connection = True
             h.connection.shutdown(2)  # socket.SHUT_RDWR: the client sees a short body
             return
         h.wfile.write(content[start:])
+        self.served[key] = self.served.get(key, 0) + len(content) - start
 
     @staticmethod
     def _json(h: BaseHTTPRequestHandler, code: int, obj: object, headers: dict[str, str], body: bool) -> None:

@@ -14,6 +14,12 @@ download container runs this same program, flashfleet/k8s/weights.py), and:
    repository, named, and leaves the cache, so the next run fetches it again. Files matching
    the request's `exclude` patterns (a node whose server loads the weights from a peer) are left
    out of the download and of the check, and the marker says so (`marker_suffix`);
+   With `fanout` (the weights fetched once per stack, decided by flashfleet's planning), a seed
+   serves the locked files of its cache over HTTP on its private address from the start
+   (`downloading`, then `ready` or `failed`) until each peer in `serve_to` said it is done; a
+   peer first fetches every locked file from the seed into the cache's own layout (blob named by
+   its hash, snapshot link), each checked on arrival, and downloads from the Hub only what the
+   seed could not give (unreachable for `wait_s`, not offered, a copy that differs), and says so;
 3. removes the token file when it ends, whatever the outcome, SIGTERM included: a node that
    never reaches the wait play keeps the token no longer than its download needs it (a pod's
    token is its Secret's read-only file: `keep_token_file`).
@@ -35,8 +41,12 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from urllib.parse import urlsplit
+import urllib.error
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import quote, unquote, urlsplit
 
 # A Hugging Face token as it may appear in a client's error output.
 _TOKEN_RE = re.compile(r"hf_[A-Za-z0-9]{8,}")
@@ -90,6 +100,8 @@ class Job:
         self.installed = ""  # what was installed, for the report
         self.downloaded = []
         self.failed = {}  # repository -> its one line
+        self.notes = []  # what the fan-out did, for the report
+        self.verified = set()  # (repository, file) checked against the lock on arrival from the seed
         # Read only to redact it from the report; never passed on.
         self.token = ""
         with contextlib.suppress(OSError), open(req["token_file"], encoding="utf-8") as f:
@@ -168,7 +180,7 @@ class Job:
             json.dump({"sha256": hashes}, f)
         self.installed = f"huggingface_hub {version}" + (" (locked)" if hashes else "")
 
-    def download(self):
+    def download(self, repos):
         """Every repository side by side; each one's output goes to a file, so none blocks on a pipe."""
         req = self.req
         env = dict(
@@ -185,7 +197,7 @@ class Job:
             env.pop("HF_TOKEN", None)
             env["HF_TOKEN_PATH"] = os.devnull
         hf = os.path.join(req["venv"], "bin", "hf")
-        for repo in req["repos"]:
+        for repo in repos:
             bad = [n for n in (req.get("lock", {}).get(repo) or {}).get("files", {}) if not _hub_file_name(n)]
             if bad:  # a tampered lock: nothing of this repository is fetched, read or removed
                 why = f"the lock names {bad[0]!r}: not a relative path of the repository"
@@ -249,6 +261,8 @@ class Job:
             if any(fnmatch.fnmatch(name, pattern) for pattern in self.req.get("exclude") or []):
                 continue  # left on the Hub on purpose (the server loads it from a peer)
             path = os.path.join(snapshot, name)
+            if (repo, name) in self.verified:
+                continue  # hashed on arrival from the seed, into this very snapshot
             # a link in the snapshot, pointing at a blob of the cache: nothing else is read or removed
             if not (_inside(os.path.dirname(path), snapshot) and _inside(path, self.req["hub_dir"])):
                 return f"{name!r} leads outside the snapshot {snapshot}; nothing was read or removed"
@@ -295,7 +309,240 @@ class Job:
             "installed": self.installed,
             "downloaded": self.downloaded,
             "failed": list(self.failed.values()),
+            **({"fanout": self.notes} if self.notes else {}),
         }
+
+    def locked_files(self, repo):
+        """The repository's locked files this node keeps (its `exclude` patterns left out)."""
+        files = (self.req.get("lock", {}).get(repo) or {}).get("files", {})
+        exclude = self.req.get("exclude") or []
+        return {n: w for n, w in sorted(files.items()) if not any(fnmatch.fnmatch(n, p) for p in exclude)}
+
+    def storage(self, repo):
+        return os.path.join(self.req["hub_dir"], "models--" + repo.replace("/", "--"))
+
+    def seed_files(self):
+        """(repository, file) -> path of what this seed offers: each locked file of a repository it
+        holds a marker for, as the snapshot the marker names has it."""
+        offered = {}
+        req = self.req
+        for repo in req.get("serve_repos") or []:
+            locked = req.get("lock", {}).get(repo) or {}
+            if not locked or any(not _hub_file_name(n) for n in locked.get("files", {})):
+                continue
+            marker = os.path.join(
+                req["marker_dir"],
+                f"{repo.replace('/', '--')}@{locked['commit']}{req.get('marker_suffix', '')}",
+            )
+            try:
+                with open(marker, encoding="utf-8") as f:
+                    snapshot = f.read().strip()
+            except OSError:
+                continue
+            for name in locked["files"]:
+                path = os.path.join(snapshot, name)
+                if _inside(path, req["hub_dir"]) and os.path.isfile(path):
+                    offered[(repo, name)] = path
+        return offered
+
+    def from_seed(self, repos):
+        """Fetches what it can of `repos` from the seed; returns the repositories the Hub must
+        still complete, each with the reason in the report's fan-out notes."""
+        fan = self.req["fanout"]
+        base = f"http://{fan['seed_address']}:{fan['port']}"
+        status, why = _seed_status(base, fan["wait_s"], self.deadline)
+        hub = []
+        for repo in repos:
+            if not self.locked_files(repo) or status is None:
+                hub.append(repo)
+                self.notes.append(
+                    f"{repo}: from the Hub ({why or 'not locked: nothing to check a copy against'})"
+                )
+                continue
+            if repo not in status.get("repos", []):
+                hub.append(repo)
+                self.notes.append(
+                    f"{repo}: from the Hub (the seed {fan['seed']} does not offer it: {status.get('state')})"
+                )
+                continue
+            got, refused = self.fetch_repo(base, repo)
+            if refused:
+                hub.append(repo)
+                self.notes.append(
+                    f"{repo}: {got} files from the seed {fan['seed']}; from the Hub: {'; '.join(refused)}"
+                )
+            else:
+                self.notes.append(f"{repo}: {got} files from the seed {fan['seed']}")
+                snapshot = os.path.join(self.storage(repo), "snapshots", self.revision(repo))
+                differs = self.differs_from_lock(repo, snapshot)
+                if differs:  # a file the seed did not send and the node had wrong
+                    hub.append(repo)
+                else:
+                    self.mark(repo, snapshot)
+                    self.downloaded.append(repo)
+        _seed_done(base, self.req["host"])
+        return hub
+
+    def fetch_repo(self, base, repo):
+        """(files fetched, [why each other was refused]): every locked file the snapshot lacks,
+        streamed into a temporary file of the blobs directory while hashed, kept under its blob
+        name only when size and hash are the lock's."""
+        storage, commit = self.storage(repo), self.revision(repo)
+        blobs, snapshot = os.path.join(storage, "blobs"), os.path.join(storage, "snapshots", commit)
+        os.makedirs(blobs, exist_ok=True)
+        got, refused = 0, []
+        for name, want in self.locked_files(repo).items():
+            pointer = os.path.join(snapshot, name)
+            if os.path.exists(pointer):
+                continue  # from an earlier run: the lock check below reads it
+            key = "sha256" if want.get("sha256") else "git_oid"
+            url = f"{base}/file/{quote(repo, safe='')}/{quote(name, safe='')}"
+            fd, tmp = tempfile.mkstemp(dir=blobs, prefix=".peer-")
+            try:
+                with os.fdopen(fd, "wb") as out:
+                    size, digest = _stream(url, out, want["size"], key, self.deadline)
+            except (OSError, ValueError) as e:
+                os.unlink(tmp)
+                refused.append(f"{name} not fetched ({_one_line(e)})")
+                continue
+            if size != want["size"] or digest != want[key]:
+                os.unlink(tmp)
+                kind = key if size == want["size"] else "size"
+                seen = digest if kind == key else size
+                refused.append(f"{name} refused: {kind} {seen} where the lock has {want[kind]}")
+                continue
+            blob = os.path.join(blobs, want[key])
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, blob)
+            os.makedirs(os.path.dirname(pointer), exist_ok=True)
+            os.symlink(os.path.relpath(blob, os.path.dirname(pointer)), pointer)
+            self.verified.add((repo, name))
+            got += 1
+        return got, refused
+
+
+class SeedServer:
+    """The seed's side of the fan-out: the locked files of its cache over HTTP on its private
+    address, `downloading` until its own download ends, then `ready` (or `failed`), until each
+    peer said it is done. Only the files of the lock are served: a name is a key, never a path."""
+
+    def __init__(self, bind, port, peers):
+        self.state = "downloading"
+        self.active = time.monotonic()  # the last request or chunk sent: a silent peer is let go
+        self.files = {}
+        self.waiting = set(peers)
+        self.served = {}  # peer address -> files
+        self.changed = threading.Condition()
+        seed = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                seed.answer(self)
+
+        self.httpd = ThreadingHTTPServer((bind, port), Handler)
+        self.httpd.daemon_threads = True
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def answer(self, h):
+        self.active = time.monotonic()
+        parts = h.path.split("/")
+        if h.path == "/status":
+            body = json.dumps({"state": self.state, "repos": sorted({r for r, _ in self.files})}).encode()
+            return _send(h, 200, body)
+        if len(parts) == 3 and parts[1] == "done":
+            with self.changed:
+                self.waiting.discard(unquote(parts[2]))
+                self.changed.notify_all()
+            return _send(h, 200, b"{}")
+        path = (
+            self.files.get((unquote(parts[2]), unquote(parts[3])))
+            if len(parts) == 4 and parts[1] == "file"
+            else None
+        )
+        if path is None or self.state != "ready":
+            return _send(h, 404, b"{}")
+        with open(path, "rb") as f:
+            h.send_response(200)
+            h.send_header("Content-Length", str(os.fstat(f.fileno()).st_size))
+            h.end_headers()
+            while chunk := f.read(1 << 22):
+                h.wfile.write(chunk)
+                self.active = time.monotonic()
+        peer = h.client_address[0]
+        self.served[peer] = self.served.get(peer, 0) + 1
+
+    def ready(self, files):
+        self.files = files
+        self.state = "ready"
+        self.active = time.monotonic()
+
+    def wait_for_peers(self, deadline, idle_s):
+        """Until each peer said it is done, none asked anything for `idle_s` (a peer whose job
+        died says nothing), or the job's time runs out; returns the peers it gave up on."""
+        with self.changed:
+            while self.waiting and time.monotonic() < deadline and time.monotonic() - self.active < idle_s:
+                self.changed.wait(min(5.0, max(deadline - time.monotonic(), 0.01)))
+        return sorted(self.waiting)
+
+    def stop(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def _send(h, code, body):
+    h.send_response(code)
+    h.send_header("Content-Type", "application/json")
+    h.send_header("Content-Length", str(len(body)))
+    h.end_headers()
+    h.wfile.write(body)
+
+
+def _one_line(e):
+    return " ".join(str(e).split()) or type(e).__name__
+
+
+def _seed_status(base, wait_s, deadline):
+    """(the seed's status once `ready` or `failed`, why not): unreachable for `wait_s` in a row
+    is a reason to take the Hub; a seed still downloading is waited for, up to the job's deadline."""
+    last_contact = time.monotonic()
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"{base}/status", timeout=10) as r:
+                status = json.load(r)
+            last_contact = time.monotonic()
+            if status.get("state") == "ready":
+                return status, ""
+            if status.get("state") == "failed":
+                return None, "the seed's own download failed"
+        except (OSError, ValueError) as e:
+            if time.monotonic() - last_contact > wait_s:
+                return None, f"the seed {base} did not answer for {wait_s} s: {_one_line(e)}"
+        time.sleep(2)
+    return None, "the seed was not ready before the job's time ran out"
+
+
+def _seed_done(base, host):
+    """Tells the seed this peer needs nothing more of it (it stops serving once all have)."""
+    with contextlib.suppress(OSError, ValueError):
+        urllib.request.urlopen(f"{base}/done/{quote(host, safe='')}", timeout=10).close()
+
+
+def _stream(url, out, size_wanted, key, deadline):
+    """(size, hash) of what the URL sends, written to `out`; stops past `size_wanted`."""
+    digest = hashlib.sha256() if key == "sha256" else hashlib.sha1(b"blob %d\0" % size_wanted)
+    size = 0
+    timeout = max(min(deadline - time.monotonic(), 300), 1)
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        while chunk := r.read(1 << 22):
+            size += len(chunk)
+            if size > size_wanted:
+                return size, ""
+            digest.update(chunk)
+            out.write(chunk)
+    return size, digest.hexdigest()
 
 
 def _hub_file_name(name):
@@ -339,19 +586,44 @@ def main():
     job = Job(json.loads(given[1]) if given[:1] == ["--request"] else json.load(sys.stdin))
     for sig in _SIGNALS:
         signal.signal(sig, _stop.handle)
+    fan = job.req.get("fanout") or {}
+    seed = None
     try:
         job.directories()
-        try:
-            job.client()
-        except (RuntimeError, subprocess.TimeoutExpired) as e:
-            job.fail_rest(f"no client: {job.tail(str(e))}")
-        else:
-            job.download()
+        if fan.get("role") == "seed" and job.req.get("serve_to"):
+            try:
+                seed = SeedServer(fan["seed_address"], fan["port"], job.req["serve_to"])
+            except OSError as e:  # its peers find no seed and take the Hub
+                job.notes.append(f"not serving on {fan['seed_address']}:{fan['port']}: {_one_line(e)}")
+        repos = list(job.req["repos"])
+        if fan.get("role") == "peer" and repos:
+            repos = job.from_seed(repos)
+        # a node of the fan-out needs no client when nothing is left for the Hub (a Kubernetes
+        # install container asks for the client alone: no repositories, no fan-out)
+        if repos or fan.get("role") not in ("seed", "peer"):
+            try:
+                job.client()
+            except (RuntimeError, subprocess.TimeoutExpired) as e:
+                job.fail_rest(f"no client: {job.tail(str(e))}")
+            else:
+                job.download(repos)
+        if seed is not None:
+            if job.failed:
+                seed.state = "failed"
+            else:
+                seed.ready(job.seed_files())
+                left = seed.wait_for_peers(job.deadline, fan.get("wait_s", 300))
+                job.notes.append(
+                    f"served {sum(seed.served.values())} files to {len(seed.served)} peers"
+                    + (f"; no word from {', '.join(left)}" if left else "")
+                )
     except Stopped as e:
         job.fail_rest(str(e))
     except Exception as e:  # the report is the only way back to the wait play
         job.fail_rest(job.tail(f"{type(e).__name__}: {e}"))
     finally:
+        if seed is not None:
+            seed.stop()
         # A second signal must not cut the clean-up short: the token file goes whatever happens.
         for sig in _SIGNALS:
             signal.signal(sig, signal.SIG_IGN)
