@@ -66,7 +66,7 @@ def router_node(spec: StackSpec) -> int | None:
 
 def render_stack(spec: StackSpec, addresses: list[str] | None = None) -> Recipe:
     # The release image (image.derived false) has no smg: its own sglang_router fronts the workers.
-    program = {} if spec.image.derived else {"router": "sglang_router"}
+    program = {"router": spec.router_program} if spec.router_program else {}
     overrides = {**program, **spec.options, **shape_overrides(spec)}
     return render(
         spec.hardware,

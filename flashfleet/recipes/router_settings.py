@@ -1,6 +1,7 @@
 """How the cluster's router (SMG, `smg launch`) treats slow and failed workers, decided per serving
-shape, each figure with its public source. `plan` shows them (pure: the recipe engine imports no pydantic); the router's argv carries them as
+shape, each figure with its public source. `plan` shows them; the router's argv carries them as
 SMG flags, every one written out so an SMG upgrade that moves a default changes nothing here.
+Plain dataclasses: the recipe engine imports no pydantic.
 
 SMG's own defaults (its parser, smg 1.13.0) hold a request 1800 s, probe a worker every 60 s and
 let an unhealthy worker's removal follow service discovery, which flashfleet does not run.
@@ -19,7 +20,9 @@ _SMG_HEALTH = (
     "https://github.com/smg-project/smg (its Health Checks guide; the --remove-unhealthy-workers "
     "help in smg/router_args.py)"
 )
-_K8S_PROBES = "https://kubernetes.io/docs/tasks/configure-pod-container/configure-liveness-readiness-startup-probes/"
+_K8S_PROBES = (
+    "https://kubernetes.io/docs/tasks/configure-pod-container/configure-liveness-readiness-startup-probes/"
+)
 _SGLANG_HEALTH = (
     "https://github.com/sgl-project/sglang/blob/v0.5.23/python/sglang/srt/entrypoints/http_server.py "
     "(SGLANG_HEALTH_CHECK_TIMEOUT, 20 s)"

@@ -353,7 +353,12 @@ RULES: tuple[Rule, ...] = (
         _cluster_shape,
     ),
     Rule("multi-node-topology", "nodes", "seed 3.4-3.6: single-node layouts", _multi_node_topology),
-    Rule("router-policy", "router_policy", "seed 3.6 PD router command (one prefill, one decode)", _router_policy),
+    Rule(
+        "router-policy",
+        "router_policy",
+        "seed 3.6 PD router command (one prefill, one decode)",
+        _router_policy,
+    ),
     Rule(
         "kv-transfer-pd",
         "kv_transfer",

@@ -495,6 +495,17 @@ class StackSpec(Strict):
         return value
 
     @property
+    def router_program(self) -> str | None:
+        """What fronts the workers: smg, which the derived image installs, or the release image's
+        own sglang_router (image.derived false, or options.router); None: no router."""
+        if self.cluster is None and self.topology != "pd":
+            return None
+        chosen = self.options.get("router")
+        if isinstance(chosen, str):
+            return chosen
+        return "smg" if self.image.derived else "sglang_router"
+
+    @property
     def gpu_node_count(self) -> int:
         """The nodes that serve the model: nodes.count less a router's node of its own."""
         own = self.cluster is not None and self.cluster.router.own_node

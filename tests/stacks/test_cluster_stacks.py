@@ -99,7 +99,9 @@ def test_the_release_image_runs_its_own_sglang_router_and_smg_is_refused_there(
     assert router.argv[:3] == ("python", "-m", "sglang_router.launch_router")
     assert "--request-timeout-secs" not in router.argv
     with pytest.raises(StackError) as info:
-        load_stack("broken", write_stack("mi355x-k8s-replicas", lambda d: spec(d)["options"].update(router="smg")))
+        load_stack(
+            "broken", write_stack("mi355x-k8s-replicas", lambda d: spec(d)["options"].update(router="smg"))
+        )
     hits = [p for p in info.value.problems if p.rule == "router-program-image"]
     assert [p.path for p in hits] == [f"{S}.options.router"], info.value.problems
     assert "derived image" in hits[0].message
