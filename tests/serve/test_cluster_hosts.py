@@ -1,5 +1,5 @@
-"""Clusters on real systemd test hosts behind the real SGLang router (sglang-router's Rust router,
-from its PyPI wheel on the hosts), with stand-in workers at the container boundary
+"""Clusters on real systemd test hosts behind the real router (SMG's `smg launch`, from its PyPI
+wheel on the hosts, with the timeouts and health checks the recipe renders), with stand-in workers at the container boundary
 (tests/serve/fake_docker.py): replicas under each policy, a rolling update under load, a dead
 replica, and PD across nodes (1P2D) in the router's PD mode.
 
