@@ -21,7 +21,7 @@ from flashfleet.planning.image_apt import image_apt_lock
 from flashfleet.planning.packages import locked_for, pip_installs
 from flashfleet.planning.weights_fanout import FANOUT_PORT, PEER_WAIT_S, fanout_seed
 from flashfleet.recipes import Recipe
-from flashfleet.stack.image_packages import image_packages
+from flashfleet.stack.image_packages import image_packages, with_router
 from flashfleet.stack.lock import LockedPackage
 
 HUGEPAGE_ENV = "MC_STORE_USE_HUGEPAGE"  # Mooncake's switch in a serving container's environment
@@ -84,7 +84,9 @@ def host_vars(
     # clients, and verify, reach prefill and decode only through a router.
     api = [launch["port"] for launch in launches if launch["serves_api"] and launch["role"] not in PD_WORKERS]
     installs = pip_installs(spec)
-    held = image_packages(spec.image.version, hw, spec.image.packages)
+    held = with_router(
+        image_packages(spec.image.version, hw, spec.image.packages), spec.router_program == "smg"
+    )
     apt_wants = node_apt(spec, plan.role_vars, plan.router_arch)
     layout = None
     if plan.mooncake is not None:

@@ -47,11 +47,21 @@ class ReleaseRequirements(BaseModel):
     requires: tuple[str, ...]
 
 
+class RouterPin(BaseModel):
+    """The cluster router's package (SMG), which the derived image installs where smg routes."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    source: str
+    smg: str  # an exact version: 1.13.0
+
+
 class ImagePackagesCatalog(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     seed: SeedPins
     torchcodec: TorchcodecTable
+    router: RouterPin
     releases: dict[str, ReleaseRequirements]
 
 

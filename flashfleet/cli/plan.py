@@ -303,6 +303,11 @@ def plan_text(d: PlanView) -> str:
             nodes = ", ".join(f"node {n} ({a})" for n, a in zip(inst.nodes, inst.addresses, strict=True))
             out.append(f"           {inst.name:<10} {nodes}: {inst.url}")
         out.append(f"  path     {c.request_path}")
+    if program := d.router:
+        out.append(f"  router   {program.command}: {program.why}")
+        for setting in program.settings:
+            default = f"SMG's default {setting.smg_default}"
+            out.append(f"           {setting.flag} ({default}): {setting.why} [{setting.source}]")
     out += _image_package_lines(d)
     out.append(f"  start    {' -> '.join(d.start_order)}")
     out += _critical_path_lines(d.critical_path)

@@ -377,6 +377,23 @@ def check_peer_load(spec: StackSpec, recipe: Recipe, base: str) -> list[Problem]
     ]
 
 
+def check_router_program(spec: StackSpec, recipe: Recipe, base: str) -> list[Problem]:
+    """options.router: smg comes with the derived image; the release image has only its own
+    sglang_router, which a stack with image.derived false runs."""
+    if spec.image.derived or recipe.options.router != "smg":
+        return []
+    if not any(p.role == "router" for p in recipe.processes):
+        return []
+    return [
+        Problem(
+            f"{base}.options.router",
+            "smg is installed by the derived image; with image.derived false the release image's "
+            "own sglang_router runs (leave router out, or set image.derived true)",
+            "router-program-image",
+        )
+    ]
+
+
 def check_host_keys_pinned(spec: StackSpec, base: str) -> list[Problem]:
     """The HF token (and the API key) go to existing hosts only once their SSH keys are pinned
     (or the stack says, in so many words, to send them to whoever answers)."""

@@ -4,7 +4,7 @@ a mirror or a wheel folder, else PyPI). `flashfleet lock` resolves these on thos
 inventory hands each role its own locked entries; `plan` says which are locked.
 
 - what the derived image adds to its release (sglang_image: flashfleet/stack/image_packages.py),
-  when the stack runs a derived image;
+  when the stack runs a derived image, and SMG where the stack's router is smg;
 - the weights download client, huggingface_hub (model_weights on hosts, the download containers
   on Kubernetes), unless the weights are prestaged;
 - the Mooncake wheel for the stack's transport (mooncake), on a stack with the L3 tier.
@@ -18,7 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from flashfleet.catalog import download_client, hardware_catalog, pip_packages
-from flashfleet.stack.image_packages import image_packages
+from flashfleet.stack.image_packages import image_packages, with_router
 from flashfleet.stack.lock import LockedPackage, StackLock
 from flashfleet.stack.spec import StackSpec
 
@@ -61,7 +61,10 @@ def pip_installs(spec: StackSpec, role_vars: Mapping[str, Any] | None = None) ->
     if spec.image.derived:
         # only what the release lacks: the rest the base image ships, and the build leaves alone
         hw = hardware_catalog()[spec.hardware]
-        for pin in image_packages(spec.image.version, hw, spec.image.packages).installs:
+        held = with_router(
+            image_packages(spec.image.version, hw, spec.image.packages), spec.router_program == "smg"
+        )
+        for pin in held.installs:
             out[pin.name] = PipInstall(
                 name=pin.name, specifier=pin.specifier, installer="sglang_image", platform=hw.arch,
                 index_url=rv.get("sglang_image_pip_index_url") or None,

@@ -156,6 +156,24 @@ class RouterView(_View):
     port: int
 
 
+class RouterSettingView(_View):
+    """One router setting as `plan` shows it: the flag and value, SMG's default, why, the source."""
+
+    flag: str
+    smg_default: str
+    why: str
+    source: str
+
+
+class RouterProgramView(_View):
+    """What fronts the workers (smg or the release image's sglang_router) and its settings."""
+
+    program: str
+    command: str  # smg launch | python -m sglang_router.launch_router
+    why: str
+    settings: list[RouterSettingView]
+
+
 class InstanceView(_View):
     name: str
     role: str
@@ -303,6 +321,7 @@ class PlanView(_View):
     source: SourceView
     nodes: list[NodeView]
     cluster: ClusterView | None
+    router: RouterProgramView | None = None
     start_order: list[str]
     mooncake: MooncakeEndpoints | KubernetesMooncake | None
     endpoint: str

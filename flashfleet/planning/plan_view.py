@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from flashfleet.catalog import download_client, hardware_catalog, image_apt
+from flashfleet.catalog.multimodal_packages import image_packages_catalog
 from flashfleet.k8s import KubernetesPlan
 from flashfleet.k8s import mooncake as k8s_mooncake
 from flashfleet.launch import ContainerLaunch
@@ -36,6 +37,8 @@ from flashfleet.planning.plan_model import (
     PlanView,
     PodProcess,
     RouterNodeView,
+    RouterProgramView,
+    RouterSettingView,
     RouterView,
     SourceView,
     Workload,
@@ -45,12 +48,14 @@ from flashfleet.planning.resolve import SSH_PORT, StackPlan
 from flashfleet.planning.stack_recipe import kubernetes_plan
 from flashfleet.planning.time_to_first_token import time_to_first_token
 from flashfleet.recipes import Recipe
+from flashfleet.recipes.cluster import ROUTERS
+from flashfleet.recipes.router_settings import router_settings
 from flashfleet.stack import capacity_block
-from flashfleet.stack.image_packages import image_packages
+from flashfleet.stack.image_packages import image_packages, with_router
 from flashfleet.stack.kubernetes_source import KubernetesSource
 from flashfleet.stack.lock import lock_file_name
 from flashfleet.stack.mooncake_endpoints import MooncakeEndpoints
-from flashfleet.stack.spec import AwsSource, ExistingSource
+from flashfleet.stack.spec import AwsSource, ExistingSource, StackSpec
 
 _POD_KINDS = {"Deployment", "StatefulSet", "LeaderWorkerSet", "Job"}
 
@@ -322,6 +327,28 @@ def cluster_summary(plan: StackPlan, recipe: Recipe, addresses: list[str | None]
     )
 
 
+def router_program(spec: StackSpec, recipe: Recipe) -> RouterProgramView | None:
+    """The router's program and its settings, each with SMG's default, why and the source."""
+    router = next((p for p in recipe.processes if p.role == "router"), None)
+    if router is None or spec.router_program is None:
+        return None
+    command = " ".join(ROUTERS[spec.router_program])
+    if spec.router_program == "sglang_router":
+        why = (
+            "the release image's own router (image.derived false: SMG is not in the release image); "
+            "its own defaults hold (a request is held up to 1800 s)"
+        )
+        return RouterProgramView(program="sglang_router", command=command, why=why, settings=[])
+    pin = image_packages_catalog().router
+    settings = [
+        RouterSettingView(flag=s.shown(), smg_default=s.smg_default, why=s.why, source=s.source)
+        for s in router_settings("pd" if spec.topology == "pd" else "replicas")
+        if " ".join(s.words()) in " ".join(router.argv)
+    ]
+    why = f"SMG, smg=={pin.smg} installed by the derived image ({pin.source})"
+    return RouterProgramView(program="smg", command=command, why=why, settings=settings)
+
+
 def _floating(kind: str, name: str, detail: str) -> LockedPart:
     return LockedPart.model_validate(
         {"kind": kind, "name": name, "state": "floating", "pinned": None, "detail": detail}
@@ -490,8 +517,11 @@ def plan_data(plan: StackPlan, measured: MeasuredStartup | None = None) -> PlanV
         badge_origin=badge_origin(recipe.badge, recipe.badge_source, cell_badge),
         model=recipe.model,
         image=plan.spec.image,
-        image_packages=image_packages(
-            plan.spec.image.version, hardware_catalog()[plan.spec.hardware], plan.spec.image.packages
+        image_packages=with_router(
+            image_packages(
+                plan.spec.image.version, hardware_catalog()[plan.spec.hardware], plan.spec.image.packages
+            ),
+            plan.spec.router_program == "smg",
         ),
         ttl=plan.spec.ttl if isinstance(plan.spec.ttl, str) else ttl_text(plan.spec.ttl.total_seconds()),
         capacity=capacity_summary(plan),
@@ -514,6 +544,7 @@ def plan_data(plan: StackPlan, measured: MeasuredStartup | None = None) -> PlanV
             for n in plan.nodes
         ],
         cluster=None if kube else cluster_summary(plan, recipe, parts.addresses),
+        router=router_program(plan.spec, recipe),
         start_order=[f"{p.name}@node-{p.node}" for p in recipe.start_order()],
         mooncake=parts.mooncake,
         endpoint=parts.endpoint,

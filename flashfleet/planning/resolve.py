@@ -325,6 +325,7 @@ def resolve_spec(
     problems += snapshot_problems
     problems += checks.check_api_key(spec, recipe, base)
     problems += checks.check_peer_load(spec, recipe, base)
+    problems += checks.check_router_program(spec, recipe, base)
     if has_hf_token or spec.serving.api_key == "required":
         problems += checks.check_host_keys_pinned(spec, base)
     if not problems:  # the manifests render from a recipe every other check accepted

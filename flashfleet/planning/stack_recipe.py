@@ -65,7 +65,9 @@ def router_node(spec: StackSpec) -> int | None:
 
 
 def render_stack(spec: StackSpec, addresses: list[str] | None = None) -> Recipe:
-    overrides = {**spec.options, **shape_overrides(spec)}
+    # The release image (image.derived false) has no smg: its own sglang_router fronts the workers.
+    program = {"router": spec.router_program} if spec.router_program else {}
+    overrides = {**program, **spec.options, **shape_overrides(spec)}
     return render(
         spec.hardware,
         spec.strategy,

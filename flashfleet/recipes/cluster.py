@@ -12,7 +12,13 @@ from dataclasses import dataclass
 from flashfleet.recipes.errors import RecipeError
 from flashfleet.recipes.options import Options
 
-ROUTER = ("python", "-m", "sglang_router.launch_router")
+# The router's program: SMG (PyPI smg, `smg launch`), the gateway that left SGLang's tree, which
+# the derived image installs; or the release image's own sglang_router (`router: sglang_router`),
+# for an image flashfleet does not derive (Kubernetes stacks), which has no smg.
+ROUTERS: dict[str, tuple[str, ...]] = {
+    "smg": ("smg", "launch"),
+    "sglang_router": ("python", "-m", "sglang_router.launch_router"),
+}
 
 
 @dataclass(frozen=True)

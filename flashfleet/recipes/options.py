@@ -191,6 +191,11 @@ class Options:
         choices=("cache_aware", "round_robin", "power_of_two"),
         default="cache_aware",
     )
+    router: str = option(
+        "The router's program: smg (installed by the derived image) or the release image's sglang_router",
+        choices=("smg", "sglang_router"),
+        default="smg",
+    )
     kv_transfer: str = option(
         "PD KV transfer backend (--disaggregation-transfer-backend)",
         choices=("nixl", "mooncake"),

@@ -13,7 +13,7 @@ from flashfleet.catalog import DFLASH2_DRAFT, hardware_catalog
 from flashfleet.recipes import flags as F
 from flashfleet.recipes.badges import badge_for
 from flashfleet.recipes.builds import applicable
-from flashfleet.recipes.cluster import ROUTER, ClusterShape, Instance, cluster_shape
+from flashfleet.recipes.cluster import ROUTERS, ClusterShape, Instance, cluster_shape
 from flashfleet.recipes.errors import RecipeError
 from flashfleet.recipes.layouts import (
     DIST_INIT_PORT,
@@ -34,6 +34,7 @@ from flashfleet.recipes.layouts import (
     Topology,
 )
 from flashfleet.recipes.options import BY_STRATEGY, OPTION_DEFS, Options, hardware_layer, parse_overrides
+from flashfleet.recipes.router_settings import Shape, settings_flags
 from flashfleet.recipes.rules import Context, check
 
 SGLANG_SERVE = ("sglang", "serve")
@@ -474,14 +475,16 @@ def _pd(ctx: Context, topo: Topology, addrs: list[str], port: int) -> list[Proce
         name="router",
         role="router",
         argv=(
-            *ROUTER,
+            *ROUTERS[ctx.options.router],
             "--pd-disaggregation",
-            "--mini-lb",
+            # the seed's Python mini load balancer; SMG has none: its Rust PD router takes the pair
+            *(["--mini-lb"] if ctx.options.router == "sglang_router" else []),
             "--prefill",
             f"http://127.0.0.1:{PD_PREFILL_PORT}",
             str(PD_BOOTSTRAP_PORT),
             "--decode",
             f"http://127.0.0.1:{PD_DECODE_PORT}",
+            *_router_settings(ctx, "pd"),
             *F.network_flags(port),
         ),
         env={},
@@ -598,7 +601,7 @@ def _instance_process_name(inst: Instance, part: Process, parts: int) -> str:
 def _router_argv(ctx: Context, entries: list[tuple[Instance, Process]]) -> tuple[str, ...]:
     """The real router's argv: every worker by URL (each prefill with its bootstrap port)."""
     url = {p.name: p.url for _, p in entries}
-    argv: list[str] = [*ROUTER]
+    argv: list[str] = [*ROUTERS[ctx.options.router]]
     if ctx.topology == "pd":
         argv.append("--pd-disaggregation")
         for inst, p in entries:
@@ -609,8 +612,15 @@ def _router_argv(ctx: Context, entries: list[tuple[Instance, Process]]) -> tuple
                 argv += ["--decode", url[p.name]]
     else:
         argv += ["--worker-urls", *(url[p.name] for _, p in entries)]
-    argv += ["--policy", ctx.options.router_policy, *F.network_flags(SERVE_PORT)]
-    return tuple(argv)
+    argv += ["--policy", ctx.options.router_policy]
+    argv += _router_settings(ctx, "pd" if ctx.topology == "pd" else "replicas")
+    return tuple(argv + F.network_flags(SERVE_PORT))
+
+
+def _router_settings(ctx: Context, shape: Shape) -> list[str]:
+    """SMG's timeouts, health checks and retries for the shape; the release image's sglang_router
+    runs as it always has (its defaults)."""
+    return settings_flags(shape) if ctx.options.router == "smg" else []
 
 
 _BUILDERS = {

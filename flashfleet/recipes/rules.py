@@ -109,8 +109,8 @@ def _router_policy(c: Context) -> str | None:
         return None
     if c.topology == "pd":
         return (
-            "the seed's single-node PD router is the Python mini load balancer (--mini-lb), which "
-            "takes no policy; set prefill and decode instances for the routed layout"
+            "the single-node PD router fronts one prefill and one decode, so it has no worker to "
+            "pick; set prefill and decode instances for the routed layout"
         )
     return "one instance has no router to pick workers; set replicas"
 
@@ -353,7 +353,12 @@ RULES: tuple[Rule, ...] = (
         _cluster_shape,
     ),
     Rule("multi-node-topology", "nodes", "seed 3.4-3.6: single-node layouts", _multi_node_topology),
-    Rule("router-policy", "router_policy", "seed 3.6 PD router command (--mini-lb)", _router_policy),
+    Rule(
+        "router-policy",
+        "router_policy",
+        "seed 3.6 PD router command (one prefill, one decode)",
+        _router_policy,
+    ),
     Rule(
         "kv-transfer-pd",
         "kv_transfer",

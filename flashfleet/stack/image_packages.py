@@ -93,6 +93,17 @@ class ImagePackages(BaseModel):
         ]
 
 
+def with_router(held: ImagePackages, smg: bool) -> ImagePackages:
+    """The image's packages, and SMG where the stack's router is smg (`StackSpec.router_program`):
+    the derived build installs it at the catalog's version, the lock pins its wheels by hash."""
+    if not smg:
+        return held
+    pin = image_packages_catalog().router
+    why = f"the cluster's router, `smg launch` ({pin.source})"
+    package = ImagePackage(name="smg", specifier=f"=={pin.smg}", origin="derived", why=why)
+    return held.model_copy(update={"packages": (*held.packages, package)})
+
+
 def _release_pins(release: ReleaseRequirements, hw: Hardware) -> tuple[dict[str, str], dict[str, str]]:
     """(this platform's pins, every pin whatever its marker): name -> specifier."""
     from packaging.requirements import Requirement

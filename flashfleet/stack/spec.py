@@ -289,11 +289,11 @@ class Nodes(Strict):
 
 
 class RouterSpec(Strict):
-    """The stack's endpoint: the SGLang router, beside the first instance's server on node 0, or
+    """The stack's endpoint: the router (SMG), beside the first instance's server on node 0, or
     on a node of its own: an existing host (``host``: the address of one of
     ``nodes.source.hosts``), or on AWS a small CPU instance (``instanceType``)."""
 
-    # How the router picks a worker (sglang_router --policy); cache_aware is its default.
+    # How the router picks a worker (smg launch --policy); cache_aware is its default.
     policy: Literal["cache_aware", "round_robin", "power_of_two"] = "cache_aware"
     # An existing host that runs the router and no worker; it counts in nodes.count.
     host: Annotated[str, _safe(safe_values.host_address)] | None = None
@@ -500,6 +500,17 @@ class StackSpec(Strict):
             if name in value:
                 raise ValueError(f"{name} is set by {key}, not in options")
         return value
+
+    @property
+    def router_program(self) -> str | None:
+        """What fronts the workers: smg, which the derived image installs, or the release image's
+        own sglang_router (image.derived false, or options.router); None: no router."""
+        if self.cluster is None and self.topology != "pd":
+            return None
+        chosen = self.options.get("router")
+        if isinstance(chosen, str):
+            return chosen
+        return "smg" if self.image.derived else "sglang_router"
 
     @property
     def gpu_node_count(self) -> int:

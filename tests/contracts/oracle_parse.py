@@ -1,5 +1,7 @@
-"""Runs inside the oracle venv: parse argv lists with sglang's and sglang_router's own parsers,
-and (kind "smg") a router argv's words with SMG's parser, as `smg launch` would read them.
+"""Runs inside the oracle venv: parse argv lists with sglang's own parser, and a router's with
+the parser of the program its argv names: SMG's for `smg launch ...` (what `smg launch` hands its
+words to), sglang-router's for `python -m sglang_router.launch_router ...`. Kind "smg" reads a
+sglang-router argv's words with SMG's parser (the words both take).
 
 stdin: {"id": {"kind": "server"|"router"|"smg", "argv": [...], "expect": {...}?}}; stdout: {"id": null |
 "error text"}. ``expect`` (routers): what the router's parser must read, e.g. {"worker_urls": [...],
@@ -39,11 +41,15 @@ def main() -> None:
                 assert argv[:2] == ["sglang", "serve"], argv[:2]
                 server.parse_args(argv[2:])
             else:
-                assert argv[:3] == ["python", "-m", "sglang_router.launch_router"], argv[:3]
-                parse = parse_smg_args if case["kind"] == "smg" else parse_router_args
+                if argv[:2] == ["smg", "launch"]:
+                    parse, words = parse_smg_args, argv[2:]
+                else:
+                    assert argv[:3] == ["python", "-m", "sglang_router.launch_router"], argv[:3]
+                    words = argv[3:]
+                    parse = parse_smg_args if case["kind"] == "smg" else parse_router_args
                 with contextlib.redirect_stderr(io.StringIO()) as err:
                     try:
-                        args = parse(argv[3:])
+                        args = parse(words)
                     except SystemExit as exc:
                         raise ValueError(err.getvalue().strip() or f"exit {exc.code}") from None
                 for name, want in case.get("expect", {}).items():

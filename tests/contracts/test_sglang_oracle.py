@@ -15,6 +15,7 @@ from flashfleet.catalog import hardware_catalog
 from flashfleet.k8s.replicas import cluster_addresses
 from flashfleet.planning import load_stack
 from flashfleet.recipes import OPTION_DEFS, STRATEGIES, TOPOLOGIES, RecipeError, render
+from flashfleet.recipes.router_settings import router_settings
 from flashfleet.stack import KubernetesSource, list_stacks
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,6 +68,8 @@ def catalog_renders():
                 case["expect"] = _router_reads(
                     b.spec.topology, procs, addresses, b.spec.cluster.router.policy
                 )
+                if proc.argv[:2] == ("smg", "launch"):  # and SMG reads every setting as decided
+                    case["expect"] |= _settings_read(b.spec.topology)
             cases[f"{stack}/{proc.name}"] = case
     return cases
 
@@ -84,6 +87,12 @@ def _router_reads(topology, procs, addresses, policy) -> dict[str, object]:
             "port": 30000,
         }
     return {"worker_urls": [url[p.name] for p in entries], "policy": policy, "port": 30000}
+
+
+def _settings_read(topology: str) -> dict[str, object]:
+    """Each router setting as SMG's parser must read it (a --no- flag reads False)."""
+    shape = "pd" if topology == "pd" else "replicas"
+    return {s.name: False if s.value is None else s.value for s in router_settings(shape)}
 
 
 def enabled_renders():
@@ -156,27 +165,37 @@ def test_every_catalog_stack_parses_and_its_router_reads_every_worker():
     assert oracle({key: lost})[key]
 
 
-def test_smg_reads_every_catalog_cluster_router_as_sglang_router_does():
-    """SMG 1.13.0 (`smg launch`, the gateway that left SGLang's tree) reads each catalog cluster's
-    router words exactly as sglang-router 0.3.2 does: the same workers, prefills with their
-    bootstrap ports, decodes, policy and port. The one router it refuses is the seed's own
-    single-node PD router, whose `--mini-lb` (the Python load balancer) SMG does not have."""
+def test_every_catalog_router_is_read_by_the_program_it_names():
+    """A cluster's router is `smg launch` where the stack derives its image (SMG's own parser
+    reads its workers, policy, port and every timeout and health setting), and the release
+    image's sglang_router where it does not (Kubernetes); the seed's PD pair runs behind SMG."""
     routers = {k: c for k, c in catalog_renders().items() if c["kind"] == "router"}
-    assert len([c for c in routers.values() if "expect" in c]) >= 3
-    result = oracle({k: {**c, "kind": "smg"} for k, c in routers.items()})
-    mini_lb = {k for k, c in routers.items() if "--mini-lb" in c["argv"]}
-    assert mini_lb, "the seed's single-node PD router is in the catalog"
-    assert {k: v for k, v in result.items() if v is not None and k not in mini_lb} == {}
-    for key in mini_lb:
-        assert "unrecognized arguments: --mini-lb" in (result[key] or ""), result[key]
-    # and it bites: a worker lost from the argv is read as lost
-    key = next(k for k, c in routers.items() if "expect" in c)
-    lost = {
-        **routers[key],
-        "kind": "smg",
-        "argv": [w for w in routers[key]["argv"] if not w.endswith(":31000")],
-    }
-    assert oracle({key: lost})[key]
+    programs = {k: tuple(c["argv"][:2]) for k, c in routers.items()}
+    assert programs["gb300-pd/router"] == ("smg", "launch")
+    assert programs["h200-replicas/router"] == ("smg", "launch")
+    assert programs["mi355x-k8s-replicas/router"] == ("python", "-m")
+    smg_read = [k for k, c in routers.items() if "request_timeout_secs" in c.get("expect", {})]
+    assert len(smg_read) >= 3, smg_read
+    assert {k: v for k, v in oracle(routers).items() if v is not None} == {}
+    # it bites: SMG reads a setting that differs from the decision as a failure
+    key = smg_read[0]
+    argv = list(routers[key]["argv"])
+    argv[argv.index("--request-timeout-secs") + 1] = "1800"
+    assert "request_timeout_secs" in (oracle({key: {**routers[key], "argv": argv}})[key] or "")
+
+
+def test_smg_reads_the_release_images_router_words_as_sglang_router_does():
+    """SMG 1.13.0 reads the release image's sglang_router words (what a Kubernetes cluster runs)
+    as sglang-router 0.3.2 does: the same workers, policy and port; the seed's `--mini-lb` is
+    the one word it refuses (it has no Python mini load balancer)."""
+    cases = {k: c for k, c in catalog_renders().items() if c["argv"][:2] == ["python", "-m"]}
+    assert cases
+    result = oracle({k: {**c, "kind": "smg"} for k, c in cases.items()})
+    assert {k: v for k, v in result.items() if v is not None} == {}
+    seed = render("gb300", "high-throughput", "pd", {"router": "sglang_router"})
+    pair = next(p for p in seed.processes if p.role == "router")
+    got = oracle({"seed": {"kind": "smg", "argv": list(pair.argv)}})["seed"]
+    assert "unrecognized arguments: --mini-lb" in (got or ""), got
 
 
 def test_oracle_rejects_a_bad_flag_and_a_bad_value():

@@ -32,7 +32,8 @@ STACKS = sorted(
 )
 PROBE = "flashfleet-probe "
 ROUTER = ["-m", "sglang_router.launch_router"]
-# what the real router prints once it listens: --mini-lb's uvicorn, or the Rust router
+SMG = ["smg", "launch"]
+# what the real router prints once it listens: --mini-lb's uvicorn, or the Rust router (SMG's too)
 ROUTER_UP = ("Uvicorn running on http://", "Starting server on")
 _RUNS = itertools.count()  # one unit name per launch: a journal per container
 
@@ -246,7 +247,7 @@ def test_catalog_launch_runs_on_the_real_engine(engine: Engine, stack: str) -> N
             if process["vendor"] == "nvidia" and process["gpus"]:
                 last = engine.sh(host, "tail -1 /run/flashfleet-test/gpu-requests.jsonl").stdout
                 assert json.loads(last)["devices"] == process["gpus"]
-            if process["argv"][1:3] == ROUTER:  # the image's real sglang_router starts
+            if process["argv"][1:3] == ROUTER or process["argv"][:2] == SMG:  # the real router starts
                 _wait_for_output(engine, host, unit, ROUTER_UP)
         finally:
             _stop(engine, host, unit, process["container_name"])

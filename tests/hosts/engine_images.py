@@ -45,7 +45,7 @@ EXCLUDE = ("./usr/share/doc", "./usr/share/man", "./usr/share/locale", "./var/li
            "./usr/lib/python3.11/EXTERNALLY-MANAGED")  # fmt: skip
 SITE = "usr/local/lib/python3.11/dist-packages"
 # What the overlay adds, named one by one: docker import refuses a path twice in its tarball.
-ADDED = ("./opt/flashfleet-standin", "./usr/local/bin/sglang", "./usr/local/bin/python",
+ADDED = ("./opt/flashfleet-standin", "./usr/local/bin/sglang", "./usr/local/bin/python", "./usr/local/bin/smg",
          "./etc/apt/sources.list.d/debian.sources")  # fmt: skip
 APT_KEY = "./etc/apt/trusted.gpg.d/flashfleet-test.asc"
 
@@ -78,6 +78,7 @@ def _overlay(root: Path, apt_repo: str, apt_key: str, release: bool) -> list[str
     bin_dir.mkdir(parents=True)
     shutil.copy(HERE / "image/sglang", bin_dir / "sglang")
     shutil.copy(HERE / "image/python", bin_dir / "python")  # the upstream images have `python`
+    shutil.copy(HERE / "image/smg", bin_dir / "smg")  # the derived image's router, `smg launch`
     if release:  # the release's packages, the router and pip among them
         site = [f"./{SITE}/{name}" for name in copy_site(release_site(), root / SITE)]
     else:

@@ -47,10 +47,11 @@ class PackageIndex:
     @classmethod
     def of_catalog_pins(cls) -> PackageIndex:
         """One file of each version the catalog pins (what the derived images add to the default
-        release, the weights client, each Mooncake wheel): enough for `flashfleet lock` of any catalog stack."""
+        release, the weights client, each Mooncake wheel, the router's smg): enough for `flashfleet lock` of any catalog stack."""
         from packaging.requirements import Requirement
 
         from flashfleet.catalog import download_client, hardware_catalog, pip_packages
+        from flashfleet.catalog.multimodal_packages import image_packages_catalog
         from flashfleet.stack.image import ImageSpec
         from flashfleet.stack.image_packages import image_packages
 
@@ -63,6 +64,7 @@ class PackageIndex:
             }
         )
         wanted += [*catalog["mooncake"].values(), f"huggingface_hub=={download_client().hub_version}"]
+        wanted.append(f"smg=={image_packages_catalog().router.smg}")  # where a cluster's router is smg
         files = {}
         for text in wanted:
             req = Requirement(text)

@@ -219,7 +219,7 @@ def test_render_json_shape():
         assert {"name", "role", "argv", "env", "port", "gpus", "start_after"} <= set(proc)
         assert isinstance(proc["argv"], list)
     router = next(p for p in data["processes"] if p["role"] == "router")
-    assert router["argv"][:3] == ["python", "-m", "sglang_router.launch_router"]
+    assert router["argv"][:2] == ["smg", "launch"]
     assert all(p["argv"][:2] == ["sglang", "serve"] for p in data["processes"] if p["role"] != "router")
 
 

@@ -7,6 +7,7 @@ import pytest
 
 from flashfleet.recipes import render
 from flashfleet.recipes.flags import argv_units
+from flashfleet.recipes.router_settings import settings_flags
 
 SEED = Path(__file__).parent / "golden" / "seed"
 
@@ -30,6 +31,13 @@ ADDED = {
 }
 
 
+# The seed's PD router is sglang_router's Python mini load balancer (`--mini-lb`); flashfleet runs
+# SMG (`smg launch`), which has no mini load balancer: its Rust PD router takes the same prefill
+# (with its bootstrap port) and decode, and the router's timeouts and health checks are written out.
+SMG_FOR_SEED = {("python", "-m", "sglang_router.launch_router"): ("smg", "launch")}
+DROPPED = {"router": {("--mini-lb",)}}
+
+
 def seed_argv(name: str) -> list[str]:
     return shlex.split(SEED.joinpath(name).read_text().replace("\\\n", " "))
 
@@ -40,10 +48,21 @@ def test_seed_command_reproduced(golden: str, hardware: str, strategy: str, topo
     proc = next(p for p in recipe.processes if p.name == process)
     expected = argv_units(seed_argv(golden))
     got = argv_units(proc.argv)
-    assert got[0] == expected[0]  # sglang serve / python -m sglang_router.launch_router
+    assert got[0] == SMG_FOR_SEED.get(expected[0], expected[0])  # sglang serve / smg launch
     assert len(set(got)) == len(got), "a flag is rendered twice"
-    assert set(got) - set(expected) == ADDED.get(process, set())
-    assert set(expected) - set(got) == set()
+    added = ADDED.get(process, set())
+    if process == "router":
+        added = set(argv_units(settings_flags("pd")))
+    assert set(got[1:]) - set(expected[1:]) == added
+    assert set(expected[1:]) - set(got[1:]) == DROPPED.get(process, set())
+
+
+def test_seed_pd_router_is_reproduced_exactly_with_the_release_images_router():
+    """`router=sglang_router` (the release image's own router) keeps the seed's command word for
+    word, `--mini-lb` included."""
+    recipe = render("gb300", "high-throughput", "pd", {"router": "sglang_router"})
+    router = next(p for p in recipe.processes if p.name == "router")
+    assert argv_units(router.argv) == argv_units(seed_argv("pd.router.sh"))
 
 
 def test_pd_router_bootstrap_port_equals_prefill_bootstrap_port():

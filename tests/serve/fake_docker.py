@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 """The container boundary on a test host: `docker run ... IMAGE CMD...` records the argv and the
 environment the container would get (--env-file and -e) and execs the OpenAI-compatible stand-in
-in its place, or, for `python -m sglang_router.launch_router ...`, the real SGLang router (installed
-on the host by tests/serve/lab.py); `stop`, `rm -f`, `container inspect` and `ps` act on those
+in its place, or, for `smg launch ...` or `python -m sglang_router.launch_router ...`, the real
+router (SMG or sglang-router, installed on the host by tests/serve/lab.py); `stop`, `rm -f`, `container inspect` and `ps` act on those
 processes. There is no
 mount namespace: the stand-in is told the -v bind mounts and opens the files its flags name
 (`--config`) only through them, so a file the container was not given is not there."""
@@ -17,8 +17,9 @@ STATE = "/var/lib/fake-docker"
 STANDIN = "/usr/local/lib/fake-docker/standin_sglang.py"
 MOUNTS_ENV = "FLASHFLEET_TEST_MOUNTS"  # read by the stand-in (standin_sglang.host_path)
 MOONCAKE_PYTHON = "/opt/flashfleet/mooncake/venv/bin/python"  # the store client, for L3 stacks
-ROUTER_SITE = "/usr/local/lib/fake-docker/sglang-router"  # sglang-router and what it imports
+ROUTER_SITE = "/usr/local/lib/fake-docker/sglang-router"  # smg, sglang-router and their imports
 ROUTER = ["-m", "sglang_router.launch_router"]
+SMG = ["smg", "launch"]
 VALUE_FLAGS = {
     "--name",
     "--network",
@@ -97,12 +98,15 @@ def run(args: list[str]) -> None:
         f.write(json.dumps(rec) + "\n")
     # -v HOST:CONTAINER[:OPTIONS]
     mounts = [value.split(":")[:2] for flag, value in opts if flag in ("-v", "--volume")]
-    if cmd[:1] in (["python"], ["python3"]) and cmd[1:3] == ROUTER:
+    smg = cmd[:2] == SMG
+    if smg or (cmd[:1] in (["python"], ["python3"]) and cmd[1:3] == ROUTER):
         if not os.path.isdir(ROUTER_SITE):
             sys.exit(f"fake docker: no real router on this host ({ROUTER_SITE} missing)")
+        # `smg` is the wheel's console script: `python3 -m smg` is the same entry point
+        words = ["-m", "smg", *cmd[1:]] if smg else cmd[1:]
         os.execve(
             "/usr/bin/python3",
-            ["/usr/bin/python3", *cmd[1:]],
+            ["/usr/bin/python3", *words],
             {"PATH": "/usr/bin:/bin", **env, "PYTHONPATH": ROUTER_SITE},
         )
     python = MOONCAKE_PYTHON if os.path.exists(MOONCAKE_PYTHON) else "/usr/bin/python3"

@@ -1,5 +1,5 @@
-"""Clusters on real systemd test hosts behind the real SGLang router (sglang-router's Rust router,
-from its PyPI wheel on the hosts), with stand-in workers at the container boundary
+"""Clusters on real systemd test hosts behind the real router (SMG's `smg launch`, from its PyPI
+wheel on the hosts, with the timeouts and health checks the recipe renders), with stand-in workers at the container boundary
 (tests/serve/fake_docker.py): replicas under each policy, a rolling update under load, a dead
 replica, and PD across nodes (1P2D) in the router's PD mode.
 
@@ -23,6 +23,7 @@ import pytest
 
 from flashfleet.bench.servers import GENERATION_TOKENS, PROMPT_TOKENS, REQUESTS, parse_counters
 from flashfleet.cli import main
+from flashfleet.recipes import render
 
 from .lab import ServeLab, install_fake_docker, make_stack, serve_lab
 from .test_site import records, set_knobs
@@ -34,6 +35,9 @@ FAST = {"sglang_serve_ready_timeout_s": 120, "sglang_serve_ready_poll_s": 1}
 LOAD_SECONDS = 2
 CLIENTS = 8
 PACE_S = 0.05  # between one client's requests: at most 160 a second in all
+# SMG routes by model name: a request names the model the workers serve (a name no worker serves
+# is answered 404, where SGLang's own server and sglang-router ignore it)
+MODEL = render("h200", "high-throughput").model
 
 
 @pytest.fixture(scope="module")
@@ -63,7 +67,7 @@ def get_json(url: str) -> Any:
 
 def chat(url: str, text: str, timeout: float = 30) -> int:
     body = json.dumps(
-        {"model": "m", "messages": [{"role": "user", "content": text}], "max_tokens": 4}
+        {"model": MODEL, "messages": [{"role": "user", "content": text}], "max_tokens": 4}
     ).encode()
     req = urllib.request.Request(f"{url}/v1/chat/completions", body, {"Content-Type": "application/json"})
     try:
@@ -108,7 +112,7 @@ class Load:
         conn = http.client.HTTPConnection(parts.hostname or "", parts.port, timeout=30)
         n = 0
         while not self.stop.is_set():
-            body = json.dumps({"model": "m", "messages": [{"role": "user", "content": f"client {i} request {n}"}],
+            body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": f"client {i} request {n}"}],
                                "max_tokens": 4})  # fmt: skip
             try:
                 conn.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})

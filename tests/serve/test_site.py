@@ -400,12 +400,12 @@ def test_logs_prints_each_serving_containers_output(
 
 
 def test_the_pd_router_is_the_real_one_and_the_pair_shares_the_work(site: dict[str, Any]) -> None:
-    """The router container runs sglang_router itself (its --mini-lb here, as the seed's command
-    says); verify's requests went through it to both servers, bootstrap fields and all: the
-    prefill counted the prompts, the decode the output tokens and no prompt of its own."""
+    """The router container runs SMG itself (`smg launch`, its Rust PD router in place of the
+    seed's --mini-lb); verify's requests went through it to both servers, bootstrap fields and
+    all: the prefill counted the prompts, the decode the output tokens and no prompt of its own."""
     lab = site["lab"]
     processes = lab.ssh("pd", "ps -eo args ww")
-    assert "sglang::router" in processes  # launch_router's own process title
+    assert "smg::router" in processes  # smg launch_router's own process title
     counters = {}
     for launch in launches(site, "pd"):
         role = launch["container_name"].removeprefix("flashfleet-")

@@ -69,12 +69,42 @@ def test_pd_across_nodes_lists_every_prefill_with_its_bootstrap_port_and_every_d
     assert [router[i + 1] for i, w in enumerate(router) if w == "--decode"] == ["http://10.0.0.3:32000"]
 
 
-def test_the_seed_pd_pair_renders_as_before() -> None:
+def test_the_seed_pd_pair_renders_as_before_behind_smg() -> None:
     pair = {p.name: p for p in load_stack("gb300-pd").recipe.processes}
     assert set(pair) == {"prefill", "decode", "router"}
-    assert "--mini-lb" in pair["router"].argv
-    assert "--policy" not in pair["router"].argv
+    router = pair["router"].argv
+    assert router[:3] == ("smg", "launch", "--pd-disaggregation")
+    assert "--mini-lb" not in router  # SMG has no Python mini load balancer: its Rust PD router
+    assert "--policy" not in router
+    assert router[router.index("--request-timeout-secs") + 1] == "600"
     assert pair["prefill"].env["UCX_NET_DEVICES"] == "lo"
+
+
+def test_a_cluster_router_is_smg_with_its_settings_where_the_image_is_derived() -> None:
+    router = _procs("h200-replicas", ADDRS[:2])["router"].argv
+    assert router[:2] == ("smg", "launch")
+    for flag, value in (("--request-timeout-secs", "600"), ("--health-check-interval-secs", "10"),
+                        ("--health-check-timeout-secs", "30"), ("--health-failure-threshold", "3")):  # fmt: skip
+        assert router[router.index(flag) + 1] == value
+    assert "--no-remove-unhealthy-workers" in router
+    assert router[-4:] == ("--host", "0.0.0.0", "--port", "30000")
+
+
+def test_the_release_image_runs_its_own_sglang_router_and_smg_is_refused_there(
+    write_stack: Callable[[str, Callable[[Doc], None]], Path],
+) -> None:
+    """image.derived false: the release image has no smg, so its sglang_router fronts the workers
+    (with its own defaults); asking for smg there is refused naming the option."""
+    router = next(p for p in load_stack("mi355x-k8s-replicas").recipe.processes if p.role == "router")
+    assert router.argv[:3] == ("python", "-m", "sglang_router.launch_router")
+    assert "--request-timeout-secs" not in router.argv
+    with pytest.raises(StackError) as info:
+        load_stack(
+            "broken", write_stack("mi355x-k8s-replicas", lambda d: spec(d)["options"].update(router="smg"))
+        )
+    hits = [p for p in info.value.problems if p.rule == "router-program-image"]
+    assert [p.path for p in hits] == [f"{S}.options.router"], info.value.problems
+    assert "derived image" in hits[0].message
 
 
 def test_multi_node_replicas_rendezvous_inside_their_own_instance() -> None:

@@ -2,7 +2,7 @@
 what the container was given (environment names, namespaces, mounts, devices, limits), then
 runs the OpenAI-compatible stand-in server with the container's argv; as `python` (`--python
 ARGV...`), it prints the same line and then runs the image's python3 with ARGV (the real
-router's `python -m sglang_router.launch_router`)."""
+router's `python -m sglang_router.launch_router`, or `-m smg launch` from the image's `smg`)."""
 
 import json
 import os

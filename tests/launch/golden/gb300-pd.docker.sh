@@ -70,11 +70,16 @@ docker run \
   --ulimit memlock=-1 \
   --ulimit stack=67108864 \
   flashfleet/sglang:v0.5.23-cu130-tf5.19.0 \
-  python -m sglang_router.launch_router \
+  smg launch \
   --pd-disaggregation \
-  --mini-lb \
   --prefill http://127.0.0.1:31000 8998 \
   --decode http://127.0.0.1:32000 \
+  --request-timeout-secs 600 \
+  --health-check-interval-secs 10 \
+  --health-failure-threshold 3 \
+  --health-check-timeout-secs 30 \
+  --no-remove-unhealthy-workers \
+  --retry-max-retries 5 \
   --host 0.0.0.0 \
   --port 30000
 
