@@ -31,6 +31,7 @@ import tempfile
 import zipfile
 from collections.abc import Iterable
 from pathlib import Path
+from typing import IO
 
 from .harness import BASE_ROOTFS, HostPool
 from .router_site import copy_router_site, copy_site
@@ -135,10 +136,36 @@ def import_image(
     pool: HostPool, host: str, ref: str, apt_repo: str, apt_key: str, release: bool = False
 ) -> str:
     """Streams the rootfs + overlay over SSH into `docker import` on the host; returns the id.
-    `release`: the faithful base, with the release's own packages."""
-    with tempfile.TemporaryDirectory(dir="/var/tmp") as tmp:
-        tarball = image_tarball(Path(tmp) / "image.tar", apt_repo, apt_key, release=release)
-        return load_image(pool, host, tarball, ref)
+    `release`: the faithful base, with the release's own packages (about 6 GB: streamed, never
+    written out)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        overlay = Path(tmp)
+        tar = subprocess.Popen(
+            _tar(overlay, _overlay(overlay, apt_repo, apt_key, release), "-"), stdout=subprocess.PIPE
+        )
+        assert tar.stdout is not None
+        done = _import(pool, host, ref, tar.stdout)
+        tar.stdout.close()
+        if tar.wait() != 0 or done.returncode != 0:
+            raise RuntimeError(f"docker import on {host} failed: {done.stderr}")
+        return done.stdout.strip()
+
+
+def _tar(overlay: Path, added: list[str], dest: str) -> list[str]:
+    excludes = [f"--exclude={pattern}" for pattern in EXCLUDE]
+    return ["tar", "--numeric-owner", *excludes, "-C", str(BASE_ROOTFS), "-cf", dest, ".",
+            "-C", str(overlay), *added]  # fmt: skip
+
+
+def _import(
+    pool: HostPool, host: str, ref: str, stream: IO[bytes], env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    changes = " ".join(f"--change 'ENV {k}={v}'" for k, v in (env or {}).items())
+    return subprocess.run(
+        ["ssh", *pool.ssh_options(), f"root@{pool.hosts[host].address}",
+         f"docker import --change 'CMD [\"sglang\"]' {changes} - {ref}"],
+        stdin=stream, check=False, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
 
 
 def image_tarball(
@@ -151,28 +178,17 @@ def image_tarball(
     """The image's file system as one tarball at `dest`, made once for any number of hosts.
     `mooncake`: the cache of scripts/setup.d/30-mooncake.sh, whose store client the image gets."""
     with tempfile.TemporaryDirectory() as tmp:
-        overlay = Path(tmp) / "overlay"
-        overlay.mkdir()
+        overlay = Path(tmp)
         added = _overlay(overlay, apt_repo, apt_key, release, mooncake)
-        excludes = [f"--exclude={pattern}" for pattern in EXCLUDE]
-        subprocess.run(
-            ["tar", "--numeric-owner", *excludes, "-C", str(BASE_ROOTFS), "-cf", str(dest), ".",
-             "-C", str(overlay), *added],
-            check=True,
-        )  # fmt: skip
+        subprocess.run(_tar(overlay, added, str(dest)), check=True)
     return dest
 
 
 def load_image(pool: HostPool, host: str, tarball: Path, ref: str, env: dict[str, str] | None = None) -> str:
     """`docker import` of `tarball` on the host as `ref` (with `env` in the image's config);
     returns the id."""
-    changes = " ".join(f"--change 'ENV {k}={v}'" for k, v in (env or {}).items())
     with tarball.open("rb") as stream:
-        done = subprocess.run(
-            ["ssh", *pool.ssh_options(), f"root@{pool.hosts[host].address}",
-             f"docker import --change 'CMD [\"sglang\"]' {changes} - {ref}"],
-            stdin=stream, check=False, capture_output=True, text=True, timeout=900,
-        )  # fmt: skip
+        done = _import(pool, host, ref, stream, env)
     if done.returncode != 0:
         raise RuntimeError(f"docker import on {host} failed: {done.stderr}")
     return done.stdout.strip()
