@@ -79,6 +79,12 @@ _REFUSED_PROGRAMS = {
 
 # The slow tier by place: folders, modules and single tests (paths under tests/).
 SLOW_PATHS = {
+    "bench/test_bench_client_parser.py::test_the_shipped_flag_list_is_the_pinned_bench_serving_parsers": (
+        "oracle",
+    ),
+    "bench/test_bench_client_parser.py::test_the_real_bench_serving_refuses_the_same_argv_the_same_way": (
+        "oracle",
+    ),
     "bench/test_driver_oracle.py": ("oracle",),
     "bench/test_stack_cluster.py": ("hosts",),
     "bench/test_profiles.py::test_flag_table_is_exactly_the_real_parsers_flags": ("oracle",),
@@ -114,9 +120,9 @@ SLOW_PATHS = {
     "roles/test_check_multimodal.py": (),
     "roles/test_model_weights_job.py": (),
     "readme/test_first_command.py": ("index",),
-    "serve/test_api_key_host.py": ("hosts",),
-    "serve/test_cluster_hosts.py": ("hosts",),
-    "serve/test_site.py": ("hosts",),
+    "serve/test_api_key_host.py": ("hosts", "docker"),
+    "serve/test_cluster_hosts.py": ("hosts", "docker"),
+    "serve/test_site.py": ("hosts", "docker"),
     "serve/test_real_router.py": ("oracle",),  # the router comes with the oracle venv
     "serve/test_standin_sglang.py::test_auth_decisions_match_sglangs": ("oracle",),
     "serve/test_teardown_converges.py": ("hosts",),

@@ -1,5 +1,6 @@
 """Runs that measured nothing are refused, with the cause named: the REAL sglang 0.5.23
-bench_serving (oracle venv) against stand-in servers that misbehave on purpose."""
+bench_serving (oracle venv) against stand-in servers that misbehave on purpose, behind the REAL
+SGLang router (same venv, tests/serve/real_router.py) where a PD pair is routed."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from flashfleet.bench.servers import Server
 from flashfleet.bench.session import EXIT_BENCH_FAILED, BenchRequest, bench
 from tests.bench.conftest import ORACLE, tiny
 from tests.bench.fakes import FakeCluster
+from tests.serve.real_router import real_router
 from tests.serve.standin_sglang import StandinServer, StandinState
 
 
@@ -59,11 +61,14 @@ def test_failed_requests_are_refused(tmp_path, oracle_runner):
 
 
 def test_pd_pair_where_decode_answers_everything_is_refused_before_the_benchmark(tmp_path, oracle_runner):
+    """The real router, started without PD mode in front of the decode alone (a router that
+    lost its prefill): the prefill never sees a request and the decode prefills them itself."""
     prefill, decode = StandinState(), StandinState()
-    router = StandinState(prefill=None, decode=decode)  # the port mismatch: prefill never sees a request
-    with StandinServer(prefill) as p, StandinServer(decode) as d, StandinServer(router) as r:
-        servers = [Server("prefill", p.url), Server("decode", d.url)]
-        outcome, summary, report, lines = run_bench(tmp_path, oracle_runner, r.url, servers=servers)
+    with StandinServer(prefill) as p, StandinServer(decode) as d:
+        args = ["--worker-urls", d.url, "--policy", "round_robin"]
+        with real_router(args, expect=[d.url], log=tmp_path / "router.log") as r:
+            servers = [Server("prefill", p.url), Server("decode", d.url)]
+            outcome, summary, report, lines = run_bench(tmp_path, oracle_runner, r.url, servers=servers)
     assert outcome.exit_code == EXIT_BENCH_FAILED
     assert outcome.run.levels == ()  # readiness found it: no benchmark request was sent
     (problem,) = summary["problems"]
@@ -75,17 +80,26 @@ def test_pd_pair_where_decode_answers_everything_is_refused_before_the_benchmark
 
 
 def test_pd_pair_that_shares_the_work_is_valid(tmp_path, oracle_runner):
-    prefill, decode = StandinState(), StandinState()
-    router = StandinState(prefill=prefill, decode=decode)
-    with StandinServer(prefill) as p, StandinServer(decode) as d, StandinServer(router) as r:
-        servers = [Server("prefill", p.url), Server("decode", d.url)]
-        outcome, summary, report, _ = run_bench(tmp_path, oracle_runner, r.url, servers=servers)
+    """The real router in PD mode: each request goes to the prefill and the decode, bootstrap
+    room and all, as in a PD deployment."""
+    prefill, decode = (
+        StandinState(disaggregation="prefill", bootstrap_port=0),
+        StandinState(disaggregation="decode"),
+    )
+    with StandinServer(prefill) as p, StandinServer(decode) as d:
+        args = ["--pd-disaggregation", "--prefill", p.url, str(prefill.bootstrap_port), "--decode", d.url,
+                "--policy", "round_robin"]  # fmt: skip
+        with real_router(args, expect=[p.url, d.url], log=tmp_path / "router.log") as r:
+            servers = [Server("prefill", p.url), Server("decode", d.url)]
+            outcome, summary, report, _ = run_bench(tmp_path, oracle_runner, r.url, servers=servers)
     assert outcome.exit_code == 0, summary["verdict"]
     served = summary["worker_shares"]
     assert served[p.url]["sglang:prompt_tokens_total"] > 0
-    assert served[p.url]["sglang:generation_tokens_total"] == 0
-    # warm-up + 4 measured requests of 8 tokens, all decoded on the decode server
-    assert served[d.url]["sglang:generation_tokens_total"] == 5 * 8
+    # the prefill answers each request's first token only (warm-up + 4 measured), as in PD
+    assert served[p.url]["sglang:generation_tokens_total"] == 5
+    # the readiness probes, the warm-up and the 4 measured requests of 8 tokens: all decoded on
+    # the decode server
+    assert served[d.url]["sglang:generation_tokens_total"] >= 5 * 8
     assert "every worker behind the router served its share" in report.splitlines()[2]
 
 

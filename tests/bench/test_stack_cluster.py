@@ -100,7 +100,8 @@ def _install(pool: HostPool, host: str) -> None:
         (root / path).chmod(0o755)
     lib = root / "usr/local/lib/fake-docker"
     lib.mkdir(parents=True)
-    (lib / "bench_client.py").write_text((HERE / "node/bench_client.py").read_text())
+    for name in ("bench_client.py", "bench_serving_flags.json"):  # the client parses with the list
+        (lib / name).write_text((HERE / "node" / name).read_text())
     image = {"Id": IMAGE_ID, "RepoTags": [IMAGE], "RepoDigests": [REPO_DIGEST], "site": SITE}
     (root / "etc/flashfleet-test/bench-image.json").write_text(json.dumps(image))
     for name, version in PACKAGES.items():  # what importlib.metadata reads (torchcodec: absent)

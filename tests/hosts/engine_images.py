@@ -31,6 +31,7 @@ import tempfile
 import zipfile
 from collections.abc import Iterable
 from pathlib import Path
+from typing import IO
 
 from .harness import BASE_ROOTFS, HostPool
 from .router_site import copy_router_site, copy_site
@@ -48,6 +49,10 @@ SITE = "usr/local/lib/python3.11/dist-packages"
 ADDED = ("./opt/flashfleet-standin", "./usr/local/bin/sglang", "./usr/local/bin/python", "./usr/local/bin/smg",
          "./etc/apt/sources.list.d/debian.sources")  # fmt: skip
 APT_KEY = "./etc/apt/trusted.gpg.d/flashfleet-test.asc"
+# Mooncake's store client loads libibverbs, librdmacm, libnuma and libcurl (even for TCP): the
+# libraries of 30-mooncake.sh's Debian packages (its other packages are tools the role uses).
+MOONCAKE_LIBS = ("ibverbs-providers", "lib")
+MOONCAKE_NOT_LIBS = ("libperl",)
 
 
 def _pip(root: Path) -> list[str]:
@@ -66,9 +71,11 @@ def release_site() -> Path:
     return site.resolve()
 
 
-def _overlay(root: Path, apt_repo: str, apt_key: str, release: bool) -> list[str]:
+def _overlay(
+    root: Path, apt_repo: str | None, apt_key: str | None, release: bool, mooncake: Path | None = None
+) -> list[str]:
     """The files the stand-in image adds to the rootfs, laid out under `root`; returns their
-    top-level paths for tar."""
+    top-level paths for tar. No `apt_repo`: the image has no Debian archive (nothing builds on it)."""
     standin = root / "opt/flashfleet-standin"
     standin.mkdir(parents=True)
     shutil.copy(STANDIN_SERVER, standin / "standin_sglang.py")
@@ -83,6 +90,10 @@ def _overlay(root: Path, apt_repo: str, apt_key: str, release: bool) -> list[str
         site = [f"./{SITE}/{name}" for name in copy_site(release_site(), root / SITE)]
     else:
         site = [f"./{SITE}/{name}" for name in copy_router_site(root / SITE)] + _pip(root)
+    if mooncake is not None:
+        site += _mooncake(root, mooncake)
+    if apt_repo is None or apt_key is None:
+        return [*ADDED[:-1], *site]
     sources = root / "etc/apt/sources.list.d/debian.sources"
     sources.parent.mkdir(parents=True)
     sources.write_text(f"Types: deb\nURIs: {apt_repo}\nSuites: bookworm\nComponents: main\n")
@@ -92,31 +103,96 @@ def _overlay(root: Path, apt_repo: str, apt_key: str, release: bool) -> list[str
     return [*ADDED, APT_KEY, *site]
 
 
+def _mooncake(root: Path, cache: Path) -> list[str]:
+    """Mooncake's store client in the image, as the upstream images carry it: the wheels of
+    scripts/setup.d/30-mooncake.sh unpacked into site-packages (those the router's packages do
+    not already hold) and the files of its Debian libraries that the rootfs lacks. Returns the
+    paths added, one by one (docker import refuses a path twice, and the libraries land in
+    folders the rootfs has)."""
+    added = []
+    present = {p.name.split("-")[0].lower() for p in (root / SITE).iterdir()}
+    for wheel in sorted((cache / "wheels").glob("*.whl")):
+        if wheel.name.split("-")[0].lower() in present:
+            continue
+        with zipfile.ZipFile(wheel) as whl:
+            whl.extractall(root / SITE)
+            added += sorted({f"./{SITE}/{name.split('/')[0]}" for name in whl.namelist()})
+    with tempfile.TemporaryDirectory() as tmp:
+        libs = Path(tmp)
+        for deb in sorted((cache / "debs").glob("*.deb")):
+            if deb.name.startswith(MOONCAKE_LIBS) and not deb.name.startswith(MOONCAKE_NOT_LIBS):
+                subprocess.run(["dpkg-deb", "-x", str(deb), str(libs)], check=True)
+        for path in sorted(libs.rglob("*")):
+            rel = path.relative_to(libs)
+            if path.is_dir() or rel.parts[:2] == ("usr", "share") or (BASE_ROOTFS / rel).exists():
+                continue
+            target = root / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(path, target)
+            added.append(f"./{rel}")
+    return added
+
+
 def import_image(
     pool: HostPool, host: str, ref: str, apt_repo: str, apt_key: str, release: bool = False
 ) -> str:
     """Streams the rootfs + overlay over SSH into `docker import` on the host; returns the id.
-    `release`: the faithful base, with the release's own packages."""
+    `release`: the faithful base, with the release's own packages (about 6 GB: streamed, never
+    written out)."""
     with tempfile.TemporaryDirectory() as tmp:
         overlay = Path(tmp)
-        added = _overlay(overlay, apt_repo, apt_key, release)
-        excludes = [f"--exclude={pattern}" for pattern in EXCLUDE]
         tar = subprocess.Popen(
-            ["tar", "--numeric-owner", *excludes, "-C", str(BASE_ROOTFS), "-cf", "-", ".",
-             "-C", str(overlay), *added],
-            stdout=subprocess.PIPE,
-        )  # fmt: skip
+            _tar(overlay, _overlay(overlay, apt_repo, apt_key, release), "-"), stdout=subprocess.PIPE
+        )
         assert tar.stdout is not None
-        address = pool.hosts[host].address
-        done = subprocess.run(
-            ["ssh", *pool.ssh_options(), f"root@{address}",
-             f"docker import --change 'CMD [\"sglang\"]' - {ref}"],
-            stdin=tar.stdout, check=False, capture_output=True, text=True, timeout=900,
-        )  # fmt: skip
+        done = _import(pool, host, ref, tar.stdout)
         tar.stdout.close()
         if tar.wait() != 0 or done.returncode != 0:
             raise RuntimeError(f"docker import on {host} failed: {done.stderr}")
         return done.stdout.strip()
+
+
+def _tar(overlay: Path, added: list[str], dest: str) -> list[str]:
+    excludes = [f"--exclude={pattern}" for pattern in EXCLUDE]
+    return ["tar", "--numeric-owner", *excludes, "-C", str(BASE_ROOTFS), "-cf", dest, ".",
+            "-C", str(overlay), *added]  # fmt: skip
+
+
+def _import(
+    pool: HostPool, host: str, ref: str, stream: IO[bytes], env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    changes = " ".join(f"--change 'ENV {k}={v}'" for k, v in (env or {}).items())
+    return subprocess.run(
+        ["ssh", *pool.ssh_options(), f"root@{pool.hosts[host].address}",
+         f"docker import --change 'CMD [\"sglang\"]' {changes} - {ref}"],
+        stdin=stream, check=False, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+
+
+def image_tarball(
+    dest: Path,
+    apt_repo: str | None = None,
+    apt_key: str | None = None,
+    release: bool = False,
+    mooncake: Path | None = None,
+) -> Path:
+    """The image's file system as one tarball at `dest`, made once for any number of hosts.
+    `mooncake`: the cache of scripts/setup.d/30-mooncake.sh, whose store client the image gets."""
+    with tempfile.TemporaryDirectory() as tmp:
+        overlay = Path(tmp)
+        added = _overlay(overlay, apt_repo, apt_key, release, mooncake)
+        subprocess.run(_tar(overlay, added, str(dest)), check=True)
+    return dest
+
+
+def load_image(pool: HostPool, host: str, tarball: Path, ref: str, env: dict[str, str] | None = None) -> str:
+    """`docker import` of `tarball` on the host as `ref` (with `env` in the image's config);
+    returns the id."""
+    with tarball.open("rb") as stream:
+        done = _import(pool, host, ref, stream, env)
+    if done.returncode != 0:
+        raise RuntimeError(f"docker import on {host} failed: {done.stderr}")
+    return done.stdout.strip()
 
 
 def stop_engines(pool: HostPool, hosts: Iterable[str]) -> None:

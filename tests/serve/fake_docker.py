@@ -1,10 +1,14 @@
 #!/usr/bin/python3
-"""The container boundary on a test host: `docker run ... IMAGE CMD...` records the argv and the
-environment the container would get (--env-file and -e) and execs the OpenAI-compatible stand-in
-in its place, or, for `smg launch ...` or `python -m sglang_router.launch_router ...`, the real
-router (SMG or sglang-router, installed on the host by tests/serve/lab.py); `stop`, `rm -f`, `container inspect` and `ps` act on those
-processes. There is no
-mount namespace: the stand-in is told the -v bind mounts and opens the files its flags name
+"""A recording stand-in for docker, kept for one use only: benchmarks/bringup.py, which times the
+roles' own work on booted hosts and names this file to them as their docker, so that an engine's
+install and image import do not enter its figures. Every test in tests/serve runs its containers
+on the real Docker engine (tests/serve/lab.py); no test needs a failure Docker cannot produce.
+
+`docker run ... IMAGE CMD...` records the argv and the environment the container would get
+(--env-file and -e) and execs the OpenAI-compatible stand-in in its place, or, for `smg launch
+...` or `python -m sglang_router.launch_router ...`, the real router (SMG or sglang-router,
+copied onto the host beside it); `stop`, `rm -f`, `container inspect` and `ps` act on those
+processes. There is no mount namespace: the stand-in is told the -v bind mounts and opens the files its flags name
 (`--config`) only through them, so a file the container was not given is not there."""
 
 import json

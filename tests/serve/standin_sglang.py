@@ -42,7 +42,7 @@ Two entries, one server:
   (`--api-key` or `api-key:` there) every path but /health*, /ready* and /metrics* answers 401
   unless the request carries `Authorization: Bearer <key>` (srt/utils/auth.py,
   decide_request_auth, NORMAL level). It is no router: where a router runs, the tests run the
-  real one (tests/serve/real_router.py, tests/serve/fake_docker.py). With
+  real one (tests/serve/real_router.py, or the router in the stand-in image). With
   `--hicache-storage-backend mooncake` it joins the real Mooncake store as its L3 tier. With
 `--load-format remote_instance` it takes its weights from the seed instance its flags name, as
 SGLang's loader asks a seed (a send group, then the send), instead of its own load_seconds; as a
@@ -76,7 +76,8 @@ GENERATION_PATHS = ("/generate", "/v1/chat/completions", "/v1/completions")
 OPEN_PATHS = ("/health", "/ready", "/metrics")  # SGLang lets these through without a key
 KNOBS = "/etc/flashfleet-test/standin.json"
 KNOBS_ENV = "FLASHFLEET_TEST_KNOBS"  # another knobs file (the stand-in's own tests)
-# Set by tests/serve/fake_docker.py: the container's bind mounts as [[host path, container path]].
+# Set by tests/serve/fake_docker.py (no mount namespace; benchmarks/bringup.py uses it): the
+# container's bind mounts as [[host path, container path]].
 MOUNTS_ENV = "FLASHFLEET_TEST_MOUNTS"
 COUNTERS = ("sglang:prompt_tokens_total", "sglang:generation_tokens_total", "sglang:num_requests_total",
             "sglang:backuped_tokens_total", "sglang:storage_prefetch_hit_tokens_total")  # fmt: skip

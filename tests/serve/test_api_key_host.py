@@ -1,8 +1,9 @@
 """The serving API key (issue 14) on a real booted systemd test host, through the real
 sglang_serve and verify roles, ansible-runner at ANSIBLE_VERBOSITY=3 and teardown.yml.
 
-The server is the OpenAI stand-in behind the fake docker (tests/serve/fake_docker.py): it reads
-the `--config` file only through the container's -v mounts and, like SGLang 0.5.23, answers 401
+The server is the OpenAI stand-in in a container on the host's real Docker engine
+(tests/serve/lab.py): it reads the `--config` file through the container's -v mount and, like
+SGLang 0.5.23, answers 401
 on /v1/* without `Authorization: Bearer <key>`. So a readiness probe or smoke check that did not
 send the key, a unit that was not restarted on a new key, or a file the container was not given
 fails here. The key is looked for everywhere else it could leak: the unit, systemd's ExecStart,
@@ -27,7 +28,7 @@ from flashfleet.bringup.playbook_run import RunResult
 from flashfleet.bringup.redaction import REDACTED
 from flashfleet.launch import API_KEY_CONFIG
 
-from .lab import ServeLab, install_fake_docker, make_stack, serve_lab
+from .lab import ServeLab, make_stack, serve_lab
 
 HOST = "apikey"
 # A distinctive prefix (searched for: it survives any escaping) then what YAML, JSON, systemd and
@@ -64,8 +65,7 @@ def keyed() -> Iterator[dict[str, Any]]:
         mp.setenv("ANSIBLE_VERBOSITY", "3")
         mp.delenv("FLASHFLEET_API_KEY", raising=False)
         mp.setattr(ansible_runner, "run", capturing_run)  # what playbook_run imports when it runs
-        install_fake_docker(lab, HOST)
-        (lab.pool.hosts[HOST].root / "etc/flashfleet-test/standin.json").write_text('{"load_seconds": 2}')
+        lab.set_knobs(HOST, {"load_seconds": 2})
         stack = make_stack("ak", "unified", [lab.address(HOST)], serving={"apiKey": "required"})
         inventory = lab.inventory((stack, [HOST]))
         first = lab.run("site.yml", inventory, tags=TAGS, extravars=FAST, api_key=KEY)
@@ -175,7 +175,7 @@ def test_the_key_is_nowhere_but_its_file(keyed: dict[str, Any]) -> None:
     assert f"--config {API_KEY_CONFIG}" in procs
     assert not leaks(procs)
     assert not leaks(lab.ssh(HOST, "journalctl --no-pager -o cat", check=False))
-    # on its disk: only the key file (the fake docker's records, Ansible's temporary files: none)
+    # on its disk: only the key file (Docker's container records, Ansible's temporary files: none)
     assert disk_holders(lab) == {API_KEY_CONFIG.lstrip("/")}
     # on the controller: the inventory, the run directories, and what ansible-runner wrote before
     # flashfleet redacted anything (stdout, job events, inventory, extravars)

@@ -1,7 +1,8 @@
 """Clusters on real systemd test hosts behind the real router (SMG's `smg launch`, from its PyPI
-wheel on the hosts, with the timeouts and health checks the recipe renders), with stand-in workers at the container boundary
-(tests/serve/fake_docker.py): replicas under each policy, a rolling update under load, a dead
-replica, and PD across nodes (1P2D) in the router's PD mode.
+wheel in the stand-in image, with the timeouts and health checks the recipe renders), with
+stand-in workers, all containers on each host's real Docker engine (tests/serve/lab.py):
+replicas under each policy, a rolling update under load, a dead replica, and PD across nodes
+(1P2D) in the router's PD mode.
 
 One scenario per module: three hosts boot once and the stacks follow each other on them, as a
 user would change one stack file and run the bring-up again."""
@@ -25,8 +26,8 @@ from flashfleet.bench.servers import GENERATION_TOKENS, PROMPT_TOKENS, REQUESTS,
 from flashfleet.cli import main
 from flashfleet.recipes import render
 
-from .lab import ServeLab, install_fake_docker, make_stack, serve_lab
-from .test_site import records, set_knobs
+from .lab import ServeLab, make_stack, serve_lab
+from .test_site import containers, set_knobs
 
 HOSTS = ["c0", "c1", "c2"]
 SERVE = "serve,verify"
@@ -44,7 +45,6 @@ MODEL = render("h200", "high-throughput").model
 def lab() -> Iterator[ServeLab]:
     with serve_lab(HOSTS) as lab:
         for host in HOSTS:
-            install_fake_docker(lab, host)
             set_knobs(lab, host, load_seconds=LOAD_SECONDS)
         yield lab
 
@@ -145,8 +145,8 @@ class Load:
 
 
 def unit_starts(lab: ServeLab, host: str, name: str) -> list[float]:
-    """When each `docker run` of the container started (the fake records every one)."""
-    return [r["started"] for r in records(lab, host) if r["argv"][r["argv"].index("--name") + 1] == name]
+    """When each `docker run` of the container started (Docker's start events)."""
+    return lab.starts(host, name)
 
 
 def test_two_replicas_register_and_round_robin_reaches_both(lab: ServeLab) -> None:
@@ -199,7 +199,7 @@ def test_a_rolling_update_under_load_drops_no_request(
         assert len(starts) == runs_before[host] + 1, (
             f"replica-{i} restarted {len(starts) - runs_before[host]} times"
         )
-        cmd = next(r["cmd"] for r in records(lab, host) if r["started"] == starts[-1])
+        cmd = containers(lab, host)[f"flashfleet-replica-{i}"]["Config"]["Cmd"]  # the last start's
         assert cmd[cmd.index("--max-running-requests") + 1] == "32"
         new[i] = starts[-1]
     # one after the other: replica-1 restarted only once replica-0 was ready again (and back)

@@ -1,6 +1,7 @@
-"""site.yml (Mooncake, serve, verify) and teardown.yml on real systemd test hosts, with the
-serving container replaced at the container boundary: /usr/bin/docker on each host is a fake
-that records the argv and environment of `docker run` and starts an OpenAI-compatible stand-in.
+"""site.yml (Mooncake, serve, verify) and teardown.yml on real systemd test hosts, each running
+the real Docker engine: the serving units' `docker run` starts the stand-in SGLang image
+(tests/serve/lab.py; the OpenAI-compatible stand-in server, the real router, Mooncake's store
+client), so flags, restarts, mounts and logs are Docker's.
 
 The prepare phase (drivers, container runtime, image, weights) needs the GPU and apt fixtures of
 tests/roles, where it runs. Here site.yml runs with its other tags, on one bring-up of four
@@ -17,6 +18,7 @@ import re
 import shlex
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +28,7 @@ from flashfleet.bringup.playbook_run import RunResult
 from flashfleet.bringup.timeline import build_timeline, read_events
 from flashfleet.launch import CONTAINER_HF_CACHE
 
-from .lab import MOONCAKE_CACHE, TOKEN, ServeLab, install_fake_docker, make_stack, serve_lab
+from .lab import MOONCAKE_CACHE, TOKEN, ServeLab, make_stack, serve_lab
 
 HOSTS = ["l3a", "l3b", "epd", "pd"]
 LOAD_SECONDS = 3
@@ -40,7 +42,6 @@ FAST = {"sglang_serve_ready_timeout_s": 60, "sglang_serve_ready_poll_s": 1}
 def site() -> Iterator[dict[str, Any]]:
     with serve_lab(HOSTS) as lab:
         for host in HOSTS:
-            install_fake_docker(lab, host)
             set_knobs(lab, host, image_mode="pixels")
         a = lab.address
         stacks = [
@@ -65,13 +66,61 @@ def site() -> Iterator[dict[str, Any]]:
 
 
 def set_knobs(lab: ServeLab, host: str, **knobs: Any) -> None:
-    path = lab.pool.hosts[host].root / "etc/flashfleet-test/standin.json"
-    path.write_text(json.dumps({"load_seconds": LOAD_SECONDS, "jit_seconds": JIT_SECONDS, **knobs}))
+    lab.set_knobs(host, {"load_seconds": LOAD_SECONDS, "jit_seconds": JIT_SECONDS, **knobs})
 
 
-def records(lab: ServeLab, host: str) -> list[dict[str, Any]]:
-    text = lab.ssh(host, "cat /var/lib/fake-docker/runs.jsonl")
-    return [json.loads(line) for line in text.splitlines()]
+def containers(lab: ServeLab, host: str) -> dict[str, dict[str, Any]]:
+    """Docker's record (`docker inspect`) of each running container on `host`, by name."""
+    return {c["Name"].removeprefix("/"): c for c in lab.containers(host)}
+
+
+def started(container: dict[str, Any]) -> float:
+    """When Docker started the container (its RFC 3339 time, cut to microseconds)."""
+    stamp = container["State"]["StartedAt"]
+    whole, _, fraction = stamp.rstrip("Z").partition(".")
+    return datetime.fromisoformat(f"{whole}.{(fraction + '000000')[:6]}+00:00").timestamp()
+
+
+def docker_options(docker_run: list[str], image: str) -> dict[str, list[str]]:
+    """The options of a rendered `docker run` before its image, by flag."""
+    options: dict[str, list[str]] = {}
+    words = docker_run[2 : docker_run.index(image)]
+    at = 0
+    while at < len(words):
+        if words[at] in ("--rm", "-d", "-i", "-t", "--init"):
+            options.setdefault(words[at], [])
+            at += 1
+        else:
+            options.setdefault(words[at], []).append(words[at + 1])
+            at += 2
+    return options
+
+
+def assert_docker_took(launch: dict[str, Any], container: dict[str, Any]) -> None:
+    """What Docker made of each option of the launch's `docker run` (flags Docker did not know,
+    or values it read otherwise, would fail the run or show here)."""
+    host_config = container["HostConfig"]
+    options = docker_options(launch["docker_run"], launch["image"])
+    assert container["Config"]["Image"] == launch["image"]
+    assert host_config["AutoRemove"] == ("--rm" in options)
+    assert host_config["NetworkMode"] == options["--network"][0]
+    assert host_config["IpcMode"] == options["--ipc"][0]
+    assert host_config["ShmSize"] == int(options["--shm-size"][0].removesuffix("g")) << 30
+    assert sorted(host_config["Binds"] or []) == sorted(options.get("-v", []))
+    assert sorted(host_config["CapAdd"] or []) == sorted(options.get("--cap-add", []))
+    ulimits = {u["Name"]: u["Hard"] for u in host_config["Ulimits"] or []}
+    for ulimit in options.get("--ulimit", []):
+        name, _, value = ulimit.partition("=")
+        if name != "memlock":  # the one value sandbox-docker lowers (tests/serve/lab.py)
+            assert ulimits[name] == int(value), ulimit
+    gpus = [r["DeviceIDs"] for r in host_config["DeviceRequests"] or []]
+    if "--gpus" in options:
+        wanted = options["--gpus"][0].strip('"').removeprefix("device=").split(",")
+        assert gpus == [wanted], gpus
+    else:
+        assert gpus == []
+    devices = sorted(d["PathOnHost"] for d in host_config["Devices"] or [])
+    assert devices == sorted(options.get("--device", [])), devices
 
 
 def launches(state: dict[str, Any], host: str) -> list[dict[str, Any]]:
@@ -89,28 +138,40 @@ def test_site_brings_every_node_up(site: dict[str, Any]) -> None:
             assert site["lab"].ssh(host, f"systemctl is-active {unit}").strip() == "active", unit
 
 
-def test_recorded_argv_is_the_recipe_engines(site: dict[str, Any]) -> None:
+def test_each_container_is_the_recipe_engines_docker_run(site: dict[str, Any]) -> None:
     lab = site["lab"]
     for host in HOSTS:
-        started = {r["argv"][r["argv"].index("--name") + 1]: r for r in records(lab, host)}
+        running = containers(lab, host)
+        assert sorted(running) == sorted(launch["container_name"] for launch in launches(site, host))
         for launch in launches(site, host):
-            rec = started[launch["container_name"]]
-            assert rec["argv"] == ["/usr/bin/docker", *launch["docker_run"][1:]]
-            assert rec["cmd"] == launch["argv"]
-            assert {k: rec["env"][k] for k in launch["env"]} == launch["env"]
+            container = running[launch["container_name"]]
+            assert container["Config"]["Cmd"] == launch["argv"]
+            env = dict(item.split("=", 1) for item in container["Config"]["Env"])
+            assert {k: env[k] for k in launch["env"]} == launch["env"]
             if launch["env_file"]:
-                assert rec["env"]["HF_TOKEN"] == TOKEN  # reached the container through --env-file
-    l3 = records(lab, "l3a")[0]["argv"]
+                assert env["HF_TOKEN"] == TOKEN  # reached the container through --env-file
+            assert_docker_took(launch, container)
+    l3 = containers(lab, "l3a")["flashfleet-server-0"]["Config"]["Cmd"]
     assert l3[l3.index("--served-model-name") + 1] == TRICKY
+    # --gpus reached the (stand-in) NVIDIA prestart hook through runc, as on a node, with the
+    # devices of each container's own request
+    hook = lab.ssh("pd", "cat /run/flashfleet-test/gpu-requests.jsonl").splitlines()
+    devices = {r["id"]: r["devices"] for r in map(json.loads, hook)}
+    running = containers(lab, "pd")
+    assert devices[running["flashfleet-prefill"]["Id"]] == [0, 1, 2, 3]
+    assert devices[running["flashfleet-decode"]["Id"]] == [4, 5, 6, 7]
+    assert running["flashfleet-router"]["Id"] not in devices
 
 
 def test_start_order_waits_for_readiness(site: dict[str, Any]) -> None:
     lab = site["lab"]
     for host, first, then in (("epd", ["encoder"], "language"), ("pd", ["prefill", "decode"], "router")):
-        started = {r["argv"][r["argv"].index("--name") + 1]: r["started"] for r in records(lab, host)}
+        running = containers(lab, host)
         for dep in first:
             # the dependent starts only once its dependency answers /health (after loading)
-            assert started[f"flashfleet-{then}"] >= started[f"flashfleet-{dep}"] + LOAD_SECONDS
+            assert (
+                started(running[f"flashfleet-{then}"]) >= started(running[f"flashfleet-{dep}"]) + LOAD_SECONDS
+            )
         unit = lab.ssh(host, f"systemctl cat flashfleet-{then}.service")
         for dep in first:
             assert f"flashfleet-{dep}.service" in unit.split("Requires=")[1].splitlines()[0]
@@ -187,6 +248,8 @@ def test_a_restarted_server_finds_its_kernels_built_and_the_others_keep_their_st
     first = build_timeline(read_events(site["runs"][0].events_log)).startup
     assert again["l3-node-0"] == first["l3-node-0"]
 
+
+HARNESS_UNIT = "flashfleet-test-cgroup-rw.service"
 
 # The converge record: the path `flashfleet configure` and `pulumi up` take (no `reconverge`).
 RECORD = "/var/lib/flashfleet/converge.json"
@@ -382,7 +445,7 @@ def test_logs_prints_each_serving_containers_output(
     pd_only = lab.inventory((site["stacks"][2][0], ["pd"]))
     path = tmp_path / "pd.json"
     path.write_text(json.dumps(pd_only))
-    before = len(records(lab, "pd"))
+    before = {c["Id"]: c["State"]["StartedAt"] for c in containers(lab, "pd").values()}
     argv = ["logs", "pd", "--inventory", str(path), "--lines", "50", "--runs-dir", str(tmp_path / "runs")]
     assert main(argv) == 0, capsys.readouterr()
     out = capsys.readouterr().out
@@ -395,8 +458,8 @@ def test_logs_prints_each_serving_containers_output(
     # only node 0 exists: another is refused before any host is touched
     assert main([*argv, "--node", "1"]) == 2
     assert "--node 1: no such serving node (the stack's: 0)" in capsys.readouterr().err
-    # it read, it started nothing
-    assert len(records(lab, "pd")) == before
+    # it read, it started nothing (Docker's ids and start times are the same)
+    assert {c["Id"]: c["State"]["StartedAt"] for c in containers(lab, "pd").values()} == before
 
 
 def test_the_pd_router_is_the_real_one_and_the_pair_shares_the_work(site: dict[str, Any]) -> None:
@@ -438,16 +501,14 @@ def test_teardown_leaves_nothing_running_and_skips_a_gone_host(site: dict[str, A
     assert time.monotonic() - started < 600
     events = down.events_log.read_text()
     assert "WARNING: unreachable, skipped (nothing to stop there): gone-node-0" in events
+    # the test host's own unit (writable cgroups for its engine, tests/hosts/harness.py) stays
+    harness = f"grep -v -e {HARNESS_UNIT}"
     for host in HOSTS:
-        assert (
-            lab.ssh(host, "ls /etc/systemd/system | grep -c -e flashfleet- -e mooncake || true").strip()
-            == "0"
-        )
-        assert (
-            lab.ssh(host, "systemctl list-units --all --plain --no-legend 'flashfleet-*' 'mooncake*'").strip()
-            == ""
-        )
-        assert lab.ssh(host, "docker ps").strip() == ""
+        left = f"ls /etc/systemd/system | grep -e flashfleet- -e mooncake | {harness} | wc -l"
+        assert lab.ssh(host, left).strip() == "0"
+        units = "systemctl list-units --all --plain --no-legend 'flashfleet-*' 'mooncake*'"
+        assert lab.ssh(host, f"{units} | {harness} || true").strip() == ""
+        assert lab.ssh(host, "docker ps --all --quiet").strip() == ""
         assert "standin_sglang" not in lab.ssh(host, "ps -eo args ww")
         assert "mooncake_master" not in lab.ssh(host, "ps -eo args ww")
         assert lab.ssh(host, "test -e /etc/flashfleet/secrets.env || echo gone").strip() == "gone"

@@ -38,7 +38,7 @@ WantedBy=multi-user.target
 
 @pytest.fixture(scope="module")
 def lab() -> Iterator[ServeLab]:
-    with serve_lab(HOSTS) as lab:
+    with serve_lab(HOSTS, engine=False) as lab:  # hand-written units: no container runs
         yield lab
 
 

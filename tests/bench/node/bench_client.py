@@ -8,21 +8,42 @@ request succeeded, like a benchmark that could not reach its server.
 
 import argparse
 import json
+import os
 import statistics
+import sys
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
+FLAGS_FILE = "bench_serving_flags.json"  # the real parser's flags (bench_serving_flags.py)
 
-def args() -> argparse.Namespace:
-    p = argparse.ArgumentParser()
-    for flag in ("--backend", "--base-url", "--dataset-name", "--output-file", "--tag"):
-        p.add_argument(flag)
-    for flag in ("--num-prompts", "--max-concurrency", "--random-input-len", "--random-output-len"):
+
+def parser() -> argparse.ArgumentParser:
+    """bench_serving's own flags, switches and choices (the shipped list beside this file): an
+    unknown flag, a missing value or a choice outside the list exits 2 with argparse's usage and
+    error line, as `python -m sglang.benchmark.serving` does."""
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), FLAGS_FILE)) as f:
+        flags = json.load(f)
+    p = argparse.ArgumentParser(description="Benchmark the online serving throughput.")
+    used = {"--num-prompts", "--max-concurrency", "--random-input-len", "--random-output-len"}
+    for flag in sorted(used):  # the values this stand-in reads, typed as there
         p.add_argument(flag, type=int, default=8)
-    p.add_argument("--disable-tqdm", action="store_true")
-    known, _ = p.parse_known_args()
-    return known
+    for flag, spec in flags.items():
+        if flag in used:
+            continue
+        if spec["switch"]:
+            p.add_argument(flag, action="store_true")
+        else:
+            p.add_argument(flag, nargs=spec["nargs"], choices=spec["choices"])
+    return p
+
+
+def args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = parser()
+    parsed = p.parse_args(sys.argv[1:] if argv is None else argv)
+    if parsed.rust_worker_threads is not None and not parsed.rust_client:
+        p.error("--rust-worker-threads requires --rust-client")  # the real cli_main's check
+    return parsed
 
 
 def one(a: argparse.Namespace) -> dict | None:
@@ -109,4 +130,5 @@ def main() -> int:
     return 0
 
 
-raise SystemExit(main())
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -7,7 +7,6 @@ router's `python -m sglang_router.launch_router`, or `-m smg launch` from the im
 import json
 import os
 import resource
-import runpy
 import sys
 
 STANDIN = "/opt/flashfleet-standin/standin_sglang.py"
@@ -33,8 +32,8 @@ def main(argv: list[str]) -> None:
         print("flashfleet-probe " + json.dumps(probe(argv[1:])), flush=True)
         os.execv("/usr/bin/python3", ["python3", *argv[1:]])
     print("flashfleet-probe " + json.dumps(probe(argv)), flush=True)
-    sys.argv = [STANDIN, *argv]
-    runpy.run_path(STANDIN, run_name="__main__")
+    # exec, not runpy: the server's process is the stand-in's own (`ps` names it) and is PID 1
+    os.execv("/usr/bin/python3", ["python3", STANDIN, *argv])
 
 
 if __name__ == "__main__":
