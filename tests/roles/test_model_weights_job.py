@@ -358,15 +358,24 @@ def pod_run(container: dict[str, Any], tmp: Path, env: dict[str, str]) -> tuple[
     from flashfleet.k8s.weights import CLIENT_DIR
     from flashfleet.launch import CONTAINER_HF_CACHE
 
-    python, flag, program, given, raw = container["command"]
-    assert (python, flag, given) == ("python", "-c", "--request")
-    mounts = {CONTAINER_HF_CACHE: tmp / "cache", CLIENT_DIR: tmp / "venv", TOKEN_DIR: tmp / "secret"}
+    from flashfleet.k8s.weights import PROGRAM_DIR, program_config
+
+    python, path, given, raw = container["command"]
+    assert (python, given) == ("python", "--request")
+    # the program's ConfigMap, mounted at PROGRAM_DIR as the pod mounts it
+    mounts = {CONTAINER_HF_CACHE: tmp / "cache", CLIENT_DIR: tmp / "venv", TOKEN_DIR: tmp / "secret",
+              PROGRAM_DIR: tmp / "program"}  # fmt: skip
+    for key, text in program_config("s", "ns")["data"].items():
+        (tmp / "program").mkdir(exist_ok=True)
+        (tmp / "program" / key).write_text(text)
+    inside = next(m for m in mounts if path.startswith(m))
+    program = str(mounts[inside]) + path[len(inside) :]
     req = json.loads(raw)
     for key in ("cache_dir", "hub_dir", "marker_dir", "venv", "token_file"):
         inside = next(m for m in mounts if req[key].startswith(m))
         req[key] = str(mounts[inside]) + req[key][len(inside) :]
     done = subprocess.run(
-        [sys.executable, "-c", program, "--request", json.dumps(req)], capture_output=True, text=True, timeout=120, check=False,
+        [sys.executable, program, "--request", json.dumps(req)], capture_output=True, text=True, timeout=120, check=False,
         env={**os.environ, **env},
     )  # fmt: skip
     return done.returncode, dict(json.loads(done.stdout))
@@ -392,7 +401,7 @@ def test_a_kubernetes_download_runs_this_program_and_enforces_the_lock(
     settings = LaunchSettings(
         weights_lock={repo: LockedRepo.model_validate(locked(files))}, client_lock=client
     )
-    pod = downloads(recipe, "python:3.12.12-slim-bookworm", "hf-secret", settings)
+    pod = downloads(recipe, "python:3.12.12-slim-bookworm", "hf-secret", settings, "weights-fetch")
     (tmp_path / "secret").mkdir()
     token = tmp_path / "secret/HF_TOKEN"
     token.write_text(TOKEN)
