@@ -355,10 +355,8 @@ def pod_run(container: dict[str, Any], tmp: Path, env: dict[str, str]) -> tuple[
     """A rendered Kubernetes download container, run here: its program and request as rendered,
     the pod's paths mapped onto this test's folders (its volumes), this Python for the image's."""
     from flashfleet.k8s.containers import TOKEN_DIR
-    from flashfleet.k8s.weights import CLIENT_DIR
+    from flashfleet.k8s.weights import CLIENT_DIR, PROGRAM_DIR, program_config
     from flashfleet.launch import CONTAINER_HF_CACHE
-
-    from flashfleet.k8s.weights import PROGRAM_DIR, program_config
 
     python, path, given, raw = container["command"]
     assert (python, given) == ("python", "--request")
