@@ -23,3 +23,18 @@ def aws_client(service: str, region: str | None = None) -> Any:
 def ec2_client(region: str | None = None) -> Any:
     """boto3's EC2 client with the standard settings (profile, region, AWS_ENDPOINT_URL...)."""
     return aws_client("ec2", region)
+
+
+NO_CREDENTIALS = (
+    "no AWS credentials found (AWS_PROFILE, AWS_ACCESS_KEY_ID with AWS_SECRET_ACCESS_KEY, or an "
+    "instance role)"
+)
+
+
+def has_credentials() -> bool:
+    """Whether botocore's credential chain (environment, profile, container, instance role) finds
+    any: the first refusal of every AWS command, in the same words, before a client loads its
+    service's model (the larger part of boto3's start-up)."""
+    from botocore.session import get_session
+
+    return get_session().get_credentials() is not None

@@ -31,7 +31,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from flashfleet.aws_client import aws_client, ec2_client
+from flashfleet.aws_client import NO_CREDENTIALS, aws_client, ec2_client, has_credentials
 from flashfleet.components.tags import (
     CACHE_TAG,
     EXPIRES_TAG,
@@ -583,14 +583,11 @@ class NoAccount(Exception):
 
 def check_account(region: str | None) -> None:
     """Refuse before any call what every call would fail on."""
+    if not has_credentials():
+        raise NoAccount(f"{NO_CREDENTIALS}: nothing was listed")
     import boto3
 
     session = boto3.Session(region_name=region)
-    if session.get_credentials() is None:
-        raise NoAccount(
-            "no AWS credentials found (AWS_PROFILE, AWS_ACCESS_KEY_ID with AWS_SECRET_ACCESS_KEY, or an "
-            "instance role): nothing was listed"
-        )
     if session.region_name is None:
         raise NoAccount(
             "--region: no region (pass --region R, set AWS_REGION, or name a --stack that sets one)"

@@ -176,9 +176,12 @@ def _client(plan: Any) -> Any:
 def run(args: argparse.Namespace) -> int:
     from botocore.exceptions import BotoCoreError, ClientError
 
+    from flashfleet.aws_client import NO_CREDENTIALS, has_credentials
     from flashfleet.capacity.offers import OfferError
 
     t = _context(args)
+    if not has_credentials():
+        raise UsageError(f"{NO_CREDENTIALS}: nothing was asked of EC2")
     try:
         ec2 = _client(t.plan)
         if t.zone == "subnet":
