@@ -30,7 +30,7 @@ from flashfleet.planning.resolve import StackPlan
 from flashfleet.planning.stack_recipe import cache_volume_is_one_nodes
 from flashfleet.stack.kubernetes_source import HostPathCache, KubernetesSource
 
-TRANSFERS = ("driver", "image", "weights")
+TRANSFERS = ("driver", "image", "weights", "fanout")  # fanout: the seed's peers, after its download
 SAME = "as in the first bring-up"
 
 
@@ -122,10 +122,10 @@ def _cache_volume_kept(plan: StackPlan, kind: str, keep: bool) -> tuple[bool, st
 def _second_transfer(
     plan: StackPlan, kind: str, name: str, first: float | None, *, keep: bool, snapshot: bool
 ) -> tuple[float | None, str]:
-    """The second bring-up's driver, image or weights phase, and why."""
-    if name == "weights" and plan.spec.weights.prestaged:
+    """The second bring-up's driver, image, weights or weights fan-out phase, and why."""
+    if name in ("weights", "fanout") and plan.spec.weights.prestaged:
         return 0.0, "prestaged on the node"
-    if name == "weights" and snapshot:
+    if name in ("weights", "fanout") and snapshot:
         return 0.0, "restored from the EBS snapshot the first bring-up made (caches.weightsSnapshot)"
     if kind == "aws":
         return first, "a new instance and volume: " + SAME

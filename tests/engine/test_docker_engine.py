@@ -227,7 +227,9 @@ def test_catalog_launch_runs_on_the_real_engine(engine: Engine, stack: str) -> N
         unit = f"flashfleet-contract-{next(_RUNS)}"
         try:
             seen, log = _run_as_rendered(engine, host, unit, lowered)
-            assert seen["argv"] == process["argv"][1:], log  # after `sglang` / `python`
+            # after `sglang` / `python`; the image's `smg` is SMG's console script, `python -m smg`
+            smg = process["argv"][:2] == SMG
+            assert seen["argv"] == (["-m", "smg"] if smg else []) + process["argv"][1:], log
             assert set(process["secret_env_names"]) | set(process["env"]) <= set(seen["env"]), log
             host_ns = {
                 k: engine.sh(host, f"readlink /proc/1/ns/{k}").stdout.strip() for k in ("ipc", "net", "pid")
@@ -247,7 +249,7 @@ def test_catalog_launch_runs_on_the_real_engine(engine: Engine, stack: str) -> N
             if process["vendor"] == "nvidia" and process["gpus"]:
                 last = engine.sh(host, "tail -1 /run/flashfleet-test/gpu-requests.jsonl").stdout
                 assert json.loads(last)["devices"] == process["gpus"]
-            if process["argv"][1:3] == ROUTER or process["argv"][:2] == SMG:  # the real router starts
+            if process["argv"][1:3] == ROUTER or smg:  # the real router starts
                 _wait_for_output(engine, host, unit, ROUTER_UP)
         finally:
             _stop(engine, host, unit, process["container_name"])

@@ -453,7 +453,9 @@ def test_logs_prints_each_serving_containers_output(
         header = f"==> pd-node-0 {launch['container_name']} <=="
         assert header in out, out
         section = out.split(header, 1)[1].split("==> ", 1)[0]
-        if launch.get("port"):  # a server: its container's own first line, from the unit's journal
+        if launch["argv"][:2] == ["smg", "launch"]:  # SMG logs every request: its own lines, not its first
+            assert re.search(r'module="smg" .*smg::response', section), section
+        elif launch.get("port"):  # a server: its container's own first line, from the unit's journal
             assert re.search(rf"Uvicorn running on http://\S*:{launch['port']} ", section), section
     # only node 0 exists: another is refused before any host is touched
     assert main([*argv, "--node", "1"]) == 2

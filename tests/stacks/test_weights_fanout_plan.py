@@ -86,3 +86,19 @@ def test_a_single_node_stack_has_no_fanout() -> None:
     plan = locked(load_stack("h200-lowlat"))
     assert fanout_seed(plan) is None
     assert (critical_path(plan).hub_gb, critical_path(plan).hub_downloads) == (328.0, 1)
+
+
+def test_time_to_first_token_counts_the_fanout_in_the_transfers_lane() -> None:
+    # the fan-out is a transfer after the seed's download: both bring-ups add it up, and plan's
+    # view builds (it failed on a phase the lanes named and the model did not know)
+    from flashfleet.planning.plan_view import plan_data
+    from flashfleet.planning.time_to_first_token import time_to_first_token
+
+    plan = locked(load_stack("gb300-2p1d"))
+    cp = critical_path(plan)
+    model = time_to_first_token(plan, cp)
+    [fanout] = [p for p in model.phases if p.name == "fanout"]
+    assert fanout.first_s is not None and fanout.first_s > 0
+    unlocked = time_to_first_token(load_stack("gb300-2p1d"), critical_path(load_stack("gb300-2p1d")))
+    assert "fanout" not in [p.name for p in unlocked.phases]
+    assert plan_data(plan).critical_path.hub_downloads == 1
