@@ -165,11 +165,18 @@ def test_pulumi_up_brings_the_stack_up(engine: Engine) -> None:
     [locked] = [entry["digest"] for entry in lock["images"].values()]
     engine.pulumi("up", "--yes", "--skip-preview", timed="pulumi up (cold: prepare, serve, verify)")
     # the lock pins the one package these nodes pip-install (the weights client; the stack runs
-    # the base image as it is), from the folder they install it from; each node holds exactly it
+    # the base image as it is), from the folder they install it from. The weights fan out from the
+    # first node (locked, two GPU nodes): it downloads with exactly that client; its peer got every
+    # file from it, checked against the lock, and needed no client at all
     client = lock["packages"]["huggingface_hub"]
-    for host in HOSTS:
-        held = json.loads(ssh(engine, host, "cat /opt/flashfleet/hf-cli/flashfleet-client.json"))
-        assert held == {"sha256": sorted(f["sha256"] for f in client["files"].values())}, host
+    seed, *peers = HOSTS
+    held = json.loads(ssh(engine, seed, "cat /opt/flashfleet/hf-cli/flashfleet-client.json"))
+    assert held == {"sha256": sorted(f["sha256"] for f in client["files"].values())}, seed
+    for host in peers:
+        assert (
+            ssh(engine, host, "test -e /opt/flashfleet/hf-cli/flashfleet-client.json || echo none")
+            == "none\n"
+        ), host
     # the vendors' apt packages: locked in the directories these Debian 12 hosts' sources name (the
     # repositories serve no Ubuntu), and asked of apt at the locked versions once each node had
     # checked its index and apt's plan against them (nvidia_driver, container_runtime)
