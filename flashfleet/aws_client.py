@@ -20,8 +20,15 @@ def aws_client(service: str, region: str | None = None) -> Any:
     )
 
 
+class NoAwsCredentials(Exception):
+    """No credentials anywhere boto3 would look: said before a client is made."""
+
+
 def ec2_client(region: str | None = None) -> Any:
-    """boto3's EC2 client with the standard settings (profile, region, AWS_ENDPOINT_URL...)."""
+    """boto3's EC2 client with the standard settings (profile, region, AWS_ENDPOINT_URL...);
+    NoAwsCredentials first, before boto3 loads the EC2 model, when there are no credentials."""
+    if not has_credentials():
+        raise NoAwsCredentials(NO_CREDENTIALS)
     return aws_client("ec2", region)
 
 

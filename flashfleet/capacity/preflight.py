@@ -232,12 +232,12 @@ def check_reservation_usable(
         check(None, plan, datetime.now(UTC))  # refuses before any AWS call: no credentials needed
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from flashfleet.aws_client import ec2_client
+    from flashfleet.aws_client import NoAwsCredentials, ec2_client
 
     try:
         ec2 = (client or ec2_client)(plan.region)
         return check_or_wait(ec2, plan, wait=wait_requested(plan) if wait is None else wait, say=say)
-    except (BotoCoreError, ClientError) as err:
+    except (BotoCoreError, ClientError, NoAwsCredentials) as err:
         raise CapacityRefused(n.reservation_id, f"cannot be read from EC2: {err}", "capacity-aws") from None
 
 

@@ -176,14 +176,15 @@ def _client(plan: Any) -> Any:
 def run(args: argparse.Namespace) -> int:
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from flashfleet.aws_client import NO_CREDENTIALS, has_credentials
+    from flashfleet.aws_client import NoAwsCredentials
     from flashfleet.capacity.offers import OfferError
 
     t = _context(args)
-    if not has_credentials():
-        raise UsageError(f"{NO_CREDENTIALS}: nothing was asked of EC2")
     try:
         ec2 = _client(t.plan)
+    except NoAwsCredentials as err:
+        raise UsageError(f"{err}: nothing was asked of EC2") from None
+    try:
         if t.zone == "subnet":
             from flashfleet.capacity.preflight import subnet_zone
 
