@@ -89,15 +89,7 @@ def stack_file_from_config(
     problems = _config_problems(config)
     if problems:
         raise StackError(name, problems)
-    sf = StackFile(
-        name,
-        stack_path(name, stacks_dir),
-        config[STACK_KEY],
-        config.get(REGION_KEY),
-        has_hf_token,
-        has_api_key,
-        dict(config.get(ROLE_VARS_KEY) or {}),
-    )
+    sf = _from_config(name, stack_path(name, stacks_dir), config, has_hf_token, has_api_key)
     return replace(sf, lock=read_stack_lock(name, stacks_dir))
 
 
@@ -137,12 +129,21 @@ def _parse_config(name: str, path: Path, doc: Any) -> StackFile:
             )
     if problems:
         raise StackError(name, problems)
+    return _from_config(
+        name, path, config, config.get(HF_TOKEN_KEY) is not None, config.get(API_KEY_KEY) is not None
+    )
+
+
+def _from_config(
+    name: str, path: Path, config: Mapping[str, Any], has_hf_token: bool, has_api_key: bool
+) -> StackFile:
+    """A config whose problems are already refused, as a StackFile (no lock yet)."""
     return StackFile(
         name,
         path,
         config[STACK_KEY],
         config.get(REGION_KEY),
-        config.get(HF_TOKEN_KEY) is not None,
-        config.get(API_KEY_KEY) is not None,
+        has_hf_token,
+        has_api_key,
         dict(config.get(ROLE_VARS_KEY) or {}),
     )
