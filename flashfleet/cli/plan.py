@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from flashfleet.cli.common import UsageError, add_evidence_results, add_format, add_stack, print_json
+from flashfleet.recipes.cluster import ROUTER_NAMES
 
 if TYPE_CHECKING:  # the plan's model is imported on the command's path only
     from flashfleet.launch import ContainerLaunch
@@ -298,7 +299,8 @@ def plan_text(d: PlanView) -> str:
             f"{m.metadata_server}), protocol {m.protocol}, {m.global_segment_gib} GiB per node"
         )
     if c := d.cluster:
-        out.append(f"  cluster  {c.shape}, behind the SGLang router on node {c.router.node}")
+        behind = ROUTER_NAMES[d.router.program] if d.router else "the router"
+        out.append(f"  cluster  {c.shape}, behind {behind} on node {c.router.node}")
         for inst in c.instances:
             nodes = ", ".join(f"node {n} ({a})" for n, a in zip(inst.nodes, inst.addresses, strict=True))
             out.append(f"           {inst.name:<10} {nodes}: {inst.url}")

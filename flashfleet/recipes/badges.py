@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from flashfleet.catalog import NOT_VERIFIED, badge_catalog
-from flashfleet.recipes.cluster import describe
+from flashfleet.recipes.cluster import ROUTER_NAMES, describe
 from flashfleet.recipes.options import Options
 from flashfleet.recipes.rules import Context
 
@@ -33,8 +33,8 @@ def badge_for(ctx: Context, cell: Options) -> tuple[str, str]:
         also = f"; also changed from the measured command: {', '.join(others)}" if others else ""
         pair = " (one node: prefill + decode)" if ctx.topology == "pd" else ""
         return NOT_VERIFIED, (
-            f"{shape} behind the SGLang router ({ctx.options.router_policy}) was not validated: the "
-            f"seed measured one {ctx.topology} instance{pair}{also}"
+            f"{shape} behind {ROUTER_NAMES[ctx.options.router]} ({ctx.options.router_policy}) was not "
+            f"validated: the seed measured one {ctx.topology} instance{pair}{also}"
         )
     if not changed:
         for entry in cells:

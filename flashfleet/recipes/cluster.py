@@ -19,6 +19,8 @@ ROUTERS: dict[str, tuple[str, ...]] = {
     "smg": ("smg", "launch"),
     "sglang_router": ("python", "-m", "sglang_router.launch_router"),
 }
+# what plan and the badges call each one
+ROUTER_NAMES: dict[str, str] = {"smg": "SMG", "sglang_router": "the SGLang router"}
 
 
 @dataclass(frozen=True)

@@ -180,7 +180,8 @@ class Options:
         default="off",
     )
     nodes: int = option("Nodes serving one model instance", minimum=1, default=1)
-    # The serving shape: several instances behind the SGLang router (each on its own nodes).
+    # The serving shape: several instances behind one router (SMG, or the release image's
+    # sglang_router), each on its own nodes.
     replicas: int = option(
         "Instances of the recipe behind the router, each on its own nodes", minimum=1, default=1
     )

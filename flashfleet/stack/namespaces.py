@@ -8,6 +8,8 @@ both leave it to its owner (`createNamespace: false`). Only the files are read (
 
 from __future__ import annotations
 
+from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from flashfleet.stack.errors import STACK_KEY
@@ -26,6 +28,14 @@ def _target(spec_data: Any) -> tuple[str | None, str, bool] | None:
     return source.get("context"), namespace, source.get("createNamespace", True) is not False
 
 
+@lru_cache(maxsize=256)
+def _file_target(path: Path, mtime_ns: int, size: int) -> tuple[str | None, str, bool] | None:
+    """A sibling's target, read once a process for each version of the file: `ls` checks every
+    Kubernetes stack against every other file."""
+    doc = load_yaml_file(path)
+    return _target(((doc or {}).get("config") or {}).get(STACK_KEY) if isinstance(doc, dict) else None)
+
+
 def namespace_clash(sf: StackFile) -> str | None:
     """The problem, or None: another stack beside ``sf`` in its namespace, where one creates it."""
     mine = _target(sf.spec_data)
@@ -35,11 +45,12 @@ def namespace_clash(sf: StackFile) -> str | None:
     for other in list_stacks(sf.path.parent):
         if other == sf.name:
             continue
+        path = stack_path(other, sf.path.parent)
         try:
-            doc = load_yaml_file(stack_path(other, sf.path.parent))
-        except YamlFileError:
+            stat = path.stat()
+            theirs = _file_target(path, stat.st_mtime_ns, stat.st_size)
+        except (OSError, YamlFileError):
             continue  # refused on its own
-        theirs = _target(((doc or {}).get("config") or {}).get(STACK_KEY) if isinstance(doc, dict) else None)
         if theirs is None or theirs[:2] != (context, namespace) or not (creates or theirs[2]):
             continue
         where = f"namespace {namespace}" + (f" of context {context}" if context else "")

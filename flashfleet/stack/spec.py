@@ -285,7 +285,7 @@ class Nodes(Strict):
         return self
 
 
-# --- Cluster: several instances behind the SGLang router ------------------------------------------
+# --- Cluster: several instances behind one router ------------------------------------------
 
 
 class RouterSpec(Strict):

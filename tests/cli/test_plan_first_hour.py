@@ -30,7 +30,7 @@ def test_a_badge_flashfleet_lowered_is_not_called_the_cookbook_s(capsys: pytest.
     assert "the cookbook's badge" not in lowered
     assert lowered.startswith(
         "  recipe   gb300 / high-throughput / pd: Not Verified (lowered by flashfleet from the cookbook's "
-        "Preview: 2 prefill + 1 decode (2P1D) across nodes behind the SGLang router"
+        "Preview: 2 prefill + 1 decode (2P1D) across nodes behind SMG"
     )
     own = _line(_plan(capsys, "gb300-pd"), "  recipe")
     assert own == "  recipe   gb300 / high-throughput / pd: Preview (the cookbook's badge)"

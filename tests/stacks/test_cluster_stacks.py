@@ -126,7 +126,7 @@ def test_a_cluster_is_not_verified_and_says_what_was_not_validated() -> None:
     assert single.badge == "Verified"
     replicas = render("gb300", "low-latency", "unified", {"replicas": 2})
     assert replicas.badge == "Not Verified"
-    assert "2 replicas behind the SGLang router" in replicas.badge_source
+    assert "2 replicas behind SMG" in replicas.badge_source
     assert "the seed measured one unified instance" in replicas.badge_source
 
 
@@ -215,7 +215,7 @@ def test_plan_shows_which_host_runs_what_and_the_request_path(capsys: pytest.Cap
     assert cluster["router"] == {"node": 0, "address": "192.0.2.10", "port": 30000}
     assert main(["plan", "gb300-2p1d"]) == 0
     text = capsys.readouterr().out
-    assert "  cluster  2 prefill + 1 decode x 1 node(s) each, behind the SGLang router on node 0" in text
+    assert "  cluster  2 prefill + 1 decode x 1 node(s) each, behind SMG on node 0" in text
     assert (
         "client -> router node-0:30000 (cache_aware) -> prefill-0 | prefill-1 (prefill; KV over nixl) -> decode-0"
         in text
