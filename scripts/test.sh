@@ -8,7 +8,8 @@
 # ~450 s; the last two cached outside the clone; only tests/e2e and tests/k8s/cluster need
 # them), the parser oracle (10-sglang-oracle.sh) and the test hosts' steps in order. Lint and the
 # fast tier run meanwhile; then the slow tier (once hosts and oracle are ready), then tests/e2e
-# and tests/k8s/cluster (once the engines are built), each on two pytest-xdist workers. With
+# and tests/k8s/cluster (once the engines are built; in the slow tier's own session where they
+# already are), each on two pytest-xdist workers. With
 # arguments, pytest gets exactly those, after all set-up (so that tests/e2e can be named).
 #
 # `scripts/test.sh --fast [PYTEST ARGS]`: the fast tier, for iterating: lint, type checks and
@@ -148,14 +149,28 @@ wait_setup
 # two workers: a slow test mostly waits (on hosts booting, apt, ansible's SSH round trips, a
 # server loading), so two overlap well on two cores. `--dist loadscope` keeps each folder's
 # session-wide hosts, and each module's hosts, on one worker (tests/conftest.py: xdist_scope).
+# With the engines already built (their caches warm, as on a CI machine that ran before), tests/e2e
+# and tests/k8s/cluster join the slow tier's session: one queue on two workers packs the scopes
+# better than two sessions one after the other, whose first ends with one worker idle. From an
+# empty cache the engines take tens of minutes, and the slow tier starts without waiting for them.
+lane_done() { [ -n "${lane_pid[$1]:-}" ] && ! kill -0 "${lane_pid[$1]}" 2>/dev/null; }
 started=$SECONDS
+if [ -z "${lane_pid[engine]:-}" ] || lane_done engine; then
+  wait_engine || rc=$?
+  echo "== pytest, slow tier with tests/e2e and tests/k8s/cluster (engines ready; 2 workers)"
+  uv run --frozen --no-sync --group dev pytest -m slow -n 2 --dist loadscope --durations=25 \
+    --junitxml .tools/slow-tier.xml || rc=$?
+  echo "== slow tier took $((SECONDS - started)) s"
+  exit "$rc"
+fi
 echo "== pytest, slow tier but tests/e2e and tests/k8s/cluster (2 workers)"
 uv run --frozen --no-sync --group dev pytest -m slow --ignore=tests/e2e --ignore=tests/k8s/cluster -n 2 --dist loadscope \
-  --durations=25 || rc=$?
+  --durations=25 --junitxml .tools/slow-tier.xml || rc=$?
 echo "== slow tier took $((SECONDS - started)) s"
-wait_engine
+wait_engine || rc=$?
 started=$SECONDS
 echo "== pytest tests/e2e and tests/k8s/cluster (the real Pulumi engine and Kubernetes control plane; 2 workers)"
-uv run --frozen --no-sync --group dev pytest tests/e2e tests/k8s/cluster -n 2 --dist loadscope --durations=10 || rc=$?
+uv run --frozen --no-sync --group dev pytest tests/e2e tests/k8s/cluster -n 2 --dist loadscope --durations=10 \
+  --junitxml .tools/e2e.xml || rc=$?
 echo "== e2e took $((SECONDS - started)) s"
 exit "$rc"
