@@ -60,9 +60,6 @@ def weights_fanout(plan: StackPlan, index: int, private_addresses: Sequence[str]
     return WeightsFanout(role="peer", **common)
 
 
-GPU_MODEL = {"gb300": "GB300", "h200": "H200", "mi355x": "MI355X"}
-
-
 def host_vars(
     plan: StackPlan,
     index: int,
@@ -109,7 +106,7 @@ def host_vars(
             flashfleet_arch=hw.arch,
             flashfleet_gpu_node=gpus,
             flashfleet_gpu_count=node.gpu_count if gpus else 0,
-            flashfleet_gpu_model=GPU_MODEL.get(spec.hardware, spec.hardware.upper()) if gpus else "",
+            flashfleet_gpu_model=hw.gpu_model if gpus else "",
             flashfleet_host_memory_gb=node.host_memory_gb,
             flashfleet_hicache_host_gb=node.hicache_host_gb,
             flashfleet_node_index=index,
@@ -130,6 +127,11 @@ def host_vars(
                 else None
             ),
             flashfleet_driver=hw.driver if gpus else None,
+            # one NVLink domain a stack: IMEX on each GPU node lists every GPU node, as its peers
+            # reach it (the private network, never the SSH address)
+            flashfleet_imex_nodes=[private_addresses[n.index] for n in plan.gpu_nodes]
+            if gpus and hw.driver is not None and hw.driver.imex
+            else [],
             flashfleet_node_packages=node_packages().versions(),
             # what the lock holds of each role's repository directories, whatever this node runs
             flashfleet_apt_lock=role_locks(apt_wants, plan.lock.apt) if plan.lock is not None else None,

@@ -164,6 +164,11 @@ class HostVars(BaseModel):
         description="NVIDIA driver stack of the hardware (`branch`, `version`, `open_kernel_modules`, "
         "`fabricmanager`, `imex`); null on AMD",
     )
+    flashfleet_imex_nodes: list[str] = Field(
+        default_factory=list,
+        description="private addresses of every GPU node of the stack's NVLink domain, in node order, "
+        "where the driver runs IMEX (GB300); empty elsewhere",
+    )
     flashfleet_node_packages: NodePackageVersions = Field(
         description="what the roles apt-install from vendors' repositories besides the NVIDIA driver, by "
         "version (`docker_version`, `toolkit_version`: the NVIDIA container toolkit, `amdgpu_version`, "

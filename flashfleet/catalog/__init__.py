@@ -30,6 +30,7 @@ class DriverProfile:
 class Hardware:
     id: str
     label: str
+    gpu_model: str  # what the GPU's name holds, as nvidia-smi or amd-smi reports it
     vendor: Vendor
     arch: Literal["arm64", "x86_64"]
     family: str
@@ -138,6 +139,7 @@ def hardware_catalog() -> dict[str, Hardware]:
         out[hw_id] = Hardware(
             id=hw_id,
             label=raw["label"],
+            gpu_model=raw["gpu_model"],
             vendor=raw["vendor"],
             arch=raw["arch"],
             family=raw["family"],

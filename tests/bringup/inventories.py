@@ -25,6 +25,7 @@ def facts(stack: str, index: int, cache_dir: Path, argv: list[str] | None = None
         "flashfleet_gpu_node": True,
         "flashfleet_gpu_count": 8,
         "flashfleet_gpu_model": "H200",
+        "flashfleet_imex_nodes": [],  # H200: no IMEX
         "flashfleet_host_memory_gb": 2048,
         "flashfleet_hicache_host_gb": 0,
         "flashfleet_node_index": index,

@@ -127,7 +127,8 @@ def test_the_provider_check_refuses_through_the_engines_round_trip(
 
 def test_the_provider_check_accepts_the_mirrors(tmp_path: Path, two_local_nodes: dict[str, Any]) -> None:
     inputs = resource_inputs(tmp_path, two_local_nodes, REPO, extravars=MIRRORS)
-    assert PlaybookRunProvider().check({}, inputs).failures == []
+    failures = PlaybookRunProvider().check({}, inputs).failures
+    assert [(f.property, f.reason) for f in failures] == []
 
 
 @pytest.mark.parametrize(

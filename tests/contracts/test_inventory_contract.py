@@ -65,3 +65,18 @@ def test_a_broken_inventory_is_refused_naming_the_field():
     host["flashfleet_gpu_count"] = "8"
     with pytest.raises(Exception, match="flashfleet_gpu_count"):
         check_inventory(inventory, "h200-lowlat")
+
+
+@pytest.mark.parametrize(("stack", "imex"), [("gb300-2p1d", True), ("h200-replicas", False)])
+def test_the_nvlink_domain_is_every_gpu_node_by_its_private_address(stack: str, imex: bool) -> None:
+    """IMEX's node list is decided in planning: each GPU node's peers reach it on the private
+    network, so the list never holds the address Ansible dials (a public one on AWS)."""
+    b = load_stack(stack)
+    ssh = [f"198.51.100.{i + 1}" for i in range(len(b.nodes))]
+    private = [f"10.0.0.{i + 1}" for i in range(len(b.nodes))]
+    hosts = build_inventory(b, ssh, private)["all"]["hosts"]
+    domain = [private[n.index] for n in b.gpu_nodes] if imex else []
+    assert len(b.gpu_nodes) >= 2
+    assert [h["flashfleet_imex_nodes"] for h in hosts.values()] == [
+        domain if h["flashfleet_gpu_node"] else [] for h in hosts.values()
+    ]

@@ -89,10 +89,13 @@ class Lab:
     ) -> Run:
         self._counter += 1
         hostvars = {}
+        # the GB300 hosts of one play are one stack's NVLink domain (flashfleet.inventory)
+        domain = [self.pool.hosts[h].address for h in hosts if self.groups[h] == "gb300"]
         for i, h in enumerate(hosts):
             hw = self.groups[h]
             index = i if hw == "gb300" else 0
-            hostvars[h] = facts(hw, index, **(facts_override or {}).get(h, {}))
+            imex = {"flashfleet_imex_nodes": domain} if hw == "gb300" else {}
+            hostvars[h] = facts(hw, index, **{**imex, **(facts_override or {}).get(h, {})})
         progress: list[Progress] = []
         result = run_playbook(
             "prepare.yml",

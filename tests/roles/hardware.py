@@ -85,6 +85,7 @@ def facts(hardware: str, index: int = 0, **overrides: Any) -> dict[str, Any]:
         "flashfleet_image": IMAGES[hardware],
         "flashfleet_image_derived": derived_facts(hardware),
         "flashfleet_driver": asdict(driver) if (driver := hardware_catalog()[hardware].driver) else None,
+        "flashfleet_imex_nodes": [],  # a GB300 play's hosts set their domain (tests/roles/conftest.py)
         "flashfleet_model_cache_dir": "/var/lib/flashfleet/hf",
         "flashfleet_weights_client": weights_client_facts(),
         "flashfleet_node_packages": node_packages().versions(),
