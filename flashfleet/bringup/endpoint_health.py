@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from flashfleet.polling import http_get
+from flashfleet.recipes.layouts import server_root
 
 Fetch = Callable[[str, float], tuple[int, str]]
 
@@ -173,7 +174,7 @@ def url_health(endpoint: str, fetch: Fetch = http_get) -> ServersHealth:
     """A stack's `endpoint` output (`http://HOST:PORT/v1`): its server's /health."""
     from urllib.parse import urlsplit
 
-    url = endpoint.rstrip("/").removesuffix("/v1") + "/health"
+    url = server_root(endpoint) + "/health"
     host = urlsplit(url).hostname or ""
     if host.endswith((".svc", ".svc.cluster.local")):
         # a ClusterIP Service's name resolves inside the cluster only: asking it here says nothing

@@ -17,7 +17,7 @@ import pulumi_kubernetes as k8s
 from flashfleet.k8s import KubernetesPlan, plan_kubernetes
 from flashfleet.k8s.manifests import RecipeFor
 from flashfleet.launch import LaunchSettings
-from flashfleet.recipes.layouts import SERVE_PORT
+from flashfleet.recipes.layouts import api_base
 from flashfleet.stack.kubernetes_source import KubernetesSource
 from flashfleet.stack.spec import Mooncake
 
@@ -196,4 +196,4 @@ def _load_balancer_url(status: Any) -> str:
     balancer = getattr(status, "load_balancer", None)
     ingress = (getattr(balancer, "ingress", None) or [None])[0]
     host = getattr(ingress, "hostname", None) or getattr(ingress, "ip", None) or ""
-    return f"http://{host}:{SERVE_PORT}/v1"
+    return api_base(host)

@@ -21,6 +21,7 @@ from flashfleet.components.kubernetes import KubernetesCluster, KubernetesCluste
 from flashfleet.components.tags import iso_utc
 from flashfleet.inventory import build_inventory
 from flashfleet.planning import StackPlan
+from flashfleet.recipes.layouts import api_base
 from flashfleet.stack import KubernetesSource
 from flashfleet.stack.capacity_block import node_deadline
 
@@ -104,7 +105,7 @@ def deploy(
         outputs.ADDRESSES: nodes.ssh_addresses,
         outputs.PRIVATE_ADDRESSES: nodes.private_addresses,
         outputs.ENDPOINT: nodes.ssh_addresses.apply(
-            lambda a: f"http://{a[plan.endpoint_node]}:{plan.serving_port}/v1"
+            lambda a: api_base(a[plan.endpoint_node], plan.serving_port)
         ),
         outputs.NODE_NAMES: [n.name for n in plan.nodes],
         outputs.EXPIRES_AT: expires_at,

@@ -30,7 +30,7 @@ from flashfleet.k8s.workloads import (
 )
 from flashfleet.launch import SECRET_ENV_NAMES, ContainerLaunch, LaunchSettings, container_launches
 from flashfleet.recipes import Recipe
-from flashfleet.recipes.layouts import SERVE_PORT
+from flashfleet.recipes.layouts import SERVE_PORT, api_base
 from flashfleet.stack.kubernetes_source import HostPathCache, KubernetesSource, NodePool, PvcCache
 from flashfleet.stack.spec import Mooncake
 
@@ -53,7 +53,7 @@ class KubernetesPlan:
 
     @property
     def endpoint(self) -> str:
-        return f"http://{self.endpoint_service}.{self.namespace}.svc:{SERVE_PORT}/v1"
+        return api_base(f"{self.endpoint_service}.{self.namespace}.svc")
 
     def token_secret(self, token: object) -> dict[str, Any]:
         """The HF token Secret; ``token`` is its value (in the component, a Pulumi secret Output)."""

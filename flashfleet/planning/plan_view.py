@@ -49,6 +49,7 @@ from flashfleet.planning.stack_recipe import kubernetes_plan
 from flashfleet.planning.time_to_first_token import time_to_first_token
 from flashfleet.recipes import Recipe
 from flashfleet.recipes.cluster import ROUTERS
+from flashfleet.recipes.layouts import api_base
 from flashfleet.recipes.router_settings import router_settings
 from flashfleet.stack import capacity_block
 from flashfleet.stack.image_packages import image_packages, with_router
@@ -243,7 +244,7 @@ def _kubernetes_parts(stack_plan: StackPlan) -> _Parts:
     assert isinstance(src, KubernetesSource)
     endpoint = plan.endpoint
     if src.service_type == "LoadBalancer":
-        endpoint = f"http://<load balancer of Service {plan.endpoint_service}>:{stack_plan.serving_port}/v1"
+        endpoint = api_base(f"<load balancer of Service {plan.endpoint_service}>", stack_plan.serving_port)
     mooncake = None
     if stack_plan.spec.mooncake is not None:
         mc = stack_plan.spec.mooncake
@@ -280,7 +281,7 @@ def _host_parts(plan: StackPlan) -> _Parts:
         addresses=list(ssh),
         processes={i: list(group) for i, group in launches.items()},
         mooncake=plan.mooncake.endpoints(private) if plan.mooncake else None,
-        endpoint=f"http://{ssh[plan.endpoint_node]}:{plan.serving_port}/v1",
+        endpoint=api_base(ssh[plan.endpoint_node], plan.serving_port),
     )
 
 

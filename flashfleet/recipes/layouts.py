@@ -93,6 +93,18 @@ ENCODER_PORT = 30001
 PD_PREFILL_PORT = 31000
 PD_DECODE_PORT = 32000
 PD_BOOTSTRAP_PORT = 8998
+
+
+def api_base(host: str, port: int = SERVE_PORT) -> str:
+    """The endpoint a stack hands its clients: the OpenAI-compatible base URL (`.../v1`)."""
+    return f"http://{host}:{port}/v1"
+
+
+def server_root(base: str) -> str:
+    """The server behind an endpoint: what /health and SGLang's own benchmark are given."""
+    return base.rstrip("/").removesuffix("/v1")
+
+
 # Distinct NCCL ports for the two PD roles sharing a node (seed operational note).
 PD_PREFILL_NCCL_PORT = 31500
 PD_DECODE_NCCL_PORT = 32500

@@ -19,6 +19,7 @@ from flashfleet.bench.fingerprint import Deployment
 from flashfleet.bench.runner import Runner
 from flashfleet.bringup.project import DEFAULT_PROJECT, Project
 from flashfleet.cli.shared.stack_teardown import teardown_stack
+from flashfleet.recipes.layouts import server_root
 from flashfleet.stack.files import DEFAULT_STACKS_DIR
 
 
@@ -66,7 +67,7 @@ class StackCluster:
                 f"stack {stack} has no {outputs.ENDPOINT} output yet (flashfleet up {stack})"
             )
         # The output is the OpenAI base (…/v1); bench_serving wants the server's root and adds the paths.
-        return str(out.value).rstrip("/").removesuffix("/v1")
+        return server_root(str(out.value))
 
     def teardown(self, stack: str) -> None:
         teardown_stack(stack)
