@@ -12,6 +12,8 @@ from functools import cache
 from importlib import resources
 from typing import Any, Literal
 
+from flashfleet.catalog.tables import CatalogError, of, table
+
 Vendor = Literal["nvidia", "amd"]
 
 
@@ -136,6 +138,10 @@ def _load(name: str) -> dict[str, Any]:
 def hardware_catalog() -> dict[str, Hardware]:
     out: dict[str, Hardware] = {}
     for hw_id, raw in _load("hardware.toml").items():
+        where = f"hardware.toml [{hw_id}]"
+        of(Hardware, where, raw, skip={"id"}, optional={"moe_runner_backend"})
+        if "driver" in raw:
+            of(DriverProfile, f"{where} driver", raw["driver"])
         out[hw_id] = Hardware(
             id=hw_id,
             label=raw["label"],
@@ -158,16 +164,22 @@ def hardware_catalog() -> dict[str, Hardware]:
             driver=DriverProfile(**raw["driver"]) if "driver" in raw else None,
         )
         if (out[hw_id].vendor == "nvidia") != (out[hw_id].driver is not None):
-            raise ValueError(
-                f"hardware.toml: {hw_id}: a driver table is for NVIDIA hardware, and each has one"
-            )
+            raise CatalogError(f"{where}: a driver table is for NVIDIA hardware, and each has one")
     return out
 
 
 @cache
 def node_packages() -> NodePackages:
-    raw = _load("node_packages.toml")
-    docker, toolkit, rocm = raw["docker"], raw["nvidia_container_toolkit"], raw["rocm"]
+    raw = table(
+        _load("node_packages.toml"),
+        "node_packages.toml",
+        ("docker", "nvidia_container_toolkit", "rocm", "image_apt"),
+    )
+    docker = table(raw["docker"], "node_packages.toml [docker]", ("version", "repo_url", "source"))
+    toolkit = table(raw["nvidia_container_toolkit"], "node_packages.toml [nvidia_container_toolkit]",
+                    ("version", "repo_url", "packages", "source"))  # fmt: skip
+    rocm_keys = ("amdgpu_version", "rocm_version", "amdgpu_repo_url", "rocm_repo_url", "source")
+    rocm = table(raw["rocm"], "node_packages.toml [rocm]", rocm_keys)
     return NodePackages(
         docker_version=docker["version"],
         docker_repo_url=docker["repo_url"],
@@ -184,30 +196,33 @@ def node_packages() -> NodePackages:
 @cache
 def image_apt() -> ImageApt:
     raw = _load("node_packages.toml")["image_apt"]
-    return ImageApt(
-        packages=tuple(raw["packages"]),
-        distributions={
-            name: DistroArchive(
-                archive=dict(d["archive"]),
-                codenames=dict(d["codenames"]),
-                suites=tuple(d["suites"]),
-                components=tuple(d["components"]),
-            )
-            for name, d in raw.items()
-            if isinstance(d, dict)
-        },
-    )
+    # beside its own keys, one table a distribution
+    distributions = {name: d for name, d in raw.items() if name not in ("packages", "source")}
+    table({k: v for k, v in raw.items() if k not in distributions}, "node_packages.toml [image_apt]",
+          ("packages", "source"))  # fmt: skip
+    archives = {}
+    for name, d in distributions.items():
+        of(DistroArchive, f"node_packages.toml [image_apt.{name}]", d)
+        archives[name] = DistroArchive(
+            archive=dict(d["archive"]),
+            codenames=dict(d["codenames"]),
+            suites=tuple(d["suites"]),
+            components=tuple(d["components"]),
+        )
+    return ImageApt(packages=tuple(raw["packages"]), distributions=archives)
 
 
 @cache
 def badge_catalog() -> tuple[tuple[BadgeEntry, ...], tuple[BadgeEntry, ...]]:
     """(cells, measured variants)."""
-    raw = _load("badges.toml")
-    cells = tuple(BadgeEntry(**entry) for entry in raw.get("cell", []))
-    measured = tuple(BadgeEntry(**entry) for entry in raw.get("measured", []))
+    raw = table(_load("badges.toml"), "badges.toml", (), ("cell", "measured"))
+    cells = tuple(BadgeEntry(**of(BadgeEntry, "badges.toml [[cell]]", e)) for e in raw.get("cell", []))
+    measured = tuple(
+        BadgeEntry(**of(BadgeEntry, "badges.toml [[measured]]", e)) for e in raw.get("measured", [])
+    )
     for entry in cells + measured:
         if entry.badge not in BADGES:
-            raise ValueError(f"badges.toml: unknown badge {entry.badge!r}")
+            raise CatalogError(f"badges.toml: unknown badge {entry.badge!r}")
     return cells, measured
 
 
@@ -217,18 +232,23 @@ def bringup_catalog() -> dict[str, Any]:
     return _load("bringup.toml")
 
 
+def _downloads() -> dict[str, Any]:
+    return dict(table(_load("downloads.toml"), "downloads.toml", ("client", "kubernetes", "packages")))
+
+
 @cache
 def pip_packages() -> dict[str, dict[str, str]]:
     """What the nodes pip-install beside the weights client: `image` (the derived image's pins,
     name -> specifier) and `mooncake` (transport -> the wheel's requirement)."""
-    raw = _load("downloads.toml")["packages"]
+    raw = _downloads()["packages"]
     return {group: dict(entries) for group, entries in raw.items()}
 
 
 def download_client() -> DownloadClient:
     """The client release and arguments every weights download uses, hosts and clusters alike."""
-    raw = _load("downloads.toml")
-    client, kube = raw["client"], raw["kubernetes"]
+    raw = _downloads()
+    client = table(raw["client"], "downloads.toml [client]", ("huggingface_hub", "revision", "max_workers"))
+    kube = table(raw["kubernetes"], "downloads.toml [kubernetes]", ("download_image", "pause_image"))
     return DownloadClient(
         hub_version=client["huggingface_hub"],
         revision=client["revision"],

@@ -10,6 +10,8 @@ from functools import cache
 from importlib import resources
 from typing import Any, Literal
 
+from flashfleet.catalog.tables import CatalogError, of, table
+
 Capacity = Literal["any", "block-only"]
 GIB_TO_GB = 1.073741824
 # A price is kept only with where it comes from (and, for a block's, as of when: the rates move).
@@ -62,7 +64,10 @@ def _load() -> dict[str, Any]:
 @cache
 def instance_catalog() -> dict[str, InstanceType]:
     out: dict[str, InstanceType] = {}
-    for name, raw in _load()["types"].items():
+    for name, raw in table(_load(), "instances.toml", ("types", "disk"))["types"].items():
+        # price_usd_per_hour is the catalog's listed price by region (prices_by_region)
+        of(InstanceType, f"instances.toml [types.{name}]", raw, skip={"name", "prices_by_region"},
+           optional={"vcpus", "host_memory_gib", "efa_network_cards", "price_usd_per_hour"})  # fmt: skip
         out[name] = InstanceType(
             name=name,
             hardware=raw["hardware"],
@@ -86,12 +91,12 @@ def instance_catalog() -> dict[str, InstanceType]:
         )
         for keys in (PRICE_KEYS, BLOCK_PRICE_KEYS):
             if len({raw.get(k) is None for k in keys}) > 1:
-                raise ValueError(
+                raise CatalogError(
                     f"instances.toml: {name}: {', '.join(keys)} go together (a price with its source)"
                 )
         for key in out[name].unknown:
             if raw.get(key) is not None:
-                raise ValueError(f"instances.toml: {name}.{key} is listed unknown but has a value")
+                raise CatalogError(f"instances.toml: {name}.{key} is listed unknown but has a value")
     return out
 
 
@@ -109,7 +114,7 @@ class DiskFigures:
 
 @cache
 def disk_figures() -> DiskFigures:
-    raw = _load()["disk"]
+    raw = table(_load()["disk"], "instances.toml [disk]", ("weights_gb", "allowance_gb", "weights_source"))
     return DiskFigures(
         weights_gb={k: int(v) for k, v in raw["weights_gb"].items()},
         allowance_gb=int(raw["allowance_gb"]),

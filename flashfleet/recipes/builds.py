@@ -9,6 +9,7 @@ from importlib import resources
 from typing import Any
 
 from flashfleet.catalog.releases import parse_version
+from flashfleet.catalog.tables import of, table
 from flashfleet.recipes.options import Options
 
 
@@ -46,8 +47,8 @@ class BuildRequirement:
 def build_requirements() -> tuple[BuildRequirement, ...]:
     text = resources.files("flashfleet.catalog").joinpath("builds.toml").read_text(encoding="utf-8")
     out = []
-    for raw in tomllib.loads(text)["requirement"]:
-        entry = dict(raw)
+    for raw in table(tomllib.loads(text), "builds.toml", ("requirement",))["requirement"]:
+        entry = dict(of(BuildRequirement, "builds.toml [[requirement]]", raw))
         entry["hardware"] = tuple(entry.get("hardware", ()))
         out.append(BuildRequirement(**entry))
     return tuple(out)
