@@ -25,7 +25,7 @@ CHECK = "/opt/flashfleet/mooncake/venv/bin/python /opt/flashfleet/mooncake/store
 
 @pytest.fixture(scope="module")
 def store() -> Iterator[tuple[ServeLab, dict]]:
-    with serve_lab(HOSTS) as lab:
+    with serve_lab(HOSTS, engine=False) as lab:  # the master and stores are units: no container
         addresses = [lab.address(h) for h in HOSTS]
         bringup = make_stack(
             "mc", "unified", addresses, options={"hicache": "l1l2l3", "hicache_size": 10},
