@@ -124,7 +124,7 @@ engine_steps=() oracle_steps=() host_steps=()
 for step in scripts/setup.d/*.sh; do
   [ -e "$step" ] || continue
   case "${step##*/}" in
-    40-pulumi.sh | 45-kube.sh | 47-pulumi-kubernetes.sh) engine_steps+=("$step") ;;
+    40-pulumi.sh | 45-kube.sh | 46-lws.sh | 47-pulumi-kubernetes.sh) engine_steps+=("$step") ;;
     10-sglang-oracle.sh) oracle_steps+=("$step") ;;
     *) host_steps+=("$step") ;;
   esac
