@@ -45,7 +45,8 @@ cp "$lwsdir"/config/crd/bases/*.yaml "$cache.new/crds/"
 cp "$lwsdir"/config/webhook/{manifests,mutating-patch,validating-patch}.yaml "$cache.new/webhook/"
 chmod -R u+w "$cache.new"
 
-"$cache.new/bin/lws-manager" --version | grep -q "$lws"
+version=$("$cache.new/bin/lws-manager" --version)  # (not piped to grep -q: pipefail takes its SIGPIPE)
+[[ $version == *"$lws"* ]] || { echo "46-lws: the manager says: $version" >&2; exit 1; }
 echo "$stamp" >"$cache.new/.stamp"
 rm -rf "$cache"
 mv "$cache.new" "$cache"

@@ -50,8 +50,10 @@ def available(cp: ControlPlane, plan: KubernetesPlan) -> bool:
     return up and status.get("readyReplicas") == 1
 
 
-def bring_up(cp: ControlPlane, case: Case, nodes: int) -> tuple[KubernetesPlan, list[str]]:
-    pool = add_pool_nodes(cp, case.source, case.hardware, nodes, prefix=f"{case.hardware}-gpu")
+def bring_up(
+    cp: ControlPlane, case: Case, nodes: int, *, gpus: int | None = None
+) -> tuple[KubernetesPlan, list[str]]:
+    pool = add_pool_nodes(cp, case.source, case.hardware, nodes, prefix=f"{case.hardware}-gpu", gpus=gpus)
     add_plain_node(cp, "cpu-0")
     plan = case.plan()
     provision_claims(cp, list(plan.objects))
@@ -157,7 +159,7 @@ def test_a_group_short_of_nodes_is_never_available(cp: ControlPlane) -> None:
     """No gang scheduler: the leader takes the one node there is and the worker waits, Pending with
     the scheduler's reason; the set never reports the group available (`flashfleet up` refuses such
     a pool before applying: tests/k8s/test_k8s_nodes_fit.py)."""
-    plan, _ = bring_up(cp, MI355X_LWS, 1)
+    plan, _ = bring_up(cp, MI355X_LWS, 1, gpus=4)  # one rank's GPUs
     ns = plan.namespace
 
     def pending_worker() -> str | None:
