@@ -4,9 +4,9 @@
 #
 # Set-up runs in three background lanes from the start: the engines, at low priority, in order
 # (40-pulumi.sh, the Pulumi CLI, a Go build of ~470 CPU-s from an empty cache; 45-kube.sh, the
-# Kubernetes control plane and kwok, ~290 s; 47-pulumi-kubernetes.sh, the provider plugin,
-# ~450 s; the last two cached outside the clone; only tests/e2e and tests/k8s/cluster need
-# them), the parser oracle (10-sglang-oracle.sh) and the test hosts' steps in order. Lint and the
+# Kubernetes control plane and kwok, ~290 s; 46-lws.sh, the LeaderWorkerSet controller, ~260 s;
+# 47-pulumi-kubernetes.sh, the provider plugin, ~450 s; the last three cached outside the clone;
+# only tests/e2e and tests/k8s/cluster need them), the parser oracle (10-sglang-oracle.sh) and the test hosts' steps in order. Lint and the
 # fast tier run meanwhile; then the slow tier (once hosts and oracle are ready), then tests/e2e
 # and tests/k8s/cluster (once the engines are built; in the slow tier's own session where they
 # already are), each on two pytest-xdist workers. With
@@ -125,7 +125,7 @@ engine_steps=() oracle_steps=() host_steps=()
 for step in scripts/setup.d/*.sh; do
   [ -e "$step" ] || continue
   case "${step##*/}" in
-    40-pulumi.sh | 45-kube.sh | 47-pulumi-kubernetes.sh) engine_steps+=("$step") ;;
+    40-pulumi.sh | 45-kube.sh | 46-lws.sh | 47-pulumi-kubernetes.sh) engine_steps+=("$step") ;;
     10-sglang-oracle.sh) oracle_steps+=("$step") ;;
     *) host_steps+=("$step") ;;
   esac

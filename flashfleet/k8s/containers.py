@@ -189,7 +189,13 @@ def _volume_mounts(launch: ContainerLaunch) -> list[dict[str, Any]]:
 
 
 def port_name(launch: ContainerLaunch) -> str:
-    return launch.name[:15]  # an IANA service name: at most 15 characters
+    """An IANA service name: at most 15 characters, no hyphen at either end. A rank's launch
+    (`prefill-0-rank-1`) says its rank as `-r1`: cut at 15, it ended in a hyphen, which a
+    LeaderWorkerSet's CRD schema takes and the StatefulSet its controller makes is refused."""
+    name = launch.name
+    if len(name) > 15:
+        name = name.replace("-rank-", "-r")
+    return name[:15].strip("-")
 
 
 def container(

@@ -1,9 +1,10 @@
 """A real Kubernetes control plane on loopback, with simulated GPU nodes.
 
 etcd, kube-apiserver (TLS, a token kubeconfig, RBAC), kube-scheduler, kube-controller-manager and
-kwok, as scripts/setup.d/45-kube.sh builds them. The API server, the scheduler and the controllers
-are the real ones: they validate, admit, schedule, roll out, bind volumes and fill EndpointSlices.
-Only the kubelet is simulated: kwok marks the pods bound to its nodes Running and Ready (and a
+kwok, as scripts/setup.d/45-kube.sh builds them, and the LeaderWorkerSet controller manager with
+its webhooks, as scripts/setup.d/46-lws.sh builds it (lws_manager.py). The API server, the
+scheduler and the controllers are the real ones: they validate, admit, schedule, roll out, make a
+LeaderWorkerSet's groups of pods, bind volumes and fill EndpointSlices. Only the kubelet is simulated: kwok marks the pods bound to its nodes Running and Ready (and a
 Job's pods Succeeded), so no container runs and no pod IP answers. Talk only to the API server.
 """
 
@@ -23,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import lws_manager
+
 CACHE = Path(os.environ.get("FLASHFLEET_KUBE_CACHE", "/var/cache/flashfleet/kube"))
 FAKE_NODE = {"kwok.x-k8s.io/node": "fake"}  # the annotation kwok manages nodes by
 PR_SET_PDEATHSIG = 1  # prctl(2)
@@ -35,7 +38,7 @@ class KubectlError(RuntimeError):
 
 
 def ready() -> bool:
-    return (CACHE / ".stamp").is_file()
+    return (CACHE / ".stamp").is_file() and lws_manager.ready()
 
 
 def _die_with_parent() -> None:
@@ -64,6 +67,13 @@ def _pki(d: Path) -> None:
     )
     _openssl("x509", "-req", "-in", "apiserver.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
              "-days", "2", "-extfile", "san.ext", "-out", "apiserver.crt", cwd=d)  # fmt: skip
+    # the LeaderWorkerSet webhooks' own serving certificate (controller-runtime reads tls.crt/.key)
+    (d / "lws-certs").mkdir()
+    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=lws-webhook",
+             "-keyout", "lws-certs/tls.key", "-out", "lws.csr", cwd=d)  # fmt: skip
+    (d / "lws-san.ext").write_text("subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n")
+    _openssl("x509", "-req", "-in", "lws.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+             "-days", "2", "-extfile", "lws-san.ext", "-out", "lws-certs/tls.crt", cwd=d)  # fmt: skip
     _openssl("genrsa", "-out", "sa.key", "2048", cwd=d)
     _openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=d)
 
@@ -78,9 +88,11 @@ class ControlPlane:
         self.kubeconfig = self.root / "kubeconfig"
 
     # -- lifecycle -----------------------------------------------------------------------------
-    def _start(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
+    def _start(self, name: str, argv: list[str], *, cache: Path = CACHE,
+               env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:  # fmt: skip
         log = open(self.root / f"{name}.log", "wb")  # noqa: SIM115 - the process keeps it
-        proc = subprocess.Popen([str(CACHE / "bin" / argv[0]), *argv[1:]], stdout=log, stderr=log,
+        proc = subprocess.Popen([str(cache / "bin" / argv[0]), *argv[1:]], stdout=log, stderr=log,
+                                env={**os.environ, **(env or {})},
                                 start_new_session=True, preexec_fn=_die_with_parent)  # noqa: PLW1509  # fmt: skip
         self._procs.append((name, proc))
         return proc
@@ -131,14 +143,50 @@ class ControlPlane:
             "--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
             "--server-address", f"127.0.0.1:{_free_port()}",
         ])  # fmt: skip
-        for crd in sorted((CACHE / "crds").glob("*.yaml")):
+        # the LeaderWorkerSet controller's own release of its CRDs replaces any older copy
+        lws_crds = lws_manager.crds()
+        replaced = {p.name for p in lws_crds}
+        crds = [p for p in sorted((CACHE / "crds").glob("*.yaml")) if p.name not in replaced]
+        for crd in [*crds, *lws_crds]:
             self.kubectl("apply", "--server-side", "-f", str(crd))
         self.wait_for(
             lambda: all(_condition(c, "Established") for c in self.items("crd")), what="CRDs established"
         )
+        self._start_lws()
         # the controller-manager makes each namespace's `default` ServiceAccount, without which
         # the ServiceAccount admission plugin refuses pods
         self.wait_for(lambda: self.get("serviceaccount", "default", namespace="default"), what="default SA")
+
+    def _start_lws(self) -> None:
+        """The LeaderWorkerSet manager, then its webhooks (failurePolicy Fail: registered only once
+        it serves them), checked through a server-side dry run of a set, which passes both."""
+        port = _free_port()
+        conf = self.root / "lws-config.yaml"
+        conf.write_text(lws_manager.config(webhook_port=port, cert_dir=self.root / "lws-certs",
+                                           metrics_port=_free_port(), health_port=_free_port()))  # fmt: skip
+        self._start("lws-manager", ["lws-manager", "--config", str(conf)], cache=lws_manager.CACHE,
+                    env={"KUBECONFIG": str(self.kubeconfig)})  # fmt: skip
+
+        def serving() -> bool:
+            with socket.socket() as s:
+                return s.connect_ex(("127.0.0.1", port)) == 0
+
+        self.wait_for(serving, what="the LeaderWorkerSet webhook server", timeout_s=60)
+        ca = (self.root / "ca.crt").read_bytes()
+        self.apply(lws_manager.webhook_configurations(port, ca))
+        probe = json.dumps({
+            "apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet",
+            "metadata": {"name": "webhook-probe", "namespace": "default"},
+            "spec": {"leaderWorkerTemplate": {"size": 2, "workerTemplate": {"spec": {
+                "containers": [{"name": "c", "image": "probe"}]}}}},
+        })  # fmt: skip
+
+        def admitted() -> bool:
+            r = subprocess.run(self._kubectl_argv("create", "--dry-run=server", "-f", "-"), input=probe,
+                               check=False, capture_output=True, text=True)  # fmt: skip
+            return r.returncode == 0
+
+        self.wait_for(admitted, what="the LeaderWorkerSet webhooks admitting a set", timeout_s=60)
 
     def _wait_ready(self, timeout_s: float = 90) -> None:
         deadline = time.monotonic() + timeout_s

@@ -130,6 +130,21 @@ GB300_ENCODER_REPLICAS = Case(
     options={"replicas": 2},
     source=source(modelCache=HOST_PATH),
 )
+# Multi-node instances as LeaderWorkerSets (tests/k8s/cluster/test_leader_worker_sets.py): GB300
+# tensor parallel 16 over 4 nodes, H200 and MI355X over 2.
+GB300_TP16 = Case("gb300-tp16", "gb300", "low-latency", nodes=4, source=source(leaderWorkerSet=True))
+H200_LWS = Case("h200-x2", "h200", "low-latency", nodes=2, source=source(leaderWorkerSet=True))
+MI355X_LWS = Case("mi355x-x2", "mi355x", "low-latency", nodes=2, source=source(leaderWorkerSet=True))
+# PD across nodes with each instance over 2 nodes: one LeaderWorkerSet per instance of each role
+GB300_PD_LWS = Case(
+    "gb300-pd-x2",
+    "gb300",
+    "high-throughput",
+    topology="pd",
+    options={"prefill": 1, "decode": 1},
+    nodes=2,
+    source=source(leaderWorkerSet=True),
+)
 CLUSTERS = (H200_REPLICAS, GB300_2P1D, H200_REPLICAS_LWS, GB300_ENCODER_REPLICAS)
 ALL = (
     GB300_LOWLAT,

@@ -8,13 +8,18 @@ from typing import Any
 
 import pytest
 from k8s_cases import (
+    ALL,
     GB300_ENCODER,
     GB300_LOWLAT,
     GB300_PD,
+    GB300_PD_LWS,
+    GB300_TP16,
     H200_DFLASH2,
     H200_L3,
     H200_L3_STATEFULSETS,
+    H200_LWS,
     MI355X_AGENTX,
+    MI355X_LWS,
     POOLS,
     Case,
     containers,
@@ -421,3 +426,29 @@ def test_long_stack_name_refused() -> None:
 def test_no_namespace_object_when_it_exists() -> None:
     case = Case("gb300-lowlat", "gb300", "low-latency", source=source(createNamespace=False))
     assert objects_of(case.plan(), "Namespace") == []
+
+
+# an IANA service name, which a port name must be: 1-15 characters, a letter among them, no
+# hyphen at either end nor two in a row
+IANA_NAME = re.compile(r"^(?=.{1,15}$)(?=.*[a-z])(?!.*--)[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
+
+
+def _port_names(obj: Any) -> list[str]:
+    if isinstance(obj, dict):
+        own = [p["name"] for p in obj.get("ports") or [] if isinstance(p, dict) and "name" in p]
+        return own + [n for v in obj.values() for n in _port_names(v)]
+    if isinstance(obj, list):
+        return [n for v in obj for n in _port_names(v)]
+    return []
+
+
+@pytest.mark.parametrize(
+    "case", [*ALL, GB300_TP16, H200_LWS, MI355X_LWS, GB300_PD_LWS], ids=lambda c: c.stack
+)
+def test_every_port_name_is_an_iana_service_name(case: Case) -> None:
+    """The LeaderWorkerSet CRD's schema does not check its templates' port names; the StatefulSet
+    its controller makes of them is refused (a rank's `prefill-0-rank-0` cut at 15 characters
+    ended in a hyphen), and the set never makes a pod."""
+    names = _port_names(list(case.plan().objects))
+    assert names
+    assert [n for n in names if not IANA_NAME.match(n)] == []

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from k8s_cases import MI355X_LWS
+
 from flashfleet.k8s.fit import refusal
 from flashfleet.planning import load_stack
 from flashfleet.planning.stack_recipe import kubernetes_plan
@@ -59,3 +61,19 @@ def test_nodes_outside_the_pool_do_not_count() -> None:
     # a PreferNoSchedule taint does not keep a pod off
     soft = node("soft", 8, taints=[TAINT, {"key": "x", "effect": "PreferNoSchedule"}])
     assert verdict("mi355x-k8s", [*others, soft]) is None
+
+
+def test_a_leader_worker_set_needs_a_node_for_every_rank_of_its_group() -> None:
+    """No gang scheduler runs beside the LeaderWorkerSet controller: a group short of nodes would
+    hold some GPUs and never serve (tests/k8s/cluster/test_leader_worker_sets.py), so `up` refuses
+    it before anything is applied."""
+    plan = MI355X_LWS.plan()
+    assert [o["kind"] for o in plan.objects].count("LeaderWorkerSet") == 1
+    assert plan.server_pod_gpus == (4, 4)  # the leader's and the worker's
+    pool = MI355X_LWS.source.node_pools["mi355x"]
+    nodes = [node("a", 8, labels=dict(pool.node_selector))]
+    assert refusal(plan, pool, "amd", nodes) is None  # by GPUs, both ranks fit one node of 8
+    nodes = [node("a", 4, labels=dict(pool.node_selector)), node("b", 2, labels=dict(pool.node_selector))]
+    why = refusal(plan, pool, "amd", nodes)
+    assert why is not None
+    assert "hold 1 of the 2 server pod(s) of 4 amd.com/gpu" in why
