@@ -338,7 +338,10 @@ def fetch_kv(body: dict[str, Any], wait_s: float) -> tuple[str | None, str | Non
                 return None, json.loads(resp.read() or b"{}").get("version")
         except OSError as err:  # 404 until the prefill holds the room, or no bootstrap server
             if time.monotonic() >= deadline:
-                return f"Decode handshake failed for bootstrap_room {body['bootstrap_room']}: {url}: {err}", None
+                return (
+                    f"Decode handshake failed for bootstrap_room {body['bootstrap_room']}: {url}: {err}",
+                    None,
+                )
         time.sleep(0.005)
 
 
@@ -808,7 +811,9 @@ def layout_version(argv: list[str]) -> str:
     options (model, revision, every flag) without those that only place the server (its role,
     ports, rank). The stand-in cannot see its image (every tag on a test host is one image), so an
     image change shows only where it comes with an option change."""
-    kept = [w for i, w in enumerate(argv) if w not in PLACE_FLAGS and (i == 0 or argv[i - 1] not in PLACE_FLAGS)]
+    kept = [
+        w for i, w in enumerate(argv) if w not in PLACE_FLAGS and (i == 0 or argv[i - 1] not in PLACE_FLAGS)
+    ]
     return hashlib.sha256("\0".join(kept).encode()).hexdigest()[:12]
 
 

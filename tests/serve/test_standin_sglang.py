@@ -289,9 +289,9 @@ def test_the_decode_says_which_versions_of_the_pair_served_it() -> None:
 def test_a_pd_pairs_version_is_its_options_not_its_role_or_place() -> None:
     """A prefill and a decode of one recipe share a version; an option changes it for both."""
     words = ["sglang", "serve", "--model-path", "m", "--tp-size", "8", "--enable-metrics"]
-    prefill = words + ["--disaggregation-mode", "prefill", "--disaggregation-bootstrap-port", "8998",
+    prefill = [*words, "--disaggregation-mode", "prefill", "--disaggregation-bootstrap-port", "8998",
                        "--host", "0.0.0.0", "--port", "31000"]  # fmt: skip
-    decode = words + ["--base-gpu-id", "8", "--disaggregation-mode", "decode", "--host", "0.0.0.0",
+    decode = [*words, "--base-gpu-id", "8", "--disaggregation-mode", "decode", "--host", "0.0.0.0",
                       "--port", "32000"]  # fmt: skip
     assert state_from_argv(prefill).version == state_from_argv(decode).version
     changed = [*decode, "--max-running-requests", "32"]
