@@ -86,8 +86,10 @@ def test_a_pd_cluster_with_no_prefill_up_is_down_and_names_it():
         "http://192.0.2.12:32000/health": (200, ""),
     }  # fmt: skip
     one_prefill_up = endpoint_health(inv, lambda url, timeout: answers[url])
-    assert one_prefill_up is not None and one_prefill_up.state == "degraded"  # prefill-1 still serves
+    assert one_prefill_up is not None
+    assert one_prefill_up.state == "degraded"
     answers["http://192.0.2.11:31000/health"] = (503, "")
     none_up = endpoint_health(inv, lambda url, timeout: answers[url])
-    assert none_up is not None and none_up.state == "down"
+    assert none_up is not None
+    assert none_up.state == "down"
     assert none_up.line().startswith("endpoint: down: no prefill instance is up; down: prefill-0 (")
