@@ -95,6 +95,15 @@ def served(
     return [counters(u)[metric] - before[u][metric] for u in urls]
 
 
+def _fingerprint(raw: bytes) -> str | None:
+    """The answer's system_fingerprint (None where it has none, or is not JSON)."""
+    try:
+        found = json.loads(raw).get("system_fingerprint")
+    except (ValueError, AttributeError):
+        return None
+    return found if isinstance(found, str) else None
+
+
 class Load:
     """CLIENTS clients sending chat requests through the router until stopped; each result is
     (when it ended, its status, the answer's system_fingerprint: which servers' versions served it).
@@ -121,7 +130,7 @@ class Load:
                 resp = conn.getresponse()
                 raw = resp.read()
                 status = resp.status
-                fingerprint = json.loads(raw).get("system_fingerprint") if status == 200 else None
+                fingerprint = _fingerprint(raw) if status == 200 else None
             except (OSError, http.client.HTTPException) as err:
                 status, fingerprint = 0, None
                 print(f"client {i}: {type(err).__name__}: {err}")
