@@ -129,7 +129,9 @@ def test_a_pd_update_under_load_never_pairs_a_prefill_and_a_decode_of_different_
 
 def kill_drill(
     lab: ServeLab, tmp_path: Path, capsys: pytest.CaptureFixture[str], host: str, instance: str
-) -> tuple[int, int, float]:
+) -> tuple[int, int, float, str]:
+    """Kills the instance's container under load: (requests, failed, seconds until served again,
+    the endpoint line `flashfleet status` printed while it was down)."""
     inventory = lab.state["inventory"]  # type: ignore[attr-defined]
     name = WORKERS[host]
     before = len(lab.starts(host, name))
@@ -154,17 +156,19 @@ def kill_drill(
     assert not math.isnan(back), "never served again"
     ok_after = [r for r in load.results if r[0] > killed + back and r[1] != 200]
     assert ok_after == [], ok_after  # once back, nothing fails
-    return sent, failed, back
+    return sent, failed, back, next(line for line in shown.splitlines() if line.startswith("endpoint:"))
 
 
 def test_a_killed_prefill_is_named_down_and_the_decodes_serve_its_successor(
     lab: ServeLab, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     decodes = worker_urls(lab, "c1", "c2", port=32000)
-    sent, failed, back = kill_drill(lab, tmp_path, capsys, "c0", "prefill-0")
+    sent, failed, back, said = kill_drill(lab, tmp_path, capsys, "c0", "prefill-0")
     with capsys.disabled():
         print(f"\nprefill killed under load: {failed} of {sent} requests failed; the endpoint served again "
-              f"{back:.1f} s after the kill (systemd starts the unit again after RestartSec=10 s)")  # fmt: skip
+              f"{back:.1f} s after the kill (systemd starts the unit again after RestartSec=10 s); "
+              f"status said: {said}")  # fmt: skip
+    assert said.startswith("endpoint: down: no prefill instance is up; down: prefill-0 ("), said
     # the decodes are not stalled on the prefill that went away: both decode for its successor
     before = {u: counters(u)[GENERATION_TOKENS] for u in decodes}
     with Load(router_url(lab)) as load:
@@ -178,10 +182,11 @@ def test_a_killed_prefill_is_named_down_and_the_decodes_serve_its_successor(
 def test_a_killed_decode_is_named_down_and_the_other_decode_serves(
     lab: ServeLab, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    sent, failed, back = kill_drill(lab, tmp_path, capsys, "c1", "decode-0")
+    sent, failed, back, said = kill_drill(lab, tmp_path, capsys, "c1", "decode-0")
     with capsys.disabled():
         print(f"\ndecode killed under load: {failed} of {sent} requests failed; the endpoint served "
-              f"again {back:.1f} s after the kill")  # fmt: skip
+              f"again {back:.1f} s after the kill; status said: {said}")  # fmt: skip
+    assert said.startswith("endpoint: degraded: 2 of 3 instances healthy; down: decode-0 ("), said
     assert failed < sent  # decode-1 serves meanwhile
     assert back < 180
 
