@@ -17,6 +17,7 @@ from flashfleet.bench.evidence import badge_line
 from flashfleet.capacity import preflight
 from flashfleet.components.program import deploy
 from flashfleet.k8s import namespace_owner
+from flashfleet.planning.update_outage import update_view
 from flashfleet.stack.errors import StackError
 from flashfleet.stack.files import API_KEY_KEY, HF_TOKEN_KEY, stack_file_from_config
 
@@ -56,6 +57,10 @@ try:
     namespace_owner.check(bringup.stack, bringup.spec.nodes.source)
 except namespace_owner.NamespaceRefused as err:
     raise pulumi.RunError(str(err)) from None
+# What a change of options, image or weights does to the endpoint (a PD group's cut is an outage),
+# in Pulumi's preview before it asks, as `flashfleet plan` and `flashfleet up` say it.
+if (update := update_view(bringup)) is not None:
+    pulumi.log.info(f"update: {update.text()}")
 now = datetime.now(UTC)
 for key, value in deploy(
     bringup,

@@ -217,9 +217,11 @@ def build_inventory(
 
 
 def instance_groups(plan: StackPlan, launches: dict[int, list[ContainerLaunch]]) -> dict[str, Any]:
-    """A cluster's groups: `instance_<name>` per instance (its nodes), and `serve_batch`, the first
-    instance's nodes: serve.yml updates that many nodes at a time, one instance after another, so
-    the router keeps the others serving."""
+    """A cluster's groups: `instance_<name>` per instance (its nodes), and `serve_batch`, the nodes
+    serve.yml updates at a time. Replicas: the first instance's nodes, one instance after another,
+    so the router keeps the others serving. PD: every prefill and decode node in one batch, because
+    the group is cut as a whole (sglang_serve's cut.yml): a new prefill must never hand its KV to an
+    old decode, nor an old prefill to a new one."""
     groups: dict[str, dict[str, dict[str, Any]]] = {}
     for node in plan.nodes:
         for launch in launches[node.index]:
@@ -227,7 +229,10 @@ def instance_groups(plan: StackPlan, launches: dict[int, list[ContainerLaunch]])
                 groups.setdefault(f"instance_{launch.instance.replace('-', '_')}", {})[node.name] = {}
     if len(groups) < 2:
         return {}
-    first = next(iter(groups.values()))
+    pd: dict[str, dict[str, Any]] = (
+        {name: {} for hosts in groups.values() for name in hosts} if plan.spec.topology == "pd" else {}
+    )
+    first = pd or next(iter(groups.values()))
     return {
         **{name: {"hosts": hosts} for name, hosts in groups.items()},
         "serve_batch": {"hosts": dict(first)},

@@ -25,6 +25,7 @@ class InstanceHealth(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     instance: str  # replica-1, prefill-0
+    role: str = ""  # server, prefill, decode (the launch's)
     url: str  # as the router lists it
     listed: bool  # the router lists it healthy
     health: str  # its own /health: "ok", or why not
@@ -45,21 +46,34 @@ class EndpointHealth(BaseModel):
         return [i for i in self.instances if not i.listed or i.health != "ok"]
 
     @property
+    def missing_role(self) -> str | None:
+        """PD: the side (prefill or decode) none of whose instances is up; no request is served
+        without one of each, whatever the others."""
+        down = {i.instance for i in self.down}
+        for role in ("prefill", "decode"):
+            mine = [i for i in self.instances if i.role == role]
+            if mine and all(i.instance in down for i in mine):
+                return role
+        return None
+
+    @property
     def state(self) -> str:
-        if self.router_answer != "ok":
+        if self.router_answer != "ok" or self.missing_role:
             return "down"
         return "degraded" if self.down else "serving"
 
     def line(self) -> str:
         """One line for `flashfleet status`."""
         total = len(self.instances)
-        if self.state == "down":
+        names = ", ".join(f"{i.instance} ({i.url}: {i.why_down()})" for i in self.down)
+        if self.router_answer != "ok":
             return f"endpoint: down: the router at {self.router} does not answer ({self.router_answer})"
+        if self.missing_role:
+            return f"endpoint: down: no {self.missing_role} instance is up; down: {names}"
         if self.state == "serving":
             return (
                 f"endpoint: serving: {total} of {total} instances healthy behind the router at {self.router}"
             )
-        names = ", ".join(f"{i.instance} ({i.url}: {i.why_down()})" for i in self.down)
         return f"endpoint: degraded: {total - len(self.down)} of {total} instances healthy; down: {names}"
 
 
@@ -105,6 +119,7 @@ def endpoint_health(inventory: Mapping[str, Any], fetch: Fetch = http_get) -> En
             instances.append(
                 InstanceHealth(
                     instance=p.get("instance") or name,
+                    role=p.get("role") or "",
                     url=entry["url"],
                     listed=entry["url"] in healthy,
                     health=health,

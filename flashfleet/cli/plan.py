@@ -312,6 +312,8 @@ def plan_text(d: PlanView) -> str:
             out.append(f"           {setting.flag} ({default}): {setting.why} [{setting.source}]")
     out += _image_package_lines(d)
     out.append(f"  start    {' -> '.join(d.start_order)}")
+    if d.update is not None:
+        out.append(f"  update   {d.update.text()}")
     out += _critical_path_lines(d.critical_path)
     out += _ttft_lines(d.time_to_first_token)
     out += _lock_lines(d.lock, d.stack)

@@ -148,12 +148,8 @@ def phases(data: PlanView) -> list[str]:
 
 def restart_text(data: PlanView) -> str:
     """What a change of options or image does to the endpoint, said before it is made."""
-    if data.cluster and len(data.cluster.instances) > 1:
-        return (
-            "a changed server restarts one instance at a time (out of the router, back once ready): "
-            "the endpoint keeps serving"
-        )
-    return "a changed server restarts in place: one instance, so the endpoint is down until it is ready again"
+    assert data.update is not None  # every source but Kubernetes, where up does not say it
+    return data.update.text()
 
 
 def run(args: argparse.Namespace) -> int:

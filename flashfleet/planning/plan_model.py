@@ -299,6 +299,40 @@ class LockView(_View):
     parts: list[LockedPart]
 
 
+class UpdateView(_View):
+    """How a change reaches the servers, and the outage it costs."""
+
+    how: Literal["rolling", "pd-cut", "in-place"]
+    outage: bool
+    restart_s: float | None  # a server's restart, when every phase of it is known
+    restart_known_s: float  # the phases known: a lower bound when some are unknown
+    unknown: list[str]  # the restart's phases without a figure
+    basis: str  # where the figures come from
+
+    def seconds_text(self) -> str:
+        if self.restart_s is not None:
+            return f"about {self.restart_s:g} s"
+        return f"at least {self.restart_known_s:g} s, with no figure for {', '.join(self.unknown)}"
+
+    def text(self) -> str:
+        if self.how == "rolling":
+            return (
+                "a changed server restarts one instance at a time (out of the router, back once ready): "
+                "the endpoint keeps serving"
+            )
+        if self.how == "pd-cut":
+            return (
+                "a changed server cuts the whole PD group: every prefill and decode stops, then all start "
+                "again, so no request meets a prefill and a decode of different versions; the endpoint is "
+                f"down for a server's restart once the running requests finish: {self.seconds_text()} "
+                f"({self.basis})"
+            )
+        return (
+            "a changed server restarts in place: one instance, so the endpoint is down until it is ready "
+            f"again: {self.seconds_text()} ({self.basis})"
+        )
+
+
 class PlanView(_View):
     stack: str
     description: str
@@ -332,6 +366,8 @@ class PlanView(_View):
     unpriced: list[str]
     critical_path: CriticalPath
     time_to_first_token: TimeToFirstToken
+    # what a change of options, image or weights does to the endpoint; None on Kubernetes
+    update: UpdateView | None
     lock: LockView
     # this stack's own badge, from its latest benchmark evidence (flashfleet.bench.evidence):
     # "measured here: ...", "evidence stale: ...", "no evidence"; None: not looked up

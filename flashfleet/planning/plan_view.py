@@ -47,6 +47,7 @@ from flashfleet.planning.plan_model import (
 from flashfleet.planning.resolve import SSH_PORT, StackPlan
 from flashfleet.planning.stack_recipe import kubernetes_plan
 from flashfleet.planning.time_to_first_token import time_to_first_token
+from flashfleet.planning.update_outage import update_view
 from flashfleet.recipes import Recipe
 from flashfleet.recipes.cluster import ROUTERS
 from flashfleet.recipes.layouts import api_base
@@ -506,6 +507,7 @@ def plan_data(plan: StackPlan, measured: MeasuredStartup | None = None) -> PlanV
     recipe = parts.recipe
     path = critical_path(plan)
     cell_badge = cookbook_badge(plan.spec.hardware, plan.spec.strategy, plan.spec.topology)
+    ttft = time_to_first_token(plan, path, measured)
     return PlanView(
         stack=plan.stack,
         description=plan.spec.description,
@@ -554,7 +556,8 @@ def plan_data(plan: StackPlan, measured: MeasuredStartup | None = None) -> PlanV
         priced_part_usd=plan.cost_parts[0] if plan.hourly_cost_usd is None else None,
         unpriced=plan.cost_parts[1],
         critical_path=path,
-        time_to_first_token=time_to_first_token(plan, path, measured),
+        time_to_first_token=ttft,
+        update=update_view(plan, ttft),
         lock=lock_summary(plan),
         warnings=list(plan.warnings),
         notes=list(recipe.notes),

@@ -65,6 +65,8 @@ _HEALTH_FAILURES = 3
 # mark a busy worker unhealthy. 30 s, as the stack's Kubernetes probes allow.
 _HEALTH_TIMEOUT_S = 30
 _RETRIES = 5
+# A worker's circuit opens after SMG's 10 failures; it is tried again after one probe interval.
+_BREAKER_RETRY_S = _HEALTH_INTERVAL_S
 
 
 def router_settings(shape: Shape) -> tuple[RouterSetting, ...]:
@@ -109,6 +111,14 @@ def router_settings(shape: Shape) -> tuple[RouterSetting, ...]:
             "its probes pass; removal is for service discovery to re-add, and flashfleet lists "
             "the workers itself (a removed worker would never return)",
             source=_SMG_HEALTH,
+        ),
+        RouterSetting(
+            name="cb_timeout_duration_secs", flag="--cb-timeout-duration-secs", value=_BREAKER_RETRY_S,
+            smg_default="60",
+            why="a worker whose circuit opened (10 failures) is tried again after one probe interval, "
+            "not a minute: with one prefill, the open circuit alone kept a PD endpoint down about 60 s "
+            "after the restarted prefill answered again (the test hosts' prefill drill)",
+            source=f"{_K8S_PROBES} (periodSeconds 10); default: {_SMG_PARSER}",
         ),
         RouterSetting(
             name="retry_max_retries", flag="--retry-max-retries", value=_RETRIES, smg_default="5",

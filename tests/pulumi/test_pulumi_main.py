@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import runpy
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -204,3 +205,22 @@ def test_a_secret_the_runs_cannot_hide_registers_nothing(key: str, value: str, r
     assert str(info.value).endswith(f"[rule: {rule}]")
     assert value not in str(info.value).removeprefix(f"stack h200-lowlat: {key}: ")
     assert mocks.resources == []
+
+
+def test_the_program_says_what_an_update_does_before_pulumi_asks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`pulumi up` run by hand says it as `flashfleet up` does: a PD group's update is an outage."""
+    said: list[str] = []
+    monkeypatch.setattr(pulumi.log, "info", lambda msg, *a, **k: said.append(msg))
+    from flashfleet.capacity import preflight
+
+    # a bought block, as the pre-flight would find it (no EC2 under mocks)
+    monkeypatch.setattr(preflight, "check_reservation_usable", lambda plan: None)
+    monkeypatch.setattr(preflight, "block_end", lambda _: datetime.now(UTC) + timedelta(hours=8))
+    run_main("gb300-2p1d", catalog_spec("gb300-2p1d"))
+    from flashfleet.cli.up import restart_text
+    from flashfleet.planning import load_stack
+    from flashfleet.planning.plan_view import plan_data
+
+    shown = [m for m in said if m.startswith("update: ")]
+    assert shown == [f"update: {restart_text(plan_data(load_stack('gb300-2p1d')))}"]
+    assert "cuts the whole PD group" in shown[0]

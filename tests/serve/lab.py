@@ -164,13 +164,14 @@ class ServeLab:
         ids = self.ssh(host, "docker ps -q").split()
         return json.loads(self.ssh(host, f"docker inspect {' '.join(ids)}")) if ids else []
 
-    def starts(self, host: str, name: str) -> list[float]:
+    def starts(self, host: str, name: str, event: str = "start") -> list[float]:
         """When Docker started each container named `name` on `host` (its event log: a restart
-        under `--rm` leaves no container behind, but its start event stays)."""
+        under `--rm` leaves no container behind, but its start event stays); `event="die"`: when
+        each one ended."""
         shown = self.ssh(
             host,
             'docker events --since 0 --until "$(date +%s.%N)" --filter type=container'
-            " --filter event=start --format '{{.Actor.Attributes.name}} {{.TimeNano}}'",
+            f" --filter event={event} --format '{{{{.Actor.Attributes.name}}}} {{{{.TimeNano}}}}'",
         )
         return [int(t) / 1e9 for n, t in (line.split() for line in shown.splitlines()) if n == name]
 

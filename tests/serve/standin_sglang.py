@@ -157,6 +157,9 @@ class StandinState:
     disaggregation: str | None = None  # --disaggregation-mode: "prefill" or "decode"
     bootstrap_port: int = 8998  # prefill: its bootstrap server's port (0: a free one, in process)
     kv_wait_s: float = 10.0  # decode: how long a room's KV may take to arrive from the prefill
+    # What a PD pair must share (layout_version): None in process. The prefill hands it over with
+    # the room's KV; the decode stamps both in its answer's system_fingerprint.
+    version: str | None = None
     kv: dict[int, int] = field(default_factory=dict)  # prefill: bootstrap_room -> prompt tokens
     served_log: list[Served] = field(default_factory=list)  # every generation answered, in order
     started: float = field(default_factory=time.monotonic)
@@ -323,18 +326,22 @@ def _room(body: dict[str, Any]) -> int | None:
     return None if room is None else int(room)
 
 
-def fetch_kv(body: dict[str, Any], wait_s: float) -> str | None:
+def fetch_kv(body: dict[str, Any], wait_s: float) -> tuple[str | None, str | None]:
     """A decode server's transfer: the room's KV from the prefill's bootstrap server, waited for
-    while that prefill runs. Returns why it failed, or None once the KV is there."""
+    while that prefill runs. Returns (why it failed, or None once the KV is there; the prefill's
+    layout version, as the handoff carries it)."""
     url = f"http://{body.get('bootstrap_host')}:{body.get('bootstrap_port')}/kv/{body['bootstrap_room']}"
     deadline = time.monotonic() + wait_s
     while True:
         try:
-            urllib.request.urlopen(url, timeout=2).close()
-            return None
+            with urllib.request.urlopen(url, timeout=2) as resp:
+                return None, json.loads(resp.read() or b"{}").get("version")
         except OSError as err:  # 404 until the prefill holds the room, or no bootstrap server
             if time.monotonic() >= deadline:
-                return f"Decode handshake failed for bootstrap_room {body['bootstrap_room']}: {url}: {err}"
+                return (
+                    f"Decode handshake failed for bootstrap_room {body['bootstrap_room']}: {url}: {err}",
+                    None,
+                )
         time.sleep(0.005)
 
 
@@ -378,7 +385,9 @@ def _bootstrap_handler(state: StandinState) -> type[BaseHTTPRequestHandler]:
             with state.lock:
                 tokens = state.kv.get(int(room)) if room.isdigit() else None
             code, body = (
-                (404, b"{}") if tokens is None else (200, json.dumps({"prompt_tokens": tokens}).encode())
+                (404, b"{}")
+                if tokens is None
+                else (200, json.dumps({"prompt_tokens": tokens, "version": state.version}).encode())
             )
             if self.path == "/health":
                 code, body = 200, b"{}"
@@ -490,7 +499,7 @@ def _handler(state: StandinState) -> type[BaseHTTPRequestHandler]:
                 state.log(Served(self.path, prompt, tokens_of(prompt), 0, None, why))
                 return
             message, words = self._output(body)
-            wait = state.ttft_s
+            wait, fingerprint = state.ttft_s, None
             if state.disaggregation == "prefill" and room is not None:
                 time.sleep(state.ttft_s)  # the prefill's forward pass, then the KV is ready
                 with state.lock:
@@ -498,16 +507,21 @@ def _handler(state: StandinState) -> type[BaseHTTPRequestHandler]:
                 words, wait = words[:1], 0.0  # a prefill server answers its first token only
                 message = {**message, "content": " ".join(words)} if message.get("content") else message
             elif state.disaggregation == "decode" and room is not None:
-                missing = fetch_kv(body, state.kv_wait_s)
+                missing, prefill_version = fetch_kv(body, state.kv_wait_s)
                 if missing:
                     # as SGLang's decode aborts a failed handshake (decode.py, KVPoll.Failed)
                     self._abort(stream, 500, "INTERNAL_SERVER_ERROR" if stream else "500", missing)
                     state.log(Served(self.path, prompt, tokens_of(prompt), 0, room, missing))
                     return
                 wait = 0.0  # the first token follows the transfer
+                # a real decode would read the KV in its own layout, garbage when they differ: the
+                # stand-in answers and says which versions met, for a test to catch
+                fingerprint = f"prefill={prefill_version} decode={state.version}"
             # counted when the generation ends, before its last bytes go out (as SGLang counts a
             # finished request): a client that has its whole answer sees it in /metrics
-            self._stream(prompt, words, message, stream, wait, lambda: state.served(prompt, len(words)))
+            self._stream(
+                prompt, words, message, stream, wait, lambda: state.served(prompt, len(words)), fingerprint
+            )
             state.log(Served(self.path, prompt, tokens_of(prompt), len(words), room))
 
         def _abort(self, stream: bool, code: int, kind: str, message: str) -> None:
@@ -582,12 +596,15 @@ def _handler(state: StandinState) -> type[BaseHTTPRequestHandler]:
             stream: bool,
             ttft_s: float,
             finished: Callable[[], None],
+            fingerprint: str | None = None,
         ) -> None:
-            """The answer (no stream unless asked); `finished` runs once the last token exists."""
+            """The answer (no stream unless asked); `finished` runs once the last token exists;
+            `fingerprint`, where given, is the answer's (and the last chunk's) system_fingerprint."""
+            stamp = {} if fingerprint is None else {"system_fingerprint": fingerprint}
             if not stream:
                 time.sleep(ttft_s + state.itl_s * max(0, len(words) - 1))
                 finished()
-                self._json(200, self._whole(prompt, words, message))
+                self._json(200, self._whole(prompt, words, message) | stamp)
                 return
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
@@ -598,7 +615,7 @@ def _handler(state: StandinState) -> type[BaseHTTPRequestHandler]:
                     time.sleep(state.itl_s)
                 self._event(self._chunk(prompt, words[:i], message, False))
             finished()
-            self._event(self._chunk(prompt, words, message, True))
+            self._event(self._chunk(prompt, words, message, True) | stamp)
             self.wfile.write(b"data: [DONE]\n\n")
             self.wfile.flush()
 
@@ -784,6 +801,22 @@ def join_mooncake(argv: list[str]) -> Store | None:
     return store  # type: ignore[no-any-return]
 
 
+# Words that differ between the servers of one PD deployment by role or place, not by version.
+PLACE_FLAGS = ("--disaggregation-mode", "--disaggregation-bootstrap-port", "--host", "--port", "--base-gpu-id",
+               "--dist-init-addr", "--node-rank", "--nnodes")  # fmt: skip
+
+
+def layout_version(argv: list[str]) -> str:
+    """What a prefill and a decode must share to exchange KV: a digest of the serve argv's
+    options (model, revision, every flag) without those that only place the server (its role,
+    ports, rank). The stand-in cannot see its image (every tag on a test host is one image), so an
+    image change shows only where it comes with an option change."""
+    kept = [
+        w for i, w in enumerate(argv) if w not in PLACE_FLAGS and (i == 0 or argv[i - 1] not in PLACE_FLAGS)
+    ]
+    return hashlib.sha256("\0".join(kept).encode()).hexdigest()[:12]
+
+
 def state_from_argv(argv: list[str], knobs_path: str | None = None) -> StandinState:
     """The server the container's (config-merged) argv asks for; answers come at once."""
     if "sglang_router.launch_router" in argv:
@@ -800,7 +833,7 @@ def state_from_argv(argv: list[str], knobs_path: str | None = None) -> StandinSt
         api_key=flag(argv, "--api-key"), metrics="--enable-metrics" in argv,
         models_route="--encoder-only" not in argv,
         reasoning_parser="--reasoning-parser" in argv, tool_call_parser="--tool-call-parser" in argv,
-        l3=join_mooncake(argv),
+        l3=join_mooncake(argv), version=layout_version(argv),
     )  # fmt: skip
 
 

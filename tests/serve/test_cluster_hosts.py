@@ -95,15 +95,26 @@ def served(
     return [counters(u)[metric] - before[u][metric] for u in urls]
 
 
+def _fingerprint(raw: bytes) -> str | None:
+    """The answer's system_fingerprint (None where it has none, or is not JSON)."""
+    try:
+        found = json.loads(raw).get("system_fingerprint")
+    except (ValueError, AttributeError):
+        return None
+    return found if isinstance(found, str) else None
+
+
 class Load:
-    """CLIENTS clients sending chat requests through the router until stopped.
+    """CLIENTS clients sending chat requests through the router until stopped; each result is
+    (when it ended, its status, the answer's system_fingerprint: which servers' versions served it).
 
     Each client keeps one connection open (a new one only after a failure) and paces itself:
     a fresh connection per request would leave one socket in TIME_WAIT each, and a long update
     would run the client out of local ports, failing requests the router never saw."""
 
     def __init__(self, url: str) -> None:
-        self.url, self.stop, self.results = url, threading.Event(), []
+        self.url, self.stop = url, threading.Event()
+        self.results: list[tuple[float, int, str | None]] = []
         self.lock = threading.Lock()
         self.threads = [threading.Thread(target=self._client, args=(i,), daemon=True) for i in range(CLIENTS)]
 
@@ -117,14 +128,15 @@ class Load:
             try:
                 conn.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
                 resp = conn.getresponse()
-                resp.read()
+                raw = resp.read()
                 status = resp.status
+                fingerprint = _fingerprint(raw) if status == 200 else None
             except (OSError, http.client.HTTPException) as err:
-                status = 0
+                status, fingerprint = 0, None
                 print(f"client {i}: {type(err).__name__}: {err}")
                 conn.close()
             with self.lock:
-                self.results.append((time.time(), status))
+                self.results.append((time.time(), status, fingerprint))
             n += 1
             self.stop.wait(PACE_S)
         conn.close()
@@ -140,7 +152,7 @@ class Load:
             t.join(timeout=60)
 
     @property
-    def failed(self) -> list[tuple[float, int]]:
+    def failed(self) -> list[tuple[float, int, str | None]]:
         return [r for r in self.results if r[1] != 200]
 
 

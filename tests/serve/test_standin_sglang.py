@@ -269,6 +269,35 @@ def test_a_pd_pair_shares_one_request_through_its_bootstrap_room() -> None:
     assert "sglang:prompt_tokens_total" not in decode.counters
 
 
+def test_the_decode_says_which_versions_of_the_pair_served_it() -> None:
+    """The prefill's version comes to the decode with the room's KV: its answer names both, the
+    way a test under an update tells a mixed pair (which a real decode would serve as garbage)."""
+    prefill = StandinState(disaggregation="prefill", bootstrap_port=0, ttft_s=0.1, version="new")
+    decode = StandinState(disaggregation="decode", version="old")
+    with StandinServer(prefill) as p, StandinServer(decode) as d:
+        body = {**CHAT, "bootstrap_host": "127.0.0.1", "bootstrap_port": prefill.bootstrap_port,
+                "bootstrap_room": 5}  # fmt: skip
+        got: dict[str, tuple[int, str]] = {}
+        sent = threading.Thread(target=lambda: got.update(decode=post(f"{d.url}/v1/chat/completions", body)))
+        sent.start()
+        time.sleep(0.05)
+        post(f"{p.url}/v1/chat/completions", body)
+        sent.join(10)
+    assert json.loads(got["decode"][1])["system_fingerprint"] == "prefill=new decode=old"
+
+
+def test_a_pd_pairs_version_is_its_options_not_its_role_or_place() -> None:
+    """A prefill and a decode of one recipe share a version; an option changes it for both."""
+    words = ["sglang", "serve", "--model-path", "m", "--tp-size", "8", "--enable-metrics"]
+    prefill = [*words, "--disaggregation-mode", "prefill", "--disaggregation-bootstrap-port", "8998",
+                       "--host", "0.0.0.0", "--port", "31000"]  # fmt: skip
+    decode = [*words, "--base-gpu-id", "8", "--disaggregation-mode", "decode", "--host", "0.0.0.0",
+                      "--port", "32000"]  # fmt: skip
+    assert state_from_argv(prefill).version == state_from_argv(decode).version
+    changed = [*decode, "--max-running-requests", "32"]
+    assert state_from_argv(changed).version != state_from_argv(decode).version
+
+
 def test_a_decode_whose_room_never_reaches_the_prefill_fails() -> None:
     prefill = StandinState(disaggregation="prefill", bootstrap_port=0)
     decode = StandinState(disaggregation="decode", kv_wait_s=0.3)

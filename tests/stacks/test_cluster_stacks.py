@@ -3,6 +3,7 @@ processes; what does not add up is refused naming the field."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -222,7 +223,7 @@ def test_plan_shows_which_host_runs_what_and_the_request_path(capsys: pytest.Cap
     )
 
 
-def test_the_inventory_groups_each_instance_and_batches_updates_by_one_instance() -> None:
+def test_the_inventory_groups_each_instance_and_batches_a_pd_group_whole() -> None:
     from flashfleet.inventory import build_inventory
 
     b = load_stack("gb300-2p1d")
@@ -234,7 +235,8 @@ def test_the_inventory_groups_each_instance_and_batches_updates_by_one_instance(
         "instance_prefill_1": [names[1]],
         "instance_decode_0": [names[2]],
     }
-    assert sorted(children["serve_batch"]["hosts"]) == [names[0]]  # one instance's nodes at a time
+    # PD: every prefill and decode node in one batch, cut as a whole (sglang_serve's cut.yml)
+    assert sorted(children["serve_batch"]["hosts"]) == sorted(names)
     router = next(p for p in inv["all"]["hosts"][names[0]]["flashfleet_processes"] if p["role"] == "router")
     assert router["workers"] == ["http://10.0.0.1:31000", "http://10.0.0.2:31000", "http://10.0.0.3:32000"]
     decode = inv["all"]["hosts"][names[2]]["flashfleet_processes"][0]
@@ -242,6 +244,9 @@ def test_the_inventory_groups_each_instance_and_batches_updates_by_one_instance(
     assert decode["router_entry"] == {"url": "http://10.0.0.3:32000", "worker_type": "decode"}
     # Clients (and verify) reach PD workers through the router only: a decode answers no chat.
     assert [inv["all"]["hosts"][n]["flashfleet_api_port"] for n in names] == [30000, None, None]
+    replicas = load_stack("mi355x-replicas")
+    two = build_inventory(replicas, ["198.51.100.1", "198.51.100.2"], ADDRS[:2])["all"]["children"]
+    assert sorted(two["serve_batch"]["hosts"]) == [replicas.nodes[0].name]  # replicas: one instance at a time
     single = build_inventory(load_stack("h200-throughput"), ["198.51.100.1"], ["10.0.0.1"])
     assert "serve_batch" not in single["all"]["children"]  # one instance: every node at once
 
@@ -253,7 +258,15 @@ def test_up_says_before_a_change_whether_the_endpoint_stays_up() -> None:
     replicated = "\n".join(phases(plan_data(load_stack("mi355x-replicas"))))
     assert "restarts one instance at a time (out of the router, back once ready)" in replicated
     single = "\n".join(phases(plan_data(load_stack("mi355x-throughput"))))
-    assert "one instance, so the endpoint is down until it is ready again" in single
+    assert "one instance, so the endpoint is down until it is ready again: at least " in single
+    pd = "\n".join(phases(plan_data(load_stack("gb300-2p1d"))))
+    assert "cuts the whole PD group: every prefill and decode stops, then all start again" in pd
+    # the restart's length: the model's load and JIT, and what it has no figure for
+    assert re.search(
+        r"down for a server's restart once the running requests finish: at least \d+ s, with no figure for "
+        r"capture, ready \(modeled as the second bring-up's",
+        pd,
+    ), pd
 
 
 def _router_host(d: Doc, router: str = "192.0.2.12", third: bool = True) -> None:

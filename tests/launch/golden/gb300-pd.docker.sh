@@ -79,6 +79,7 @@ docker run \
   --health-failure-threshold 3 \
   --health-check-timeout-secs 30 \
   --no-remove-unhealthy-workers \
+  --cb-timeout-duration-secs 10 \
   --retry-max-retries 5 \
   --host 0.0.0.0 \
   --port 30000
