@@ -223,7 +223,7 @@ class HostVars(BaseModel):
     flashfleet_weights_exclude: list[str] = Field(
         default_factory=list,
         description="file patterns `prepare.yml` does not download (`hf download --exclude`): the "
-        "checkpoint's weight files, on a node whose server loads them from the replica before it "
+        "checkpoint's weight files, on a node whose server loads them from another replica "
         "(`peer_load`); its config, tokenizer and code still come from the Hub, checked against the lock",
     )
     flashfleet_weights_lock: dict[str, LockedRepo] | None = Field(

@@ -217,7 +217,7 @@ def _peer_load(c: Context) -> str | None:
     if o.peer_load == "off":
         return None
     if o.replicas < 2:
-        return "peer_load needs replicas of 2 or more: each one after the first loads from the one before it"
+        return "peer_load needs replicas of 2 or more: each one after the first loads from another replica"
     if c.topology != "unified":
         return "peer_load applies to replicas of the unified topology (one server each)"
     if o.nodes > 1:
