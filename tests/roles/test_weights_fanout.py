@@ -154,8 +154,9 @@ def test_a_peer_that_cannot_reach_its_seed_takes_the_hub_and_says_so(fleet: Lab)
 
 
 def test_the_weights_phase_for_one_host_and_for_four(fleet: Lab) -> None:
-    """Printed side by side: fresh caches, the real client; 4 hosts with the fan-out, and 4 hosts
-    each asking the Hub (as before). Asserts what the Hub served; the times only print."""
+    """Printed side by side: fresh caches and no client installed yet, the real client; 4 hosts with
+    the fan-out, and 4 hosts each asking the Hub (as before). Asserts what the Hub served; the
+    times only print."""
     rows = []
     for label, hosts, fan in (("1 host", HOSTS[:1], True), ("4 hosts, fan-out", HOSTS, True),
                               ("4 hosts, each from the Hub", HOSTS, False)):  # fmt: skip
@@ -163,6 +164,9 @@ def test_the_weights_phase_for_one_host_and_for_four(fleet: Lab) -> None:
         stack = nodes(fleet, hosts, cache)
         if not fan:
             stack = {h: {**v, "flashfleet_weights_fanout": None} for h, v in stack.items()}
+        # every row from nodes as a first bring-up finds them: no download client yet
+        for h in HOSTS:
+            fleet.pool.ssh(h, "rm -rf /opt/flashfleet/hf-cli")
         before = sum(fleet.hub.served.values())
         start = time.monotonic()
         run = fleet.play(hosts, "model_weights", facts_override=stack)

@@ -456,7 +456,10 @@ class Job:
         lock = threading.Lock()
 
         def fetch(repo, name, want):
-            reason = self.fetch_file(base, repo, name, want)
+            try:
+                reason = self.fetch_file(base, repo, name, want)
+            except Exception as e:  # a pool thread's error would be lost: it is the file's reason
+                reason = f"{name} not fetched ({_one_line(e)})"
             with lock:
                 if reason:
                     refused[repo].append((name, reason))
@@ -632,7 +635,7 @@ class SeedServer:
 
     def offer(self, repo, files):
         """Files of `repo` from now on: [(name, path)]."""
-        if not files:
+        if not files or repo not in self.repos:  # only what it said it serves
             return
         with self.changed:
             self.files.update({(repo, name): path for name, path in files})
@@ -641,6 +644,8 @@ class SeedServer:
 
     def ended(self, repo, state):
         """`repo`'s own download ended: ready or failed."""
+        if repo not in self.repos:
+            return
         with self.changed:
             self.repos[repo] = state
             self.version += 1
