@@ -235,9 +235,10 @@ class HostVars(BaseModel):
     flashfleet_weights_fanout: WeightsFanout | None = Field(
         None,
         description="the weights fetched once per stack (a locked stack of several GPU nodes): `role` "
-        "seed (downloads from the Hub, then serves its cache on `seed_address`:`port` until its `peers` "
-        "are done) or peer (fetches each locked file from the seed, checks it on arrival, and takes from "
-        "the Hub what the seed could not give). null: the node downloads from the Hub on its own",
+        "seed (downloads from the Hub and serves its cache on `seed_address`:`port`, each file once it is "
+        "complete and checked, until its `peers` are done) or peer (fetches each locked file from the seed "
+        "as soon as it is offered, checks it on arrival, and takes from the Hub what the seed could not "
+        "give). null: the node downloads from the Hub on its own",
     )
     flashfleet_apt_lock: dict[AptRole, dict[str, dict[str, LockedDeb]]] | None = Field(
         None,
