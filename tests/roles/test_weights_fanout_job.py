@@ -215,3 +215,34 @@ def test_a_seed_offers_no_file_its_download_got_wrong(tmp_path: Path) -> None:
     assert (storage / "snapshots" / locked(FILES)["commit"] / "config.json").read_bytes() == FILES[
         "config.json"
     ]
+
+
+def test_a_peer_that_holds_every_file_already_fetches_nothing_and_marks_it(tmp_path: Path) -> None:
+    # an earlier run placed every file but never wrote the marker: nothing is fetched again, the
+    # lock check reads what is there
+    port = free_port()
+    (tmp_path / "s").mkdir()
+    (tmp_path / "p").mkdir()
+    seed = {**seeded(tmp_path / "s", FILES), "fanout": fanout("seed", port), "serve_to": ["peer"]}
+    peer_req = request(tmp_path / "p", [REPO])
+    stand_in_venv(Path(peer_req["venv"]), "exit 9")
+    snapshot = Path(peer_req["hub_dir"]) / "models--org--model/snapshots" / locked(FILES)["commit"]
+    snapshot.mkdir(parents=True)
+    for name, data in FILES.items():
+        (snapshot / name).write_bytes(data)
+    peer = {**peer_req, "lock": {REPO: locked(FILES)}, "host": "peer", "fanout": fanout("peer", port)}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", SCRIPT.read_text(), "--request", json.dumps(r)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for r in (seed, peer)
+    ]
+    out, err = procs[1].communicate(timeout=60)
+    assert err == "", err
+    report = json.loads(out)
+    assert (report["downloaded"], report["failed"]) == ([REPO], [])
+    assert report["fanout"] == [f"{REPO}: 0 files from the seed seed"]
+    procs[0].communicate(timeout=60)

@@ -417,15 +417,16 @@ class Job:
             wanted[repo] = {n: w for n, w in files.items() if not os.path.lexists(os.path.join(snapshot, n))}
         got, refused, why = self.stream_from_seed(base, {r: w for r, w in wanted.items() if w})
         for repo, names in wanted.items():
-            if why.get(repo) and not got[repo]:
+            mine, no = got.get(repo, set()), refused.get(repo, [])  # none when nothing was wanted
+            if why.get(repo) and not mine:
                 hub.append(repo)
                 self.notes.append(f"{repo}: from the Hub ({why[repo]})")
                 continue
-            missing = sorted(set(names) - got[repo] - {n for n, _ in refused[repo]})
-            reasons = [r for _, r in refused[repo]] + [
+            missing = sorted(set(names) - mine - {n for n, _ in no})
+            reasons = [r for _, r in no] + [
                 f"{n} not offered ({why.get(repo) or 'the seed does not hold it'})" for n in missing
             ]
-            fetched = f"{repo}: {len(got[repo])} files from the seed {fan['seed']}"
+            fetched = f"{repo}: {len(mine)} files from the seed {fan['seed']}"
             if reasons:
                 hub.append(repo)
                 self.notes.append(f"{fetched}; from the Hub: {'; '.join(reasons)}")
