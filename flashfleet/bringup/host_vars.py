@@ -228,7 +228,7 @@ class HostVars(BaseModel):
     flashfleet_weights_exclude: list[str] = Field(
         default_factory=list,
         description="file patterns `prepare.yml` does not download (`hf download --exclude`): the "
-        "checkpoint's weight files, on a node whose server loads them from the replica before it "
+        "checkpoint's weight files, on a node whose server loads them from another replica "
         "(`peer_load`); its config, tokenizer and code still come from the Hub, checked against the lock",
     )
     flashfleet_weights_lock: dict[str, LockedRepo] | None = Field(
@@ -240,9 +240,10 @@ class HostVars(BaseModel):
     flashfleet_weights_fanout: WeightsFanout | None = Field(
         None,
         description="the weights fetched once per stack (a locked stack of several GPU nodes): `role` "
-        "seed (downloads from the Hub, then serves its cache on `seed_address`:`port` until its `peers` "
-        "are done) or peer (fetches each locked file from the seed, checks it on arrival, and takes from "
-        "the Hub what the seed could not give). null: the node downloads from the Hub on its own",
+        "seed (downloads from the Hub and serves its cache on `seed_address`:`port`, each file once it is "
+        "complete and checked, until its `peers` are done) or peer (fetches each locked file from the seed "
+        "as soon as it is offered, checks it on arrival, and takes from the Hub what the seed could not "
+        "give). null: the node downloads from the Hub on its own",
     )
     flashfleet_apt_lock: dict[AptRole, dict[str, dict[str, LockedDeb]]] | None = Field(
         None,

@@ -364,17 +364,32 @@ def check_api_key(spec: StackSpec, recipe: Recipe, base: str) -> list[Problem]:
 
 def check_peer_load(spec: StackSpec, recipe: Recipe, base: str) -> list[Problem]:
     """options.peer_load: a replica's server starts only once its seed answers, which the host
-    roles' units wait for; a Kubernetes pod has nothing that waits."""
-    if recipe.options.peer_load != "on" or not isinstance(spec.nodes.source, KubernetesSource):
+    roles' units wait for; a Kubernetes pod has nothing that waits. Over the TransferEngine the
+    loader reads with Mooncake's RDMA transport (SGLang's MOONCAKE_PROTOCOL default, rdma: verbs
+    over InfiniBand or RoCE), which AWS nodes' EFA does not offer; NCCL runs there."""
+    path = f"{base}.options.peer_load"
+    if recipe.options.peer_load == "off":
         return []
-    return [
-        Problem(
-            f"{base}.options.peer_load",
-            "not offered on Kubernetes stacks yet: nothing makes a replica's pod wait for the replica "
-            "it loads from, and the seed serves one loader at a time",
-            "peer-load-source",
-        )
-    ]
+    if isinstance(spec.nodes.source, KubernetesSource):
+        return [
+            Problem(
+                path,
+                "not offered on Kubernetes stacks yet: nothing makes a replica's pod wait for the replica "
+                "it loads from",
+                "peer-load-source",
+            )
+        ]
+    if isinstance(spec.nodes.source, AwsSource) and recipe.options.peer_load == "on":
+        return [
+            Problem(
+                path,
+                "on loads over Mooncake's TransferEngine with RDMA verbs, which AWS nodes' EFA does not "
+                "offer: set nccl (each replica loads from the one before it; the seed pauses serving "
+                "while it sends)",
+                "peer-load-fabric",
+            )
+        ]
+    return []
 
 
 def check_router_program(spec: StackSpec, recipe: Recipe, base: str) -> list[Problem]:

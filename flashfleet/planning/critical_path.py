@@ -97,8 +97,9 @@ def _phases(plan: StackPlan) -> dict[str, Phase]:
             "fanout", [(w, s, src, b) for w, s, src, b in sizes for _ in range(peers)], defaults["peer_gbps"]
         )
         source = (
-            f"the seed sends the checkpoint to its {peers} peers over the cluster network: "
-            f"{defaults['peer_source']}"
+            f"the seed sends the checkpoint to its {peers} peers over the cluster network, each file as "
+            "soon as its own download completed and checked it, so beside that download (the last "
+            f"file's copy after it is not modeled): {defaults['peer_source']}"
         )
         out["fanout"] = Phase(**{**fan.__dict__, "source": source})
     return out
@@ -137,8 +138,8 @@ def critical_path(plan: StackPlan) -> CriticalPath:
     kind = source_kind(plan)
     phases = _phases(plan)
     lanes = bringup_catalog()["schedule"]["kubernetes" if kind == "kubernetes" else "host"]["lanes"]
-    if "fanout" in phases:  # the peers fetch once the seed's download is complete
-        lanes = [[*lane, "fanout"] if "weights" in lane else lane for lane in lanes]
+    if "fanout" in phases:  # the peers fetch each file as soon as the seed has it: side by side
+        lanes = [*lanes, ["fanout"]]
     placed: list[Phase] = []
     ends: list[float | None] = []
     for lane in lanes:  # side by side; within a lane one phase after another

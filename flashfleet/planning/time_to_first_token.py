@@ -175,14 +175,33 @@ def peer_load_applies(plan: StackPlan) -> bool:
     return one_node_replicas and source_kind(plan) != "kubernetes"
 
 
+def peer_load_setting(plan: StackPlan) -> str:
+    """options.peer_load as the stack has it, or, where it is off, what it would be turned on to:
+    nccl on AWS nodes (planning refuses the TransferEngine's RDMA there), else on."""
+    setting = plan.recipe.options.peer_load
+    if setting != "off":
+        return setting
+    return "nccl" if source_kind(plan) == "aws" else "on"
+
+
 def _peers(plan: StackPlan) -> StartupPhase:
-    """options.peer_load: the router serves once every replica is ready, and the replicas after
-    the first load one after another, each from the one before it (a seed sends to one loader at
-    a time), so their loads add up after the first replica's readiness."""
+    """options.peer_load: the router serves once every replica is ready, after the first
+    replica's readiness. Over the TransferEngine (on) the others read from the first all at once,
+    sharing its links; over NCCL each loads from the one before it (a seed sends to one loader at
+    a time), so their loads add up."""
     n = plan.recipe.options.replicas - 1
+    if peer_load_setting(plan) == "nccl":
+        how = (
+            f"{n} replica(s) after the first, one after another, each loading the weights from the one "
+            "before it GPU to GPU over NCCL"
+        )
+    else:
+        how = (
+            f"{n} replica(s) after the first, all at once, each reading the weights from the first "
+            "replica's GPUs over Mooncake's TransferEngine (they share its links)"
+        )
     why = (
-        f"unknown: {n} replica(s) after the first, one after another, each loading the weights from the "
-        "one before it GPU to GPU, then its JIT, capture and readiness; the remote-instance loader's "
+        f"unknown: {how}, then its JIT, capture and readiness; the remote-instance loader's "
         "throughput has no public figure"
     )
     return StartupPhase(name="peers", first_s=None, second_s=None, basis=None, source=why, second_source=SAME)
@@ -273,7 +292,7 @@ def time_to_first_token(
     jit_cache = plan.spec.caches.jit
     kind = source_kind(plan)
     snapshot = plan.weights_snapshot is not None
-    peers = plan.recipe.options.peer_load == "on"
+    peers = plan.recipe.options.peer_load != "off"
 
     def both(
         p: bool, k: bool, j: bool, s: bool = snapshot, pl: bool = peers
@@ -329,7 +348,9 @@ def time_to_first_token(
             )
         )
     if peers or peer_load_applies(plan):
-        levers.append(option("peer_load", peers, both(prefetch, keep, jit_cache, snapshot, not peers)))
+        lever = option("peer_load", peers, both(prefetch, keep, jit_cache, snapshot, not peers))
+        setting = peer_load_setting(plan)
+        levers.append(lever.model_copy(update={"setting": setting} if peers else {"other": setting}))
     if kind == "existing" and not plan.spec.weights.prestaged:
         levers.append(
             switch(

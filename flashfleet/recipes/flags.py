@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from flashfleet.catalog import CHECKPOINTS, DFLASH2_DRAFT, Hardware
-from flashfleet.recipes.layouts import MOONCAKE_CONFIG_ENV, MOONCAKE_CONFIG_PATH, PEER_LOAD_PORT, Topology
+from flashfleet.recipes.layouts import (
+    ENGINE_INFO_BOOTSTRAP_PORT,
+    MOONCAKE_CONFIG_ENV,
+    MOONCAKE_CONFIG_PATH,
+    PEER_LOAD_PORT,
+    Topology,
+)
 from flashfleet.recipes.options import Options
 
 # kv_dsa -> (--kv-cache-dtype, DSA backend for both prefill and decode)
@@ -61,6 +67,8 @@ FLAG_OWNERS: dict[str, str] = {
             "--remote-instance-weight-loader-seed-instance-service-port",
             "--remote-instance-weight-loader-send-weights-group-ports",
             "--remote-instance-weight-loader-backend",
+            "--remote-instance-weight-loader-start-seed-via-transfer-engine",
+            "--engine-info-bootstrap-port",
         ],
         "peer_load",
     ),
@@ -153,22 +161,42 @@ def loader_flags(o: Options) -> list[str]:
     return out
 
 
-def peer_load_flags(seed_address: str, seed_port: int, tp: int) -> list[str]:
+def peer_load_flags(seed_address: str, seed_port: int, tp: int, backend: str) -> list[str]:
     """A replica that loads from its seed replica: every setting the loader needs, since sglang
-    quietly falls back to loading from disk when one is missing."""
-    ports = ",".join(str(PEER_LOAD_PORT + rank) for rank in range(tp))
-    return [
+    quietly falls back to loading from disk when one is missing (model_path_hook.py). NCCL needs
+    the seed's send group ports, one a TP rank; the TransferEngine asks the seed's HTTP port for
+    each rank's session and reads the weights from the seed's GPU memory itself."""
+    out = [
         "--load-format",
         "remote_instance",
         "--remote-instance-weight-loader-seed-instance-ip",
         seed_address,
         "--remote-instance-weight-loader-seed-instance-service-port",
         str(seed_port),
-        "--remote-instance-weight-loader-send-weights-group-ports",
-        f"[{ports}]",
-        "--remote-instance-weight-loader-backend",
-        "nccl",
     ]
+    if backend == "nccl":
+        ports = ",".join(str(PEER_LOAD_PORT + rank) for rank in range(tp))
+        out += ["--remote-instance-weight-loader-send-weights-group-ports", f"[{ports}]"]
+    return [*out, "--remote-instance-weight-loader-backend", backend]
+
+
+def peer_seed_flags(backend: str) -> list[str]:
+    """The replica the others load from over the TransferEngine: it registers its weights with
+    its own engine and publishes each rank's session on its engine-info bootstrap server (one
+    an instance's first node; named, so that planning's port checks see it). An NCCL seed needs
+    nothing: the loader asks it to set up the send group."""
+    if backend != "transfer_engine":
+        return []
+    return [
+        "--remote-instance-weight-loader-start-seed-via-transfer-engine",
+        "--engine-info-bootstrap-port",
+        str(ENGINE_INFO_BOOTSTRAP_PORT),
+    ]
+
+
+def peer_load_backend(o: Options) -> str:
+    """SGLang's loader backend for options.peer_load: on = the TransferEngine, nccl = NCCL."""
+    return "nccl" if o.peer_load == "nccl" else "transfer_engine"
 
 
 def hicache_flags(o: Options) -> list[str]:

@@ -118,6 +118,9 @@ WORKER_PORT = 31000
 # peer_load: the weights send group's ports on the seed replica's node, one per TP rank (sglang's
 # --remote-instance-weight-loader-send-weights-group-ports wants exactly tp of them).
 PEER_LOAD_PORT = 31600
+# peer_load=on: the seed replica's engine-info bootstrap server (sglang's default, named so that
+# planning's port checks see it), where each TP rank publishes its TransferEngine session.
+ENGINE_INFO_BOOTSTRAP_PORT = 6789
 # PD across nodes over Mooncake on the NVLink fabric of GB200/GB300 (sglang docs,
 # advanced_features/pd_disaggregation.md). NIXL across nodes takes no loopback UCX settings.
 MOONCAKE_MNNVL_ENV = {"SGLANG_MOONCAKE_CUSTOM_MEM_POOL": "True", "MC_FORCE_MNNVL": "True"}

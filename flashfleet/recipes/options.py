@@ -172,11 +172,15 @@ class Options:
         unset="sglang's default",
     )
     # Not in the seed's commands either (Not Verified when on): each replica after the first loads
-    # the weights from the replica before it, GPU to GPU over the network (sglang's
-    # remote-instance weight loader), instead of from its disk; its node downloads no shard.
+    # the weights GPU to GPU over the network (sglang's remote-instance weight loader) instead of
+    # from its disk; its node downloads no shard. on: all of them at once from the first replica
+    # over Mooncake's TransferEngine (one-sided reads: the first replica keeps serving); nccl:
+    # each from the one before it over an NCCL group (the seed stops serving while it sends),
+    # for a fabric the TransferEngine's RDMA transport does not drive (AWS EFA).
     peer_load: str = option(
-        "Replicas after the first load their weights from the one before (--load-format remote_instance)",
-        choices=ON_OFF,
+        "Replicas after the first load their weights from a replica (--load-format remote_instance): "
+        "on = from the first, over Mooncake's TransferEngine; nccl = from the one before, over NCCL",
+        choices=("off", "on", "nccl"),
         default="off",
     )
     nodes: int = option("Nodes serving one model instance", minimum=1, default=1)

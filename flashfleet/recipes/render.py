@@ -528,9 +528,14 @@ def _cluster(ctx: Context, topo: Topology, shape: ClusterShape, addrs: list[str]
     router_url = f"http://{addrs[router_node]}:{SERVE_PORT}"
     for k, inst in enumerate(shape.instances):
         own = [addrs[n] for n in inst.nodes]
-        # peer_load: a replica after the first loads from the one before it (a seed serves one
-        # loader at a time, so the chain also orders the loads)
-        seed = addrs[shape.instances[k - 1].nodes[0]] if k and ctx.options.peer_load == "on" else ""
+        # peer_load: over the TransferEngine every replica after the first reads from the first
+        # (one-sided reads: the seed serves several loaders while it answers requests); over NCCL
+        # each loads from the one before it (an NCCL seed sends to one loader at a time, so the
+        # chain orders the loads)
+        backend = F.peer_load_backend(ctx.options)
+        seed_k = 0 if backend == "transfer_engine" else k - 1
+        seed = addrs[shape.instances[seed_k].nodes[0]] if k and ctx.options.peer_load != "off" else ""
+        seeds_others = ctx.options.peer_load != "off" and k == 0
         if inst.role == "replica":
             parts = _BUILDERS[ctx.topology](ctx, topo, own, WORKER_PORT)
         else:
@@ -549,7 +554,9 @@ def _cluster(ctx: Context, topo: Topology, shape: ClusterShape, addrs: list[str]
                 # Its own counters show that it served a share (bench) and when it is idle (drain).
                 net = len(F.network_flags(proc.port))  # the last words, as every server ends
                 metrics = () if "--enable-metrics" in proc.argv else ("--enable-metrics",)
-                peer = F.peer_load_flags(seed, WORKER_PORT, ctx.options.tp) if seed else []
+                peer = F.peer_load_flags(seed, WORKER_PORT, ctx.options.tp, backend) if seed else []
+                if seeds_others:
+                    peer = F.peer_seed_flags(backend)
                 argv = (*proc.argv[:-net], *metrics, *peer, *proc.argv[-net:])
                 proc = replace(
                     proc,

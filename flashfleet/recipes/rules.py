@@ -217,17 +217,22 @@ def _peer_load(c: Context) -> str | None:
     if o.peer_load == "off":
         return None
     if o.replicas < 2:
-        return "peer_load needs replicas of 2 or more: each one after the first loads from the one before it"
+        return "peer_load needs replicas of 2 or more: each one after the first loads from another replica"
     if c.topology != "unified":
         return "peer_load applies to replicas of the unified topology (one server each)"
     if o.nodes > 1:
         return "peer_load needs replicas of one node each: the loader reaches its seed at one node's address"
-    if o.dp_attention == "on":
-        return "the seed serves the loader only with dp_size 1, and dp_attention sets --dp-size to tp"
+    if o.dp_attention == "on" and o.peer_load == "nccl":
+        # tokenizer_control_mixin.py asserts one DP rank for the send group; the TransferEngine's
+        # sessions are published per TP rank, past that assertion
+        return (
+            "an NCCL seed serves the loader only with dp_size 1, and dp_attention sets --dp-size to tp "
+            "(peer_load=on, over the TransferEngine, has no such limit)"
+        )
     if o.speculative != "off":
         return (
             "the draft model would load from the seed too (--speculative-draft-load-format follows "
-            "--load-format), and a seed sends its target model's weights only: set speculative=off"
+            "--load-format), and a seed publishes its target model's weights only: set speculative=off"
         )
     return None
 
@@ -399,7 +404,8 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "peer-load-replicas",
         "peer_load",
-        "sglang remote-instance weight loader (a seed of the same parallelism, dp_size 1, target model only)",
+        "sglang remote-instance weight loader (a seed of the same parallelism, its target model "
+        "only; NCCL: dp_size 1)",
         _peer_load,
     ),
     Rule(

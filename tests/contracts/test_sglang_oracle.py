@@ -40,7 +40,10 @@ SAMPLES: dict[str, list[object]] = {
 CLUSTER_SHAPES: list[dict[str, object]] = [
     {"replicas": 2},
     {"replicas": 3, "router_policy": "round_robin"},
-    {"replicas": 3, "peer_load": "on"},  # the remote-instance loader's flags on replicas 1 and 2
+    # the remote-instance loader's flags on replicas 1 and 2, and the seed's on replica 0
+    {"replicas": 3, "peer_load": "on"},
+    {"replicas": 3, "peer_load": "nccl"},
+    {"replicas": 2, "peer_load": "on", "dp_attention": "on", "speculative": "off"},
     {"prefill": 1, "decode": 2, "router_policy": "power_of_two"},
     {"prefill": 2, "decode": 1},
     {"prefill": 1, "decode": 1, "kv_transfer": "mooncake"},

@@ -143,3 +143,106 @@ def test_a_seed_lets_a_silent_peer_go_after_wait_s(tmp_path: Path) -> None:
     report = json.loads(proc.stdout)
     assert report["fanout"] == ["served 0 files to 0 peers; no word from peer"]
     assert report["failed"] == []
+
+
+def run_streaming(tmp: Path, shard: bytes) -> tuple[dict[str, Any], dict[str, Any], Path]:
+    """A seed whose own download is running and a peer: the seed's stand-in client places
+    config.json, waits (at most 20 s) until the peer holds it, then places `shard` and ends."""
+    port = free_port()
+    (tmp / "s").mkdir()
+    (tmp / "p").mkdir()
+    lock = locked(FILES)
+    peer_req = request(tmp / "p", [REPO])
+    peer_has = Path(peer_req["hub_dir"]) / "models--org--model/snapshots" / lock["commit"] / "config.json"
+    (tmp / "shard").write_bytes(shard)
+    hf = (
+        'snap="$6/models--org--model/snapshots/$4"; blobs="$6/models--org--model/blobs"\n'
+        'mkdir -p "$snap" "$blobs"\n'
+        f'printf \'%s\' \'{FILES["config.json"].decode()}\' > "$blobs/c"; ln -s "$blobs/c" "$snap/config.json"\n'
+        f"for i in $(seq 200); do [ -e {peer_has} ] && break; sleep 0.1; done\n"
+        f'[ -e {peer_has} ] || {{ echo "the peer had nothing before the download ended"; exit 3; }}\n'
+        f'cp {tmp / "shard"} "$blobs/s"; ln -s "$blobs/s" "$snap/{SHARD}"\n'
+        'echo "$snap"'
+    )
+    seed_req = request(tmp / "s", [REPO])
+    stand_in_venv(Path(seed_req["venv"]), hf)
+    seed = {**seed_req, "lock": {REPO: lock}, "serve_repos": [REPO], "host": "seed",
+            "fanout": fanout("seed", port), "serve_to": ["peer"]}  # fmt: skip
+    stand_in_venv(Path(peer_req["venv"]), "echo the-hub-was-asked for $2; exit 9")
+    peer = {**peer_req, "lock": {REPO: lock}, "host": "peer", "fanout": fanout("peer", port)}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", SCRIPT.read_text(), "--request", json.dumps(r)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for r in (seed, peer)
+    ]
+    reports = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=60)
+        assert err == "", err
+        reports.append(json.loads(out))
+    return reports[0], reports[1], Path(peer["hub_dir"]) / "models--org--model"
+
+
+def test_a_peer_fetches_each_file_while_the_seeds_download_still_runs(tmp_path: Path) -> None:
+    seed, peer, storage = run_streaming(tmp_path, FILES[SHARD])
+    # the seed's client ended only once the peer held its first file
+    assert (seed["downloaded"], seed["failed"]) == ([REPO], []), seed
+    assert seed["fanout"] == ["served 2 files to 1 peers"]
+    assert (peer["downloaded"], peer["failed"]) == ([REPO], []), peer
+    assert peer["fanout"] == [f"{REPO}: 2 files from the seed seed"]
+    snapshot = storage / "snapshots" / locked(FILES)["commit"]
+    assert {n: (snapshot / n).read_bytes() for n in FILES} == FILES
+
+
+def test_a_seed_offers_no_file_its_download_got_wrong(tmp_path: Path) -> None:
+    # the Hub sent the seed other bytes for the shard: the seed's download fails, and its peer
+    # never sees that copy (not offered, not refused after a transfer) and asks the Hub for it
+    seed, peer, storage = run_streaming(tmp_path, b"corrupt" * 5000)
+    assert seed["failed"][0].startswith(
+        f"hf download {REPO} failed (not the locked bytes: {SHARD} has sha256 "
+    )
+    assert seed["fanout"] == ["served 1 files to 1 peers"]
+    assert peer["fanout"] == [
+        f"{REPO}: 1 files from the seed seed; from the Hub: {SHARD} not offered (the seed's own download failed)"
+    ]
+    assert peer["failed"][0].startswith(f"hf download {REPO} failed (rc 9): the-hub-was-asked for {REPO}"), (
+        peer
+    )
+    assert (storage / "snapshots" / locked(FILES)["commit"] / "config.json").read_bytes() == FILES[
+        "config.json"
+    ]
+
+
+def test_a_peer_that_holds_every_file_already_fetches_nothing_and_marks_it(tmp_path: Path) -> None:
+    # an earlier run placed every file but never wrote the marker: nothing is fetched again, the
+    # lock check reads what is there
+    port = free_port()
+    (tmp_path / "s").mkdir()
+    (tmp_path / "p").mkdir()
+    seed = {**seeded(tmp_path / "s", FILES), "fanout": fanout("seed", port), "serve_to": ["peer"]}
+    peer_req = request(tmp_path / "p", [REPO])
+    stand_in_venv(Path(peer_req["venv"]), "exit 9")
+    snapshot = Path(peer_req["hub_dir"]) / "models--org--model/snapshots" / locked(FILES)["commit"]
+    snapshot.mkdir(parents=True)
+    for name, data in FILES.items():
+        (snapshot / name).write_bytes(data)
+    peer = {**peer_req, "lock": {REPO: locked(FILES)}, "host": "peer", "fanout": fanout("peer", port)}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", SCRIPT.read_text(), "--request", json.dumps(r)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for r in (seed, peer)
+    ]
+    out, err = procs[1].communicate(timeout=60)
+    assert err == "", err
+    report = json.loads(out)
+    assert (report["downloaded"], report["failed"]) == ([REPO], [])
+    assert report["fanout"] == [f"{REPO}: 0 files from the seed seed"]
+    procs[0].communicate(timeout=60)

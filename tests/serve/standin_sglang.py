@@ -45,8 +45,14 @@ Two entries, one server:
   real one (tests/serve/real_router.py, or the router in the stand-in image). With
   `--hicache-storage-backend mooncake` it joins the real Mooncake store as its L3 tier. With
 `--load-format remote_instance` it takes its weights from the seed instance its flags name, as
-SGLang's loader asks a seed (a send group, then the send), instead of its own load_seconds; as a
-seed it sends to one loader at a time (knob peer_load_seconds: the weights on the wire).
+SGLang's loader does for its backend, instead of its own load_seconds (knob peer_load_seconds: the
+weights on the wire): over NCCL it asks the seed for a send group, then the send, and the seed
+sends to one loader at a time, its generations waiting meanwhile (the real seed's scheduler does
+the send); over the TransferEngine it asks the seed's HTTP port for each TP rank's session, which
+a seed started with `--remote-instance-weight-loader-start-seed-via-transfer-engine` publishes on
+its engine-info bootstrap server (`--engine-info-bootstrap-port`, bound as SGLang binds it), then
+reads each rank's weights from the seed's "engine" port itself, several loaders at once, while
+the seed keeps answering requests.
 Before anything else it parses its argv as `sglang serve` 0.5.23 does, against the shipped flag list
 (flashfleet/catalog/sglang_flags.txt, copied beside it on a test host and in a stand-in image) and
 the choices of a few flags read from that release: an unknown flag or a choice outside the list
@@ -62,6 +68,8 @@ import json
 import os
 import re
 import signal
+import socket
+import socketserver
 import sys
 import threading
 import time
@@ -139,6 +147,8 @@ class StandinState:
     dp_size: int = 1
     tp_size: int = 1  # --tp-size: a loader's send group needs one port per rank
     sending_to: str | None = None  # a seed's loader group being sent to (one at a time)
+    nccl_sending: bool = False  # an NCCL seed is sending: its generations wait (its scheduler sends)
+    transfer_engine: TransferEngineSeed | None = None  # a TransferEngine seed's sessions
     dp_ready: int = 1  # ranks that report an internal state in /server_info
     l3_reads: bool = True  # a prefix the L3 tier holds is read back (storage hits)
     prefill: StandinState | None = None  # PD router: where prompt tokens are counted
@@ -367,10 +377,78 @@ def seed_answer(state: StandinState, path: str, body: dict[str, Any]) -> tuple[i
             return 200, {"success": True, "message": "send group ready"}
         if state.sending_to != group:
             return 400, {"success": False, "message": f"no send group {group!r}"}
-    time.sleep(float(state.knobs().get("peer_load_seconds", 0)))  # the weights on the wire
-    with state.lock:
-        state.sending_to = None
+    state.nccl_sending = True
+    try:
+        time.sleep(float(state.knobs().get("peer_load_seconds", 0)))  # the weights on the wire
+    finally:
+        with state.lock:
+            state.sending_to = None
+            state.nccl_sending = False
     return 200, {"success": True, "message": "weights sent"}
+
+
+# The TransferEngine backend (srt/model_loader/loader.py, RemoteInstanceModelLoader;
+# srt/entrypoints/engine_info_bootstrap_server.py): the seed's HTTP server answers a rank's
+# session and weight addresses from its bootstrap server; the loader then reads the weights out
+# of the seed's GPU memory itself. The stand-in's engine streams WEIGHT_BYTES a rank over
+# peer_load_seconds in threads of its own: nothing of the seed's request handling takes part.
+TE_INFO_PATHS = ("/get_remote_instance_transfer_engine_info", "/remote_instance_transfer_engine_info")
+WEIGHT_BYTES = 1 << 20
+
+
+class TransferEngineSeed:
+    def __init__(self, state: StandinState, host: str, bootstrap_port: int) -> None:
+        self.state = state
+        self.reads: list[int] = []  # the ranks read so far, in order of their end
+        seed = self
+
+        class Engine(socketserver.StreamRequestHandler):
+            def handle(self) -> None:
+                rank = int(self.rfile.readline().split()[1])
+                pause = float(seed.state.knobs().get("peer_load_seconds", 0)) / 16
+                for _ in range(16):
+                    self.wfile.write(b"w" * (WEIGHT_BYTES // 16))
+                    time.sleep(pause)
+                with seed.state.lock:
+                    seed.reads.append(rank)
+
+        class Bootstrap(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                path, _, query = self.path.partition("?")
+                code, body = (
+                    (200, "OK") if path == "/health" else seed.answer(query, self.headers.get("Host", ""))
+                )
+                data = (body if isinstance(body, str) else json.dumps(body)).encode()
+                self.send_response(code)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        engine = socketserver.ThreadingTCPServer((host, 0), Engine)
+        engine.daemon_threads = True
+        self.port = engine.server_address[1]
+        try:  # engine.py refuses a port in use before anything starts
+            self.bootstrap = ThreadingHTTPServer((host, bootstrap_port), Bootstrap)
+        except OSError:
+            sys.exit(f"engine_info_bootstrap_port {bootstrap_port} is already in use.")
+        self.bootstrap.daemon_threads = True
+        for server in (engine, self.bootstrap):
+            threading.Thread(target=server.serve_forever, daemon=True).start()
+
+    def answer(self, query: str, reached: str) -> tuple[int, dict[str, Any]]:
+        """A rank's session (the engine's address as the loader reached the seed) and weights."""
+        rank = dict(p.partition("=")[::2] for p in query.split("&")).get("rank", "")
+        if not rank.isdigit() or int(rank) >= self.state.tp_size:
+            return 400, {"error": {"message": f"Failed to get transfer engine info for rank {rank}"}}
+        host = reached.rpartition(":")[0] or "127.0.0.1"
+        weights = {"model.embed_tokens.weight": [0, WEIGHT_BYTES // 2, 2]}
+        return 200, {
+            "rank": int(rank),
+            "remote_instance_transfer_engine_info": [f"{host}:{self.port}", weights],
+        }
 
 
 def _bootstrap_handler(state: StandinState) -> type[BaseHTTPRequestHandler]:
@@ -437,7 +515,16 @@ def _handler(state: StandinState) -> type[BaseHTTPRequestHandler]:
             state.record(self.path, {})
             if self._refused():
                 return
-            if self.path in ("/health", "/health_generate"):
+            path, _, query = self.path.partition("?")
+            if path in TE_INFO_PATHS:
+                te = state.transfer_engine  # no seed engine: no bootstrap server to ask
+                code, answer = (
+                    te.answer(query, self.headers.get("Host", ""))
+                    if te is not None
+                    else (400, {"error": {"message": f"Failed to get transfer engine info for {query}"}})
+                )
+                self._json(code, answer)
+            elif self.path in ("/health", "/health_generate"):
                 if state.healthy:
                     self._json(200, {})
                 else:
@@ -482,6 +569,8 @@ def _handler(state: StandinState) -> type[BaseHTTPRequestHandler]:
                 self._json(404, {"error": "not found"})
 
         def _generate(self, body: dict[str, Any]) -> None:
+            while state.nccl_sending:  # the scheduler is busy sending the weights
+                time.sleep(0.01)
             if time.monotonic() - state.started < state.serves_after_s:
                 self._json(503, {"error": "stand-in: the first prefill is still initializing"})
                 return
@@ -743,6 +832,7 @@ FLAGS_FILE = "sglang_flags.txt"
 CHOICES = {
     "--kv-cache-dtype": ("auto", "fp8_e5m2", "fp8_e4m3", "mxfp8", "bf16", "bfloat16", "nvfp4", "fp4_mx_block16"),
     "--disaggregation-mode": ("null", "prefill", "decode"),
+    "--remote-instance-weight-loader-backend": ("transfer_engine", "nccl", "modelexpress"),
     "--hicache-storage-backend": ("file", "sim", "mooncake", "npu_memcache", "hf3fs", "nixl", "aibrix", "dynamic",
                                   "eic", "simm", "mori", "shm", "tensorcast", "seaweedfs"),
 }  # fmt: skip
@@ -857,12 +947,49 @@ def say(line: str) -> None:
     print(f"[{time.strftime('%Y-%m-%d %H:%M:%S')}] {line}", flush=True)
 
 
+def read_from_engine(seed: str, tp_size: int) -> None:
+    """Each TP rank, side by side: its session from the seed's HTTP port, then its weights read
+    from the seed's engine; a failure ends the server, as the real loader's RuntimeError does."""
+    failures: list[str] = []
+
+    def rank(r: int) -> None:
+        try:
+            with urllib.request.urlopen(f"{seed}{TE_INFO_PATHS[0]}?rank={r}", timeout=30) as resp:
+                session = json.load(resp)["remote_instance_transfer_engine_info"][0]
+            host, _, port = session.rpartition(":")
+            got = 0
+            with socket.create_connection((host, int(port)), timeout=600) as conn:
+                conn.sendall(f"READ {r}\n".encode())
+                while chunk := conn.recv(1 << 16):
+                    got += len(chunk)
+            if got != WEIGHT_BYTES:
+                failures.append(f"rank {r}: {got} of {WEIGHT_BYTES} bytes")
+        except (OSError, ValueError, KeyError, IndexError) as e:
+            failures.append(f"rank {r}: {e}")
+
+    threads = [threading.Thread(target=rank, args=(r,)) for r in range(tp_size)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if failures:
+        say(
+            f"Failed to load weights from remote instance via transfer engine ({seed}): {'; '.join(failures)}"
+        )
+        os._exit(1)
+
+
 def load_from_seed(argv: list[str]) -> float:
     """`--load-format remote_instance`: the weights come from the seed instance the flags name, as
-    SGLang's loader asks for them (a send group, then the send); seconds it took. A seed that
-    refuses or cannot be reached ends the server, as the real load's exception does."""
+    SGLang's loader asks for them over its backend; seconds it took. A seed that refuses or
+    cannot be reached ends the server, as the real load's exception does."""
     seed = (f"http://{flag(argv, '--remote-instance-weight-loader-seed-instance-ip')}:"
             f"{flag(argv, '--remote-instance-weight-loader-seed-instance-service-port')}")  # fmt: skip
+    if flag(argv, "--remote-instance-weight-loader-backend", "nccl") == "transfer_engine":
+        start = time.monotonic()
+        read_from_engine(seed, int(flag(argv, "--tp-size", "1") or 1))
+        say(f"Loaded weights from remote instance {seed}")
+        return round(time.monotonic() - start, 2)
     ports = json.loads(flag(argv, "--remote-instance-weight-loader-send-weights-group-ports") or "[]")
     group = f"standin-{os.uname().nodename}-{os.getpid()}"
     body = {"master_address": seed.split("//")[1].rsplit(":", 1)[0], "ports": ",".join(map(str, ports)),
@@ -931,6 +1058,9 @@ def main(argv: list[str]) -> None:
     host, port = flag(argv, "--host", "127.0.0.1") or "", int(flag(argv, "--port", "30000") or 30000)
     server = ThreadingHTTPServer((host, port), _handler(state))
     server.daemon_threads = True
+    if "--remote-instance-weight-loader-start-seed-via-transfer-engine" in argv:
+        bootstrap_port = int(flag(argv, "--engine-info-bootstrap-port", "6789") or 6789)
+        state.transfer_engine = TransferEngineSeed(state, host, bootstrap_port)
     if state.disaggregation == "prefill":  # SGLang's prefill binds its bootstrap server at start
         bootstrap = ThreadingHTTPServer((host, state.bootstrap_port), _bootstrap_handler(state))
         bootstrap.daemon_threads = True

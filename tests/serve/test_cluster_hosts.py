@@ -290,15 +290,16 @@ def test_a_router_on_a_host_of_its_own_fronts_the_replicas_on_the_others(lab: Se
 
 
 def test_replicas_load_their_weights_from_each_other_one_after_another(lab: ServeLab) -> None:
-    """peer_load: replica-1 loads from replica-0 and replica-2 from replica-1 (SGLang's remote-instance
-    loader, as the stand-in seeds answer it), each container started only once the replica before
-    it answered /health: a seed sends to one loader at a time, and the chain keeps it so."""
+    """peer_load=nccl: replica-1 loads from replica-0 and replica-2 from replica-1 (SGLang's
+    remote-instance loader over NCCL, as the stand-in seeds answer it), each container started only
+    once the replica before it answered /health: an NCCL seed sends to one loader at a time, and
+    the chain keeps it so."""
     a = lab.address
     peer_s = 1.5  # the weights on the wire, per loader
     for host in HOSTS:
         set_knobs(lab, host, load_seconds=LOAD_SECONDS, peer_load_seconds=peer_s)
-    stack = make_stack("peer", "unified", [a(h) for h in HOSTS], strategy="high-throughput",
-                       options={"peer_load": "on"}, cluster={"replicas": 3, "router": {"policy": "round_robin"}})  # fmt: skip
+    stack = make_stack("peer-nccl", "unified", [a(h) for h in HOSTS], strategy="high-throughput",
+                       options={"peer_load": "nccl"}, cluster={"replicas": 3, "router": {"policy": "round_robin"}})  # fmt: skip
     inventory = lab.inventory((stack, HOSTS))
     # a first start on every node at once (no unit left by the stacks before): the chain alone
     # orders the loads
@@ -320,6 +321,37 @@ def test_replicas_load_their_weights_from_each_other_one_after_another(lab: Serv
     urls = worker_urls(lab, *HOSTS)
     before = {u: counters(u) for u in urls}
     assert [chat(router_url(lab), f"peer loaded {i}") for i in range(6)] == [200] * 6
+    assert served(lab, urls, before) == [2.0, 2.0, 2.0]
+    for host in HOSTS:
+        set_knobs(lab, host, load_seconds=LOAD_SECONDS)
+
+
+def test_replicas_read_their_weights_from_the_first_all_at_once(lab: ServeLab) -> None:
+    """peer_load=on: replica-1 and replica-2 both read from replica-0 over the TransferEngine (as the
+    stand-in seed publishes its sessions), both started once replica-0 answered /health, side by
+    side: the seed serves several loaders, and no chain orders them."""
+    a = lab.address
+    peer_s = 3.0  # the weights on the wire, per loader
+    for host in HOSTS:
+        set_knobs(lab, host, load_seconds=LOAD_SECONDS, peer_load_seconds=peer_s)
+    stack = make_stack("peer-te", "unified", [a(h) for h in HOSTS], strategy="high-throughput",
+                       options={"peer_load": "on"}, cluster={"replicas": 3, "router": {"policy": "round_robin"}})  # fmt: skip
+    inventory = lab.inventory((stack, HOSTS))
+    down = lab.run("teardown.yml", inventory, extravars=FAST)
+    assert down.ok, lab.explain(down)
+    run = lab.run("site.yml", inventory, tags=SERVE, extravars=FAST)
+    assert run.ok, lab.explain(run)
+    starts = [unit_starts(lab, h, f"flashfleet-replica-{i}")[-1] for i, h in enumerate(HOSTS)]
+    assert min(starts[1:]) >= starts[0] + LOAD_SECONDS, starts
+    assert abs(starts[2] - starts[1]) < peer_s, starts  # not one after the other's load
+    for i, host in enumerate(HOSTS[1:], start=1):
+        log = lab.ssh(host, f"journalctl -u flashfleet-replica-{i}.service --no-pager -o cat")
+        assert f"Loaded weights from remote instance http://{a(HOSTS[0])}:31000" in log, log
+        unit = lab.ssh(host, f"systemctl cat flashfleet-replica-{i}.service")
+        assert f'"http://{a(HOSTS[0])}:31000/health"' in unit, unit
+    urls = worker_urls(lab, *HOSTS)
+    before = {u: counters(u) for u in urls}
+    assert [chat(router_url(lab), f"peer read {i}") for i in range(6)] == [200] * 6
     assert served(lab, urls, before) == [2.0, 2.0, 2.0]
     for host in HOSTS:
         set_knobs(lab, host, load_seconds=LOAD_SECONDS)

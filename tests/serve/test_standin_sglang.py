@@ -422,6 +422,84 @@ def test_a_loader_loads_from_its_seed_and_stops_when_the_seed_refuses() -> None:
         seed.wait()
 
 
+TE = "--remote-instance-weight-loader-"
+
+
+def te_loader_argv(port: str) -> list[str]:
+    """A loader over the TransferEngine, as flashfleet renders it: no send group ports."""
+    return ["--tp-size", "2", "--load-format", "remote_instance", f"{TE}seed-instance-ip", "127.0.0.1",
+            f"{TE}seed-instance-service-port", port, f"{TE}backend", "transfer_engine"]  # fmt: skip
+
+
+def answered_while(loaders: list[list[str]], seed_url: str, knobs: Path) -> tuple[list[float], list[str]]:
+    """(each chat request's seconds to the seed, sent one after another until every loader is
+    up, the loaders' output): the loaders start side by side."""
+    procs: list[subprocess.Popen[str]] = []
+
+    def run(argv: list[str]) -> None:
+        procs.append(start(argv, None, {"FLASHFLEET_TEST_KNOBS": str(knobs)})[0])
+
+    threads = [threading.Thread(target=run, args=(argv,)) for argv in loaders]
+    for t in threads:
+        t.start()
+    took = []
+    while any(t.is_alive() for t in threads):
+        begin = time.monotonic()
+        assert status(seed_url, "/v1/chat/completions", None, "POST") == 200
+        took.append(time.monotonic() - begin)
+        time.sleep(0.05)
+    outs = []
+    for proc in procs:
+        proc.kill()
+        outs.append(proc.communicate()[0])
+    return took, outs
+
+
+def test_a_transfer_engine_seed_serves_requests_while_several_loaders_read_from_it(tmp_path: Path) -> None:
+    knobs = tmp_path / "knobs.json"
+    knobs.write_text(json.dumps({"peer_load_seconds": 3}))
+    env = {"FLASHFLEET_TEST_KNOBS": str(knobs)}
+    seed_argv = ["--tp-size", "2", f"{TE}start-seed-via-transfer-engine", "--engine-info-bootstrap-port",
+                 str(free_port())]  # fmt: skip
+    seed, seed_url = start(seed_argv, None, env)
+    try:
+        port = seed_url.rsplit(":", 1)[1]
+        took, outs = answered_while([te_loader_argv(port), te_loader_argv(port)], seed_url, knobs)
+        for out in outs:  # both read at once from the one seed, 3 s on the wire each
+            assert f"Loaded weights from remote instance http://127.0.0.1:{port}" in out, out
+            [elapsed] = [float(line.split("elapsed=")[1].split()[0]) for line in out.splitlines()
+                         if "Load weight end." in line]  # fmt: skip
+            assert elapsed >= 2.9
+        assert len(took) >= 10  # answered all along the reads, none held back
+        assert max(took) < 1.0, took
+        # no seed engine there: the loader fails as SGLang's does, and ends
+        plain, plain_url = start([], None, env)
+        try:
+            failed, _ = start(te_loader_argv(plain_url.rsplit(":", 1)[1]), None, env)
+            out = failed.communicate(timeout=30)[0]
+            assert failed.returncode == 1
+            assert "Failed to load weights from remote instance via transfer engine" in out
+        finally:
+            plain.kill()
+            plain.wait()
+    finally:
+        seed.kill()
+        seed.wait()
+
+
+def test_an_nccl_seed_holds_its_requests_while_it_sends(tmp_path: Path) -> None:
+    knobs = tmp_path / "knobs.json"
+    knobs.write_text(json.dumps({"peer_load_seconds": 3}))
+    seed, seed_url = start(["--tp-size", "2"], None, {"FLASHFLEET_TEST_KNOBS": str(knobs)})
+    try:
+        took, outs = answered_while([loader_argv(seed_url.rsplit(":", 1)[1])], seed_url, knobs)
+        assert "Loaded weights from remote instance" in outs[0]
+        assert max(took) > 1.0, took  # one waited for the send: the seed's scheduler sent the weights
+    finally:
+        seed.kill()
+        seed.wait()
+
+
 # What `sglang serve` 0.5.23 refuses before it loads anything: argparse's one error line, exit 2.
 # The choices are sglang's own (srt/arg_groups/fields/model.py, kv_cache_dtype).
 KV_CHOICES = "'auto', 'fp8_e5m2', 'fp8_e4m3', 'mxfp8', 'bf16', 'bfloat16', 'nvfp4', 'fp4_mx_block16'"

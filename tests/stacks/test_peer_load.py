@@ -1,8 +1,10 @@
-"""options.peer_load: each replica after the first loads its weights from the replica before it
-(SGLang's remote-instance weight loader) instead of from its disk. The render names every setting
-the loader needs (SGLang quietly loads from disk when one is missing), the chain orders the loads
-(a seed sends to one loader at a time), a peer's node downloads no weight file, and what SGLang
-cannot do is refused naming the option. On real test hosts: tests/serve/test_cluster_hosts.py and
+"""options.peer_load: each replica after the first loads its weights from another replica
+(SGLang's remote-instance weight loader) instead of from its disk: with `on` all of them read
+from the first over Mooncake's TransferEngine (the first keeps serving), with `nccl` each loads
+from the one before it (an NCCL seed sends to one loader at a time, so the chain orders the
+loads). The render names every setting the loader needs (SGLang quietly loads from disk when one
+is missing), a peer's node downloads no weight file, and what SGLang cannot do is refused naming
+the option. On real test hosts: tests/serve/test_cluster_hosts.py and
 tests/roles/test_model_weights.py."""
 
 from __future__ import annotations
@@ -30,12 +32,46 @@ LOADER = "--remote-instance-weight-loader-"
 
 
 def flags(argv: tuple[str, ...]) -> dict[str, str]:
-    words = list(argv)
-    return {w: words[i + 1] for i, w in enumerate(words) if w.startswith((LOADER, "--load-format"))}
+    words = [*argv, ""]
+    return {
+        w: "" if words[i + 1].startswith("--") else words[i + 1]
+        for i, w in enumerate(argv)
+        if w.startswith((LOADER, "--load-format", "--engine-info-bootstrap-port"))
+    }
 
 
-def test_each_replica_after_the_first_loads_from_the_one_before_it() -> None:
+def test_each_replica_after_the_first_reads_from_the_first_over_the_transfer_engine() -> None:
     recipe = render("h200", "high-throughput", "unified", {"replicas": 3, "peer_load": "on"}, addresses=ADDRS)
+    procs = {p.name: p for p in recipe.processes}
+    r0, r1, r2 = procs["replica-0"], procs["replica-1"], procs["replica-2"]
+    # the seed loads from disk, registers its weights with its engine and publishes each rank's
+    # session on its bootstrap server
+    assert flags(r0.argv) == {
+        f"{LOADER}start-seed-via-transfer-engine": "",
+        "--engine-info-bootstrap-port": "6789",
+    }
+    assert r0.load_from == ""
+    for proc in (r1, r2):  # both from the first: one-sided reads, no send group, no chain
+        assert flags(proc.argv) == {
+            "--load-format": "remote_instance",
+            f"{LOADER}seed-instance-ip": "10.0.0.1",
+            f"{LOADER}seed-instance-service-port": "31000",  # the seed replica's own port
+            f"{LOADER}backend": "transfer_engine",
+        }
+        assert proc.load_from == "http://10.0.0.1:31000"
+        assert proc.argv[-4:] == ("--host", "0.0.0.0", "--port", "31000")
+    assert recipe.badge == "Not Verified"
+    assert "peer_load" in recipe.badge_source
+    # DP attention is no limit here: the sessions are published per TP rank
+    dp = render("h200", "high-throughput", "unified", {"replicas": 2, "peer_load": "on", "dp_attention": "on",
+                                                       "speculative": "off"})  # fmt: skip
+    assert flags(dp.processes[1].argv)[f"{LOADER}backend"] == "transfer_engine"
+
+
+def test_over_nccl_each_replica_after_the_first_loads_from_the_one_before_it() -> None:
+    recipe = render(
+        "h200", "high-throughput", "unified", {"replicas": 3, "peer_load": "nccl"}, addresses=ADDRS
+    )
     procs = {p.name: p for p in recipe.processes}
     r0, r1, r2 = procs["replica-0"], procs["replica-1"], procs["replica-2"]
     assert flags(r0.argv) == {}  # the seed of the chain loads from disk
@@ -51,7 +87,7 @@ def test_each_replica_after_the_first_loads_from_the_one_before_it() -> None:
         assert proc.load_from == f"http://{seed}:31000"
         assert proc.argv[-4:] == ("--host", "0.0.0.0", "--port", "31000")
     # one port a TP rank: SGLang's seed asserts exactly tp of them
-    tp2 = render("h200", "high-throughput", "unified", {"replicas": 2, "peer_load": "on", "tp": 2})
+    tp2 = render("h200", "high-throughput", "unified", {"replicas": 2, "peer_load": "nccl", "tp": 2})
     assert flags(tp2.processes[1].argv)[f"{LOADER}send-weights-group-ports"] == "[31600,31601]"
     # not in the seed's commands: Not Verified, naming the option
     assert recipe.badge == "Not Verified"
@@ -66,7 +102,7 @@ def test_each_replica_after_the_first_loads_from_the_one_before_it() -> None:
         ("unified", {"peer_load": "on", "replicas": 2, "nodes": 2, "tp": 16}, "replicas of one node each"),
         (
             "unified",
-            {"peer_load": "on", "replicas": 2, "dp_attention": "on", "speculative": "off"},
+            {"peer_load": "nccl", "replicas": 2, "dp_attention": "on", "speculative": "off"},
             "dp_size 1",
         ),
         ("prefill-cp", {"peer_load": "on", "replicas": 2}, "unified topology"),
@@ -92,7 +128,22 @@ def test_the_loader_flags_are_the_options_own() -> None:
 
 
 def _peer_stack(doc: Doc) -> None:
+    doc["config"][S]["options"] = {"peer_load": "nccl"}  # AWS: the TransferEngine's RDMA is not there
+
+
+def _peer_on(doc: Doc) -> None:
     doc["config"][S]["options"] = {"peer_load": "on"}
+
+
+def test_on_aws_nodes_the_transfer_engine_is_refused_and_nccl_named(write_stack: WriteStack) -> None:
+    with pytest.raises(StackError) as info:
+        load_stack("broken", write_stack("h200-replicas", _peer_on))
+    [problem] = info.value.problems
+    assert (problem.path, problem.rule) == (f"{S}.options.peer_load", "peer-load-fabric")
+    assert "set nccl" in problem.message
+    # existing hosts (InfiniBand or RoCE verbs) take it
+    plan = load_stack("broken", write_stack("mi355x-replicas", _peer_on))
+    assert plan.recipe.options.peer_load == "on"
 
 
 def test_a_peers_node_downloads_everything_but_the_weight_files(write_stack: WriteStack) -> None:
@@ -113,7 +164,7 @@ def test_plan_models_the_chained_loads_as_unknown_and_shows_the_lever(
     off = load_stack("h200-replicas")
     t = time_to_first_token(off, critical_path(off))
     [lever] = [lever for lever in t.levers if lever.name == "peer_load"]
-    assert (lever.setting, lever.other, lever.where) == ("off", "on", "recipe option")
+    assert (lever.setting, lever.other, lever.where) == ("off", "nccl", "recipe option")  # AWS nodes
     assert lever.badge.startswith("Not Verified")
     assert "peers" in lever.first.unknown
     assert t.first.unknown == lever.first.unknown[:-1]
@@ -134,6 +185,14 @@ def test_plan_models_the_chained_loads_as_unknown_and_shows_the_lever(
                  "--format", "json"]) == 0  # fmt: skip
     out = json.loads(capsys.readouterr().out)
     assert "peers" in out["time_to_first_token"]["first"]["unknown"]
+    # over the TransferEngine (existing hosts) the loads are side by side, from the first replica
+    te = load_stack("broken", write_stack("mi355x-replicas", _peer_on))
+    te_peers = time_to_first_token(te, critical_path(te)).phases[-1]
+    assert "1 replica(s) after the first, all at once" in te_peers.source
+    [te_lever] = [
+        lever for lever in time_to_first_token(te, critical_path(te)).levers if lever.name == "peer_load"
+    ]
+    assert (te_lever.setting, te_lever.other) == ("on", "off")
 
 
 def test_kubernetes_stacks_refuse_it_before_anything_is_created(
@@ -150,7 +209,7 @@ def test_kubernetes_stacks_refuse_it_before_anything_is_created(
 def test_the_seeds_send_group_ports_are_taken_like_any_other(write_stack: WriteStack) -> None:
     def change(doc: Doc) -> None:
         s = doc["config"][S]
-        s["options"] = {"peer_load": "on", "hicache": "l1l2l3", "hicache_size": 100}
+        s["options"] = {"peer_load": "nccl", "hicache": "l1l2l3", "hicache_size": 100}
         s["mooncake"] = {"masterNode": 0, "protocol": "tcp", "globalSegmentGib": 64, "metricsPort": 31603}
 
     with pytest.raises(StackError) as info:
@@ -158,3 +217,16 @@ def test_the_seeds_send_group_ports_are_taken_like_any_other(write_stack: WriteS
     [problem] = [p for p in info.value.problems if p.rule == "port-collision"]
     assert problem.path == f"{S}.mooncake.metricsPort"
     assert "replica-1's seed --remote-instance-weight-loader-send-weights-group-ports" in problem.message
+
+
+def test_the_seeds_bootstrap_port_is_taken_like_any_other(write_stack: WriteStack) -> None:
+    def change(doc: Doc) -> None:
+        s = doc["config"][S]
+        s["options"] = {"peer_load": "on", "hicache": "l1l2l3", "hicache_size": 100}
+        s["mooncake"] = {"masterNode": 0, "protocol": "tcp", "globalSegmentGib": 64, "metricsPort": 6789}
+
+    with pytest.raises(StackError) as info:
+        load_stack("broken", write_stack("mi355x-replicas", change))
+    [problem] = [p for p in info.value.problems if p.rule == "port-collision"]
+    assert problem.path == f"{S}.mooncake.metricsPort"
+    assert "replica-0 --engine-info-bootstrap-port" in problem.message

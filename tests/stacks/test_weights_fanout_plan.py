@@ -55,12 +55,15 @@ def test_a_locked_stack_of_three_gpu_nodes_has_one_seed_and_two_peers() -> None:
             assert parts[node.name] is None
 
 
-def test_plan_models_the_fanout_after_the_seed_and_one_download_from_the_hub() -> None:
+def test_plan_models_the_fanout_beside_the_seeds_download_and_one_download_from_the_hub() -> None:
     plan = locked(load_stack("gb300-2p1d"))
     cp = critical_path(plan)
-    assert sorted(cp.lanes) == [["driver", "image"], ["weights", "fanout"]]
+    assert sorted(cp.lanes) == [["driver", "image"], ["fanout"], ["weights"]]
     weights, fanout = (next(p for p in cp.phases if p.name == n) for n in ("weights", "fanout"))
-    assert fanout.start_s == weights.end_s
+    # streamed: each file leaves the seed as soon as its download completed it
+    assert fanout.start_s == weights.start_s == 0.0
+    assert "fanout" in weights.overlaps
+    assert "each file as soon as" in fanout.source
     # the seed's link carries the checkpoint to each of its two peers
     assert (fanout.size_gb, fanout.gbps) == (2 * 328.0, 25.0)
     assert fanout.seconds == round(656 * 8 / 25, 1)
@@ -89,7 +92,7 @@ def test_a_single_node_stack_has_no_fanout() -> None:
 
 
 def test_time_to_first_token_counts_the_fanout_in_the_transfers_lane() -> None:
-    # the fan-out is a transfer after the seed's download: both bring-ups add it up, and plan's
+    # the fan-out is a transfer beside the seed's download: both bring-ups count it, and plan's
     # view builds (it failed on a phase the lanes named and the model did not know)
     from flashfleet.planning.plan_view import plan_data
     from flashfleet.planning.time_to_first_token import time_to_first_token

@@ -15,11 +15,13 @@ download container runs this same program, flashfleet/k8s/weights.py), and:
    the request's `exclude` patterns (a node whose server loads the weights from a peer) are left
    out of the download and of the check, and the marker says so (`marker_suffix`);
    With `fanout` (the weights fetched once per stack, decided by flashfleet's planning), a seed
-   serves the locked files of its cache over HTTP on its private address from the start
-   (`downloading`, then `ready` or `failed`) until each peer in `serve_to` said it is done; a
-   peer first fetches every locked file from the seed into the cache's own layout (blob named by
-   its hash, snapshot link), each checked on arrival, and downloads from the Hub only what the
-   seed could not give (unreachable for `wait_s`, not offered, a copy that differs), and says so;
+   serves the locked files of its cache over HTTP on its private address from the start, each
+   file as soon as its download is complete and its hash is the lock's (a repository is
+   `downloading`, then `ready` or `failed`), until each peer in `serve_to` said it is done; a
+   peer fetches each locked file from the seed as the seed offers it, into the cache's own layout
+   (blob named by its hash, snapshot link), each checked on arrival, and downloads from the Hub
+   only what the seed could not give (unreachable for `wait_s`, not offered, a copy that
+   differs), and says so;
 3. removes the token file when it ends, whatever the outcome, SIGTERM included: a node that
    never reaches the wait play keeps the token no longer than its download needs it (a pod's
    token is its Secret's read-only file: `keep_token_file`).
@@ -45,8 +47,9 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 # A Hugging Face token as it may appear in a client's error output.
 _TOKEN_RE = re.compile(r"hf_[A-Za-z0-9]{8,}")
@@ -56,6 +59,10 @@ _HINT_RE = re.compile(r"^Hint: .*$", re.MULTILINE)
 # `hf download` prints the snapshot path last; the marker keeps it.
 _SNAPSHOT_RE = re.compile(r"/\S+/snapshots/[0-9a-f]+")
 _SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+# How long a seed holds a peer's /status?since= before it answers unchanged, and how often it
+# looks for files its download completed.
+STATUS_WAIT_S = 10
+ARRIVAL_POLL_S = 0.5
 
 
 class Stopped(Exception):
@@ -101,7 +108,11 @@ class Job:
         self.downloaded = []
         self.failed = {}  # repository -> its one line
         self.notes = []  # what the fan-out did, for the report
-        self.verified = set()  # (repository, file) checked against the lock on arrival from the seed
+        # (repository, file) checked against the lock on arrival (from the seed, or on a seed as
+        # its download completes the file), and those a seed found wrong (the lock check says why)
+        self.verified = set()
+        self.unverified = set()
+        self.checking = threading.Lock()
         # Read only to redact it from the report; never passed on.
         self.token = ""
         with contextlib.suppress(OSError), open(req["token_file"], encoding="utf-8") as f:
@@ -180,8 +191,10 @@ class Job:
             json.dump({"sha256": hashes}, f)
         self.installed = f"huggingface_hub {version}" + (" (locked)" if hashes else "")
 
-    def download(self, repos):
-        """Every repository side by side; each one's output goes to a file, so none blocks on a pipe."""
+    def download(self, repos, seed=None):
+        """Every repository side by side; each one's output goes to a file, so none blocks on a pipe.
+        Meanwhile each locked file is checked as soon as the client completes it (the check after
+        the download then skips it), and a `seed` offers it to its peers from then on."""
         req = self.req
         env = dict(
             os.environ,
@@ -213,28 +226,63 @@ class Job:
                     argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, env=env
                 )
                 self.children.append((repo, proc, out))
-        for repo, proc, out in self.children:
-            try:
-                rc = proc.wait(timeout=max(self.deadline - time.monotonic(), 0.1))
-            except subprocess.TimeoutExpired:
-                self.failed[repo] = f"hf download {repo} failed (not finished within {req['timeout_s']} s)"
-                continue
-            out.seek(0)
-            text = out.read()
-            if rc != 0:
-                withheld = ""
-                if self.token and not self.token_may_go():  # why a gated repository said no
-                    withheld = f" (no token sent: {req['endpoint']} is not https)"
-                self.failed[repo] = f"hf download {repo} failed (rc {rc}): {self.tail(text)}{withheld}"
-                continue
-            snapshot = _SNAPSHOT_RE.findall(text)
-            snapshot = snapshot[-1] if snapshot else ""
-            differs = self.differs_from_lock(repo, snapshot)
-            if differs:
-                self.failed[repo] = f"hf download {repo} failed (not the locked bytes: {differs})"
-                continue
-            self.mark(repo, snapshot)
-            self.downloaded.append(repo)
+        watched = [repo for repo, _, _ in self.children if self.locked_files(repo)]
+        stop = threading.Event()
+        threading.Thread(target=self.watch, args=(watched, seed, stop), daemon=True).start()
+        try:
+            for repo, proc, out in self.children:
+                self.wait_for(repo, proc, out, seed)
+        finally:
+            stop.set()
+
+    def watch(self, repos, seed, stop):
+        """Checks (and offers) each file of `repos` the client completes, until `stop`."""
+        while not stop.wait(ARRIVAL_POLL_S):
+            for repo in repos:
+                with contextlib.suppress(OSError):  # the lock check after the download says why
+                    files = self.arrived(repo)
+                    if seed is not None:
+                        seed.offer(repo, files)
+
+    def wait_for(self, repo, proc, out, seed):
+        """Waits for one repository's client, checks what it placed, and marks it complete (or
+        says why not); a seed's peers hear that its download of `repo` ended."""
+        ok = False
+        try:
+            ok = self.placed(repo, proc, out, seed)
+        finally:
+            if seed is not None:
+                seed.ended(repo, "ready" if ok else "failed")
+
+    def placed(self, repo, proc, out, seed):
+        req = self.req
+        try:
+            rc = proc.wait(timeout=max(self.deadline - time.monotonic(), 0.1))
+        except subprocess.TimeoutExpired:
+            self.failed[repo] = f"hf download {repo} failed (not finished within {req['timeout_s']} s)"
+            return False
+        out.seek(0)
+        text = out.read()
+        if rc != 0:
+            withheld = ""
+            if self.token and not self.token_may_go():  # why a gated repository said no
+                withheld = f" (no token sent: {req['endpoint']} is not https)"
+            self.failed[repo] = f"hf download {repo} failed (rc {rc}): {self.tail(text)}{withheld}"
+            return False
+        if self.locked_files(repo):  # what the watch had not seen yet
+            with contextlib.suppress(OSError):
+                files = self.arrived(repo)
+                if seed is not None:
+                    seed.offer(repo, files)
+        snapshot = _SNAPSHOT_RE.findall(text)
+        snapshot = snapshot[-1] if snapshot else ""
+        differs = self.differs_from_lock(repo, snapshot)
+        if differs:
+            self.failed[repo] = f"hf download {repo} failed (not the locked bytes: {differs})"
+            return False
+        self.mark(repo, snapshot)
+        self.downloaded.append(repo)
+        return True
 
     def token_may_go(self):
         """The token goes only over https, or over http where the stack says so for a mirror on a
@@ -322,13 +370,18 @@ class Job:
         return os.path.join(self.req["hub_dir"], "models--" + repo.replace("/", "--"))
 
     def seed_files(self):
-        """(repository, file) -> path of what this seed offers: each locked file of a repository it
-        holds a marker for, as the snapshot the marker names has it."""
-        offered = {}
+        """(repository -> downloading or ready, repository -> [(file, path)] offered at once): each
+        locked repository this seed serves, and each locked file of one it holds a marker for,
+        as the snapshot the marker names has it (one it downloads now offers each file once
+        it is complete and checked)."""
+        states, offered = {}, {}
         req = self.req
         for repo in req.get("serve_repos") or []:
             locked = req.get("lock", {}).get(repo) or {}
             if not locked or any(not _hub_file_name(n) for n in locked.get("files", {})):
+                continue
+            if repo in req["repos"]:
+                states[repo] = "downloading"
                 continue
             marker = os.path.join(
                 req["marker_dir"],
@@ -339,97 +392,186 @@ class Job:
                     snapshot = f.read().strip()
             except OSError:
                 continue
+            states[repo] = "ready"
             for name in locked["files"]:
                 path = os.path.join(snapshot, name)
                 if _inside(path, req["hub_dir"]) and os.path.isfile(path):
-                    offered[(repo, name)] = path
-        return offered
+                    offered.setdefault(repo, []).append((name, path))
+        return states, offered
 
     def from_seed(self, repos):
-        """Fetches what it can of `repos` from the seed; returns the repositories the Hub must
-        still complete, each with the reason in the report's fan-out notes."""
+        """Fetches what it can of `repos` from the seed, each file as soon as the seed offers it;
+        returns the repositories the Hub must still complete, each with the reason in the
+        report's fan-out notes."""
         fan = self.req["fanout"]
         base = f"http://{fan['seed_address']}:{fan['port']}"
-        status, why = _seed_status(base, fan["wait_s"], self.deadline)
-        hub = []
+        hub, wanted = [], {}
         for repo in repos:
-            if not self.locked_files(repo) or status is None:
+            files = self.locked_files(repo)
+            if not files:
                 hub.append(repo)
-                self.notes.append(
-                    f"{repo}: from the Hub ({why or 'not locked: nothing to check a copy against'})"
-                )
+                self.notes.append(f"{repo}: from the Hub (not locked: nothing to check a copy against)")
                 continue
-            if repo not in status.get("repos", []):
+            snapshot = os.path.join(self.storage(repo), "snapshots", self.revision(repo))
+            # a file of an earlier run is not fetched again: the lock check below reads it
+            wanted[repo] = {n: w for n, w in files.items() if not os.path.lexists(os.path.join(snapshot, n))}
+        got, refused, why = self.stream_from_seed(base, {r: w for r, w in wanted.items() if w})
+        for repo, names in wanted.items():
+            mine, no = got.get(repo, set()), refused.get(repo, [])  # none when nothing was wanted
+            if why.get(repo) and not mine:
                 hub.append(repo)
-                self.notes.append(
-                    f"{repo}: from the Hub (the seed {fan['seed']} does not offer it: {status.get('state')})"
-                )
+                self.notes.append(f"{repo}: from the Hub ({why[repo]})")
                 continue
-            got, refused = self.fetch_repo(base, repo)
-            if refused:
+            missing = sorted(set(names) - mine - {n for n, _ in no})
+            reasons = [r for _, r in no] + [
+                f"{n} not offered ({why.get(repo) or 'the seed does not hold it'})" for n in missing
+            ]
+            fetched = f"{repo}: {len(mine)} files from the seed {fan['seed']}"
+            if reasons:
                 hub.append(repo)
-                self.notes.append(
-                    f"{repo}: {got} files from the seed {fan['seed']}; from the Hub: {'; '.join(refused)}"
-                )
+                self.notes.append(f"{fetched}; from the Hub: {'; '.join(reasons)}")
+                continue
+            self.notes.append(fetched)
+            snapshot = os.path.join(self.storage(repo), "snapshots", self.revision(repo))
+            differs = self.differs_from_lock(repo, snapshot)
+            if differs:  # a file the seed did not send and the node had wrong
+                hub.append(repo)
             else:
-                self.notes.append(f"{repo}: {got} files from the seed {fan['seed']}")
-                snapshot = os.path.join(self.storage(repo), "snapshots", self.revision(repo))
-                differs = self.differs_from_lock(repo, snapshot)
-                if differs:  # a file the seed did not send and the node had wrong
-                    hub.append(repo)
-                else:
-                    self.mark(repo, snapshot)
-                    self.downloaded.append(repo)
+                self.mark(repo, snapshot)
+                self.downloaded.append(repo)
         _seed_done(base, self.req["host"])
         return hub
 
-    def fetch_repo(self, base, repo):
-        """(files fetched, [why each other was refused]): every locked file the snapshot lacks,
-        streamed into a temporary file of the blobs directory while hashed, kept under its blob
-        name only when size and hash are the lock's."""
+    def stream_from_seed(self, base, wanted):
+        """({repo: names fetched}, {repo: [(name, why refused)]}, {repo: why the seed gave no
+        more}): asks the seed what it offers (an answer comes when that changes), fetches each
+        new file of `wanted` at once, several side by side, until each repository's download on
+        the seed has ended; a seed unreachable for `wait_s` in a row ends it for what is left."""
+        fan = self.req["fanout"]
+        got = {r: set() for r in wanted}
+        refused = {r: [] for r in wanted}
+        why = {}
+        open_repos, asked, version = set(wanted), set(), -1
+        last_contact = time.monotonic()
+        pool = ThreadPoolExecutor(max_workers=max(int(self.req.get("max_workers") or 1), 1))
+        lock = threading.Lock()
+
+        def fetch(repo, name, want):
+            try:
+                reason = self.fetch_file(base, repo, name, want)
+            except Exception as e:  # a pool thread's error would be lost: it is the file's reason
+                reason = f"{name} not fetched ({_one_line(e)})"
+            with lock:
+                if reason:
+                    refused[repo].append((name, reason))
+                else:
+                    got[repo].add(name)
+
+        try:
+            while open_repos:
+                if time.monotonic() >= self.deadline:
+                    for repo in open_repos:
+                        why[repo] = "the seed's download did not end before the job's time ran out"
+                    break
+                try:
+                    status = _get_json(f"{base}/status?since={version}", timeout=STATUS_WAIT_S + 20)
+                    version = int(status["version"])
+                except (OSError, ValueError, KeyError, TypeError) as e:
+                    if time.monotonic() - last_contact > fan["wait_s"]:
+                        silent = f"the seed {base} did not answer for {fan['wait_s']} s: {_one_line(e)}"
+                        why.update(dict.fromkeys(open_repos, silent))
+                        break
+                    time.sleep(1)
+                    continue
+                last_contact = time.monotonic()
+                states, offered = status.get("repos") or {}, status.get("files") or {}
+                for repo in sorted(open_repos):
+                    state = states.get(repo)
+                    if state is None:
+                        why[repo] = f"the seed {fan['seed']} does not offer it"
+                        open_repos.discard(repo)
+                        continue
+                    for name in offered.get(repo) or []:
+                        if name in wanted[repo] and (repo, name) not in asked:
+                            asked.add((repo, name))
+                            pool.submit(fetch, repo, name, wanted[repo][name])
+                    if state != "downloading":  # nothing more will come: what it offered is asked for
+                        open_repos.discard(repo)
+                        if state == "failed":
+                            why[repo] = "the seed's own download failed"
+        finally:
+            pool.shutdown(wait=True)
+        return got, refused, why
+
+    def fetch_file(self, base, repo, name, want):
+        """One locked file from the seed, streamed into a temporary file of the blobs directory
+        while hashed, kept under its blob name only when size and hash are the lock's; "" when
+        kept, else why not."""
         storage, commit = self.storage(repo), self.revision(repo)
         blobs, snapshot = os.path.join(storage, "blobs"), os.path.join(storage, "snapshots", commit)
         os.makedirs(blobs, exist_ok=True)
-        got, refused = 0, []
-        for name, want in self.locked_files(repo).items():
-            pointer = os.path.join(snapshot, name)
-            if os.path.exists(pointer):
-                continue  # from an earlier run: the lock check below reads it
-            key = "sha256" if want.get("sha256") else "git_oid"
-            url = f"{base}/file/{quote(repo, safe='')}/{quote(name, safe='')}"
-            fd, tmp = tempfile.mkstemp(dir=blobs, prefix=".peer-")
-            try:
-                with os.fdopen(fd, "wb") as out:
-                    size, digest = _stream(url, out, want["size"], key, self.deadline)
-            except (OSError, ValueError) as e:
-                os.unlink(tmp)
-                refused.append(f"{name} not fetched ({_one_line(e)})")
-                continue
-            if size != want["size"] or digest != want[key]:
-                os.unlink(tmp)
-                kind = key if size == want["size"] else "size"
-                seen = digest if kind == key else size
-                refused.append(f"{name} refused: {kind} {seen} where the lock has {want[kind]}")
-                continue
-            blob = os.path.join(blobs, want[key])
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, blob)
-            os.makedirs(os.path.dirname(pointer), exist_ok=True)
-            os.symlink(os.path.relpath(blob, os.path.dirname(pointer)), pointer)
-            self.verified.add((repo, name))
-            got += 1
-        return got, refused
+        pointer = os.path.join(snapshot, name)
+        key = "sha256" if want.get("sha256") else "git_oid"
+        url = f"{base}/file/{quote(repo, safe='')}/{quote(name, safe='')}"
+        fd, tmp = tempfile.mkstemp(dir=blobs, prefix=".peer-")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                size, digest = _stream(url, out, want["size"], key, self.deadline)
+        except (OSError, ValueError) as e:
+            os.unlink(tmp)
+            return f"{name} not fetched ({_one_line(e)})"
+        if size != want["size"] or digest != want[key]:
+            os.unlink(tmp)
+            kind = key if size == want["size"] else "size"
+            seen = digest if kind == key else size
+            return f"{name} refused: {kind} {seen} where the lock has {want[kind]}"
+        blob = os.path.join(blobs, want[key])
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, blob)
+        os.makedirs(os.path.dirname(pointer), exist_ok=True)
+        os.symlink(os.path.relpath(blob, os.path.dirname(pointer)), pointer)
+        self.verified.add((repo, name))
+        return ""
+
+    def arrived(self, repo):
+        """(name, path) of each locked file of `repo` this node keeps whose download is complete
+        (the client links a file into the snapshot only once its blob is whole) and whose bytes
+        are the lock's, checked once: what a seed may offer before its whole download ends."""
+        snapshot = os.path.join(self.storage(repo), "snapshots", self.revision(repo))
+        out = []
+        with self.checking:
+            for name, want in self.locked_files(repo).items():
+                path = os.path.join(snapshot, name)
+                seen = (repo, name) in self.verified or (repo, name) in self.unverified
+                if seen or not os.path.exists(path):
+                    continue
+                if not (_inside(os.path.dirname(path), snapshot) and _inside(path, self.req["hub_dir"])):
+                    self.unverified.add((repo, name))  # the lock check after the download says why
+                    continue
+                key = "sha256" if want.get("sha256") else "git_oid"
+                got = _file_identity(path, want["size"], key)
+                if got is not None and got["size"] == want["size"] and got.get(key) == want[key]:
+                    self.verified.add((repo, name))
+                    out.append((name, path))
+                else:
+                    self.unverified.add((repo, name))
+        return out
 
 
 class SeedServer:
     """The seed's side of the fan-out: the locked files of its cache over HTTP on its private
-    address, `downloading` until its own download ends, then `ready` (or `failed`), until each
-    peer said it is done. Only the files of the lock are served: a name is a key, never a path."""
+    address, each from the moment it is complete and checked, until each peer said it is done.
+    Each repository it serves is `downloading` until its own download ends, then `ready` (or
+    `failed`); /status?since=VERSION answers once that or the files on offer change (or after
+    STATUS_WAIT_S), so a peer hears of a new file at once. Only the files of the lock are served:
+    a name is a key, never a path."""
 
-    def __init__(self, bind, port, peers):
-        self.state = "downloading"
+    def __init__(self, bind, port, peers, repos):
+        self.repos = dict(repos)  # repository -> downloading | ready | failed
+        self.files = {}  # (repository, file) -> path
+        self.version = 0  # one more at each change of repos or files
         self.active = time.monotonic()  # the last request or chunk sent: a silent peer is let go
-        self.files = {}
+        self.inflight = 0  # requests being answered (a peer waiting on /status is not silent)
         self.waiting = set(peers)
         self.served = {}  # peer address -> files
         self.changed = threading.Condition()
@@ -440,7 +582,15 @@ class SeedServer:
                 pass
 
             def do_GET(self):
-                seed.answer(self)
+                with seed.changed:
+                    seed.inflight += 1
+                try:
+                    seed.answer(self)
+                finally:
+                    with seed.changed:
+                        seed.inflight -= 1
+                        seed.active = time.monotonic()
+                        seed.changed.notify_all()
 
         self.httpd = ThreadingHTTPServer((bind, port), Handler)
         self.httpd.daemon_threads = True
@@ -448,21 +598,19 @@ class SeedServer:
 
     def answer(self, h):
         self.active = time.monotonic()
-        parts = h.path.split("/")
-        if h.path == "/status":
-            body = json.dumps({"state": self.state, "repos": sorted({r for r, _ in self.files})}).encode()
-            return _send(h, 200, body)
+        url = urlsplit(h.path)
+        parts = url.path.split("/")
+        if url.path == "/status":
+            return _send(h, 200, json.dumps(self.status(url.query)).encode())
         if len(parts) == 3 and parts[1] == "done":
             with self.changed:
                 self.waiting.discard(unquote(parts[2]))
                 self.changed.notify_all()
             return _send(h, 200, b"{}")
-        path = (
-            self.files.get((unquote(parts[2]), unquote(parts[3])))
-            if len(parts) == 4 and parts[1] == "file"
-            else None
-        )
-        if path is None or self.state != "ready":
+        path = None
+        if len(parts) == 4 and parts[1] == "file":
+            path = self.files.get((unquote(parts[2]), unquote(parts[3])))
+        if path is None:
             return _send(h, 404, b"{}")
         with open(path, "rb") as f:
             h.send_response(200)
@@ -472,18 +620,47 @@ class SeedServer:
                 h.wfile.write(chunk)
                 self.active = time.monotonic()
         peer = h.client_address[0]
-        self.served[peer] = self.served.get(peer, 0) + 1
+        with self.changed:
+            self.served[peer] = self.served.get(peer, 0) + 1
 
-    def ready(self, files):
-        self.files = files
-        self.state = "ready"
-        self.active = time.monotonic()
+    def status(self, query):
+        """What it serves now, once it differs from the version the peer last saw."""
+        since = parse_qs(query).get("since", [""])[0]
+        with self.changed:
+            if since.lstrip("-").isdigit():
+                self.changed.wait_for(lambda: self.version != int(since), timeout=STATUS_WAIT_S)
+            files = {}
+            for repo, name in sorted(self.files):
+                files.setdefault(repo, []).append(name)
+            return {"version": self.version, "repos": dict(self.repos), "files": files}
+
+    def offer(self, repo, files):
+        """Files of `repo` from now on: [(name, path)]."""
+        if not files or repo not in self.repos:  # only what it said it serves
+            return
+        with self.changed:
+            self.files.update({(repo, name): path for name, path in files})
+            self.version += 1
+            self.changed.notify_all()
+
+    def ended(self, repo, state):
+        """`repo`'s own download ended: ready or failed."""
+        if repo not in self.repos:
+            return
+        with self.changed:
+            self.repos[repo] = state
+            self.version += 1
+            self.changed.notify_all()
 
     def wait_for_peers(self, deadline, idle_s):
         """Until each peer said it is done, none asked anything for `idle_s` (a peer whose job
         died says nothing), or the job's time runs out; returns the peers it gave up on."""
         with self.changed:
-            while self.waiting and time.monotonic() < deadline and time.monotonic() - self.active < idle_s:
+            while (
+                self.waiting
+                and time.monotonic() < deadline
+                and (self.inflight or time.monotonic() - self.active < idle_s)
+            ):
                 self.changed.wait(min(5.0, max(deadline - time.monotonic(), 0.01)))
         return sorted(self.waiting)
 
@@ -504,24 +681,9 @@ def _one_line(e):
     return " ".join(str(e).split()) or type(e).__name__
 
 
-def _seed_status(base, wait_s, deadline):
-    """(the seed's status once `ready` or `failed`, why not): unreachable for `wait_s` in a row
-    is a reason to take the Hub; a seed still downloading is waited for, up to the job's deadline."""
-    last_contact = time.monotonic()
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"{base}/status", timeout=10) as r:
-                status = json.load(r)
-            last_contact = time.monotonic()
-            if status.get("state") == "ready":
-                return status, ""
-            if status.get("state") == "failed":
-                return None, "the seed's own download failed"
-        except (OSError, ValueError) as e:
-            if time.monotonic() - last_contact > wait_s:
-                return None, f"the seed {base} did not answer for {wait_s} s: {_one_line(e)}"
-        time.sleep(2)
-    return None, "the seed was not ready before the job's time ran out"
+def _get_json(url, timeout):
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return json.load(r)
 
 
 def _seed_done(base, host):
@@ -591,10 +753,14 @@ def main():
     try:
         job.directories()
         if fan.get("role") == "seed" and job.req.get("serve_to"):
+            states, offered = job.seed_files()
             try:
-                seed = SeedServer(fan["seed_address"], fan["port"], job.req["serve_to"])
+                seed = SeedServer(fan["seed_address"], fan["port"], job.req["serve_to"], states)
             except OSError as e:  # its peers find no seed and take the Hub
                 job.notes.append(f"not serving on {fan['seed_address']}:{fan['port']}: {_one_line(e)}")
+            else:
+                for repo, files in offered.items():
+                    seed.offer(repo, files)
         repos = list(job.req["repos"])
         if fan.get("role") == "peer" and repos:
             repos = job.from_seed(repos)
@@ -606,17 +772,17 @@ def main():
             except (RuntimeError, subprocess.TimeoutExpired) as e:
                 job.fail_rest(f"no client: {job.tail(str(e))}")
             else:
-                job.download(repos)
+                job.download(repos, seed)
         if seed is not None:
-            if job.failed:
-                seed.state = "failed"
-            else:
-                seed.ready(job.seed_files())
-                left = seed.wait_for_peers(job.deadline, fan.get("wait_s", 300))
-                job.notes.append(
-                    f"served {sum(seed.served.values())} files to {len(seed.served)} peers"
-                    + (f"; no word from {', '.join(left)}" if left else "")
-                )
+            for repo, state in list(seed.repos.items()):
+                if state == "downloading":  # no client, or its download never started
+                    seed.ended(repo, "failed")
+            # what it checked and offered stays good for its peers, its own failure or not
+            left = seed.wait_for_peers(job.deadline, fan.get("wait_s", 300))
+            job.notes.append(
+                f"served {sum(seed.served.values())} files to {len(seed.served)} peers"
+                + (f"; no word from {', '.join(left)}" if left else "")
+            )
     except Stopped as e:
         job.fail_rest(str(e))
     except Exception as e:  # the report is the only way back to the wait play
