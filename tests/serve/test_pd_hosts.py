@@ -217,3 +217,25 @@ def test_a_restarted_router_comes_back_with_every_worker_registered(
     assert healthy_workers(lab) == all_workers(lab)
     assert back < 180
     assert lab.ssh("c0", "systemctl is-active flashfleet-router.service").strip() == "active"
+
+
+def test_a_stopped_router_is_named_down_and_comes_back_with_every_worker(
+    lab: ServeLab, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With the router's unit stopped, `status` names the router as what is down (every worker
+    still answers its own /health); started again, it registers every worker from its argv."""
+    (tmp_path / "inv.json").write_text(json.dumps(lab.state["inventory"]))  # type: ignore[attr-defined]
+    args = ["status", "pd", "--inventory", str(tmp_path / "inv.json"), "--runs-dir", str(tmp_path)]
+    lab.ssh("c0", "systemctl stop flashfleet-router.service")
+    try:
+        code = main(args)
+        shown = capsys.readouterr().out
+    finally:
+        lab.ssh("c0", "systemctl start flashfleet-router.service")
+    said = next(line for line in shown.splitlines() if line.startswith("endpoint:"))
+    with capsys.disabled():
+        print(f"\nrouter stopped: status said: {said}")
+    assert code == 1, shown
+    assert said.startswith(f"endpoint: down: the router at {router_url(lab)} does not answer"), said
+    wait_until(lambda: healthy_workers(lab) == all_workers(lab))
+    wait_until(lambda: chat(router_url(lab), "back yet?") == 200, timeout=240)
