@@ -163,9 +163,10 @@ def loader_flags(o: Options) -> list[str]:
 
 def peer_load_flags(seed_address: str, seed_port: int, tp: int, backend: str) -> list[str]:
     """A replica that loads from its seed replica: every setting the loader needs, since sglang
-    quietly falls back to loading from disk when one is missing (model_path_hook.py). NCCL needs
-    the seed's send group ports, one a TP rank; the TransferEngine asks the seed's HTTP port for
-    each rank's session and reads the weights from the seed's GPU memory itself."""
+    quietly falls back to loading from disk when one is missing
+    (sglang/srt/arg_groups/model_path_hook.py). NCCL needs the seed's send group ports, one a TP
+    rank; the TransferEngine asks the seed's HTTP port for each rank's session and reads the
+    weights from the seed's GPU memory itself."""
     out = [
         "--load-format",
         "remote_instance",

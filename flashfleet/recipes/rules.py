@@ -223,8 +223,8 @@ def _peer_load(c: Context) -> str | None:
     if o.nodes > 1:
         return "peer_load needs replicas of one node each: the loader reaches its seed at one node's address"
     if o.dp_attention == "on" and o.peer_load == "nccl":
-        # tokenizer_control_mixin.py asserts one DP rank for the send group; the TransferEngine's
-        # sessions are published per TP rank, past that assertion
+        # sglang/srt/managers/tokenizer_control_mixin.py asserts one DP rank for the send group;
+        # the TransferEngine's sessions are published per TP rank, past that assertion
         return (
             "an NCCL seed serves the loader only with dp_size 1, and dp_attention sets --dp-size to tp "
             "(peer_load=on, over the TransferEngine, has no such limit)"
