@@ -23,6 +23,7 @@ from flashfleet.cli import main
 from flashfleet.stack import DEFAULT_STACKS_DIR
 from flashfleet.stack.lock import LockedFile, LockedRepo, StackLock, dump_lock, lock_file_name
 from flashfleet.user_files import UserFileError, write_text_atomically
+from tests.cli.terminal import sigint_as_at_a_terminal
 
 MODEL = "zai-org/GLM-5.3-Flash"
 
@@ -155,9 +156,14 @@ def test_ctrl_c_in_an_offline_command_is_one_line_and_130(tmp_path: Path, signum
         "validate.run = forever\n"
         "sys.exit(main(['validate']))\n"
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
-    )
+    with sigint_as_at_a_terminal():
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
     deadline = time.monotonic() + 60
     while not started.exists() and time.monotonic() < deadline:
         time.sleep(0.05)

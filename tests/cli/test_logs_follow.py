@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from flashfleet.cli.shared.logs_follow import follow_commands
+from tests.cli.terminal import sigint_as_at_a_terminal
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"
 STAND_IN = """#!/bin/sh
@@ -93,7 +94,8 @@ def test_follow_prints_every_node_until_ctrl_c_then_exits_0(tmp_path: Path) -> N
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "SSH_RECORD": str(record)}
     argv = [sys.executable, "-m", "flashfleet", "logs", "t1", "--inventory", str(inv), "--follow"]
     with out.open("w") as stdout, err.open("w") as stderr:
-        proc = subprocess.Popen(argv, stdout=stdout, stderr=stderr, env=env, text=True)
+        with sigint_as_at_a_terminal():
+            proc = subprocess.Popen(argv, stdout=stdout, stderr=stderr, env=env, text=True)
         try:
             _wait_for(out, 6, proc)  # two lines from each of three containers
             proc.send_signal(signal.SIGINT)  # what Ctrl-C sends
