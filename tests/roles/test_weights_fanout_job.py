@@ -52,18 +52,8 @@ def fanout(role: str, port: int, **more: Any) -> dict[str, Any]:
     }
 
 
-def run_pair(tmp: Path, seed_files: dict[str, bytes], hf: str) -> tuple[dict[str, Any], dict[str, Any], Path]:
-    port = free_port()
-    (tmp / "s").mkdir()
-    (tmp / "p").mkdir()
-    seed = {**seeded(tmp / "s", seed_files), "fanout": fanout("seed", port), "serve_to": ["peer"]}
-    peer_req = request(tmp / "p", [REPO])
-    venv = Path(peer_req["venv"]) / "bin"
-    venv.mkdir(parents=True)
-    for name, body in {"python": "echo 2.4.0", "hf": hf}.items():
-        (venv / name).write_text(f"#!/bin/sh\n{body}\n")
-        (venv / name).chmod(0o755)
-    peer = {**peer_req, "lock": {REPO: locked(FILES)}, "host": "peer", "fanout": fanout("peer", port)}
+def run_jobs(seed: dict[str, Any], peer: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], Path]:
+    """The seed's and the peer's jobs side by side: (seed report, peer report, the peer's storage)."""
     procs = [
         subprocess.Popen(
             [sys.executable, "-c", SCRIPT.read_text(), "--request", json.dumps(r)],
@@ -79,6 +69,21 @@ def run_pair(tmp: Path, seed_files: dict[str, bytes], hf: str) -> tuple[dict[str
         assert err == "", err
         reports.append(json.loads(out))
     return reports[0], reports[1], Path(peer["hub_dir"]) / "models--org--model"
+
+
+def run_pair(tmp: Path, seed_files: dict[str, bytes], hf: str) -> tuple[dict[str, Any], dict[str, Any], Path]:
+    port = free_port()
+    (tmp / "s").mkdir()
+    (tmp / "p").mkdir()
+    seed = {**seeded(tmp / "s", seed_files), "fanout": fanout("seed", port), "serve_to": ["peer"]}
+    peer_req = request(tmp / "p", [REPO])
+    venv = Path(peer_req["venv"]) / "bin"
+    venv.mkdir(parents=True)
+    for name, body in {"python": "echo 2.4.0", "hf": hf}.items():
+        (venv / name).write_text(f"#!/bin/sh\n{body}\n")
+        (venv / name).chmod(0o755)
+    peer = {**peer_req, "lock": {REPO: locked(FILES)}, "host": "peer", "fanout": fanout("peer", port)}
+    return run_jobs(seed, peer)
 
 
 def test_a_peer_fetches_every_locked_file_from_the_seed_and_asks_the_hub_nothing(tmp_path: Path) -> None:
@@ -170,21 +175,7 @@ def run_streaming(tmp: Path, shard: bytes) -> tuple[dict[str, Any], dict[str, An
             "fanout": fanout("seed", port), "serve_to": ["peer"]}  # fmt: skip
     stand_in_venv(Path(peer_req["venv"]), "echo the-hub-was-asked for $2; exit 9")
     peer = {**peer_req, "lock": {REPO: lock}, "host": "peer", "fanout": fanout("peer", port)}
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", SCRIPT.read_text(), "--request", json.dumps(r)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for r in (seed, peer)
-    ]
-    reports = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=60)
-        assert err == "", err
-        reports.append(json.loads(out))
-    return reports[0], reports[1], Path(peer["hub_dir"]) / "models--org--model"
+    return run_jobs(seed, peer)
 
 
 def test_a_peer_fetches_each_file_while_the_seeds_download_still_runs(tmp_path: Path) -> None:
