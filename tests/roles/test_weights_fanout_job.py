@@ -222,18 +222,6 @@ def test_a_peer_that_holds_every_file_already_fetches_nothing_and_marks_it(tmp_p
     for name, data in FILES.items():
         (snapshot / name).write_bytes(data)
     peer = {**peer_req, "lock": {REPO: locked(FILES)}, "host": "peer", "fanout": fanout("peer", port)}
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", SCRIPT.read_text(), "--request", json.dumps(r)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for r in (seed, peer)
-    ]
-    out, err = procs[1].communicate(timeout=60)
-    assert err == "", err
-    report = json.loads(out)
+    _, report, _ = run_jobs(seed, peer)
     assert (report["downloaded"], report["failed"]) == ([REPO], [])
     assert report["fanout"] == [f"{REPO}: 0 files from the seed seed"]
-    procs[0].communicate(timeout=60)
