@@ -32,7 +32,7 @@ own benchmark, roles, playbooks and package, from a scratch worktree) in the sam
 this tree's, and prints the two side by side: a change to the converge records shows its
 rerun_ratio before and after.
 
-Usage: python benchmarks/bringup.py [--format json] [--keep DIR] [--after-down] [--against REV]
+Usage: python benchmarks/bringup.py [--format json] [--keep DIR] [--after-down [--nodes N]] [--against REV]
 Goals: rerun_ratio = second_s / noop_s <= 1.3; hosts4_ratio = four_hosts_s / one_host_s <= 1.3;
 after `down`, hub_file_gets of the second bring-up = 0 and second_ratio well under 1.
 """
@@ -198,6 +198,25 @@ def phase_seconds(events: Iterable[Mapping[str, Any]]) -> dict[str, float]:
     return {k: round(v, 2) for k, v in out.items()}
 
 
+FIRST_TOKEN_TASK = "Chat | thinking on"  # verify's first request that generates tokens
+
+
+def first_token_s(events: Iterable[Mapping[str, Any]]) -> float | None:
+    """Time to first token of a bring-up: from the run's first event to the moment the last node
+    that serves the API had answered verify's first chat request (its first generated tokens)."""
+    timed = [e for e in events if e.get("created")]
+    if not timed:
+        return None
+    start = min(_ts(e["created"]) for e in timed)
+    first: dict[str, float] = {}
+    for e in timed:
+        data = e.get("event_data") or {}
+        if e.get("event") == "runner_on_ok" and data.get("task") == FIRST_TOKEN_TASK:
+            host = str(data.get("host"))
+            first[host] = min(first.get(host, float("inf")), _ts(e["created"]))
+    return round(max(first.values()) - start, 2) if first else None
+
+
 def noop(
     lab: Lab, slab: ServeLab, stack: StackPlan, hosts: Sequence[str], keep: Path | None, *, label: str
 ) -> float:
@@ -240,8 +259,8 @@ def site(
         for name, t in by_name.items()
     }
     return {
-        "total": round(took, 2), **phase_seconds(events), "changed": result.count("changed"),
-        "servers": servers, "cpu": cpu,
+        "total": round(took, 2), "ttft": first_token_s(events), **phase_seconds(events),
+        "changed": result.count("changed"), "servers": servers, "cpu": cpu,
     }  # fmt: skip
 
 
@@ -255,10 +274,12 @@ def _site_vars(lab: Lab) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def bringup(lab: Lab, slab: ServeLab, stack: StackPlan, keep: Path | None, which: str) -> dict[str, Any]:
-    """One whole bring-up on one host (site()), and what it asked of the stand-in Hub."""
+def bringup(
+    lab: Lab, slab: ServeLab, stack: StackPlan, hosts: Sequence[str], keep: Path | None, which: str
+) -> dict[str, Any]:
+    """One whole bring-up on the hosts (site()), and what it asked of the stand-in Hub."""
     asked, files = len(lab.hub.requests), sum(len(lab.hub.file_gets(r)) for r in lab.hub.repos)
-    out = site(lab, slab, stack, ONE, keep, which=which)
+    out = site(lab, slab, stack, hosts, keep, which=which)
     return {
         **out,
         "hub_requests": len(lab.hub.requests) - asked,
@@ -266,20 +287,27 @@ def bringup(lab: Lab, slab: ServeLab, stack: StackPlan, keep: Path | None, which
     }
 
 
-def measure_after_down(keep: Path | None) -> dict[str, Any]:
-    """The first bring-up, `down` with the caches kept, and the second bring-up, side by side."""
+def measure_after_down(keep: Path | None, nodes: int = 1) -> dict[str, Any]:
+    """The first bring-up, `down` with the caches kept, and the second bring-up, side by side;
+    with ``nodes`` > 1, one server across that many hosts (multi-node TP), each with its own
+    kernel cache on its own cache volume."""
     need_mooncake_cache()
-    with open_lab([HostSpec(h, H200, NVIDIA_DEVICES) for h in ONE]) as lab:
+    hosts = [f"b{i + 1}" for i in range(nodes)]
+    with open_lab([HostSpec(h, H200, NVIDIA_DEVICES) for h in hosts]) as lab:
         slab = prepare_hosts(lab, {"load_seconds": LOAD_S, "jit_seconds": JIT_S})
-        stack = make_stack("again", "unified", [slab.address(h) for h in ONE])
-        first = bringup(lab, slab, stack, keep, "first")
+        options = {"nodes": nodes} if nodes > 1 else {}
+        stack = make_stack("again", "unified", [slab.address(h) for h in hosts], options=options)
+        first = bringup(lab, slab, stack, hosts, keep, "first")
         down, _, _ = measured(
-            "down", lab, ONE, keep,
-            lambda: slab.run("teardown.yml", slab.inventory((stack, ONE)), extravars=_site_vars(lab)),
+            "down", lab, hosts, keep,
+            lambda: slab.run("teardown.yml", slab.inventory((stack, hosts)), extravars=_site_vars(lab)),
         )  # fmt: skip
-        second = bringup(lab, slab, stack, keep, "second")
+        second = bringup(lab, slab, stack, hosts, keep, "second")
+    ttft = (first["ttft"], second["ttft"])
     return {
         "cores": os.cpu_count(),
+        "nodes": nodes,
+        "ttft_ratio": round(ttft[1] / ttft[0], 2) if None not in ttft and ttft[0] else None,
         "standin_load_s": LOAD_S,
         "standin_jit_s": JIT_S,
         "first": first,
@@ -411,12 +439,15 @@ def main() -> int:
         "--after-down", action="store_true", help="first bring-up, `down` (caches kept), second bring-up"
     )
     parser.add_argument(
+        "--nodes", type=int, default=1, help="--after-down: hosts one server spans (multi-node TP)"
+    )
+    parser.add_argument(
         "--against", metavar="REV", help="also measure git revision REV first, and print both side by side"
     )
     args = parser.parse_args()
     try:
         before = measure_at(args.against, args.after_down) if args.against else None
-        data = measure_after_down(args.keep) if args.after_down else measure(args.keep)
+        data = measure_after_down(args.keep, args.nodes) if args.after_down else measure(args.keep)
     except Failed as err:
         print(f"bringup benchmark: {err}", file=sys.stderr)
         return 1
@@ -427,9 +458,12 @@ def main() -> int:
         print_against(args.against, before, data)
         return 0
     if args.after_down:
-        print(f"cores {data['cores']}; stand-in load {LOAD_S} s, JIT {JIT_S} s on a cold kernel cache")
+        print(
+            f"cores {data['cores']}; {data['nodes']} node(s); stand-in load {LOAD_S} s, JIT {JIT_S} s "
+            "on a cold kernel cache"
+        )
         print(f"{'':<16} {'first':>10} {'second':>10}")
-        rows = ["total", *PHASES.values(), "hub_requests", "hub_file_gets", "changed"]
+        rows = ["ttft", "total", *PHASES.values(), "hub_requests", "hub_file_gets", "changed"]
         for key in rows:
             print(f"{key:<16} {data['first'][key]:>10} {data['second'][key]:>10}")
         for server, first in data["first"]["servers"].items():
@@ -437,6 +471,7 @@ def main() -> int:
             for key in ("load_s", "jit_s"):
                 print(f"{server + ' ' + key:<16} {first[key]:>10} {second.get(key, '-'):>10}")
         print(f"second_ratio {data['second_ratio']} (down took {data['down_s']} s)")
+        print(f"ttft_ratio {data['ttft_ratio']} (goal: 0.4 or less)")
         return 0
     print(f"cores {data['cores']}")
     keys = (

@@ -72,7 +72,9 @@ FLAG_OWNERS: dict[str, str] = {
         ],
         "peer_load",
     ),
-    **dict.fromkeys(["--weight-cache-mode", "--weight-cache-socket", "--weight-cache-timeout"], "weight_cache"),
+    **dict.fromkeys(
+        ["--weight-cache-mode", "--weight-cache-socket", "--weight-cache-timeout"], "weight_cache"
+    ),
     **dict.fromkeys(["--nnodes", "--node-rank", "--dist-init-addr", "--nccl-init-addr"], "nodes"),
     **dict.fromkeys(
         [

@@ -257,7 +257,10 @@ def _weight_cache(c: Context) -> str | None:
     if o.peer_load != "off":
         return "weight_cache and peer_load both choose where the weights come from: set one of them"
     if c.hardware.vendor != "nvidia":
-        return f"weight_cache shares the weights over CUDA IPC; flashfleet enables it on NVIDIA GPUs only, not {c.hardware.label}"
+        return (
+            "weight_cache shares the weights over CUDA IPC; flashfleet enables it on NVIDIA GPUs only, "
+            f"not {c.hardware.label}"
+        )
     return None
 
 

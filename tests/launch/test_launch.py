@@ -228,7 +228,9 @@ def test_the_jit_cache_puts_every_compile_cache_on_the_cache_volume_one_folder_p
     locked = ImageSpec(digest="sha256:" + "0" * 64)
     pinned = container_launches(pd, LaunchSettings(image=locked, jit_cache=True))
     assert pinned[0].env["TRITON_CACHE_DIR"] != on[0].env["TRITON_CACHE_DIR"]
-    h200 = container_launches(render("h200", "high-throughput", "pd"), LaunchSettings(image=image, jit_cache=True))
+    h200 = container_launches(
+        render("h200", "high-throughput", "pd"), LaunchSettings(image=image, jit_cache=True)
+    )
     assert h200[0].env["TRITON_CACHE_DIR"] != on[0].env["TRITON_CACHE_DIR"]
     # ROCm has no CUDA PTX cache
     amd = container_launches(render("mi355x", "low-latency", "unified"), LaunchSettings(jit_cache=True))
@@ -244,13 +246,15 @@ def test_kernel_args_keep_the_words_that_change_kernels_and_drop_the_rest():
     two = render("h200", "high-throughput", "unified", {"replicas": 2, "peer_load": "on"},
                  addresses=["10.0.0.1", "10.0.0.2"])  # fmt: skip
     servers = [p for p in two.processes if p.role != "router"]
-    assert len(servers) == 2 and servers[0].argv != servers[1].argv  # the seed's and loader's words
+    assert len(servers) == 2
+    assert servers[0].argv != servers[1].argv
     assert len({kernel_args(p.argv) for p in servers}) == 1
     multi = render("h200", "high-throughput", "unified", {"nodes": 2}, addresses=["10.0.0.1", "10.0.0.2"])
     assert len({p.argv for p in multi.processes}) == 2
     assert len({kernel_args(p.argv) for p in multi.processes}) == 1  # every rank
     base = kernel_args(render("h200", "high-throughput", "unified").processes[0].argv)
-    assert "--port" not in base and "--reasoning-parser" not in base
+    assert "--port" not in base
+    assert "--reasoning-parser" not in base
     assert base[base.index("--tp-size") + 1] == "8"
     # neutral: the parsers, the weights' source; not neutral: the batch size CUDA graphs capture
     same = render("h200", "high-throughput", "unified", {"reasoning_parser": "off", "weight_cache": "client"})

@@ -23,7 +23,8 @@ def test_client_mode_reaches_every_model_server_with_the_shared_socket_folder(ha
         assert flags(proc.argv)["--weight-cache-mode"] == ("client",)
         # the daemon's container finds the socket on the cache volume, not in this one's /tmp
         sock = proc.env["SGLANG_WEIGHT_CACHE_SOCKET_TEMPLATE"]
-        assert sock.startswith("/root/.cache/huggingface/") and "{device_uuid}" in sock
+        assert sock.startswith("/root/.cache/huggingface/")
+        assert "{device_uuid}" in sock
         assert len(sock.replace("{device_uuid}", "GPU-" + "0" * 36)) < 108  # a Unix socket path
     router = [p for p in on.processes if p.role == "router"]
     assert all("--weight-cache-mode" not in p.argv for p in router)
@@ -37,7 +38,8 @@ def test_client_mode_is_not_verified_and_says_what_flashfleet_does_not_start():
     assert on.badge == "Not Verified"
     assert "weight_cache" in on.badge_source
     note = next(n for n in on.notes if n.startswith("weight_cache=client"))
-    assert "does not start that daemon" in note and "from disk" in note
+    assert "does not start that daemon" in note
+    assert "from disk" in note
 
 
 @pytest.mark.parametrize(
