@@ -275,7 +275,7 @@ def _site_vars(lab: Lab) -> dict[str, Any]:
 
 
 def bringup(
-    lab: Lab, slab: ServeLab, stack: StackPlan, hosts: Sequence[str], keep: Path | None, which: str
+    lab: Lab, slab: ServeLab, stack: StackPlan, hosts: Sequence[str], keep: Path | None, *, which: str
 ) -> dict[str, Any]:
     """One whole bring-up on the hosts (site()), and what it asked of the stand-in Hub."""
     asked, files = len(lab.hub.requests), sum(len(lab.hub.file_gets(r)) for r in lab.hub.repos)
@@ -297,12 +297,12 @@ def measure_after_down(keep: Path | None, nodes: int = 1) -> dict[str, Any]:
         slab = prepare_hosts(lab, {"load_seconds": LOAD_S, "jit_seconds": JIT_S})
         options = {"nodes": nodes} if nodes > 1 else {}
         stack = make_stack("again", "unified", [slab.address(h) for h in hosts], options=options)
-        first = bringup(lab, slab, stack, hosts, keep, "first")
+        first = bringup(lab, slab, stack, hosts, keep, which="first")
         down, _, _ = measured(
             "down", lab, hosts, keep,
             lambda: slab.run("teardown.yml", slab.inventory((stack, hosts)), extravars=_site_vars(lab)),
         )  # fmt: skip
-        second = bringup(lab, slab, stack, hosts, keep, "second")
+        second = bringup(lab, slab, stack, hosts, keep, which="second")
     ttft = (first["ttft"], second["ttft"])
     return {
         "cores": os.cpu_count(),
