@@ -295,8 +295,7 @@ def measure_after_down(keep: Path | None, nodes: int = 1) -> dict[str, Any]:
     hosts = [f"b{i + 1}" for i in range(nodes)]
     with open_lab([HostSpec(h, H200, NVIDIA_DEVICES) for h in hosts]) as lab:
         slab = prepare_hosts(lab, {"load_seconds": LOAD_S, "jit_seconds": JIT_S})
-        options = {"nodes": nodes} if nodes > 1 else {}
-        stack = make_stack("again", "unified", [slab.address(h) for h in hosts], options=options)
+        stack = make_stack("again", "unified", [slab.address(h) for h in hosts])  # nodes.count: hosts
         first = bringup(lab, slab, stack, hosts, keep, which="first")
         down, _, _ = measured(
             "down", lab, hosts, keep,
@@ -328,7 +327,8 @@ def prepare_hosts(lab: Lab, knobs: dict[str, Any] | None = None) -> ServeLab:
     """What tests/e2e gives its hosts, plus the Mooncake packages as their distribution archive."""
     www = lab.repo.root / "mooncake"
     www.symlink_to(MOONCAKE_CACHE / "debs")  # served by the lab's own repository server
-    slab = ServeLab(lab.pool, f"{lab.base_url}/mooncake", lab.runs)
+    # the recording fake docker (install_fake_docker) serves here, not the real engine: no image to tag
+    slab = ServeLab(lab.pool, f"{lab.base_url}/mooncake", lab.runs, engine=False)
     for name, host in lab.pool.hosts.items():
         install_fake_docker(host.root)
         (host.root / "etc/flashfleet-test/standin.json").write_text(

@@ -315,9 +315,10 @@ def kernel_cache_key(image: str, gpu: str) -> str:
 
 
 def image_identity(image: ImageSpec, hw: Hardware) -> str:
-    """What the kernels were compiled by: the image the units run, and the upstream image (by
-    digest once locked) the derived image is built on."""
-    return f"{image.ref(hw)} from {image.base_ref(hw)}" if image.derived else image.ref(hw)
+    """What the kernels were compiled by: the image the units run, and, for the derived image
+    (named by the release's tag, whatever it was built on), the upstream digest once locked."""
+    ref = image.ref(hw)
+    return f"{ref} from {image.digest}" if image.derived and image.digest else ref
 
 
 def jit_cache_env(vendor: str, key: str) -> dict[str, str]:
