@@ -27,12 +27,19 @@ second asked of the stand-in Hub (nothing, when the cache was kept), and each se
 startup timings from its log (the stand-in's load, and its JIT builds, which a kept kernel cache
 skips).
 
+Both bring-ups' time to first token (ttft: from the run's start until every node that serves the
+API answered verify's first chat request) are printed side by side, with their ratio (goal: 0.4
+or less). `--nodes N` spans one server across N hosts (multi-node TP), each with its own kernel
+cache. `--engine` runs the same on tests/serve's hosts, where the real Docker engine runs the
+stand-in image (the hosts come prepared: only the serve and verify plays run, as tests/serve does).
+
 `--against REV` also runs the same measurement as the project stood at git revision REV (its
 own benchmark, roles, playbooks and package, from a scratch worktree) in the same run, before
 this tree's, and prints the two side by side: a change to the converge records shows its
 rerun_ratio before and after.
 
-Usage: python benchmarks/bringup.py [--format json] [--keep DIR] [--after-down [--nodes N]] [--against REV]
+Usage: python benchmarks/bringup.py [--format json] [--keep DIR] [--after-down [--engine] [--nodes N]]
+       [--against REV]
 Goals: rerun_ratio = second_s / noop_s <= 1.3; hosts4_ratio = four_hosts_s / one_host_s <= 1.3;
 after `down`, hub_file_gets of the second bring-up = 0 and second_ratio well under 1.
 """
@@ -60,7 +67,7 @@ from hosts.harness import HostSpec, process_cpu  # noqa: E402
 from roles.conftest import Lab, open_lab  # noqa: E402
 from roles.hardware import H200, NVIDIA_DEVICES  # noqa: E402
 from roles.test_preflight import SMALL_SIZES  # noqa: E402
-from serve.lab import MOONCAKE_CACHE, ServeLab, make_stack  # noqa: E402
+from serve.lab import MOONCAKE_CACHE, ServeLab, make_stack, serve_lab  # noqa: E402
 
 from flashfleet.bringup.playbook_run import RunResult, run_playbook  # noqa: E402
 from flashfleet.bringup.timeline import build_timeline, read_events, write_timeline  # noqa: E402
@@ -317,6 +324,57 @@ def measure_after_down(keep: Path | None, nodes: int = 1) -> dict[str, Any]:
     }
 
 
+SERVE_TAGS = "mooncake,serve,verify"  # what tests/serve runs on the engine's hosts
+
+
+def _serve_run(slab: ServeLab, playbook: str, inventory: dict[str, Any], tags: str | None) -> dict[str, Any]:
+    started = time.monotonic()
+    result = slab.run(playbook, inventory, tags=tags, extravars=FAST_SERVE)
+    took = time.monotonic() - started
+    if not result.ok:
+        raise Failed(f"{playbook}: {slab.explain(result)}")
+    events = read_events(result.events_log)
+    servers = {
+        f"{host}/{name}": {"load_s": t.load_s, "jit_s": t.jit_s, "ready_s": t.ready_s}
+        for host, by_name in build_timeline(events).startup.items()
+        for name, t in by_name.items()
+    }
+    return {
+        "total": round(took, 2), "ttft": first_token_s(events), **phase_seconds(events),
+        "changed": result.count("changed"), "servers": servers, "hub_requests": "-", "hub_file_gets": "-",
+    }  # fmt: skip
+
+
+def measure_after_down_engine(nodes: int) -> dict[str, Any]:
+    """--after-down on the real Docker engine's hosts (tests/serve's lab: the stand-in image runs
+    in real containers, each kernel cache a folder on the host's cache volume): the serve and
+    verify plays of site.yml (the hosts come prepared), `down` with the caches kept, the same
+    again. One server across ``nodes`` hosts."""
+    hosts = [f"k{i + 1}" for i in range(nodes)]
+    with serve_lab(hosts) as slab:
+        for host in hosts:
+            slab.set_knobs(host, {"load_seconds": LOAD_S, "jit_seconds": JIT_S})
+        stack = make_stack("again", "unified", [slab.address(h) for h in hosts])
+        inventory = slab.inventory((stack, hosts))
+        first = _serve_run(slab, "site.yml", inventory, SERVE_TAGS)
+        down = _serve_run(slab, "teardown.yml", inventory, None)
+        second = _serve_run(slab, "site.yml", inventory, SERVE_TAGS)
+    ttft = (first["ttft"], second["ttft"])
+    return {
+        "cores": os.cpu_count(),
+        "nodes": nodes,
+        "engine": True,
+        "ttft_ratio": round(ttft[1] / ttft[0], 2) if None not in ttft and ttft[0] else None,
+        "standin_load_s": LOAD_S,
+        "standin_jit_s": JIT_S,
+        "first": first,
+        "down_s": down["total"],
+        "second": second,
+        "second_ratio": round(second["total"] / first["total"], 2),
+        "saved_s": {k: round(first[k] - second[k], 2) for k in PHASES.values()},
+    }
+
+
 def need_mooncake_cache() -> None:
     """Before any host boots: the hosts' distribution archive comes from 30-mooncake.sh."""
     if not (MOONCAKE_CACHE / ".ok").exists():
@@ -439,6 +497,11 @@ def main() -> int:
         "--after-down", action="store_true", help="first bring-up, `down` (caches kept), second bring-up"
     )
     parser.add_argument(
+        "--engine",
+        action="store_true",
+        help="--after-down on the real Docker engine's hosts: serve and verify plays (tests/serve's lab)",
+    )
+    parser.add_argument(
         "--nodes", type=int, default=1, help="--after-down: hosts one server spans (multi-node TP)"
     )
     parser.add_argument(
@@ -447,7 +510,12 @@ def main() -> int:
     args = parser.parse_args()
     try:
         before = measure_at(args.against, args.after_down) if args.against else None
-        data = measure_after_down(args.keep, args.nodes) if args.after_down else measure(args.keep)
+        if args.after_down and args.engine:
+            data = measure_after_down_engine(args.nodes)
+        elif args.after_down:
+            data = measure_after_down(args.keep, args.nodes)
+        else:
+            data = measure(args.keep)
     except Failed as err:
         print(f"bringup benchmark: {err}", file=sys.stderr)
         return 1
