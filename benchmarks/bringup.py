@@ -345,16 +345,22 @@ def _serve_run(slab: ServeLab, playbook: str, inventory: dict[str, Any], tags: s
     }  # fmt: skip
 
 
-def measure_after_down_engine(nodes: int) -> dict[str, Any]:
+def measure_after_down_engine(nodes: int, *, replicas: bool = False) -> dict[str, Any]:
     """--after-down on the real Docker engine's hosts (tests/serve's lab: the stand-in image runs
     in real containers, each kernel cache a folder on the host's cache volume): the serve and
     verify plays of site.yml (the hosts come prepared), `down` with the caches kept, the same
-    again. One server across ``nodes`` hosts."""
+    again. One server across ``nodes`` hosts, or with ``replicas`` one replica a host behind the
+    router (each prints its own start, so each node's JIT builds show)."""
     hosts = [f"k{i + 1}" for i in range(nodes)]
     with serve_lab(hosts) as slab:
         for host in hosts:
             slab.set_knobs(host, {"load_seconds": LOAD_S, "jit_seconds": JIT_S})
-        stack = make_stack("again", "unified", [slab.address(h) for h in hosts])
+        addresses = [slab.address(h) for h in hosts]
+        if replicas:
+            cluster = {"replicas": nodes, "router": {"policy": "round_robin"}}
+            stack = make_stack("again", "unified", addresses, strategy="high-throughput", cluster=cluster)
+        else:
+            stack = make_stack("again", "unified", addresses)
         inventory = slab.inventory((stack, hosts))
         first = _serve_run(slab, "site.yml", inventory, SERVE_TAGS)
         down = _serve_run(slab, "teardown.yml", inventory, None)
@@ -364,6 +370,7 @@ def measure_after_down_engine(nodes: int) -> dict[str, Any]:
         "cores": os.cpu_count(),
         "nodes": nodes,
         "engine": True,
+        "replicas": replicas,
         "ttft_ratio": round(ttft[1] / ttft[0], 2) if None not in ttft and ttft[0] else None,
         "standin_load_s": LOAD_S,
         "standin_jit_s": JIT_S,
@@ -502,6 +509,9 @@ def main() -> int:
         help="--after-down on the real Docker engine's hosts: serve and verify plays (tests/serve's lab)",
     )
     parser.add_argument(
+        "--replicas", action="store_true", help="--engine: one replica a host behind the router"
+    )
+    parser.add_argument(
         "--nodes", type=int, default=1, help="--after-down: hosts one server spans (multi-node TP)"
     )
     parser.add_argument(
@@ -511,7 +521,7 @@ def main() -> int:
     try:
         before = measure_at(args.against, args.after_down) if args.against else None
         if args.after_down and args.engine:
-            data = measure_after_down_engine(args.nodes)
+            data = measure_after_down_engine(args.nodes, replicas=args.replicas)
         elif args.after_down:
             data = measure_after_down(args.keep, args.nodes)
         else:
