@@ -200,7 +200,7 @@ def test_a_launch_round_trips_through_its_dump_and_refuses_a_disagreeing_copy():
 
 
 def test_the_jit_cache_puts_every_compile_cache_on_the_cache_volume_one_folder_per_image():
-    from flashfleet.launch import CONTAINER_HF_CACHE, JIT_CACHE_DIR
+    from flashfleet.launch import CONTAINER_HF_CACHE, JIT_CACHE_DIR, kernel_cache_key
 
     pd = render("gb300", "high-throughput", "pd")
     image = ImageSpec()
@@ -232,6 +232,7 @@ def test_the_jit_cache_puts_every_compile_cache_on_the_cache_volume_one_folder_p
         render("h200", "high-throughput", "pd"), LaunchSettings(image=image, jit_cache=True)
     )
     assert h200[0].env["TRITON_CACHE_DIR"] != on[0].env["TRITON_CACHE_DIR"]
+    assert kernel_cache_key("one/image:v1", "h200") != kernel_cache_key("one/image:v1", "gb300")
     # ROCm has no CUDA PTX cache
     amd = container_launches(render("mi355x", "low-latency", "unified"), LaunchSettings(jit_cache=True))
     assert "CUDA_CACHE_PATH" not in amd[0].env
