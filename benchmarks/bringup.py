@@ -27,12 +27,19 @@ second asked of the stand-in Hub (nothing, when the cache was kept), and each se
 startup timings from its log (the stand-in's load, and its JIT builds, which a kept kernel cache
 skips).
 
+Both bring-ups' time to first token (ttft: from the run's start until every node that serves the
+API answered verify's first chat request) are printed side by side, with their ratio (goal: 0.4
+or less). `--nodes N` spans one server across N hosts (multi-node TP), each with its own kernel
+cache. `--engine` runs the same on tests/serve's hosts, where the real Docker engine runs the
+stand-in image (the hosts come prepared: only the serve and verify plays run, as tests/serve does).
+
 `--against REV` also runs the same measurement as the project stood at git revision REV (its
 own benchmark, roles, playbooks and package, from a scratch worktree) in the same run, before
 this tree's, and prints the two side by side: a change to the converge records shows its
 rerun_ratio before and after.
 
-Usage: python benchmarks/bringup.py [--format json] [--keep DIR] [--after-down] [--against REV]
+Usage: python benchmarks/bringup.py [--format json] [--keep DIR] [--after-down [--engine] [--nodes N]]
+       [--against REV]
 Goals: rerun_ratio = second_s / noop_s <= 1.3; hosts4_ratio = four_hosts_s / one_host_s <= 1.3;
 after `down`, hub_file_gets of the second bring-up = 0 and second_ratio well under 1.
 """
@@ -60,7 +67,7 @@ from hosts.harness import HostSpec, process_cpu  # noqa: E402
 from roles.conftest import Lab, open_lab  # noqa: E402
 from roles.hardware import H200, NVIDIA_DEVICES  # noqa: E402
 from roles.test_preflight import SMALL_SIZES  # noqa: E402
-from serve.lab import MOONCAKE_CACHE, ServeLab, make_stack  # noqa: E402
+from serve.lab import MOONCAKE_CACHE, ServeLab, make_stack, serve_lab  # noqa: E402
 
 from flashfleet.bringup.playbook_run import RunResult, run_playbook  # noqa: E402
 from flashfleet.bringup.timeline import build_timeline, read_events, write_timeline  # noqa: E402
@@ -198,6 +205,25 @@ def phase_seconds(events: Iterable[Mapping[str, Any]]) -> dict[str, float]:
     return {k: round(v, 2) for k, v in out.items()}
 
 
+FIRST_TOKEN_TASK = "Chat | thinking on"  # verify's first request that generates tokens
+
+
+def first_token_s(events: Iterable[Mapping[str, Any]]) -> float | None:
+    """Time to first token of a bring-up: from the run's first event to the moment the last node
+    that serves the API had answered verify's first chat request (its first generated tokens)."""
+    timed = [e for e in events if e.get("created")]
+    if not timed:
+        return None
+    start = min(_ts(e["created"]) for e in timed)
+    first: dict[str, float] = {}
+    for e in timed:
+        data = e.get("event_data") or {}
+        if e.get("event") == "runner_on_ok" and data.get("task") == FIRST_TOKEN_TASK:
+            host = str(data.get("host"))
+            first[host] = min(first.get(host, float("inf")), _ts(e["created"]))
+    return round(max(first.values()) - start, 2) if first else None
+
+
 def noop(
     lab: Lab, slab: ServeLab, stack: StackPlan, hosts: Sequence[str], keep: Path | None, *, label: str
 ) -> float:
@@ -240,8 +266,8 @@ def site(
         for name, t in by_name.items()
     }
     return {
-        "total": round(took, 2), **phase_seconds(events), "changed": result.count("changed"),
-        "servers": servers, "cpu": cpu,
+        "total": round(took, 2), "ttft": first_token_s(events), **phase_seconds(events),
+        "changed": result.count("changed"), "servers": servers, "cpu": cpu,
     }  # fmt: skip
 
 
@@ -255,10 +281,12 @@ def _site_vars(lab: Lab) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def bringup(lab: Lab, slab: ServeLab, stack: StackPlan, keep: Path | None, which: str) -> dict[str, Any]:
-    """One whole bring-up on one host (site()), and what it asked of the stand-in Hub."""
+def bringup(
+    lab: Lab, slab: ServeLab, stack: StackPlan, hosts: Sequence[str], keep: Path | None, *, which: str
+) -> dict[str, Any]:
+    """One whole bring-up on the hosts (site()), and what it asked of the stand-in Hub."""
     asked, files = len(lab.hub.requests), sum(len(lab.hub.file_gets(r)) for r in lab.hub.repos)
-    out = site(lab, slab, stack, ONE, keep, which=which)
+    out = site(lab, slab, stack, hosts, keep, which=which)
     return {
         **out,
         "hub_requests": len(lab.hub.requests) - asked,
@@ -266,24 +294,88 @@ def bringup(lab: Lab, slab: ServeLab, stack: StackPlan, keep: Path | None, which
     }
 
 
-def measure_after_down(keep: Path | None) -> dict[str, Any]:
-    """The first bring-up, `down` with the caches kept, and the second bring-up, side by side."""
+def measure_after_down(keep: Path | None, nodes: int = 1) -> dict[str, Any]:
+    """The first bring-up, `down` with the caches kept, and the second bring-up, side by side;
+    with ``nodes`` > 1, one server across that many hosts (multi-node TP), each with its own
+    kernel cache on its own cache volume."""
     need_mooncake_cache()
-    with open_lab([HostSpec(h, H200, NVIDIA_DEVICES) for h in ONE]) as lab:
+    hosts = [f"b{i + 1}" for i in range(nodes)]
+    with open_lab([HostSpec(h, H200, NVIDIA_DEVICES) for h in hosts]) as lab:
         slab = prepare_hosts(lab, {"load_seconds": LOAD_S, "jit_seconds": JIT_S})
-        stack = make_stack("again", "unified", [slab.address(h) for h in ONE])
-        first = bringup(lab, slab, stack, keep, "first")
+        stack = make_stack("again", "unified", [slab.address(h) for h in hosts])  # nodes.count: hosts
+        first = bringup(lab, slab, stack, hosts, keep, which="first")
         down, _, _ = measured(
-            "down", lab, ONE, keep,
-            lambda: slab.run("teardown.yml", slab.inventory((stack, ONE)), extravars=_site_vars(lab)),
+            "down", lab, hosts, keep,
+            lambda: slab.run("teardown.yml", slab.inventory((stack, hosts)), extravars=_site_vars(lab)),
         )  # fmt: skip
-        second = bringup(lab, slab, stack, keep, "second")
+        second = bringup(lab, slab, stack, hosts, keep, which="second")
+    ttft = (first["ttft"], second["ttft"])
     return {
         "cores": os.cpu_count(),
+        "nodes": nodes,
+        "ttft_ratio": round(ttft[1] / ttft[0], 2) if None not in ttft and ttft[0] else None,
         "standin_load_s": LOAD_S,
         "standin_jit_s": JIT_S,
         "first": first,
         "down_s": round(down, 2),
+        "second": second,
+        "second_ratio": round(second["total"] / first["total"], 2),
+        "saved_s": {k: round(first[k] - second[k], 2) for k in PHASES.values()},
+    }
+
+
+SERVE_TAGS = "mooncake,serve,verify"  # what tests/serve runs on the engine's hosts
+
+
+def _serve_run(slab: ServeLab, playbook: str, inventory: dict[str, Any], tags: str | None) -> dict[str, Any]:
+    started = time.monotonic()
+    result = slab.run(playbook, inventory, tags=tags, extravars=FAST_SERVE)
+    took = time.monotonic() - started
+    if not result.ok:
+        raise Failed(f"{playbook}: {slab.explain(result)}")
+    events = read_events(result.events_log)
+    servers = {
+        f"{host}/{name}": {"load_s": t.load_s, "jit_s": t.jit_s, "ready_s": t.ready_s}
+        for host, by_name in build_timeline(events).startup.items()
+        for name, t in by_name.items()
+    }
+    return {
+        "total": round(took, 2), "ttft": first_token_s(events), **phase_seconds(events),
+        "changed": result.count("changed"), "servers": servers, "hub_requests": "-", "hub_file_gets": "-",
+    }  # fmt: skip
+
+
+def measure_after_down_engine(nodes: int, *, replicas: bool = False) -> dict[str, Any]:
+    """--after-down on the real Docker engine's hosts (tests/serve's lab: the stand-in image runs
+    in real containers, each kernel cache a folder on the host's cache volume): the serve and
+    verify plays of site.yml (the hosts come prepared), `down` with the caches kept, the same
+    again. One server across ``nodes`` hosts, or with ``replicas`` one replica a host behind the
+    router (each prints its own start, so each node's JIT builds show)."""
+    hosts = [f"k{i + 1}" for i in range(nodes)]
+    with serve_lab(hosts) as slab:
+        for host in hosts:
+            slab.set_knobs(host, {"load_seconds": LOAD_S, "jit_seconds": JIT_S})
+        addresses = [slab.address(h) for h in hosts]
+        if replicas:
+            cluster = {"replicas": nodes, "router": {"policy": "round_robin"}}
+            stack = make_stack("again", "unified", addresses, strategy="high-throughput", cluster=cluster)
+        else:
+            stack = make_stack("again", "unified", addresses)
+        inventory = slab.inventory((stack, hosts))
+        first = _serve_run(slab, "site.yml", inventory, SERVE_TAGS)
+        down = _serve_run(slab, "teardown.yml", inventory, None)
+        second = _serve_run(slab, "site.yml", inventory, SERVE_TAGS)
+    ttft = (first["ttft"], second["ttft"])
+    return {
+        "cores": os.cpu_count(),
+        "nodes": nodes,
+        "engine": True,
+        "replicas": replicas,
+        "ttft_ratio": round(ttft[1] / ttft[0], 2) if None not in ttft and ttft[0] else None,
+        "standin_load_s": LOAD_S,
+        "standin_jit_s": JIT_S,
+        "first": first,
+        "down_s": down["total"],
         "second": second,
         "second_ratio": round(second["total"] / first["total"], 2),
         "saved_s": {k: round(first[k] - second[k], 2) for k in PHASES.values()},
@@ -300,7 +392,8 @@ def prepare_hosts(lab: Lab, knobs: dict[str, Any] | None = None) -> ServeLab:
     """What tests/e2e gives its hosts, plus the Mooncake packages as their distribution archive."""
     www = lab.repo.root / "mooncake"
     www.symlink_to(MOONCAKE_CACHE / "debs")  # served by the lab's own repository server
-    slab = ServeLab(lab.pool, f"{lab.base_url}/mooncake", lab.runs)
+    # the recording fake docker (install_fake_docker) serves here, not the real engine: no image to tag
+    slab = ServeLab(lab.pool, f"{lab.base_url}/mooncake", lab.runs, engine=False)
     for name, host in lab.pool.hosts.items():
         install_fake_docker(host.root)
         (host.root / "etc/flashfleet-test/standin.json").write_text(
@@ -411,12 +504,28 @@ def main() -> int:
         "--after-down", action="store_true", help="first bring-up, `down` (caches kept), second bring-up"
     )
     parser.add_argument(
+        "--engine",
+        action="store_true",
+        help="--after-down on the real Docker engine's hosts: serve and verify plays (tests/serve's lab)",
+    )
+    parser.add_argument(
+        "--replicas", action="store_true", help="--engine: one replica a host behind the router"
+    )
+    parser.add_argument(
+        "--nodes", type=int, default=1, help="--after-down: hosts one server spans (multi-node TP)"
+    )
+    parser.add_argument(
         "--against", metavar="REV", help="also measure git revision REV first, and print both side by side"
     )
     args = parser.parse_args()
     try:
         before = measure_at(args.against, args.after_down) if args.against else None
-        data = measure_after_down(args.keep) if args.after_down else measure(args.keep)
+        if args.after_down and args.engine:
+            data = measure_after_down_engine(args.nodes, replicas=args.replicas)
+        elif args.after_down:
+            data = measure_after_down(args.keep, args.nodes)
+        else:
+            data = measure(args.keep)
     except Failed as err:
         print(f"bringup benchmark: {err}", file=sys.stderr)
         return 1
@@ -427,9 +536,12 @@ def main() -> int:
         print_against(args.against, before, data)
         return 0
     if args.after_down:
-        print(f"cores {data['cores']}; stand-in load {LOAD_S} s, JIT {JIT_S} s on a cold kernel cache")
+        print(
+            f"cores {data['cores']}; {data['nodes']} node(s); stand-in load {LOAD_S} s, JIT {JIT_S} s "
+            "on a cold kernel cache"
+        )
         print(f"{'':<16} {'first':>10} {'second':>10}")
-        rows = ["total", *PHASES.values(), "hub_requests", "hub_file_gets", "changed"]
+        rows = ["ttft", "total", *PHASES.values(), "hub_requests", "hub_file_gets", "changed"]
         for key in rows:
             print(f"{key:<16} {data['first'][key]:>10} {data['second'][key]:>10}")
         for server, first in data["first"]["servers"].items():
@@ -437,6 +549,7 @@ def main() -> int:
             for key in ("load_s", "jit_s"):
                 print(f"{server + ' ' + key:<16} {first[key]:>10} {second.get(key, '-'):>10}")
         print(f"second_ratio {data['second_ratio']} (down took {data['down_s']} s)")
+        print(f"ttft_ratio {data['ttft_ratio']} (goal: 0.4 or less)")
         return 0
     print(f"cores {data['cores']}")
     keys = (

@@ -270,19 +270,65 @@ _JIT_CACHE_VARS = {
 _VENDOR_JIT_CACHE_VARS = {"nvidia": {"CUDA_CACHE_PATH": "nv-compute"}, "amd": {}}
 JIT_CACHE_DIR = ".flashfleet-jit"  # inside the model cache, beside the Hub's hub/ folder
 
+# The server words that do not change which kernels a boot builds: where it listens and meets
+# its peers, which rank of a multi-node instance it is (every rank builds the same shapes), the
+# chat parsers, its metrics and key, where its weights come from and at which revision. Every
+# other word is in the key: a word this list misses costs a cold boot, never a wrong warm one.
+_KERNEL_NEUTRAL_FLAGS = frozenset(
+    {
+        "--host", "--port", "--nccl-port", "--dist-init-addr", "--node-rank",
+        "--disaggregation-bootstrap-port", "--engine-info-bootstrap-port",
+        "--reasoning-parser", "--tool-call-parser", "--enable-metrics", "--config", "--api-key",
+        "--revision", "--served-model-name",
+        "--weight-loader-prefetch-checkpoints", "--weight-loader-prefetch-num-threads",
+        "--weight-cache-mode", "--weight-cache-socket", "--weight-cache-timeout",
+        "--load-format", "--remote-instance-weight-loader-seed-instance-ip",
+        "--remote-instance-weight-loader-seed-instance-service-port",
+        "--remote-instance-weight-loader-send-weights-group-ports",
+        "--remote-instance-weight-loader-backend",
+        "--remote-instance-weight-loader-start-seed-via-transfer-engine",
+    }
+)  # fmt: skip
 
-def jit_cache_key(image_ref: str) -> str:
-    """One folder per image: kernels built by one image's compilers are never loaded by another."""
-    return hashlib.sha256(image_ref.encode()).hexdigest()[:16]
+
+def kernel_args(argv: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """The server's words that change its kernels (each flag with its values), in order: two
+    servers with the same build the same kernels, so one's cache leaves the other nothing to build."""
+    out: list[str] = []
+    skipping = False
+    for word in argv:
+        if word.startswith("--"):
+            skipping = word in _KERNEL_NEUTRAL_FLAGS
+        if not skipping:
+            out.append(word)
+    return tuple(out)
 
 
-def jit_cache_env(vendor: str, image_ref: str) -> dict[str, str]:
-    """The variables that put every compile cache under the model cache's JIT folder for the image.
+def kernel_cache_key(image: str, gpu: str) -> str:
+    """One folder per image (its digest where the stack is locked) and GPU model: kernels built by
+    another image's compilers, or for another GPU, are never loaded, wherever the volume goes (a
+    snapshot restored under another stack). The server's words are not in it: each library keys
+    its own entries by the kernel's configuration (Triton by source and target, DeepGEMM and
+    FlashInfer by kernel parameters), so a folder holds the kernels of every set of words run on
+    it, and a change of kernel words (kernel_args) builds only what it adds."""
+    return hashlib.sha256(f"{image}\0{gpu}".encode()).hexdigest()[:16]
+
+
+def image_identity(image: ImageSpec, hw: Hardware) -> str:
+    """What the kernels were compiled by: the image the units run, and, for the derived image
+    (named by the release's tag, whatever it was built on), the upstream digest once locked."""
+    ref = image.ref(hw)
+    return f"{ref} from {image.digest}" if image.derived and image.digest else ref
+
+
+def jit_cache_env(vendor: str, key: str) -> dict[str, str]:
+    """The variables that put every compile cache under the model cache's JIT folder for the key
+    (kernel_cache_key).
 
     The folder is inside the model cache volume, so it lives, and goes, with the weights:
     kept across `down` unless teardown.keepCaches is false, on the hostPath or PVC on Kubernetes.
     """
-    base = posixpath.join(CONTAINER_HF_CACHE, JIT_CACHE_DIR, jit_cache_key(image_ref))
+    base = posixpath.join(CONTAINER_HF_CACHE, JIT_CACHE_DIR, key)
     names = {**_JIT_CACHE_VARS, **_VENDOR_JIT_CACHE_VARS[vendor]}
     return {var: posixpath.join(base, sub) for var, sub in names.items()}
 
@@ -310,7 +356,8 @@ def container_launches(recipe: Recipe, settings: LaunchSettings | None = None) -
         argv = container_argv(proc)
         env = {**proc.env, **_visible_devices_env(hw, proc)}
         if serves_model and settings.jit_cache:
-            env = {**jit_cache_env(hw.vendor, settings.image.ref(hw)), **env}
+            key = kernel_cache_key(image_identity(settings.image, hw), hw.id)
+            env = {**jit_cache_env(hw.vendor, key), **env}
         if serves_model:
             argv = _locked_revisions(argv, settings.revisions)
         if keyed:

@@ -122,6 +122,7 @@ SLOW_PATHS = {
     "readme/test_first_command.py": ("index",),
     "serve/test_api_key_host.py": ("hosts", "docker"),
     "serve/test_cluster_hosts.py": ("hosts", "docker"),
+    "serve/test_kernels_after_down.py": ("hosts", "docker"),
     "serve/test_pd_hosts.py": ("hosts", "docker"),
     "serve/test_site.py": ("hosts", "docker"),
     "serve/test_real_router.py": ("oracle",),  # the router comes with the oracle venv

@@ -15,6 +15,7 @@ if TYPE_CHECKING:  # the plan's model is imported on the command's path only
         BringupTime,
         CapacityView,
         CriticalPath,
+        KernelCaches,
         KubernetesSourceView,
         LockView,
         MeasuredStartup,
@@ -213,6 +214,24 @@ def _ttft_lines(t: TimeToFirstToken) -> list[str]:
             f"{_bringup_time(lever.first)}, second {_bringup_time(lever.second)}, dominant "
             f"{lever.first.dominant or 'none known'}; badge: {lever.badge}"
         )
+    if t.kernels is not None:
+        out += _kernel_lines(t.kernels)
+    return out
+
+
+def _kernel_lines(k: KernelCaches) -> list[str]:
+    """The kernel caches' key, whether each bring-up starts warm on every node, through which
+    channel, and what stays unknown."""
+    pinned = "by digest" if k.image_pinned else "by tag (floating)"
+    out = [
+        f"    kernel caches: one folder per image ({k.image}, {pinned}) and GPU ({k.gpu}); "
+        f"{k.kernel_word_sets} set(s) of kernel-changing server words on {k.nodes} GPU node(s)",
+        f"      first bring-up  {k.first}: {k.first_source}",
+        f"      second bring-up {k.second}: {k.second_source}",
+    ]
+    for c in k.channels:
+        out.append(f"      channel {c.name}: {'yes' if c.applies else 'no'} ({c.detail})")
+    out += [f"      unknown: {u}" for u in k.unknown]
     return out
 
 

@@ -271,6 +271,31 @@ class MeasuredStartup(_View):
     ready_s: Number | None
 
 
+class KernelCacheChannel(_View):
+    """One way a node's kernel caches can reach a bring-up, and whether this stack has it."""
+
+    name: str  # kept cache volume | weights snapshot | peer fan-out
+    applies: bool
+    detail: str
+
+
+class KernelCaches(_View):
+    """The kernel caches' key as the stack has it, and whether each bring-up starts warm on every
+    GPU node (flashfleet.planning.kernel_cache)."""
+
+    image: str  # what compiles the kernels: the image the units run (by digest where locked)
+    image_pinned: bool
+    gpu: str  # the hardware catalog's GPU model
+    kernel_word_sets: int  # distinct sets of kernel-changing server words (PD: prefill, decode)
+    nodes: int
+    first: Literal["warm", "cold", "unknown"]
+    first_source: str
+    second: Literal["warm", "cold", "unknown"]
+    second_source: str
+    channels: list[KernelCacheChannel]
+    unknown: list[str]
+
+
 class TimeToFirstToken(_View):
     node_source: str
     phases: list[StartupPhase]
@@ -278,6 +303,7 @@ class TimeToFirstToken(_View):
     second: BringupTime
     levers: list[Lever]
     measured: MeasuredStartup | None = None
+    kernels: KernelCaches | None = None
 
 
 class LockedPart(_View):

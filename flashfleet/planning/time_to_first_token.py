@@ -18,6 +18,7 @@ from typing import Any
 
 from flashfleet.catalog import bringup_catalog
 from flashfleet.planning.critical_path import source_kind
+from flashfleet.planning.kernel_cache import kept_volume, kernel_caches, second_bringup
 from flashfleet.planning.plan_model import (
     BringupTime,
     CriticalPath,
@@ -27,8 +28,6 @@ from flashfleet.planning.plan_model import (
     TimeToFirstToken,
 )
 from flashfleet.planning.resolve import StackPlan
-from flashfleet.planning.stack_recipe import cache_volume_is_one_nodes
-from flashfleet.stack.kubernetes_source import HostPathCache, KubernetesSource
 
 TRANSFERS = ("driver", "image", "weights", "fanout")  # fanout: the seed's peers, after its download
 SAME = "as in the first bring-up"
@@ -103,22 +102,6 @@ def _restored_load(plan: StackPlan, load_s: float | None, sizes: list[float]) ->
     )
 
 
-def _cache_volume_kept(plan: StackPlan, kind: str, keep: bool) -> tuple[bool, str]:
-    """Whether the second bring-up finds the first one's cache volume, and why."""
-    if kind == "aws":
-        return False, "a new instance and volume"
-    if kind == "existing":
-        if keep:
-            return True, "the cache volume is kept on the node (teardown.keepCaches: true)"
-        return False, "teardown.keepCaches: false deletes the cache volume at `down`"
-    src = plan.spec.nodes.source
-    if isinstance(src, KubernetesSource) and isinstance(src.model_cache, HostPathCache):
-        return True, "the hostPath cache stays on the node"
-    if keep:
-        return True, "`down` keeps the stack's cache claim (teardown.keepCaches: true)"
-    return False, "teardown.keepCaches: false: `down` deletes the stack's cache claim"
-
-
 def _second_transfer(
     plan: StackPlan, kind: str, name: str, first: float | None, *, keep: bool, snapshot: bool
 ) -> tuple[float | None, str]:
@@ -137,33 +120,22 @@ def _second_transfer(
         if kind == "existing":
             return 0.0, "kept on the node: `down` removes containers and units, not images"
         return 0.0, "in the node's image cache (until the kubelet's image garbage collection)"
-    kept, why = _cache_volume_kept(plan, kind, keep)
+    kept, why = kept_volume(plan, kind, keep)
     return (0.0, f"kept: {why}") if kept else (first, f"downloaded again: {why}")
-
-
-_SHARED_VOLUME = (
-    "built again: the cache volume is a ReadWriteMany PVC every server pod shares, so the compile "
-    "caches stay in the containers"
-)
 
 
 def _jit(plan: StackPlan, kind: str, *, jit_cache: bool, keep: bool, snapshot: bool) -> StartupPhase:
     jit = bringup_catalog()["startup"]["jit"][plan.vendor]
     first, basis = _figure(jit, "first_s")
     cached, _ = _figure(jit, "cached_s")
-    kept, why = _cache_volume_kept(plan, kind, keep)
-    if snapshot:
-        kept, why = True, "the weights volume is restored from its snapshot (caches.weightsSnapshot)"
-    if not jit_cache:
-        second, note = first, "built again: caches.jit is false, so the compile caches live in the container"
-    elif not cache_volume_is_one_nodes(plan.spec):
-        second, note = first, _SHARED_VOLUME
-    elif kept:
-        second, note = cached, f"the compile caches are on the cache volume (caches.jit: true) and {why}"
-    else:
-        second, note = first, f"built again: the compile caches are on the cache volume, but {why}"
+    warmth, note = second_bringup(plan, kind, jit_cache=jit_cache, keep=keep, snapshot=snapshot)
     return StartupPhase(
-        name="jit", first_s=first, second_s=second, basis=basis, source=jit["source"], second_source=note
+        name="jit",
+        first_s=first,
+        second_s=cached if warmth == "warm" else first,
+        basis=basis,
+        source=jit["source"],
+        second_source=note,
     )
 
 
@@ -367,4 +339,5 @@ def time_to_first_token(
         second=_time(phases, cp.lanes, True),
         levers=levers,
         measured=measured,
+        kernels=kernel_caches(plan),
     )

@@ -72,6 +72,9 @@ FLAG_OWNERS: dict[str, str] = {
         ],
         "peer_load",
     ),
+    **dict.fromkeys(
+        ["--weight-cache-mode", "--weight-cache-socket", "--weight-cache-timeout"], "weight_cache"
+    ),
     **dict.fromkeys(["--nnodes", "--node-rank", "--dist-init-addr", "--nccl-init-addr"], "nodes"),
     **dict.fromkeys(
         [
@@ -159,6 +162,27 @@ def loader_flags(o: Options) -> list[str]:
     if o.weight_prefetch_threads is not None:
         out += ["--weight-loader-prefetch-num-threads", str(o.weight_prefetch_threads)]
     return out
+
+
+# Where the daemon and the server meet: a folder on the model cache volume, which every container
+# of the node mounts at the same path, instead of SGLang's default /tmp (each container's own).
+# SGLang keys each socket by the GPU's UUID ({device_uuid} must stay in the template); the path
+# stays short, under the 107 bytes a Unix socket path may hold.
+WEIGHT_CACHE_DIR = "/root/.cache/huggingface/.wc"
+
+
+def weight_cache_flags(o: Options) -> list[str]:
+    return [] if o.weight_cache == "off" else ["--weight-cache-mode", o.weight_cache]
+
+
+def weight_cache_env(o: Options) -> dict[str, str]:
+    """The paths SGLang's client and the daemon must agree on (sglang/srt/environ.py)."""
+    if o.weight_cache == "off":
+        return {}
+    return {
+        "SGLANG_WEIGHT_CACHE_SOCKET_TEMPLATE": f"{WEIGHT_CACHE_DIR}/{{device_uuid}}.sock",
+        "SGLANG_WEIGHT_CACHE_READY_TEMPLATE": f"{WEIGHT_CACHE_DIR}/{{device_uuid}}.ready",
+    }
 
 
 def peer_load_flags(seed_address: str, seed_port: int, tp: int, backend: str) -> list[str]:

@@ -183,6 +183,18 @@ class Options:
         choices=("off", "on", "nccl"),
         default="off",
     )
+    # Not in the seed's commands (Not Verified when on): the model server loads its weights over
+    # CUDA IPC from SGLang's standalone weight-cache daemon (sglang.srt.weight_cache.daemon), which
+    # keeps them in GPU memory across server restarts, so an option change that keeps the daemon's
+    # fingerprint (parallelism, quantization, dtype, model) skips the load. SGLang's other mode,
+    # daemon, spawns the daemon inside the engine and ends with it: it saves nothing on a restart.
+    # Without a daemon, or on a fingerprint mismatch, the client loads from disk as before.
+    weight_cache: str = option(
+        "client = --weight-cache-mode client: load the weights from SGLang's standalone weight-cache "
+        "daemon over CUDA IPC (kept resident across server restarts), from disk when none answers",
+        choices=("off", "client"),
+        default="off",
+    )
     nodes: int = option("Nodes serving one model instance", minimum=1, default=1)
     # The serving shape: several instances behind one router (SMG, or the release image's
     # sglang_router), each on its own nodes.

@@ -295,6 +295,7 @@ def _server_argv(
     argv += F.moe_flags(hw, topo)
     argv += F.memory_flags(o)
     argv += F.loader_flags(o)
+    argv += F.weight_cache_flags(o)
     argv += F.hicache_flags(o)
     argv += F.speculative_flags(o, topo)
     argv += F.feature_flags(o)
@@ -312,7 +313,7 @@ def _precision_flags(ctx: Context) -> list[str]:
 
 
 def _server_env(ctx: Context) -> dict[str, str]:
-    return {**ctx.hardware.env, **F.hicache_env(ctx.options)}
+    return {**ctx.hardware.env, **F.hicache_env(ctx.options), **F.weight_cache_env(ctx.options)}
 
 
 def _unified(ctx: Context, topo: Topology, addrs: list[str], port: int) -> list[Process]:
@@ -674,6 +675,15 @@ def _notes(ctx: Context, badge: str) -> list[str]:
                 "MI355X is Verified only as the measured AgentX configuration: low-latency, "
                 "precision=mxfp4, hicache=l1l2, hicache_size=180"
             )
+    if o.weight_cache != "off":
+        notes.append(
+            "weight_cache=client: each server loads its weights from SGLang's standalone weight-cache "
+            "daemon (python3 -m sglang.srt.weight_cache.daemon with the server's model, parallelism and "
+            f"quantization flags, sockets under {F.WEIGHT_CACHE_DIR}); flashfleet does not start that "
+            "daemon yet, and without it, or with a daemon whose fingerprint differs, the server loads "
+            "from disk as before. SGLang 0.5.23 shares only unquantized or block-wise FP8 weights this "
+            "way, and no speculative draft (no MTP)"
+        )
     if ctx.topology == "encoder-disagg":
         notes.append(
             "start the encoder first; keep --mem-fraction-static 0.78 on the language server so "

@@ -237,6 +237,33 @@ def _peer_load(c: Context) -> str | None:
     return None
 
 
+def _weight_cache(c: Context) -> str | None:
+    """SGLang 0.5.23's weight-cache daemon: its own refusals, said before a node boots."""
+    o = c.options
+    if o.weight_cache == "off":
+        return None
+    if o.speculative != "off":
+        # sglang/srt/arg_groups/model_path_hook.py refuses it: the daemon does not export the draft
+        return (
+            "weight_cache does not run with speculative decoding: SGLang 0.5.23's weight-cache daemon "
+            "does not export the draft model's weights (MTP included); set speculative=off"
+        )
+    if o.precision != "fp8":
+        # sglang/srt/weight_cache/protocol.py IPC_QUANT_ALLOWLIST: unquantized and block-wise FP8
+        return (
+            f"weight_cache shares only unquantized or block-wise FP8 weights in SGLang 0.5.23, "
+            f"not {o.precision}: set precision=fp8"
+        )
+    if o.peer_load != "off":
+        return "weight_cache and peer_load both choose where the weights come from: set one of them"
+    if c.hardware.vendor != "nvidia":
+        return (
+            "weight_cache shares the weights over CUDA IPC; flashfleet enables it on NVIDIA GPUs only, "
+            f"not {c.hardware.label}"
+        )
+    return None
+
+
 def _mamba_pin_and_ratio(c: Context) -> str | None:
     if c.options.mamba_full_memory_ratio is not None and c.options.max_mamba_cache_size is not None:
         return "set mamba_full_memory_ratio or max_mamba_cache_size, not both (the pin overrides the ratio)"
@@ -407,6 +434,13 @@ RULES: tuple[Rule, ...] = (
         "sglang remote-instance weight loader (a seed of the same parallelism, its target model "
         "only; NCCL: dp_size 1)",
         _peer_load,
+    ),
+    Rule(
+        "weight-cache-limits",
+        "weight_cache",
+        "sglang 0.5.23 weight cache (model_path_hook.py: not with speculative decoding; "
+        "protocol.py: unquantized or block-wise FP8 only)",
+        _weight_cache,
     ),
     Rule(
         "mamba-pin-or-ratio",

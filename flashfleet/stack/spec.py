@@ -430,9 +430,10 @@ class CachesSpec(Strict):
     """What the nodes keep between two boots of the server (docs/bringup-time.md)."""
 
     # true: the compile caches of SGLang's kernels (FlashInfer, DeepGEMM, Triton, TVM FFI,
-    # TileLang, torch, CUDA's PTX cache) live on the node's cache volume, one folder per image,
-    # instead of inside the container that `down` removes; a restart or a second bring-up on
-    # the same disk then skips the JIT builds. The command is the same: the badge does not move.
+    # TileLang, torch, CUDA's PTX cache) live on the node's cache volume, one folder per image
+    # and GPU model, instead of inside the container that `down` removes; a restart or a second
+    # bring-up on the same disk then skips the JIT builds. The command is the same: the badge
+    # does not move.
     jit: StrictBool = True
     # AWS only: the weights volume outlives the stack as an EBS snapshot, keyed by the locked
     # commit of every repository it holds; the next `up` (this stack's or another's with the

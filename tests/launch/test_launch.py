@@ -200,7 +200,7 @@ def test_a_launch_round_trips_through_its_dump_and_refuses_a_disagreeing_copy():
 
 
 def test_the_jit_cache_puts_every_compile_cache_on_the_cache_volume_one_folder_per_image():
-    from flashfleet.launch import CONTAINER_HF_CACHE, JIT_CACHE_DIR
+    from flashfleet.launch import CONTAINER_HF_CACHE, JIT_CACHE_DIR, kernel_cache_key
 
     pd = render("gb300", "high-throughput", "pd")
     image = ImageSpec()
@@ -224,10 +224,44 @@ def test_the_jit_cache_puts_every_compile_cache_on_the_cache_volume_one_folder_p
     assert len({launch.env.get("TRITON_CACHE_DIR") for launch in on if launch.role != "router"}) == 1
     other = container_launches(pd, LaunchSettings(image=ImageSpec(version="v0.5.22"), jit_cache=True))
     assert other[0].env["TRITON_CACHE_DIR"] != on[0].env["TRITON_CACHE_DIR"]
+    # a locked image (its digest) and another GPU model: other folders too
+    locked = ImageSpec(digest="sha256:" + "0" * 64)
+    pinned = container_launches(pd, LaunchSettings(image=locked, jit_cache=True))
+    assert pinned[0].env["TRITON_CACHE_DIR"] != on[0].env["TRITON_CACHE_DIR"]
+    h200 = container_launches(
+        render("h200", "high-throughput", "pd"), LaunchSettings(image=image, jit_cache=True)
+    )
+    assert h200[0].env["TRITON_CACHE_DIR"] != on[0].env["TRITON_CACHE_DIR"]
+    assert kernel_cache_key("one/image:v1", "h200") != kernel_cache_key("one/image:v1", "gb300")
     # ROCm has no CUDA PTX cache
     amd = container_launches(render("mi355x", "low-latency", "unified"), LaunchSettings(jit_cache=True))
     assert "CUDA_CACHE_PATH" not in amd[0].env
     assert cuda <= set(amd[0].env)
+
+
+def test_kernel_args_keep_the_words_that_change_kernels_and_drop_the_rest():
+    """Every node and rank of a cluster that builds the same kernels has the same kernel words
+    (so a cache one node built leaves the others, and the next bring-up, nothing to build)."""
+    from flashfleet.launch import kernel_args
+
+    two = render("h200", "high-throughput", "unified", {"replicas": 2, "peer_load": "on"},
+                 addresses=["10.0.0.1", "10.0.0.2"])  # fmt: skip
+    servers = [p for p in two.processes if p.role != "router"]
+    assert len(servers) == 2
+    assert servers[0].argv != servers[1].argv
+    assert len({kernel_args(p.argv) for p in servers}) == 1
+    multi = render("h200", "high-throughput", "unified", {"nodes": 2}, addresses=["10.0.0.1", "10.0.0.2"])
+    assert len({p.argv for p in multi.processes}) == 2
+    assert len({kernel_args(p.argv) for p in multi.processes}) == 1  # every rank
+    base = kernel_args(render("h200", "high-throughput", "unified").processes[0].argv)
+    assert "--port" not in base
+    assert "--reasoning-parser" not in base
+    assert base[base.index("--tp-size") + 1] == "8"
+    # neutral: the parsers, the weights' source; not neutral: the batch size CUDA graphs capture
+    same = render("h200", "high-throughput", "unified", {"reasoning_parser": "off", "weight_cache": "client"})
+    assert kernel_args(same.processes[0].argv) == base
+    more = render("h200", "high-throughput", "unified", {"max_running_requests": 32})
+    assert kernel_args(more.processes[0].argv) != base
 
 
 def test_a_stack_plan_carries_the_jit_cache_into_docker_and_kubernetes(capsys):
