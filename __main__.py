@@ -1,7 +1,7 @@
 """Pulumi composition root: `pulumi up --stack <name>` (stack files in stacks/).
 
 Admit, capacity, deploy, export: the stack as Pulumi holds it (`flashfleet:stack`, its lock,
-`flashfleet:roleVars`, the secrets `flashfleet:hfToken` and `flashfleet:apiKey`) goes through the
+the secrets `flashfleet:hfToken` and `flashfleet:apiKey`) goes through the
 one admission every command runs (flashfleet.admission) before any resource is registered; then
 the stack's capacity reservation or block and a Kubernetes stack's namespace are checked against
 the cloud (pre-flight), the node source's component is built, and the outputs are exported.
@@ -33,6 +33,7 @@ try:  # the one admission `flashfleet validate`, `plan` and `up` run, before the
                 key: value
                 for key, value in {
                     "flashfleet:stack": config.get_object("stack"),
+                    # no longer read, so refused by name with where it moved (stack.site)
                     "flashfleet:roleVars": config.get_object("roleVars"),
                     "aws:region": pulumi.Config("aws").get("region"),
                 }.items()
@@ -45,7 +46,6 @@ try:  # the one admission `flashfleet validate`, `plan` and `up` run, before the
     )
 except StackError as err:
     raise pulumi.RunError(str(err)) from None  # each problem on its own line, no traceback
-role_vars = bringup.role_vars
 api_key = config.get_secret("apiKey") if bringup.api_key_required else None
 # The block or reservation must be usable now, before the first resource (a VPC) is created.
 try:
@@ -67,7 +67,7 @@ for key, value in deploy(
     config.get_secret("hfToken"),
     now,
     preflight.block_end(reservation),
-    role_vars,
+    bringup.site_args,
     api_key=api_key,
 ).items():
     pulumi.export(key, value)

@@ -1,14 +1,15 @@
 """One admission of a stack: is it deployable? Every offline rule, run once, for every caller.
 
 The Pulumi program (`__main__.py`), `flashfleet validate`, `plan`, `up` and `new` all call
-`admit` with everything a stack is (its spec, region, lock and role arguments, which secrets it
-holds, and its sibling stack files beside it) and get the plan, or one StackError naming every
+`admit` with everything a stack is (its spec with its site section, region and lock, which
+secrets it holds, and its sibling stack files beside it) and get the plan, or one StackError naming every
 problem. What it runs, in order:
 
 - the stack spec, the recipe's rules, the catalogs, the lock and the sibling stacks' namespaces
   (`planning.resolve`);
-- the role arguments the stack sets (`bringup.role_vars`), and the secret values where the
-  caller holds them (the program does; the CLI reads the stack's own with `stackops`);
+- the secret values where the caller holds them (the program does; the CLI reads the stack's
+  own with `stackops`); what the stack sets for the roles is its spec's site section, checked
+  with the spec;
 - an API key the serving asks for must be there;
 - the bring-up's own check of the inventory the program would hand it, with AWS nodes at
   placeholder addresses (`bringup.input_check`, as the provider runs it on the real one).
@@ -46,7 +47,6 @@ def admit(sf: StackFile, secrets: Mapping[str, str | None] | None = None) -> Sta
         plan = resolve(sf)
     except StackError as err:
         problems += err.problems
-    problems += _role_var_problems(sf.role_vars)
     for key, value in (secrets or {}).items():
         if found := secret_problem(value):
             problems.append(Problem(key, *found))
@@ -61,7 +61,7 @@ def admit(sf: StackFile, secrets: Mapping[str, str | None] | None = None) -> Sta
         )
     if plan is not None and not problems:  # the inventory, from a plan every rule above accepted
         try:
-            check_bringup(plan, sf.role_vars)
+            check_bringup(plan)
         except BringupInputError as err:
             problems.append(_bringup_problem(str(err)))
     if plan is None or problems:
@@ -78,17 +78,6 @@ def _bringup_problem(line: str) -> Problem:
     return Problem(where, why, rule)
 
 
-def _role_var_problems(role_vars: Mapping[str, Any]) -> list[Problem]:
-    from flashfleet.bringup.project import DEFAULT_PROJECT
-    from flashfleet.bringup.role_vars import STACK_PLAYBOOKS, RoleVarRefused, check_role_vars
-
-    try:
-        check_role_vars(DEFAULT_PROJECT, STACK_PLAYBOOKS, role_vars)
-    except RoleVarRefused as err:
-        return [Problem(f"{err.where}{err.name}", err.message, err.rule)]
-    return []
-
-
 def offline_inventory(plan: StackPlan) -> dict[str, Any] | None:
     """The inventory the program hands the bring-up (AWS nodes at placeholder addresses, with no
     host keys yet); None for a Kubernetes stack, which has no Ansible hand-off."""
@@ -102,15 +91,16 @@ def offline_inventory(plan: StackPlan) -> dict[str, Any] | None:
     return build_inventory(plan, placeholders, placeholders)
 
 
-def check_bringup(plan: StackPlan, role_vars: Mapping[str, Any]) -> None:
+def check_bringup(plan: StackPlan) -> None:
     """Raises BringupInputError (one line naming the host or role and the field) as the bring-up
-    resource's check would: the inventory contract and the role arguments of site.yml."""
+    resource's check would: the inventory contract and the role arguments of site.yml (the
+    stack's site section's)."""
     from flashfleet.bringup.input_check import validate
     from flashfleet.bringup.project import DEFAULT_PROJECT
 
     inventory = offline_inventory(plan)
     if inventory is not None:
-        validate(DEFAULT_PROJECT, "site.yml", inventory, role_vars, stack=plan.stack)
+        validate(DEFAULT_PROJECT, "site.yml", inventory, plan.site_args, stack=plan.stack)
 
 
 def not_checked_offline(plan: StackPlan) -> list[str]:

@@ -84,7 +84,7 @@ def host_vars(
     held = with_router(
         image_packages(spec.image.version, hw, spec.image.packages), spec.router_program == "smg"
     )
-    apt_wants = node_apt(spec, plan.role_vars, plan.router_arch)
+    apt_wants = node_apt(spec, plan.site_args, plan.router_arch)
     layout = None
     if plan.mooncake is not None:
         # Hugepages only when the serving containers are told to use them.
@@ -121,7 +121,7 @@ def host_vars(
                     "video": held.video is None,
                     "refused_transformers": list(held.refused_transformers),
                     "packages": locked_for(installs, plan.lock, "sglang_image"),
-                    "apt": image_apt_lock(spec, hw, plan.role_vars, plan.lock),
+                    "apt": image_apt_lock(spec, hw, plan.site_args, plan.lock),
                 }
                 if spec.image.derived
                 else None

@@ -78,8 +78,8 @@ MUTANTS: list[Mutant] = [
     # --- role arguments (bringup) -------------------------------------------------------------
     m("role_vars.ansible-vars-pass", RV, "check_role_vars", 'name.startswith("ansible_") or ', "", *RV_TESTS),
     m("role_vars.refused-names-pass", RV, "check_role_vars", "if name in REFUSED:", "if False:", *RV_TESTS),
-    m("role_vars.port-no-ceiling", RV, "port", "not 0 < value < 65536", "not 0 < value", *RV_TESTS),
-    m("role_vars.url-any-scheme", RV, "url", 'parts.scheme not in {"http", "https"} or ', "", *RV_TESTS),
+    m("role_vars.port-no-ceiling", SV, "port", "not 0 < value < 65536", "not 0 < value", *RV_TESTS),
+    m("role_vars.url-any-scheme", SV, "url", 'parts.scheme not in {"http", "https"} or ', "", *RV_TESTS),
     m("role_vars.word-climbs", RV, "word", ' or "/.." in value', "", *RV_TESTS),
     m(
         "role_vars.bool-as-int",
@@ -96,6 +96,32 @@ MUTANTS: list[Mutant] = [
         'and "@" in urlsplit(s).netloc',
         "and False",
         *RV_TESTS,
+    ),
+    # --- the site section (stack): what a stack sets for the roles ---------------------------------
+    m(
+        "site.one-index-for-the-weights-only",
+        "flashfleet/stack/site.py",
+        "Site.role_args",
+        '"sglang_image_pip_index_url": pip.index_url,',
+        "",
+        "tests/unit/test_site_args.py",
+    ),
+    m(
+        "site.url-credentials-pass",
+        SV,
+        "url",
+        'if "@" in parts.netloc:',
+        "if False:",
+        "tests/bringup/test_role_vars.py",
+    ),
+    m(
+        "site.token-over-http-dropped",
+        "flashfleet/stack/site.py",
+        "Site.role_args",
+        '"model_weights_hf_token_over_http": hub.token_over_http or None,',
+        "",
+        "tests/bringup/test_role_vars.py",
+        "tests/unit/test_site_args.py",
     ),
     # --- safe values (stack) ----------------------------------------------------------------------
     m(

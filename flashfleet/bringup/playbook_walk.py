@@ -1,5 +1,5 @@
 """Every role a playbook applies, with the vars it passes: the one walk over playbooks, for the
-role-argument check before the run (arguments.py) and the roleVars a person may set
+role-argument check before the run (arguments.py) and the extra variables an operator may set
 (role_vars.py).
 
 Ansible's own loader (`ansible.playbook.Playbook`) is not used here: it loads every role's

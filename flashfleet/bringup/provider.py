@@ -5,7 +5,8 @@ outputs, so Pulumi orders it after them on `up` and deletes it, running the tear
 them on `destroy`). Its provider runs the playbooks inside `pulumi up` / `pulumi destroy`:
 
 - check: `input_check.validate`, the one validation of this path (the inventory contract, the role
-  arguments, a secret where it must not be), plus the stack's roleVars rule; one line naming the
+  arguments, a secret where it must not be), plus `configure -e`'s rules for the extra
+  variables (the stack's site section); one line naming the
   host and field. The engine checks before every create or update, so those run unchecked;
 - diff: run again only when the inventory (minus connection details), the playbook, the extra
   variables or the playbooks/roles tree changed; the token alone never triggers a run;
@@ -253,7 +254,7 @@ class PlaybookRunProvider(ResourceProvider):
             from flashfleet.bringup.role_vars import check_role_vars
 
             try:
-                # the stack's roleVars: the same rules as `flashfleet validate` and `configure -e`
+                # the stack's site section, checked by the spec: again here, by `configure -e`'s rules
                 playbooks = (
                     str(news.get("playbook") or "site.yml"),
                     str(news.get("teardownPlaybook") or "teardown.yml"),

@@ -1,4 +1,6 @@
-"""Role arguments a person may set: `flashfleet:roleVars` of a stack and `flashfleet configure -e`.
+"""Role arguments an operator may set with `flashfleet configure -e`, and the guard of the extra
+variables the bring-up resource is handed (a stack's site section, flashfleet.stack.site, which
+the spec already checked: the provider checks them again because Pulumi's state can be edited).
 
 Extra variables win over everything in Ansible (inventory, play and role vars), so a value set
 here replaces what the spec decided. Hence the rules, decided once, here:
@@ -9,7 +11,7 @@ here replaces what the spec decided. Hence the rules, decided once, here:
   from the spec (the converge record, the launches, the cache removal) are refused always;
 - every other argument has a kind: a host directory passes `safe_values.host_path`, an address
   `host_address`, a user `posix_user`, an image `pinned_image`, a URL is http(s) without a user
-  or password (roleVars sit in plain text in the stack file and the state), a port is 1-65535;
+  or password (they sit in plain text in the stack file and the state), a port is 1-65535;
 - every string is one printable line without a template marker, so it reaches the run inert.
 """
 
@@ -23,11 +25,11 @@ from urllib.parse import urlsplit
 from flashfleet.bringup.errors import BringupInputError
 from flashfleet.bringup.project import Project
 from flashfleet.stack import safe_values as sv
-from flashfleet.stack.files import ROLE_VARS_KEY
+from flashfleet.stack.safe_values import executable, host_port, port, url, url_or_path, version
 
-# The playbooks a stack's roleVars reach: the bring-up inside `pulumi up`, the teardown on destroy.
+# The playbooks a stack's site section reaches: the bring-up inside `pulumi up`, the teardown on destroy.
 STACK_PLAYBOOKS = ("site.yml", "teardown.yml")
-STACK_PREFIX = f"{ROLE_VARS_KEY}."
+EXTRAVARS_PREFIX = "extravars."
 OPTION_PREFIX = "-e "
 
 Kind = Callable[[Any], Any]  # returns the value or raises ValueError with the rule's words
@@ -44,16 +46,12 @@ class RoleVarRefused(BringupInputError):
 # --- kinds -----------------------------------------------------------------------------------------
 
 _WORD = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._+~:/@=-]{0,255}$")
-_VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+~:-]{0,127}$")
 _DEB_PACKAGE = re.compile(r"^[a-z0-9][a-z0-9+.-]{0,127}$")
 _HF_REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
 _REQUIREMENT = re.compile(
     r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9,._-]+\])?([=<>!~]=?[A-Za-z0-9.*+!_-]+,?)*$"
 )
-_URL_PATH = re.compile(r"^[A-Za-z0-9._~/%+=&?:,-]*$")
-_EXECUTABLE = re.compile(r"^(/[A-Za-z0-9._+-]+)+$")
 _DEVICE_PATH = re.compile(r"^/dev(/[A-Za-z0-9._-]+)+$")
-URL_RULE = "an http(s) URL of a DNS name or IP address, an optional port and a path, with no user or password"
 
 
 def word(value: Any) -> str:
@@ -64,69 +62,10 @@ def word(value: Any) -> str:
     return value
 
 
-def version(value: Any) -> str:
-    if not isinstance(value, str) or not _VERSION.fullmatch(value):
-        raise ValueError(f"{value!r}: must be a version of letters, digits and . _ + ~ : -")
-    return value
-
-
-def url(value: Any) -> str:
-    if not isinstance(value, str) or not value.isprintable():
-        raise ValueError(f"must be {URL_RULE}")
-    parts = urlsplit(value)
-    if "@" in parts.netloc:
-        raise ValueError(
-            "a URL may not carry a user or password: roleVars are stored in plain text in the "
-            f"stack file and the state; must be {URL_RULE}"
-        )
-    if parts.scheme not in {"http", "https"} or not parts.hostname or parts.fragment:
-        raise ValueError(f"{value!r}: must be {URL_RULE}")
-    sv.host_address(parts.hostname)
-    try:
-        parts.port  # noqa: B018 (raises on a port out of range)
-    except ValueError:
-        raise ValueError(f"{value!r}: the port must be 1-65535; must be {URL_RULE}") from None
-    if not _URL_PATH.fullmatch(parts.path + ("?" + parts.query if parts.query else "")):
-        raise ValueError(f"{value!r}: the path holds a character a URL here may not; must be {URL_RULE}")
-    return value
-
-
-def port(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 65536:
-        raise ValueError(f"{value!r}: must be a port, a whole number 1-65535")
-    return value
-
-
-def host_port(value: Any) -> str:
-    """`host` or `host:port` (pip's trusted host, Mooncake's master address)."""
-    if not isinstance(value, str):
-        raise ValueError(f"{value!r}: must be host or host:port ({sv.ADDRESS_RULE})")
-    host, sep, number = value.rpartition(":") if value.count(":") == 1 else ("", "", "")
-    if not sep:
-        return sv.host_address(value)
-    sv.host_address(host)
-    if not number.isdigit():
-        raise ValueError(f"{value!r}: must be host or host:port with a port 1-65535")
-    port(int(number))
-    return value
-
-
-def executable(value: Any) -> str:
-    """A program the roles run (the container CLI): an absolute path, nothing to reinterpret."""
-    if not isinstance(value, str) or not _EXECUTABLE.fullmatch(value) or "/../" in value + "/":
-        raise ValueError(f"{value!r}: must be the absolute path of a program (letters, digits, . _ + -)")
-    return value
-
-
 def device_path(value: Any) -> str:
     if not isinstance(value, str) or not _DEVICE_PATH.fullmatch(value) or "/.." in value:
         raise ValueError(f"{value!r}: must be a device under /dev (such as /dev/kfd)")
     return value
-
-
-def _url_or_path(value: Any) -> str:
-    """pip's --find-links: a URL, or a directory on the node."""
-    return url(value) if "://" in str(value) else sv.host_path(value)
 
 
 def _pattern(regex: re.Pattern[str], what: str) -> Kind:
@@ -191,7 +130,8 @@ _DOCKER_OPTIONS: dict[str, Kind] = {
 
 SECRET = "secret-handling"
 OWNED = "flashfleet-owned"
-# Never from roleVars or -e, with why. Secret handling: these name the token's file on the node
+# Never from -e (nor the bring-up's extra variables), with why. Secret handling: these name the
+# token's file on the node
 # (deleted when the job ends), the secret files teardown deletes, and the controller environment
 # variables secrets are read from (pointing one at AWS_SECRET_ACCESS_KEY would ship that).
 _PACKAGES_LOCK = "the packages' lock is the stack's <stack>.lock.yaml, written by `flashfleet lock`"
@@ -282,8 +222,8 @@ KINDS: dict[str, tuple[str, Kind]] = {
     "model_weights_pip_index_url": ("url", optional(url)),
     "sglang_image_pip_index_url": ("url", optional(url)),
     "sglang_image_apt_archive": ("url", optional(url)),
-    "model_weights_pip_find_links": ("url-or-path", optional(_url_or_path)),
-    "sglang_image_pip_find_links": ("url-or-path", optional(_url_or_path)),
+    "model_weights_pip_find_links": ("url-or-path", optional(url_or_path)),
+    "sglang_image_pip_find_links": ("url-or-path", optional(url_or_path)),
     "model_weights_pip_trusted_host": ("address", optional(host_port)),
     "sglang_image_pip_trusted_host": ("address", optional(host_port)),
     "mooncake_metadata_server": ("url", optional(url)),
@@ -362,7 +302,7 @@ def _inert(value: Any) -> None:
             )
         if "://" in s and "@" in urlsplit(s).netloc:
             raise ValueError(
-                "holds a URL with a user or password; roleVars are stored in plain text in the stack "
+                "holds a URL with a user or password; it would be stored in plain text in the stack "
                 "file and the state (use a mirror that needs none)",
                 "credentials",
             )
@@ -414,7 +354,7 @@ def documented_options(project: Project, playbooks: Iterable[str]) -> dict[str, 
 
 
 def check_role_vars(
-    project: Project, playbooks: Iterable[str], values: Mapping[str, Any], where: str = STACK_PREFIX
+    project: Project, playbooks: Iterable[str], values: Mapping[str, Any], where: str = EXTRAVARS_PREFIX
 ) -> None:
     """Raises RoleVarRefused for the first value a person may not set; `where` prefixes the name."""
     if not values:

@@ -71,7 +71,7 @@ class NodePackages:
 
     def versions(self) -> dict[str, str]:
         """What a node is told (flashfleet_node_packages): the versions; the repositories are the
-        roles' own arguments, which a stack's roleVars may point at a mirror."""
+        roles' own arguments, which a stack's site section may point at a mirror."""
         keys = ("docker_version", "toolkit_version", "amdgpu_version", "rocm_version")
         return {key: getattr(self, key) for key in keys}
 

@@ -4,17 +4,17 @@ Resolves each repository the stack's recipe loads (the checkpoint, and the DFlas
 selected) at the catalog's revision to the commit it names today, with every file's size and hash
 as the Hub lists them (`HfApi.model_info(files_metadata=True)`), and writes the lock beside the
 stack file (flashfleet.stack.lock). The Hub is the one the nodes download from: the stack's
-`model_weights_hf_endpoint` role variable (a mirror), else $HF_ENDPOINT, else huggingface.co; a
+`site.hub.endpoint` (a mirror), else $HF_ENDPOINT, else huggingface.co; a
 gated repository needs $HF_TOKEN, which is sent only over https (or over http where the stack's
-roleVars say `model_weights_hf_token_over_http: true`). The image the nodes pull (`repository:tag`)
+`site.hub.tokenOverHttp` is true). The image the nodes pull (`repository:tag`)
 is resolved in its registry to the digest it names today and each platform's
 (flashfleet/image_registry.py); the nodes' architecture must be among them. Each Python
 distribution the nodes pip-install (flashfleet/planning/packages.py) is resolved on the index they
-install it from (the stack's roleVars: a mirror or a wheel folder, else PyPI) to the newest version
+install it from (the stack's site section: a mirror or a wheel folder, else PyPI) to the newest version
 its specifier allows, with every file of that version and its sha256 (flashfleet/package_index.py).
 What the roles apt-install from vendors' repositories (the NVIDIA driver, Docker Engine, the NVIDIA
 container toolkit, the AMD driver and ROCm) is resolved in each repository directory the nodes'
-sources may name (the stack's roleVars' mirrors, else the vendors';
+sources may name (the stack's site section's mirrors, else the vendors';
 flashfleet/planning/apt_packages.py): every package apt takes from it for the role, with its
 version, size and SHA256 (flashfleet/apt_index.py). What the derived image apt-installs from its
 base's distribution (FFmpeg) is resolved in a snapshot of that archive
@@ -102,12 +102,12 @@ def run(args: argparse.Namespace) -> int:
         plan = resolve_spec(name, spec, region=sf.region, has_hf_token=sf.has_hf_token)
     except StackError as err:
         raise UsageError(str(err)) from None
-    endpoint = sf.role_vars.get("model_weights_hf_endpoint") or os.environ.get("HF_ENDPOINT") or None
-    over_http = sf.role_vars.get("model_weights_hf_token_over_http") is True
+    endpoint = spec.site.hub.endpoint or os.environ.get("HF_ENDPOINT") or None
+    over_http = spec.site.hub.token_over_http
     if os.environ.get("HF_TOKEN") and not token_may_go(endpoint, over_http):
         print(
             f"flashfleet lock: warning: {endpoint} is not https: HF_TOKEN is not sent to it (a gated "
-            "repository is refused; flashfleet:roleVars.model_weights_hf_token_over_http: true sends it)",
+            "repository is refused; site.hub.tokenOverHttp: true sends it)",
             file=sys.stderr,
         )
     revision = download_client().revision
@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
         locked_image, labels = resolve_image(image, ARCH[hw.arch], spec.image.digest)
         images = {image: locked_image}
         image_apt = (
-            resolve_image_apt(spec, hw, sf.role_vars, labels, old=sf.lock, update=args.update)
+            resolve_image_apt(spec, hw, plan.site_args, labels, old=sf.lock, update=args.update)
             if spec.image.derived
             else {}
         )
@@ -131,9 +131,9 @@ def run(args: argparse.Namespace) -> int:
                 find_links=want.find_links,
                 platform=want.platform,
             )
-            for name, want in pip_installs(spec, sf.role_vars).items()
+            for name, want in pip_installs(spec, plan.site_args).items()
         }
-        apt = resolve_apt(node_apt(spec, sf.role_vars, plan.router_arch))
+        apt = resolve_apt(node_apt(spec, plan.site_args, plan.router_arch))
         amis = resolve_amis(node_images(spec, hw.arch, sf.region, plan.router_arch, None), sf.region)
     except (HubError, RegistryError, PackageIndexError, AptIndexError, AmiError) as err:
         print(f"flashfleet lock: {err}", file=sys.stderr)
@@ -184,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
 def resolve_image_apt(
     spec: StackSpec,
     hw: Hardware,
-    role_vars: Mapping[str, Any],
+    site_args: Mapping[str, Any],
     labels: Mapping[str, str],
     *,
     old: StackLock | None,
@@ -211,7 +211,7 @@ def resolve_image_apt(
             file=sys.stderr,
         )
         return {}
-    want = image_apt_want(hw, role_vars, dist)
+    want = image_apt_want(hw, site_args, dist)
     held = old.image_apt.get(ref) if old is not None else None
     moment = held.snapshot.rstrip("/").rpartition("/")[2] if held is not None and not update else None
     if moment is None:  # the archive as it is now, named by the moment it was published

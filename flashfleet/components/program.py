@@ -71,14 +71,14 @@ def deploy(
     hf_token: pulumi.Output[str] | None,
     now: datetime,
     block_end: datetime | None = None,
-    role_vars: dict[str, Any] | None = None,
+    site_args: dict[str, Any] | None = None,
     *,
     api_key: pulumi.Output[str] | None = None,
 ) -> dict[str, Any]:
     """Register the stack's resources; return its outputs by key (``flashfleet.outputs``).
 
     ``block_end``: the end of the stack's Capacity Block, which the nodes' deadline never passes.
-    ``role_vars``: role arguments for every bring-up run (site mirrors, say), checked against
+    ``site_args``: role arguments for every bring-up run (site mirrors, say), checked against
     the roles' argument specs like `flashfleet configure -e`.
     ``api_key``: the serving API key (``flashfleet:apiKey``), a secret like the HF token: in the
     state and outputs only encrypted, and to the nodes only through the bring-up's environment.
@@ -120,7 +120,7 @@ def deploy(
         # For `flashfleet configure` and `bench` (the Authorization header); secret like the token.
         exports[outputs.API_KEY] = pulumi.Output.secret(api_key)
     bringup = attach(
-        "bringup", inventory, hf_token, playbook="site.yml", extravars=role_vars, api_key=api_key
+        "bringup", inventory, hf_token, playbook="site.yml", extravars=site_args, api_key=api_key
     )
     exports[outputs.BRINGUP_RUN_DIR] = bringup.runDir
     if isinstance(nodes, AwsNodes) and plan.weights_snapshot is not None:

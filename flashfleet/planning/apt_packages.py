@@ -149,12 +149,12 @@ def _rocm(rv: Mapping[str, Any], distro: str) -> AptWant:
 
 
 def node_apt(
-    spec: StackSpec, role_vars: Mapping[str, Any] | None = None, router_arch: str | None = None
+    spec: StackSpec, site_args: Mapping[str, Any] | None = None, router_arch: str | None = None
 ) -> list[AptWant]:
     """Every role's apt wants on the stack's nodes (none on Kubernetes), one per distribution and
-    architecture the nodes may run, without repeats. roleVars that move a role's arguments (its
-    repository, versions, packages) move these too. ``router_arch``: a router's own AWS instance's."""
-    rv = dict(role_vars or {})
+    architecture the nodes may run, without repeats. The site section's arguments that move a
+    role's repository or Docker release move these too. ``router_arch``: a router's own AWS instance's."""
+    rv = dict(site_args or {})
     hw = hardware_catalog()[spec.hardware]
     source = spec.nodes.source
     if source.kind == "kubernetes":
@@ -181,7 +181,7 @@ def where(index: str) -> str:
 
 def _held(index: RepoDir, held: Mapping[str, Mapping[str, LockedDeb]]) -> str | None:
     """The lock's directory for this one: the same URL, else the same layout below another
-    repository URL (a mirror the stack's roleVars name)."""
+    repository URL (a mirror the stack's site section names)."""
     if index.url in held:
         return index.url
     return next((url for url in held if url.rstrip("/").endswith("/" + index.path.rstrip("/"))), None)

@@ -600,18 +600,18 @@ def check_lock(
     lock: StackLock | None,
     base: str,
     *,
-    role_vars: Mapping[str, object] | None = None,
+    site_args: Mapping[str, object] | None = None,
     router_arch: str | None = None,
     region: str | None = None,
 ) -> tuple[list[Problem], list[str]]:
     """The stack's lock against what its recipe downloads and the image its nodes pull:
     (problems, warnings). A missing or stale lock refuses a `lock: required` stack and is a
-    warning otherwise. `spec` is the one `locked_image` returned; `role_vars` (the stack's) move
+    warning otherwise. `spec` is the one `locked_image` returned; `site_args` (the stack's) move
     what the nodes install (a mirror, another version), so what the lock must pin; `router_arch`:
     a router's own AWS instance's, whose Docker Engine and AMI the lock pins too; `region`: the
     stack's, where the lock's AMI ids hold."""
     name = lock_file_name(stack)
-    installs = packages.pip_installs(spec, role_vars)
+    installs = packages.pip_installs(spec, site_args)
     unfit = [
         Problem(f"{base}.lock", f"{name} {what}: run `flashfleet lock {stack} --update`", "lock-platform")
         for what in packages.no_wheel(installs, lock)
@@ -624,10 +624,10 @@ def check_lock(
     unlocked += packages.unlocked(installs, lock)
     unlocked += [
         f"the {part}'s apt packages"
-        for part in apt_packages.unlocked(apt_packages.node_apt(spec, role_vars, router_arch), lock)
+        for part in apt_packages.unlocked(apt_packages.node_apt(spec, site_args, router_arch), lock)
     ]
     hw = hardware_catalog()[spec.hardware]
-    if spec.image.derived and image_apt.image_apt_lock(spec, hw, role_vars or {}, lock) is None:
+    if spec.image.derived and image_apt.image_apt_lock(spec, hw, site_args or {}, lock) is None:
         unlocked.append("the derived image's apt packages")
     unlocked += node_images.unlocked_images(node_images.node_images(spec, hw.arch, region, router_arch, lock))
     if not unlocked:

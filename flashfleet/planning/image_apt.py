@@ -5,7 +5,7 @@ architecture, and whether a stack's lock holds it.
 The distribution is the base image's own, read by `flashfleet lock` from its labels
 (`org.opencontainers.image.ref.name` and `.version`, as Ubuntu's images carry them); the archive
 is its snapshot service's (node_packages.toml's [image_apt]), or a mirror of it the stack's
-roleVars name (`sglang_image_apt_archive`). A lock holds one snapshot of it, `<archive>/<moment>`,
+site section names (`site.apt.ubuntuSnapshots`). A lock holds one snapshot of it, `<archive>/<moment>`,
 which the build reads instead of the base's own sources (roles/sglang_image).
 """
 
@@ -52,14 +52,14 @@ def distribution(labels: Mapping[str, str]) -> str | None:
     return f"{name} {catalog[name].codenames[release]}"
 
 
-def image_apt_want(hw: Hardware, role_vars: Mapping[str, Any], dist: str) -> ImageAptWant:
+def image_apt_want(hw: Hardware, site_args: Mapping[str, Any], dist: str) -> ImageAptWant:
     """The derived image's apt want on `dist` ("ubuntu noble") for the node's architecture."""
     name, codename = dist.split(" ")
     catalog = image_apt()
     archive = catalog.distributions[name]
     return ImageAptWant(
         distribution=dist,
-        archive=str(role_vars.get(ARCHIVE_VAR) or archive.archive[hw.arch]),
+        archive=str(site_args.get(ARCHIVE_VAR) or archive.archive[hw.arch]),
         suites=tuple(s.format(codename=codename) for s in archive.suites),
         components=archive.components,
         arch=DEB_ARCH[hw.arch],
@@ -68,14 +68,14 @@ def image_apt_want(hw: Hardware, role_vars: Mapping[str, Any], dist: str) -> Ima
 
 
 def image_apt_lock(
-    spec: StackSpec, hw: Hardware, role_vars: Mapping[str, Any], lock: StackLock | None
+    spec: StackSpec, hw: Hardware, site_args: Mapping[str, Any], lock: StackLock | None
 ) -> LockedImageApt | None:
     """The lock's entry for the derived image's base when it still answers what the stack asks:
     the node's architecture, every package, and a snapshot of the archive the stack names now."""
     held = lock.image_apt.get(spec.image.tagged_ref(hw)) if lock is not None else None
     if held is None or held.distribution.split(" ")[0] not in image_apt().distributions:
         return None
-    want = image_apt_want(hw, role_vars, held.distribution)
+    want = image_apt_want(hw, site_args, held.distribution)
     fits = (
         held.arch == want.arch
         and held.snapshot.startswith(want.archive.rstrip("/") + "/")

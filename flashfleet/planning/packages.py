@@ -1,5 +1,5 @@
 """What the nodes of a stack pip-install, decided once: each distribution, the specifier the stack
-asks for it, which role installs it, and the index that role's pip reads (the stack's roleVars:
+asks for it, which role installs it, and the index that role's pip reads (the stack's site section:
 a mirror or a wheel folder, else PyPI). `flashfleet lock` resolves these on those indexes; the
 inventory hands each role its own locked entries; `plan` says which are locked.
 
@@ -53,9 +53,9 @@ def _requirement(text: str) -> tuple[str, str]:
     return req.name, str(req.specifier)
 
 
-def pip_installs(spec: StackSpec, role_vars: Mapping[str, Any] | None = None) -> dict[str, PipInstall]:
+def pip_installs(spec: StackSpec, site_args: Mapping[str, Any] | None = None) -> dict[str, PipInstall]:
     """Every distribution the stack's nodes pip-install, by name."""
-    rv = dict(role_vars or {})
+    rv = dict(site_args or {})
     out: dict[str, PipInstall] = {}
     catalog = pip_packages()
     if spec.image.derived:

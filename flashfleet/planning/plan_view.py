@@ -372,7 +372,7 @@ def _apt_parts(plan: StackPlan) -> list[LockedPart]:
     """What the roles apt-install from vendors' repositories, a part per label (the NVIDIA driver,
     Docker Engine, ...): locked for the distributions the lock holds it for, with every package its
     pins name at a version they allow."""
-    wants = node_apt(plan.spec, plan.role_vars, plan.router_arch)
+    wants = node_apt(plan.spec, plan.site_args, plan.router_arch)
     locked = locked_wants(wants, plan.lock)
     parts = []
     for label in dict.fromkeys(w.label for w in wants):
@@ -403,7 +403,7 @@ def _image_apt_part(plan: StackPlan) -> list[LockedPart]:
         return []
     names = image_apt().packages
     name = f"{', '.join(names)} in the derived image (apt)"
-    held = image_apt_lock(plan.spec, hardware_catalog()[plan.spec.hardware], plan.role_vars, plan.lock)
+    held = image_apt_lock(plan.spec, hardware_catalog()[plan.spec.hardware], plan.site_args, plan.lock)
     if held is None:
         why = "by name, from the base image's distribution archive as it is on the day of the build"
         return [_floating("packages", name, why)]
@@ -443,7 +443,7 @@ def lock_summary(plan: StackPlan) -> LockView:
         )
     else:
         parts.append(_floating("image", tagged, "a tag, whatever it names on the day"))
-    installs = pip_installs(spec, plan.role_vars)
+    installs = pip_installs(spec, plan.site_args)
     for name, want in installs.items():
         where = _INSTALLED_BY[want.installer]
         locked = lock.packages.get(name) if lock is not None else None

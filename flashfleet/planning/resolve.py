@@ -105,8 +105,9 @@ class StackPlan:
     lock: StackLock | None = None  # <stack>.lock.yaml (flashfleet.stack.lock); checked against the recipe
     # caches.weightsSnapshot (AWS): the weights volume kept as an EBS snapshot between bring-ups
     weights_snapshot: WeightsSnapshotPlan | None = None
-    # flashfleet:roleVars: arguments that move what the lock must pin (a mirror, another version)
-    role_vars: dict[str, Any] = field(default_factory=dict)
+    # the role arguments the stack's site section sets (flashfleet.stack.site): every play gets
+    # them, and some move what the lock must pin (a mirror, another Docker release)
+    site_args: dict[str, Any] = field(default_factory=dict)
 
     @property
     def endpoint_node(self) -> int:
@@ -237,7 +238,7 @@ def resolve(sf: StackFile) -> StackPlan:
         raise StackError(sf.name, [Problem(f"{STACK_KEY}.nodes.source.namespace", clash, "kubernetes")])
     return resolve_spec(
         sf.name, spec, region=sf.region, has_hf_token=sf.has_hf_token, has_api_key=sf.has_api_key,
-        lock=sf.lock, role_vars=sf.role_vars,
+        lock=sf.lock,
     )  # fmt: skip
 
 
@@ -275,7 +276,6 @@ def resolve_spec(
     has_hf_token: bool,
     has_api_key: bool = False,
     lock: StackLock | None = None,
-    role_vars: dict[str, Any] | None = None,
 ) -> StackPlan:
     base = STACK_KEY
     recipe_names = {"hardware": spec.hardware, "strategy": spec.strategy, "topology": spec.topology}
@@ -310,6 +310,7 @@ def resolve_spec(
     spec, image_problems = checks.locked_image(spec, lock, base)
     problems += image_problems
     router, _ = checks.router_instance(spec, region)
+    site_args = spec.site.role_args()
     # the image's packages first: what the lock must pin follows from them, so a stack whose
     # pins are refused has no lock to judge (its other image problems do not stop that check)
     build_problems = checks.check_image(spec, recipe, base)
@@ -317,7 +318,7 @@ def resolve_spec(
     lock_warnings: list[str] = []
     if not any(p.rule == "image-packages" for p in build_problems):
         lock_problems, lock_warnings = checks.check_lock(
-            stack, spec, recipe, lock, base, role_vars=role_vars, router_arch=router.arch if router else None,
+            stack, spec, recipe, lock, base, site_args=site_args, router_arch=router.arch if router else None,
             region=region,
         )  # fmt: skip
         problems += lock_problems
@@ -363,7 +364,7 @@ def resolve_spec(
         warnings=tuple(
             _warnings(stack, spec, recipe, instance, has_hf_token)
             + _api_key_warnings(spec, has_api_key)
-            + _token_warnings(role_vars or {}, has_hf_token)
+            + _token_warnings(spec, has_hf_token)
             + _code_flag_warnings(spec, recipe)
             + lock_warnings
         ),
@@ -371,7 +372,7 @@ def resolve_spec(
         router_instance=router,
         lock=lock,
         weights_snapshot=snapshot,
-        role_vars=dict(role_vars or {}),
+        site_args=site_args,
     )
 
 
@@ -479,14 +480,14 @@ def _code_flag_warnings(spec: StackSpec, recipe: Recipe) -> list[str]:
     return out
 
 
-def _token_warnings(role_vars: dict[str, Any], has_hf_token: bool) -> list[str]:
+def _token_warnings(spec: StackSpec, has_hf_token: bool) -> list[str]:
     """Where the HF token goes when the stack names an http mirror (docs/security.md): nowhere,
     unless the stack says to send it in clear text."""
-    endpoint = role_vars.get("model_weights_hf_endpoint")
-    if not has_hf_token or not isinstance(endpoint, str) or not endpoint.lower().startswith("http://"):
+    endpoint = spec.site.hub.endpoint
+    if not has_hf_token or endpoint is None or not endpoint.lower().startswith("http://"):
         return []
-    if role_vars.get("model_weights_hf_token_over_http") is True:
-        return [f"the HF token goes to {endpoint} in clear text (model_weights_hf_token_over_http)"]
+    if spec.site.hub.token_over_http:
+        return [f"the HF token goes to {endpoint} in clear text (site.hub.tokenOverHttp)"]
     return [f"the HF token is not sent to {endpoint} (not https): gated repositories cannot be downloaded"]
 
 

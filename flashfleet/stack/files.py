@@ -10,7 +10,7 @@ run (an air-gapped site's mirrors), a mapping.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ HF_TOKEN_KEY = f"{PROJECT}:hfToken"
 API_KEY_KEY = f"{PROJECT}:apiKey"
 ROLE_VARS_KEY = f"{PROJECT}:roleVars"
 REGION_KEY = "aws:region"
-_KNOWN_PROJECT_KEYS = {STACK_KEY, HF_TOKEN_KEY, API_KEY_KEY, ROLE_VARS_KEY}
+_KNOWN_PROJECT_KEYS = {STACK_KEY, HF_TOKEN_KEY, API_KEY_KEY}
 _SECRET_KEYS = (HF_TOKEN_KEY, API_KEY_KEY)
 DEFAULT_STACKS_DIR = Path(__file__).resolve().parents[2] / "stacks"
 
@@ -37,9 +37,6 @@ class StackFile:
     region: str | None
     has_hf_token: bool
     has_api_key: bool = False
-    role_vars: dict[str, Any] = field(
-        default_factory=dict
-    )  # flashfleet:roleVars, checked by bringup.role_vars
     lock: StackLock | None = None  # <stack>.lock.yaml beside the file (flashfleet.stack.lock)
 
 
@@ -96,7 +93,17 @@ def stack_file_from_config(
 def _config_problems(config: Mapping[str, Any]) -> list[Problem]:
     problems: list[Problem] = []
     for key in config:
-        if key.startswith(f"{PROJECT}:") and key not in _KNOWN_PROJECT_KEYS:
+        if key == ROLE_VARS_KEY:  # the free-form map a stack once passed to the roles
+            problems.append(
+                Problem(
+                    key,
+                    "no longer read: what a stack sets for the roles is flashfleet:stack.site "
+                    "(mirrors, package indexes, the Hub, registry mirrors; docs/security.md, "
+                    '"Moving from roleVars")',
+                    "moved",
+                )
+            )
+        elif key.startswith(f"{PROJECT}:") and key not in _KNOWN_PROJECT_KEYS:
             problems.append(
                 Problem(
                     key,
@@ -104,8 +111,6 @@ def _config_problems(config: Mapping[str, Any]) -> list[Problem]:
                     "extra_forbidden",
                 )
             )
-    if ROLE_VARS_KEY in config and not isinstance(config[ROLE_VARS_KEY], dict):
-        problems.append(Problem(ROLE_VARS_KEY, "must be a mapping of role argument names to values", "type"))
     if STACK_KEY not in config:
         problems.append(Problem(STACK_KEY, "missing: the stack spec", "missing"))
     region = config.get(REGION_KEY)
@@ -145,5 +150,4 @@ def _from_config(
         config.get(REGION_KEY),
         has_hf_token,
         has_api_key,
-        dict(config.get(ROLE_VARS_KEY) or {}),
     )

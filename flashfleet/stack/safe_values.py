@@ -14,6 +14,8 @@ import itertools
 import posixpath
 import re
 import warnings
+from typing import Any
+from urllib.parse import urlsplit
 
 # --- host paths -----------------------------------------------------------------------------------
 
@@ -233,3 +235,70 @@ def plain_text(value: str, limit: int = 256) -> str:
     if len(value) > limit or not value.isprintable():
         raise ValueError(f"must be one line of printable text, at most {limit} characters")
     return value
+
+
+# --- mirrors, versions and programs (a stack's site section, `configure -e`) ---------------------
+
+_VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+~:-]{0,127}$")
+_URL_PATH = re.compile(r"^[A-Za-z0-9._~/%+=&?:,-]*$")
+_EXECUTABLE = re.compile(r"^(/[A-Za-z0-9._+-]+)+$")
+URL_RULE = "an http(s) URL of a DNS name or IP address, an optional port and a path, with no user or password"
+
+
+def version(value: Any) -> str:
+    if not isinstance(value, str) or not _VERSION.fullmatch(value):
+        raise ValueError(f"{value!r}: must be a version of letters, digits and . _ + ~ : -")
+    return value
+
+
+def url(value: Any) -> str:
+    if not isinstance(value, str) or not value.isprintable():
+        raise ValueError(f"must be {URL_RULE}")
+    parts = urlsplit(value)
+    if "@" in parts.netloc:
+        raise ValueError(
+            "a URL may not carry a user or password: it is stored in plain text in the "
+            f"stack file and the state; must be {URL_RULE}"
+        )
+    if parts.scheme not in {"http", "https"} or not parts.hostname or parts.fragment:
+        raise ValueError(f"{value!r}: must be {URL_RULE}")
+    host_address(parts.hostname)
+    try:
+        parts.port  # noqa: B018 (raises on a port out of range)
+    except ValueError:
+        raise ValueError(f"{value!r}: the port must be 1-65535; must be {URL_RULE}") from None
+    if not _URL_PATH.fullmatch(parts.path + ("?" + parts.query if parts.query else "")):
+        raise ValueError(f"{value!r}: the path holds a character a URL here may not; must be {URL_RULE}")
+    return value
+
+
+def port(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 65536:
+        raise ValueError(f"{value!r}: must be a port, a whole number 1-65535")
+    return value
+
+
+def host_port(value: Any) -> str:
+    """`host` or `host:port` (pip's trusted host, Mooncake's master address)."""
+    if not isinstance(value, str):
+        raise ValueError(f"{value!r}: must be host or host:port ({ADDRESS_RULE})")
+    host, sep, number = value.rpartition(":") if value.count(":") == 1 else ("", "", "")
+    if not sep:
+        return host_address(value)
+    host_address(host)
+    if not number.isdigit():
+        raise ValueError(f"{value!r}: must be host or host:port with a port 1-65535")
+    port(int(number))
+    return value
+
+
+def executable(value: Any) -> str:
+    """A program the roles run (the container CLI): an absolute path, nothing to reinterpret."""
+    if not isinstance(value, str) or not _EXECUTABLE.fullmatch(value) or "/../" in value + "/":
+        raise ValueError(f"{value!r}: must be the absolute path of a program (letters, digits, . _ + -)")
+    return value
+
+
+def url_or_path(value: Any) -> str:
+    """pip's --find-links: a URL, or a directory on the node."""
+    return url(value) if "://" in str(value) else host_path(value)

@@ -30,6 +30,7 @@ from flashfleet.stack import safe_values
 from flashfleet.stack.image import ImageSpec
 from flashfleet.stack.ingress import parse_cidr, require_public_opt_in
 from flashfleet.stack.kubernetes_source import KubernetesSource
+from flashfleet.stack.site import Site
 from flashfleet.stack.strict import Strict
 from flashfleet.stack.thresholds import Thresholds
 
@@ -487,6 +488,7 @@ class StackSpec(Strict):
     bringup: BringupSpec = BringupSpec()
     weights: WeightsSpec = WeightsSpec()
     serving: ServingSpec = ServingSpec()
+    site: Site = Site()  # mirrors, indexes and the like: what a stack may set for the roles
     # required: `plan`, `validate` and `up` refuse the stack unless <stack>.lock.yaml pins every
     # repository it downloads (flashfleet.stack.lock); optional: a stack without one still runs,
     # with a warning that it is not repeatable.

@@ -235,9 +235,9 @@ def test_check_refuses_a_role_argument_the_role_does_not_have(
     assert provider.check({}, good).failures == []
     bad = resource_inputs(tmp_path, two_local_nodes, extravars={"marker_colour": "red"})
     failures = provider.check({}, bad).failures
-    # the stack's roleVars rule, as `flashfleet validate` states it
+    # `configure -e`'s rule, naming the extra variable
     assert [f.property for f in failures] == ["extravars"]
-    assert failures[0].reason.startswith("flashfleet:roleVars.marker_colour: ")
+    assert failures[0].reason.startswith("extravars.marker_colour: ")
     assert failures[0].reason.endswith("[rule: unknown-argument]")
 
 

@@ -1,8 +1,9 @@
-"""`flashfleet:roleVars` and `configure -e` go around no check: each way round the spec that a
+"""The stack's site section and `configure -e` go around no check: each way round the spec that a
 review found (a connection variable that replaced the pinned SSH arguments, a token file that
 was a directory, an install directory of /home, a mirror URL with its password) is refused by
-`flashfleet validate`, by the bring-up provider's check (through the engine's gRPC round trip)
-and by `flashfleet configure -e`, with exit 2 and one line naming the variable and the rule."""
+`flashfleet validate` (a stack names only the site's typed fields), by the bring-up provider's
+check of its extra variables (through the engine's gRPC round trip) and by `flashfleet configure
+-e`, with exit 2 and one line naming the field or variable and the rule."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ from .conftest import resource_inputs
 from .engine import URN, ProviderHost
 from .inventories import PROJECT, inventory, unreachable_host
 
-ROLE_VARS = "flashfleet:roleVars"
+SITE = "flashfleet:stack.site"
 # (variable, value, rule): the review's cases first, then the other ways round the same rules.
 ATTACKS = [
     ("ansible_ssh_common_args", "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null", "connection"),
@@ -60,11 +61,40 @@ ATTACKS = [
     ("preflight_gpu_count", "8", "int"),
 ]
 IDS = [f"{name}-{rule}" for name, _, rule in ATTACKS]
-# An air-gapped site's mirrors, as the engine test passes them: accepted everywhere.
+# The review's cases as a stack would try them through its site section: (where, value, what the
+# one line says). A name that is no site field is refused whatever it is.
+SITE_ATTACKS = [
+    ("ansible_ssh_common_args", "-o StrictHostKeyChecking=no", "unknown key"),
+    ("mooncakeInstallDir", "/home", "unknown key"),
+    ("pip.mooncakeWheels", "/home", "is not below a root flashfleet may own"),
+    ("apt.cuda", "https://mirror:s3cret@apt.example.internal/cuda/repos", "may not carry a user or password"),
+    ("pip.findLinks", "https://me:pw@wheels.example.internal/", "may not carry a user or password"),
+    ("hub.endpoint", "{{ lookup('env', 'AWS_SECRET_ACCESS_KEY') }}", "must be an http(s) URL"),
+    ("pip.trustedHost", "{% if lookup('pipe', 'id') %}x{% endif %}", "must be an IP address or a DNS name"),
+    ("hub.endpoint", "file:///etc/passwd", "must be an http(s) URL"),
+    ("pip.trustedHost", "-oProxyCommand=x", "must be an IP address or a DNS name"),
+    ("containerCli", "docker; id", "must be the absolute path of a program"),
+    ("registryMirrors", ["tcp://0.0.0.0:2375"], "must be an http(s) URL"),
+    ("readiness.timeoutSeconds", "8", "must be a whole number"),
+]
+# An air-gapped site's mirrors, as the engine test sets them: accepted, and handed to the roles.
+SITE_MIRRORS = {
+    "apt": {
+        "cuda": "http://10.0.0.1:8080/cuda/repos",
+        "docker": "https://mirror.example.internal/docker/linux",
+    },
+    "hub": {"endpoint": "http://10.0.0.1:9000", "tokenOverHttp": True},
+    "pip": {"findLinks": "http://10.0.0.1:8080/wheels/", "trustedHost": "10.0.0.1"},
+    "containerCli": "/usr/local/lib/fake-docker/docker",
+    "diskCheck": {"imageGb": 1},
+    "registryMirrors": ["https://registry.example.internal"],
+}
+# The role arguments those set, as the bring-up's extra variables: accepted by its check too.
 MIRRORS = {
     "nvidia_driver_repo_url": "http://10.0.0.1:8080/cuda/repos",
     "container_runtime_docker_repo_url": "https://mirror.example.internal/docker/linux",
     "model_weights_hf_endpoint": "http://10.0.0.1:9000",
+    "model_weights_hf_token_over_http": True,
     "model_weights_pip_find_links": "http://10.0.0.1:8080/wheels/",
     "model_weights_pip_trusted_host": "10.0.0.1",
     "sglang_serve_docker": "/usr/local/lib/fake-docker/docker",
@@ -73,28 +103,44 @@ MIRRORS = {
 }
 
 
-def _validate(tmp_path: Path, role_vars: dict[str, Any], capsys: Any) -> tuple[int, str]:
+def _validate(tmp_path: Path, site: dict[str, Any], capsys: Any) -> tuple[int, str]:
     doc = copy.deepcopy(catalog_doc("h200-lowlat"))
-    doc["config"][ROLE_VARS] = role_vars
+    doc["config"]["flashfleet:stack"]["site"] = site
     (tmp_path / "Pulumi.rv.yaml").write_text(yaml.safe_dump(doc))
     rc = main(["validate", "rv", "--stacks-dir", str(tmp_path)])
     return rc, capsys.readouterr().err
 
 
-@pytest.mark.parametrize(("name", "value", "rule"), ATTACKS, ids=IDS)
-def test_validate_refuses_naming_the_variable_and_the_rule(
-    tmp_path: Path, capsys: Any, name: str, value: Any, rule: str
+def _nested(where: str, value: Any) -> dict[str, Any]:
+    *parents, leaf = where.split(".")
+    out: dict[str, Any] = {leaf: value}
+    for key in reversed(parents):
+        out = {key: out}
+    return out
+
+
+@pytest.mark.parametrize(("where", "value", "says"), SITE_ATTACKS, ids=[a[0] for a in SITE_ATTACKS])
+def test_validate_refuses_the_site_field_naming_it_and_the_rule(
+    tmp_path: Path, capsys: Any, where: str, value: Any, says: str
 ) -> None:
-    rc, err = _validate(tmp_path, {name: value}, capsys)
+    rc, err = _validate(tmp_path, _nested(where, value), capsys)
     assert rc == 2, err
     assert len(err.strip().splitlines()) == 1, err
-    assert f"{ROLE_VARS}.{name}: " in err, err
-    assert err.rstrip().endswith(f"[rule: {rule}]"), err
+    assert f"{SITE}.{where}" in err, err
+    assert says in err, err
+    assert "[rule: " in err, err
 
 
-def test_validate_accepts_a_sites_documented_mirrors(tmp_path: Path, capsys: Any) -> None:
-    rc, err = _validate(tmp_path, MIRRORS, capsys)
+def test_validate_accepts_a_sites_mirrors_and_hands_the_roles_their_arguments(
+    tmp_path: Path, capsys: Any
+) -> None:
+    from flashfleet.planning import load_stack
+
+    rc, err = _validate(tmp_path, SITE_MIRRORS, capsys)
     assert rc == 0, err
+    args = load_stack("rv", tmp_path).site_args
+    assert {k: args.get(k) for k in MIRRORS} == MIRRORS  # each role argument, from its site field
+    check_role_vars(DEFAULT_PROJECT, STACK_PLAYBOOKS, args)  # and the provider's guard accepts them
 
 
 @pytest.fixture(scope="module")
@@ -121,7 +167,7 @@ def test_the_provider_check_refuses_through_the_engines_round_trip(
     resp = check_host.stub.Check(proto.CheckRequest(urn=URN, olds=news, news=news))
     assert [f.property for f in resp.failures] == ["extravars"]
     reason = resp.failures[0].reason
-    assert reason.startswith(f"{ROLE_VARS}.{name}: "), reason
+    assert reason.startswith(f"extravars.{name}: "), reason
     assert reason.endswith(f"[rule: {rule}]"), reason
 
 

@@ -41,7 +41,6 @@ class StandIns:
     registry: Registry
     pypi: PackageIndex
     apt: AptIndex
-    wheels: Path
 
 
 @pytest.fixture(scope="module")
@@ -64,10 +63,6 @@ def stand_ins(tmp_path_factory: pytest.TempPathFactory, moto_url: str) -> Iterat
         }
         registry.push_index(IMAGE, tag, platforms)
     pypi = PackageIndex.of_catalog_pins().start()
-    wheels = tmp_path_factory.mktemp("mooncake-wheels")  # the folder the nodes install Mooncake from
-    for name, data in pypi.files.items():
-        if name.startswith("mooncake"):
-            (wheels / name).write_bytes(data)
     apt = of_catalog().start()
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("HF_ENDPOINT", hub.start("127.0.0.1"))
@@ -81,27 +76,20 @@ def stand_ins(tmp_path_factory: pytest.TempPathFactory, moto_url: str) -> Iterat
             mp.setenv(key, value)
         for region in {load_stack(stack).region for stack in STACKS} - {None}:
             publish_catalog(str(region))
-        yield StandIns(hub, registry, pypi, apt, wheels)
+        yield StandIns(hub, registry, pypi, apt)
     for server in (hub, registry, pypi, apt):
         server.stop()
 
 
-def _stack_file(folder: Path, stack: str, s: StandIns, *, wheels: bool = True, **spec: Any) -> None:
-    """The catalog stack, pulling from the stand-in registry and installing from the stand-ins.
-    `wheels`: Mooncake's from the wheel folder here (a temporary folder, which `validate` refuses as
-    a host path; the lock pins the wheel by version and hash, whichever folder it came from)."""
+def _stack_file(folder: Path, stack: str, s: StandIns, **spec: Any) -> None:
+    """The catalog stack, pulling from the stand-in registry and installing from the stand-ins
+    (Mooncake's wheel too: a wheel folder on the node is tests/serve/test_site.py's)."""
     doc = yaml.safe_load((DEFAULT_STACKS_DIR / f"Pulumi.{stack}.yaml").read_text())
     doc["config"]["flashfleet:stack"]["image"] = {
         **doc["config"]["flashfleet:stack"].get("image", {}), "repository": f"{s.registry.address}/{IMAGE}",
     }  # fmt: skip
     doc["config"]["flashfleet:stack"].update(spec)
-    doc["config"]["flashfleet:roleVars"] = {
-        **doc["config"].get("flashfleet:roleVars", {}),
-        "sglang_image_pip_index_url": s.pypi.simple, "model_weights_pip_index_url": s.pypi.simple,
-        **s.apt.role_vars(),
-    }  # fmt: skip
-    if wheels:
-        doc["config"]["flashfleet:roleVars"]["mooncake_wheels_dir"] = str(s.wheels)
+    doc["config"]["flashfleet:stack"]["site"] = {"pip": {"indexUrl": s.pypi.simple}, "apt": s.apt.site_apt()}
     (folder / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump(doc))
 
 
@@ -112,9 +100,7 @@ def test_every_catalog_stack_locks_every_part_and_then_meets_lock_required(
     _stack_file(tmp_path, stack, stand_ins)
     assert main(["lock", stack, "--stacks-dir", str(tmp_path)]) == 0, capsys.readouterr().err
     capsys.readouterr()
-    # plan admits the stack as `pulumi up` would, which refuses a wheel folder under /tmp: the
-    # lock pins the wheels by version and hash, so the stack without the folder meets it.
-    _stack_file(tmp_path, stack, stand_ins, wheels=False)
+    # plan admits the stack as `pulumi up` would
     assert main(["plan", stack, "--stacks-dir", str(tmp_path), "--format", "json"]) == 0, (
         capsys.readouterr().err
     )
@@ -129,5 +115,5 @@ def test_every_catalog_stack_locks_every_part_and_then_meets_lock_required(
     apt_parts = [p["name"] for p in view["lock"]["parts"] if "(apt): " in p["name"]]
     assert bool(apt_parts) == (source != "kubernetes"), apt_parts
     # the lock holds them all: `lock: required` is met, and `validate` says so
-    _stack_file(tmp_path, stack, stand_ins, wheels=False, lock="required")
+    _stack_file(tmp_path, stack, stand_ins, lock="required")
     assert main(["validate", stack, "--stacks-dir", str(tmp_path)]) == 0, capsys.readouterr().err

@@ -113,19 +113,16 @@ def stacks(
     shutil.copy(DEFAULT_STACKS_DIR / "Pulumi.h200-lowlat.yaml", folder)
     # the catalog's image, served by the registry here (the stack names the registry it pulls from)
     edit_spec(folder, "h200-lowlat", image={"repository": f"{registry.address}/{IMAGE}", "version": OLDER})
-    # and the packages, from the index the nodes' pip reads (a mirror, named in roleVars), and the
-    # vendors' apt packages from mirrors of their repositories
-    set_role_vars(folder, "h200-lowlat", pypi, apt)
+    # and the packages, from the index the nodes' pip reads (a mirror, named in the site section),
+    # and the vendors' apt packages from mirrors of their repositories
+    set_site(folder, "h200-lowlat", pypi, apt)
     return folder
 
 
-def set_role_vars(stacks: Path, name: str, pypi: PackageIndex, apt: AptIndex) -> None:
+def set_site(stacks: Path, name: str, pypi: PackageIndex, apt: AptIndex) -> None:
     path = stacks / f"Pulumi.{name}.yaml"
     doc = yaml.safe_load(path.read_text())
-    doc["config"]["flashfleet:roleVars"] = {
-        "sglang_image_pip_index_url": pypi.simple, "model_weights_pip_index_url": pypi.simple,
-        **apt.role_vars(),
-    }  # fmt: skip
+    doc["config"]["flashfleet:stack"]["site"] = {"pip": {"indexUrl": pypi.simple}, "apt": apt.site_apt()}
     path.write_text(yaml.safe_dump(doc))
 
 
@@ -398,7 +395,7 @@ def test_a_tag_without_the_nodes_architecture_is_refused_and_a_registry_down_is_
     # GB300 nodes are arm64: an amd64-only -cu130 tag cannot run there
     shutil.copy(DEFAULT_STACKS_DIR / "Pulumi.gb300-lowlat.yaml", stacks)
     edit_spec(stacks, "gb300-lowlat", image={"repository": f"{registry.address}/{IMAGE}"})
-    set_role_vars(stacks, "gb300-lowlat", pypi, apt)
+    set_site(stacks, "gb300-lowlat", pypi, apt)
     registry.push(IMAGE, "v0.5.23-cu130")
     assert main(["lock", "gb300-lowlat", "--stacks-dir", str(stacks)]) == 1
     err = capsys.readouterr().err
@@ -447,9 +444,7 @@ def test_the_gated_draft_is_locked_with_the_token_only(
     # the stand-in Hub speaks plain http: the token goes there only where the stack says so
     stack_file = stacks / "Pulumi.h200-lowlat.yaml"
     doc = yaml.safe_load(stack_file.read_text())
-    doc["config"]["flashfleet:roleVars"] = {
-        **doc["config"].get("flashfleet:roleVars", {}), "model_weights_hf_token_over_http": True,
-    }  # fmt: skip
+    doc["config"]["flashfleet:stack"]["site"]["hub"] = {"tokenOverHttp": True}
     stack_file.write_text(yaml.safe_dump(doc))
     assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks)]) == 0
     assert set(lock_of(stacks)["weights"]) == {MODEL, DFLASH2_DRAFT}

@@ -1,7 +1,7 @@
 """The HF token is sent only over https: a Hub mirror the stack names with http:// gets no
 `Authorization` header from `flashfleet lock` (nor from the nodes' client:
-tests/roles/test_model_weights_job.py), unless the stack's roleVars say
-`model_weights_hf_token_over_http: true`. A capture server on 127.0.0.1 stands in for the mirror
+tests/roles/test_model_weights_job.py), unless the stack's site section says
+`hub: {tokenOverHttp: true}`. A capture server on 127.0.0.1 stands in for the mirror
 and records every header it is sent."""
 
 from __future__ import annotations
@@ -54,11 +54,11 @@ def capture() -> Iterator[Capture]:
     server.server.shutdown()
 
 
-def _stack(folder: Path, role_vars: dict[str, Any]) -> None:
+def _stack(folder: Path, hub: dict[str, Any]) -> None:
     path = folder / "Pulumi.h200-lowlat.yaml"
     shutil.copy(DEFAULT_STACKS_DIR / path.name, path)
     doc = yaml.safe_load(path.read_text())
-    doc["config"]["flashfleet:roleVars"] = role_vars
+    doc["config"]["flashfleet:stack"]["site"] = {"hub": hub}
     path.write_text(yaml.safe_dump(doc))
 
 
@@ -66,7 +66,7 @@ def test_lock_sends_no_token_to_an_http_mirror(
     tmp_path: Path, capture: Capture, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("HF_TOKEN", TOKEN)
-    _stack(tmp_path, {"model_weights_hf_endpoint": capture.url})
+    _stack(tmp_path, {"endpoint": capture.url})
     assert main(["lock", "h200-lowlat", "--stacks-dir", str(tmp_path)]) == 1
     err = capsys.readouterr().err
     assert capture.seen, "the mirror was asked"
@@ -79,7 +79,7 @@ def test_lock_sends_the_token_over_http_only_where_the_stack_says_so(
     tmp_path: Path, capture: Capture, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("HF_TOKEN", TOKEN)
-    _stack(tmp_path, {"model_weights_hf_endpoint": capture.url, "model_weights_hf_token_over_http": True})
+    _stack(tmp_path, {"endpoint": capture.url, "tokenOverHttp": True})
     assert main(["lock", "h200-lowlat", "--stacks-dir", str(tmp_path)]) == 1
     assert "not https" not in capsys.readouterr().err
     assert capture.seen
@@ -114,25 +114,23 @@ def test_the_rule_is_the_nodes_rule(endpoint: str | None, over_http: bool, goes:
 
 
 @pytest.mark.parametrize(
-    ("role_vars", "warning"),
+    ("hub", "warning"),
     [
         (
-            {"model_weights_hf_endpoint": "http://10.0.0.1:9000"},
+            {"endpoint": "http://10.0.0.1:9000"},
             "the HF token is not sent to http://10.0.0.1:9000 (not https)",
         ),
         (
-            {"model_weights_hf_endpoint": "http://10.0.0.1:9000", "model_weights_hf_token_over_http": True},
+            {"endpoint": "http://10.0.0.1:9000", "tokenOverHttp": True},
             "the HF token goes to http://10.0.0.1:9000 in clear text",
         ),
-        ({"model_weights_hf_endpoint": "https://hf.example"}, None),
+        ({"endpoint": "https://hf.example"}, None),
     ],
 )
-def test_plan_says_where_the_token_goes(
-    tmp_path: Path, role_vars: dict[str, Any], warning: str | None
-) -> None:
+def test_plan_says_where_the_token_goes(tmp_path: Path, hub: dict[str, Any], warning: str | None) -> None:
     from flashfleet.planning import load_stack
 
-    _stack(tmp_path, role_vars)
+    _stack(tmp_path, hub)
     path = tmp_path / "Pulumi.h200-lowlat.yaml"
     doc = yaml.safe_load(path.read_text())
     doc["config"]["flashfleet:hfToken"] = {"secure": "v1:AAAA"}

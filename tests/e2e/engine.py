@@ -69,24 +69,27 @@ def install_sandbox_docker(root: Path) -> None:
     target.chmod(0o755)
 
 
-def lab_role_vars(lab: Lab, docker_version: str) -> dict[str, Any]:
-    """The stack's roleVars that point the roles at the lab: its repositories, wheels and Hub."""
+def lab_site(lab: Lab, docker_version: str) -> dict[str, Any]:
+    """The stack's site section that points the roles at the lab: its repositories, wheels and Hub."""
     base = lab.base_url
     return {
-        "nvidia_driver_repo_url": f"{base}/cuda/repos",
-        "container_runtime_docker_repo_url": f"{base}/docker/linux",
-        "container_runtime_nvidia_repo_url": f"{base}/libnvidia-container",
-        "container_runtime_docker_version": docker_version,
-        "model_weights_hf_endpoint": lab.hub_url,
-        "model_weights_hf_token_over_http": True,  # the stand-in Hub is plain http
-        "model_weights_pip_find_links": f"{base}/wheels/",
-        "model_weights_pip_trusted_host": lab.pool.gateway,
-        "sglang_serve_docker": SANDBOX_DOCKER,
+        "apt": {
+            "cuda": f"{base}/cuda/repos",
+            "docker": f"{base}/docker/linux",
+            "nvidiaContainer": f"{base}/libnvidia-container",
+            "dockerVersion": docker_version,
+        },
+        "hub": {"endpoint": lab.hub_url, "tokenOverHttp": True},  # the stand-in Hub is plain http
+        "pip": {"findLinks": f"{base}/wheels/", "trustedHost": lab.pool.gateway},
+        "containerCli": SANDBOX_DOCKER,
         # a bound, not a speed target: a container on a test host's dockerd can take over a
         # minute to start while the rest of the suite shares the two cores
-        "sglang_serve_ready_timeout_s": 300,
-        "sglang_serve_ready_poll_s": 1,
-        **SMALL_SIZES,
+        "readiness": {"timeoutSeconds": 300, "pollSeconds": 1},
+        "diskCheck": {
+            "imageGb": SMALL_SIZES["preflight_image_gb"],
+            "weightsGb": SMALL_SIZES["preflight_weights_gb"],
+            "marginGb": SMALL_SIZES["preflight_disk_margin_gb"],
+        },
     }
 
 
@@ -127,7 +130,7 @@ class Engine:
 
     workdir: Path
     pool: HostPool
-    role_vars: dict[str, Any]
+    site: dict[str, Any]
     repository: str  # the image's, in the test network's registry
     stack: str = "e2e"
     derived: bool = False  # the nodes build the derived image (stack_spec)
@@ -164,8 +167,10 @@ class Engine:
         by_address = {host.address: name for name, host in self.pool.hosts.items()}
         keys = {a: self.pool.ssh(by_address[a], "cat /etc/ssh/ssh_host_ed25519_key.pub").stdout.strip()
                 for a in addresses}  # fmt: skip
-        config["flashfleet:stack"] = stack_spec(keys, options, self.repository, self.derived)
-        config["flashfleet:roleVars"] = self.role_vars
+        config["flashfleet:stack"] = {
+            **stack_spec(keys, options, self.repository, self.derived),
+            "site": self.site,
+        }
         self.stack_file.write_text(yaml.safe_dump(doc, sort_keys=False))
 
     def run(

@@ -25,7 +25,7 @@ from roles.conftest import TOKEN, open_lab
 from roles.hardware import H200, IMAGES, NVIDIA_DEVICES, derived_image
 
 from .conftest import TIMINGS
-from .engine import Engine, install_sandbox_docker, lab_role_vars, pulumi_cli
+from .engine import Engine, install_sandbox_docker, lab_site, pulumi_cli
 
 pytestmark = [
     pytest.mark.skipif(
@@ -59,7 +59,7 @@ def derived() -> Iterator[Engine]:
                 TIMINGS["set-up: real Docker engine on 1 host, the faithful base imported"] = (
                     time.monotonic() - start
                 )
-                eng = Engine(workdir, lab.pool, lab_role_vars(lab, version), IMAGES["h200"].split(":")[0],
+                eng = Engine(workdir, lab.pool, lab_site(lab, version), IMAGES["h200"].split(":")[0],
                              stack="e2e-derived", derived=True)  # fmt: skip
                 eng.write_project([lab.pool.hosts[HOST].address], {})
                 eng.run("pulumi", "stack", "init", eng.stack, "--non-interactive")

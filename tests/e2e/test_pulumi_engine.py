@@ -35,7 +35,7 @@ from roles.hardware import H200, IMAGES, NVIDIA_DEVICES
 from tests.bench.conftest import ORACLE, ORACLE_SITE
 
 from .conftest import TIMINGS
-from .engine import Engine, install_sandbox_docker, lab_role_vars, pulumi_cli
+from .engine import Engine, install_sandbox_docker, lab_site, pulumi_cli
 
 pytestmark = [
     pytest.mark.skipif(
@@ -90,7 +90,7 @@ def engine() -> Iterator[Engine]:
             try:
                 registry = Registry(workdir / "registry", host=pool.gateway, tls=True).start()
                 repository = existing_docker_hosts(lab, version, registry)
-                eng = Engine(workdir, pool, lab_role_vars(lab, version), repository)
+                eng = Engine(workdir, pool, lab_site(lab, version), repository)
                 eng.write_project([pool.hosts[h].address for h in HOSTS], {})
                 # the lock a `lock: required` stack needs: the Hub's commit, the registry's digest
                 locked = eng.flashfleet(

@@ -83,10 +83,7 @@ def _lock_stack(tmp_path: Path, registry: Registry, monkeypatch: pytest.MonkeyPa
     path = stacks / "Pulumi.h200-lowlat.yaml"
     doc = yaml.safe_load((DEFAULT_STACKS_DIR / path.name).read_text())
     doc["config"]["flashfleet:stack"]["image"] = {"repository": f"{registry.address}/{NAME}"}
-    doc["config"]["flashfleet:roleVars"] = {
-        "sglang_image_pip_index_url": pypi.simple, "model_weights_pip_index_url": pypi.simple,
-        **apt.role_vars(),
-    }  # fmt: skip
+    doc["config"]["flashfleet:stack"]["site"] = {"pip": {"indexUrl": pypi.simple}, "apt": apt.site_apt()}
     path.write_text(yaml.safe_dump(doc))
     try:
         assert main(["lock", "h200-lowlat", "--stacks-dir", str(stacks)]) == 0

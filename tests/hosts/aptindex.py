@@ -120,8 +120,19 @@ class AptIndex:
         """NVIDIA's CUDA repository here."""
         return f"{self.root}/cuda/repos"
 
+    def site_apt(self) -> dict[str, str]:
+        """A stack's `site.apt` mirrors that name these repositories."""
+        return {
+            "cuda": self.url,
+            "docker": f"{self.root}/docker/linux",
+            "nvidiaContainer": f"{self.root}/libnvidia-container",
+            "amdgpu": f"{self.root}/amdgpu",
+            "rocm": f"{self.root}/rocm/apt",
+            "ubuntuSnapshots": f"{self.root}/{UBUNTU_SNAPSHOTS}",
+        }
+
     def role_vars(self) -> dict[str, str]:
-        """The roles' repository arguments (a stack's roleVars) that name these repositories."""
+        """The roles' repository arguments (`configure -e`, a lab's run) that name these repositories."""
         return {
             "nvidia_driver_repo_url": self.url,
             "container_runtime_docker_repo_url": f"{self.root}/docker/linux",

@@ -121,7 +121,6 @@ def run_program(
     token: str | None = TOKEN,
     keyless: set[str] | None = None,
     plan: StackPlan | None = None,
-    role_vars: dict[str, Any] | None = None,
     snapshots: list[str] | None = None,
 ) -> Result:
     """`plan`: a stack resolved elsewhere (a stack file of another folder) instead of the catalog's."""
@@ -134,7 +133,7 @@ def run_program(
     @pulumi.runtime.test
     def program() -> Any:
         end = BLOCK_END if block(bringup.spec) is not None else None
-        exports = deploy(bringup, pulumi.Output.secret(token) if token else None, NOW, end, role_vars)
+        exports = deploy(bringup, pulumi.Output.secret(token) if token else None, NOW, end, bringup.site_args)
 
         async def collect() -> None:
             for key, value in exports.items():

@@ -126,7 +126,7 @@ def _engine(name: str, folder: Path, host: ProviderHost) -> str | None:
         plan = resolve(sf)
     except StackError as err:
         return err.problems[0].path  # __main__ raises it as pulumi.RunError, before any resource
-    failures = engine_check(host, run_program(name, plan=plan, role_vars=sf.role_vars))
+    failures = engine_check(host, run_program(name, plan=plan))
     return _field(failures[0].split("|", 1)[1]) if failures else None
 
 
@@ -140,25 +140,28 @@ def test_validate_and_the_providers_check_agree_on_a_hardware_swap(
 
 
 @pytest.mark.parametrize(
-    "role_vars",
-    [{"preflight_colour": "red"}, {"preflight_gpu_count": "eight"}, {"sglang_serve_ready_timeout_s": 60}],
-)
+    "site",
+    [{"colour": "red"}, {"readiness": {"timeoutSeconds": "eight"}}, {"readiness": {"timeoutSeconds": 60}},
+     {"diskCheck": {"weightsGb": 2}, "containerCli": "/usr/local/bin/docker"}],
+)  # fmt: skip
 @pytest.mark.parametrize("stack", ["mi355x-agentx", "h200-lowlat"])
-def test_validate_and_the_providers_check_agree_on_role_vars(
+def test_validate_and_the_providers_check_agree_on_the_site_section(
     stack: str,
-    role_vars: dict[str, Any],
+    site: dict[str, Any],
     tmp_path: Path,
     provider_host: ProviderHost,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    # flashfleet:roleVars reach every run as extra variables: a name no role has, a value of the
-    # wrong type and a good one are judged alike offline and by the engine's check.
+    # the site section reaches every run as extra variables: a key it does not have, a value of
+    # the wrong type and good ones are judged alike offline and by the program and engine's check.
     doc = yaml.safe_load(stack_path(stack, DEFAULT_STACKS_DIR).read_text())
-    doc["config"]["flashfleet:roleVars"] = role_vars
+    doc["config"]["flashfleet:stack"]["site"] = site
     stack_path(stack, tmp_path).write_text(yaml.safe_dump(doc))
     found = _validate(stack, tmp_path, capsys)
     assert found == _engine(stack, tmp_path, provider_host)
-    assert (found is None) == ("sglang_serve_ready_timeout_s" in role_vars)
+    assert (found is None) == (
+        site.get("colour") is None and site.get("readiness") != {"timeoutSeconds": "eight"}
+    )
 
 
 def test_validate_names_what_it_cannot_check_offline(capsys: pytest.CaptureFixture[str]) -> None:
@@ -169,17 +172,18 @@ def test_validate_names_what_it_cannot_check_offline(capsys: pytest.CaptureFixtu
     assert offline["mi355x-agentx"] == []  # existing hosts: everything preview checks, checked
 
 
-def test_validate_refuses_a_bringup_problem_in_one_line(
+def test_validate_refuses_the_role_arguments_of_old_in_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     doc = yaml.safe_load(stack_path("mi355x-agentx", DEFAULT_STACKS_DIR).read_text())
-    doc["config"]["flashfleet:roleVars"] = {"preflight_colour": "red"}
+    doc["config"]["flashfleet:roleVars"] = {"nvidia_driver_repo_url": "http://10.0.0.1/cuda/repos"}
     stack_path("mi355x-agentx", tmp_path).write_text(yaml.safe_dump(doc))
     assert main(["validate", "mi355x-agentx", "--stacks-dir", str(tmp_path)]) == 2
     [line] = capsys.readouterr().err.strip().splitlines()
     assert line == (
-        "FAIL stack mi355x-agentx: flashfleet:roleVars.preflight_colour: not a documented argument of a role"
-        " site.yml or teardown.yml runs (roles/*/meta/argument_specs.yml) [rule: unknown-argument]"
+        "FAIL stack mi355x-agentx: flashfleet:roleVars: no longer read: what a stack sets for the roles is"
+        " flashfleet:stack.site (mirrors, package indexes, the Hub, registry mirrors; docs/security.md,"
+        ' "Moving from roleVars") [rule: moved]'
     )
 
 

@@ -179,7 +179,8 @@ def test_which_directories_and_packages_each_stack_s_nodes_take() -> None:
     ]  # fmt: skip
     assert len(_urls(amd, "container_runtime")) == 3  # Docker's ubuntu jammy and noble, debian bookworm
     assert node_apt(load_stack("mi355x-k8s").spec) == []
-    # an existing host may run any distribution preflight accepts; roleVars move the repository and version
+    # an existing host may run any distribution preflight accepts; role arguments move the repository
+    # and version
     moved = node_apt(existing_spec("h200"), {"nvidia_driver_repo_url": "http://mirror.test/cuda/", "nvidia_driver_version": "595.99.01",
                                 "container_runtime_docker_version": "29.9.9"})  # fmt: skip
     assert sorted(_urls(moved, "nvidia_driver")) == [
@@ -234,7 +235,7 @@ def test_plan_and_lock_required_see_each_part_locked_only_at_the_pinned_version(
     assert locked_wants(wants, _lock({index: at})) == {driver: [index]}
     assert locked_wants(wants, None) == {}
     assert locked_wants(wants, _lock({"http://elsewhere/": at})) == {}
-    # the same layout below a mirror's URL (the stack's roleVars) is the same directory
+    # the same layout below a mirror's URL (the stack's site section) is the same directory
     mirror = "http://mirror.test/cuda/ubuntu2404/x86_64/"
     assert locked_wants(wants, _lock({mirror: at})) == {driver: [mirror]}
     stale = {**at, "nvidia-fabricmanager-595": LockedDeb(version=NEWER, sha256="b" * 64, size=1)}
@@ -273,15 +274,18 @@ def test_plan_and_lock_required_see_each_part_locked_only_at_the_pinned_version(
     assert "the Docker Engine's apt packages" in warning
 
 
-def test_a_version_the_stack_s_role_vars_name_is_the_one_the_lock_must_pin(
+def test_a_version_the_stack_s_site_names_is_the_one_the_lock_must_pin(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`flashfleet lock` resolves with the stack's roleVars; `plan` and `lock: required` judge the
-    lock by them too (a site that runs another Docker release, locked, is locked)."""
+    """`flashfleet lock` resolves with the stack's site section; `plan` and `lock: required` judge
+    the lock by it too (a site that runs another Docker release, locked, is locked)."""
+    import copy
+
     import yaml
 
-    doc = yaml.safe_load((DEFAULT_STACKS_DIR / "Pulumi.h200-lowlat.yaml").read_text())
-    doc["config"]["flashfleet:roleVars"] = {"container_runtime_docker_version": "29.9.9"}
+    catalog = yaml.safe_load((DEFAULT_STACKS_DIR / "Pulumi.h200-lowlat.yaml").read_text())
+    doc = copy.deepcopy(catalog)
+    doc["config"]["flashfleet:stack"]["site"] = {"apt": {"dockerVersion": "29.9.9"}}
     (tmp_path / "Pulumi.h200-lowlat.yaml").write_text(yaml.safe_dump(doc))
     [docker] = [w for w in node_apt(load_stack("h200-lowlat").spec) if w.label == "Docker Engine"]
     deb = LockedDeb(version="5:29.9.9-1~ubuntu.24.04~noble", sha256="a" * 64, size=1)
@@ -293,9 +297,8 @@ def test_a_version_the_stack_s_role_vars_name_is_the_one_the_lock_must_pin(
         "3 packages as of 2026-12-06 for ubuntu/dists/noble/stable/binary-amd64 "
         in parts["Docker Engine"]["detail"]
     )
-    # the catalog's version without the roleVar: the same lock pins another release
-    (tmp_path / "Pulumi.h200-lowlat.yaml").write_text(yaml.safe_dump({**doc, "config": {
-        k: v for k, v in doc["config"].items() if k != "flashfleet:roleVars"}}))  # fmt: skip
+    # the catalog's version without the site's: the same lock pins another release
+    (tmp_path / "Pulumi.h200-lowlat.yaml").write_text(yaml.safe_dump(catalog))
     parts = {p["name"].split(" (apt)")[0]: p for p in _plan(tmp_path, capsys)["lock"]["parts"]}
     assert parts["Docker Engine"]["state"] == "floating"
 

@@ -262,11 +262,20 @@ CASES: list[tuple[str, str, Callable[[Doc], None], str, str]] = [
         "unknown config key",
     ),
     (
-        "role arguments not a mapping",
+        "the free-form role arguments of old",
         "h200-lowlat",
-        lambda d: d["config"].update({"flashfleet:roleVars": ["nvidia_driver_repo_url"]}),
+        lambda d: d["config"].update({"flashfleet:roleVars": {"nvidia_driver_repo_url": "http://10.0.0.1/"}}),
         "flashfleet:roleVars",
-        "must be a mapping",
+        "no longer read: what a stack sets for the roles is flashfleet:stack.site",
+    ),
+    (
+        "a site key the section does not have",
+        "h200-lowlat",
+        lambda d: d["config"]["flashfleet:stack"].update(
+            {"site": {"apt": {"cuda": "http://10.0.0.1/"}, "marker_dir": "/etc"}}
+        ),
+        "flashfleet:stack.site.marker_dir",
+        "unknown key",
     ),
     (
         "AWS stack without a region",

@@ -179,69 +179,82 @@ def test_any_number_is_refused_by_path_or_bounded(
     check()
 
 
-# flashfleet:roleVars: a documented role argument of each kind -> (how the value is put, the spec's
-# own rule an accepted value must pass). Extra variables win over the spec in Ansible, so these
-# are the same doors as the spec's fields.
-R = "flashfleet:roleVars"
-ROLE_ARGS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any] | None]] = {
-    "mooncake_install_dir": (lambda v: v, safe_values.host_path),
-    "model_weights_cache_dir": (lambda v: v, safe_values.host_path),
-    "model_weights_hf_endpoint": (lambda v: v, lambda v: safe_values.host_address(urlsplit(v).hostname)),
-    "model_weights_pip_trusted_host": (
+# flashfleet:stack.site: every field a stack sets for the roles -> (how the value is put, the
+# rule an accepted value must pass). Each reaches every play as an extra variable, which wins over
+# the spec in Ansible, so these are the same doors as the spec's other fields.
+SITE = "flashfleet:stack.site"
+
+
+def _url_rule(v: Any) -> None:
+    assert urlsplit(v).scheme in {"http", "https"}, v
+    safe_values.host_address(urlsplit(v).hostname)
+
+
+SITE_FIELDS: dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]] = {
+    "apt.cuda": (lambda v: v, _url_rule),
+    "apt.ubuntuSnapshots": (lambda v: v, _url_rule),
+    "apt.dockerVersion": (lambda v: v, safe_values.version),
+    "hub.endpoint": (lambda v: v, _url_rule),
+    "pip.findLinks": (lambda v: v, lambda v: _url_rule(v) if "://" in v else safe_values.host_path(v)),
+    "pip.trustedHost": (
         lambda v: v,
         # host, or host:port: an IPv6 literal holds more than one colon and no port
-        lambda v: v == "" or safe_values.host_address(v.split(":")[0] if v.count(":") == 1 else v),
+        lambda v: safe_values.host_address(v.split(":")[0] if v.count(":") == 1 else v),
     ),
-    "mooncake_local_hostname": (lambda v: v, lambda v: v == "" or safe_values.host_address(v)),
-    "rocm_driver_users": (lambda v: [v], lambda v: [safe_values.posix_user(u) for u in v]),
-    "sglang_serve_docker": (lambda v: v, None),
-    "model_weights_revision": (lambda v: v, None),
-    "preflight_gpu_model": (lambda v: v, None),
-    "model_weights_token_file": (lambda v: v, None),
-    "ansible_ssh_common_args": (lambda v: v, None),
+    "pip.mooncakeWheels": (lambda v: v, safe_values.host_path),
+    "containerCli": (lambda v: v, safe_values.executable),
+    "registryMirrors": (lambda v: [v], lambda v: [_url_rule(u) for u in v]),
 }
-ROLE_PORTS = ("mooncake_rpc_port", "mooncake_metrics_port")
+SITE_NUMBERS = ("readiness.timeoutSeconds", "readiness.pollSeconds", "diskCheck.weightsGb")
 
 
-def _validate_role_vars(tmp: Path, role_vars: dict[str, Any]) -> tuple[int, str]:
+def _validate_site(tmp: Path, where: str, value: Any) -> tuple[int, str, dict[str, Any]]:
+    """`flashfleet validate` of h200-lowlat with one site field set; the site's role arguments
+    as `plan --format json` hands them to the bring-up when accepted."""
     import contextlib
     import io
 
     doc = copy.deepcopy(catalog_doc("h200-lowlat"))
-    doc["config"][R] = role_vars
+    section: dict[str, Any] = doc["config"]["flashfleet:stack"].setdefault("site", {})
+    *parents, leaf = where.split(".")
+    for key in parents:
+        section = section.setdefault(key, {})
+    section[leaf] = value
     (tmp / "Pulumi.prop.yaml").write_text(yaml.safe_dump(doc))
     err = io.StringIO()
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
         rc = main(["validate", "prop", "--stacks-dir", str(tmp)])
-    return rc, err.getvalue()
+    if rc != 0:
+        return rc, err.getvalue(), {}
+    from flashfleet.planning import load_stack
+
+    return rc, err.getvalue(), load_stack("prop", tmp).site_args
 
 
-def _judge_role_var(name: str, value: Any, rc: int, err: str) -> None:
+def _judge_site(where: str, value: Any, rc: int, err: str, args: dict[str, Any]) -> None:
     if rc != 0:
         assert rc == 2, (value, rc, err)
         lines = err.strip().splitlines()
         assert len(lines) == 1, (value, err)
-        assert f"{R}.{name}: " in lines[0], (value, err)
-        assert "[rule: " in lines[0], (value, err)
+        assert f"{SITE}.{where}" in lines[0], (value, err)
         return
-    # accepted: one inert value that reaches the bring-up's extravars as it is
-    inputs = RunInputs.from_props(
-        {"extravars": json.dumps({name: value}), "projectDir": ".", "runsDir": "runs"}
-    )
-    assert inputs.extravars == {name: value}
-    for s in _strings(value):
+    # accepted: inert values that reach the bring-up's extravars as they are
+    inputs = RunInputs.from_props({"extravars": json.dumps(args), "projectDir": ".", "runsDir": "runs"})
+    assert inputs.extravars == args
+    assert args, (where, value)  # an accepted field sets some role argument
+    for s in _strings(args):
         assert s.isprintable(), value
         assert not s.startswith("-"), value
         assert not any(mark in s for mark in ("{{", "{%", "{#")), value
         assert "@" not in urlsplit(s).netloc, value
 
 
-@pytest.mark.parametrize("name", sorted(ROLE_ARGS))
-def test_any_role_var_string_is_refused_by_name_or_inert(
-    name: str, tmp_path_factory: pytest.TempPathFactory
+@pytest.mark.parametrize("where", sorted(SITE_FIELDS))
+def test_any_site_string_is_refused_by_its_field_or_inert(
+    where: str, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    put, spec_rule = ROLE_ARGS[name]
-    tmp = tmp_path_factory.mktemp(name)
+    put, rule = SITE_FIELDS[where]
+    tmp = tmp_path_factory.mktemp(where.replace(".", "-"))
 
     @settings(max_examples=budget(15), deadline=None)
     @given(
@@ -249,29 +262,30 @@ def test_any_role_var_string_is_refused_by_name_or_inert(
     )
     def check(raw: str) -> None:
         value = put(raw)
-        rc, err = _validate_role_vars(tmp, {name: value})
-        _judge_role_var(name, value, rc, err)
-        if rc == 0 and spec_rule is not None:
-            spec_rule(value)  # the rule the spec's own field of that kind applies
+        rc, err, args = _validate_site(tmp, where, value)
+        _judge_site(where, value, rc, err, args)
+        if rc == 0:
+            rule(value)
 
     check()
 
 
-@pytest.mark.parametrize("name", ROLE_PORTS)
-def test_any_role_var_number_is_refused_by_name_or_a_port(
-    name: str, tmp_path_factory: pytest.TempPathFactory
+@pytest.mark.parametrize("where", SITE_NUMBERS)
+def test_any_site_number_is_refused_by_its_field_or_bounded(
+    where: str, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    tmp = tmp_path_factory.mktemp(name)
+    tmp = tmp_path_factory.mktemp(where.replace(".", "-"))
 
     @settings(max_examples=budget(15), deadline=None)
     @given(NUMBERS_ST)
     def check(value: float) -> None:
-        rc, err = _validate_role_vars(tmp, {name: value})
-        _judge_role_var(name, value, rc, err)
+        rc, err, args = _validate_site(tmp, where, value)
+        _judge_site(where, value, rc, err, args)
         if rc == 0:
             assert isinstance(value, int), value
             assert not isinstance(value, bool), value
-            assert 0 < value < 2**16, value
+            assert 0 < value <= 100_000 * 1000, value
+            assert value in args.values(), (value, args)
 
     check()
 
