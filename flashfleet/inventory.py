@@ -23,6 +23,7 @@ from flashfleet.planning.weights_fanout import FANOUT_PORT, PEER_WAIT_S, fanout_
 from flashfleet.recipes import Recipe
 from flashfleet.stack.image_packages import image_packages, with_router
 from flashfleet.stack.lock import LockedPackage
+from flashfleet.stack.mooncake_endpoints import MooncakeEndpoints
 
 HUGEPAGE_ENV = "MC_STORE_USE_HUGEPAGE"  # Mooncake's switch in a serving container's environment
 
@@ -86,13 +87,13 @@ def host_vars(
     )
     apt_wants = node_apt(spec, plan.site_args, plan.router_arch)
     layout = None
-    if plan.mooncake is not None:
+    if spec.mooncake is not None:
         # Hugepages only when the serving containers are told to use them.
         hugepages = any(HUGEPAGE_ENV in launch["env"] for launch in launches)
         [wheel] = [i for i in installs.values() if i.installer == "mooncake"]
         layout = {
-            **plan.mooncake.endpoints(private_addresses).model_dump(),
-            "hugepages_gib": plan.mooncake.spec.global_segment_gib if hugepages else 0,
+            **MooncakeEndpoints.of(spec.mooncake, private_addresses).model_dump(),
+            "hugepages_gib": spec.mooncake.global_segment_gib if hugepages else 0,
             "wheel": f"{wheel.name}{wheel.specifier}",
             "lock": locked_for(installs, plan.lock, "mooncake").get(wheel.name),
         }
@@ -136,7 +137,7 @@ def host_vars(
             # what the lock holds of each role's repository directories, whatever this node runs
             flashfleet_apt_lock=role_locks(apt_wants, plan.lock.apt) if plan.lock is not None else None,
             flashfleet_model_cache_dir=spec.model_cache_dir,
-            flashfleet_mooncake=plan.mooncake is not None,
+            flashfleet_mooncake=spec.mooncake is not None,
             flashfleet_processes=launches,
             flashfleet_reasoning=recipe.options.reasoning_parser == "on",
             flashfleet_tool_calls=recipe.options.tool_call_parser == "on",

@@ -6,7 +6,6 @@ nor boto3 nor ansible.
 """
 
 from flashfleet.planning.resolve import (
-    MooncakeLayout,
     NodePlan,
     StackPlan,
     load_stack,
@@ -14,4 +13,4 @@ from flashfleet.planning.resolve import (
     resolve_spec,
 )
 
-__all__ = ["MooncakeLayout", "NodePlan", "StackPlan", "load_stack", "parse_spec", "resolve_spec"]
+__all__ = ["NodePlan", "StackPlan", "load_stack", "parse_spec", "resolve_spec"]

@@ -281,7 +281,7 @@ def _host_parts(plan: StackPlan) -> _Parts:
         source=source_summary(plan),
         addresses=list(ssh),
         processes={i: list(group) for i, group in launches.items()},
-        mooncake=plan.mooncake.endpoints(private) if plan.mooncake else None,
+        mooncake=MooncakeEndpoints.of(plan.spec.mooncake, private) if plan.spec.mooncake else None,
         endpoint=api_base(ssh[plan.endpoint_node], plan.serving_port),
     )
 

@@ -33,9 +33,8 @@ from flashfleet.stack.files import DEFAULT_STACKS_DIR, REGION_KEY, StackFile, re
 from flashfleet.stack.inert_text import all_not_inert, path_text
 from flashfleet.stack.kubernetes_source import KubernetesSource
 from flashfleet.stack.lock import StackLock
-from flashfleet.stack.mooncake_endpoints import MooncakeEndpoints
 from flashfleet.stack.namespaces import namespace_clash
-from flashfleet.stack.spec import AwsSource, ExistingSource, Mooncake, NewNetwork, StackSpec
+from flashfleet.stack.spec import AwsSource, ExistingSource, NewNetwork, StackSpec
 
 SSH_PORT = 22
 
@@ -64,30 +63,6 @@ class NodePlan:
 
 
 @dataclass(frozen=True)
-class MooncakeLayout:
-    spec: Mooncake
-
-    def master_host(self, addresses: Sequence[str]) -> str:
-        return addresses[self.spec.master_node]
-
-    def endpoints(self, addresses: Sequence[str]) -> MooncakeEndpoints:
-        host = self.master_host(addresses)
-        return MooncakeEndpoints(
-            master_node=self.spec.master_node,
-            master_host=host,
-            master_server_address=f"{host}:{self.spec.rpc_port}",
-            metadata_server=f"http://{host}:{self.spec.metadata_port}/metadata",
-            rpc_port=self.spec.rpc_port,
-            metadata_port=self.spec.metadata_port,
-            metrics_port=self.spec.metrics_port,
-            protocol=self.spec.protocol,
-            global_segment_gib=self.spec.global_segment_gib,
-            devices=list(self.spec.devices),
-            members=list(addresses),
-        )
-
-
-@dataclass(frozen=True)
 class StackPlan:
     stack: str
     spec: StackSpec
@@ -96,7 +71,6 @@ class StackPlan:
     recipe: Recipe  # rendered with symbolic addresses (node-0, node-1, ...)
     instance: InstanceType | None
     nodes: tuple[NodePlan, ...]
-    mooncake: MooncakeLayout | None
     root_volume_gib: int | None
     warnings: tuple[str, ...]
     has_api_key: bool = False  # the stack file holds the flashfleet:apiKey secret
@@ -359,7 +333,6 @@ def resolve_spec(
         recipe=recipe,
         instance=instance,
         nodes=nodes,
-        mooncake=MooncakeLayout(spec.mooncake) if spec.mooncake else None,
         root_volume_gib=root_gib,
         warnings=tuple(
             _warnings(stack, spec, recipe, instance, has_hf_token)

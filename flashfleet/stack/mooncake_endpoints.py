@@ -6,9 +6,13 @@ inventory extends it with what the roles install (flashfleet.bringup.host_vars.M
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict
+
+if TYPE_CHECKING:
+    from flashfleet.stack.spec import Mooncake
 
 
 class MooncakeEndpoints(BaseModel):
@@ -25,3 +29,21 @@ class MooncakeEndpoints(BaseModel):
     global_segment_gib: int
     devices: list[str]
     members: list[str]  # private addresses, by node index
+
+    @classmethod
+    def of(cls, store: Mooncake, addresses: Sequence[str]) -> MooncakeEndpoints:
+        """The stack's store (`mooncake:` of the spec) at the nodes' private addresses."""
+        host = addresses[store.master_node]
+        return cls(
+            master_node=store.master_node,
+            master_host=host,
+            master_server_address=f"{host}:{store.rpc_port}",
+            metadata_server=f"http://{host}:{store.metadata_port}/metadata",
+            rpc_port=store.rpc_port,
+            metadata_port=store.metadata_port,
+            metrics_port=store.metrics_port,
+            protocol=store.protocol,
+            global_segment_gib=store.global_segment_gib,
+            devices=list(store.devices),
+            members=list(addresses),
+        )

@@ -11,6 +11,7 @@ from flashfleet.catalog.instances import instance_catalog
 from flashfleet.cli import main
 from flashfleet.planning import load_stack
 from flashfleet.stack import AwsSource, ExistingSource, KubernetesSource, list_stacks
+from flashfleet.stack.mooncake_endpoints import MooncakeEndpoints
 
 CATALOG = {
     # name: (hardware, strategy, topology, source kind, nodes)
@@ -77,10 +78,10 @@ def test_pd_stack_has_no_speculative_flags() -> None:
 
 def test_l3_stack_spans_nodes_with_a_mooncake_master() -> None:
     b = load_stack("h200-l3")
-    assert b.mooncake is not None
+    assert b.spec.mooncake is not None
     assert b.recipe.options.hicache == "l1l2l3"
     assert [n.mooncake_master for n in b.nodes] == [True, False]
-    layout = b.mooncake.endpoints(["10.0.0.1", "10.0.0.2"]).model_dump()
+    layout = MooncakeEndpoints.of(b.spec.mooncake, ["10.0.0.1", "10.0.0.2"]).model_dump()
     assert layout["master_server_address"] == "10.0.0.1:50051"
     assert layout["metadata_server"] == "http://10.0.0.1:8080/metadata"
     assert layout["protocol"] == "efa"
