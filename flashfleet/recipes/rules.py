@@ -438,8 +438,8 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "weight-cache-limits",
         "weight_cache",
-        "sglang 0.5.23 weight cache (model_path_hook.py: not with speculative decoding; "
-        "protocol.py: unquantized or block-wise FP8 only)",
+        "sglang 0.5.23 weight cache (sglang/srt/arg_groups/model_path_hook.py: not with speculative "
+        "decoding; sglang/srt/weight_cache/protocol.py: unquantized or block-wise FP8 only)",
         _weight_cache,
     ),
     Rule(

@@ -47,11 +47,11 @@ def test_inventory_contents(stack: str) -> None:
     children = inv["all"]["children"]
     for group in ("flashfleet", f"vendor_{vendor}", f"hw_{b.spec.hardware}"):
         assert set(children[group]["hosts"]) == set(hosts)
-    assert ("mooncake_master" in children) == (b.mooncake is not None)
+    assert ("mooncake_master" in children) == (b.spec.mooncake is not None)
     recipe = render_stack(b.spec, r.outputs["privateAddresses"])
     for i, (_name, hv) in enumerate(hosts.items()):
         assert REQUIRED_VARS <= set(hv) <= CONTRACT_VARS
-        assert (hv.get("flashfleet_mooncake_layout") is not None) == (b.mooncake is not None)
+        assert (hv.get("flashfleet_mooncake_layout") is not None) == (b.spec.mooncake is not None)
         assert hv["ansible_host"] == r.outputs["addresses"][i]
         assert (hv["flashfleet_stack"], hv["flashfleet_hardware"], hv["flashfleet_node_index"]) == (
             stack,
