@@ -19,6 +19,7 @@ from flashfleet.planning import StackPlan
 from flashfleet.planning.apt_packages import node_apt, role_locks
 from flashfleet.planning.image_apt import image_apt_lock
 from flashfleet.planning.packages import locked_for, pip_installs
+from flashfleet.planning.pd_heal import pd_heal
 from flashfleet.planning.weights_fanout import FANOUT_PORT, PEER_WAIT_S, fanout_seed
 from flashfleet.recipes import Recipe
 from flashfleet.stack.image_packages import image_packages, with_router
@@ -162,6 +163,7 @@ def host_vars(
                 else None
             ),
             flashfleet_weights_fanout=weights_fanout(plan, index, private_addresses),
+            flashfleet_pd_heal=pd_heal(recipe, node_launches),
         )
     )
     return hvars.inventory_vars()
