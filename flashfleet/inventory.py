@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from flashfleet.bringup.host_vars import HostVars, WeightsFanout
+from flashfleet.bringup.host_vars import HostVars, PdHeal, WeightsFanout
 from flashfleet.catalog import DFLASH2_DRAFT, download_client, hardware_catalog, node_packages
 from flashfleet.launch import ContainerLaunch
 from flashfleet.planning import StackPlan
@@ -97,6 +97,7 @@ def host_vars(
             "wheel": f"{wheel.name}{wheel.specifier}",
             "lock": locked_for(installs, plan.lock, "mooncake").get(wheel.name),
         }
+    heal = pd_heal(recipe, node_launches)
     hvars = HostVars.model_validate(
         dict(
             ansible_host=ssh_address,
@@ -163,7 +164,7 @@ def host_vars(
                 else None
             ),
             flashfleet_weights_fanout=weights_fanout(plan, index, private_addresses),
-            flashfleet_pd_heal=pd_heal(recipe, node_launches),
+            flashfleet_pd_heal=PdHeal(**heal) if heal is not None else None,
         )
     )
     return hvars.inventory_vars()

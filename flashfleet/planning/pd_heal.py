@@ -16,8 +16,8 @@ flashfleet.inventory hands each decode node its part (HostVars.flashfleet_pd_hea
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from flashfleet.bringup.host_vars import PdHeal
 from flashfleet.launch import ContainerLaunch
 from flashfleet.recipes import Recipe
 
@@ -30,17 +30,17 @@ DOWN_POLLS = 3
 PROBE_TIMEOUT_S = 5.0
 
 
-def pd_heal(recipe: Recipe, node_launches: Sequence[ContainerLaunch]) -> PdHeal | None:
-    """What this node's watcher needs: every prefill's /health and this node's decode units; None
-    where the node runs no PD decode (no watcher)."""
+def pd_heal(recipe: Recipe, node_launches: Sequence[ContainerLaunch]) -> dict[str, Any] | None:
+    """What this node's watcher needs (HostVars.flashfleet_pd_heal's fields): every prefill's
+    /health and this node's decode units; None where the node runs no PD decode (no watcher)."""
     decodes = [f"{launch.container_name}.service" for launch in node_launches if launch.role == "decode"]
     prefills = [f"{p.url}/health" for p in recipe.processes if p.role == "prefill" and p.rank == 0 and p.url]
     if not decodes or not prefills:
         return None
-    return PdHeal(
-        prefills=prefills,
-        units=decodes,
-        poll_s=POLL_S,
-        down_polls=DOWN_POLLS,
-        probe_timeout_s=PROBE_TIMEOUT_S,
-    )
+    return {
+        "prefills": prefills,
+        "units": decodes,
+        "poll_s": POLL_S,
+        "down_polls": DOWN_POLLS,
+        "probe_timeout_s": PROBE_TIMEOUT_S,
+    }
