@@ -91,6 +91,15 @@ def test_a_pd_update_under_load_never_pairs_a_prefill_and_a_decode_of_different_
     first = lab.run("site.yml", old, tags=SERVE, extravars=FAST)
     assert first.ok, lab.explain(first)
     assert healthy_workers(lab) == all_workers(lab)
+    # each decode node runs the watcher that restarts its decode after a prefill restarted; the
+    # prefill's node none; a second run changes nothing
+    watching = {
+        h: lab.ssh(h, "systemctl is-active flashfleet-pd-heal.service || true").strip() for h in HOSTS
+    }
+    assert watching == {"c0": "inactive", "c1": "active", "c2": "active"}, watching
+    again = lab.run("site.yml", old, tags=SERVE, extravars=FAST)
+    assert again.ok, lab.explain(again)
+    assert again.count("changed") == 0, [str(p) for p in lab.progress if p.status == "changed"]
     new = pd(lab, options={"max_running_requests": 32})
     with Load(router_url(lab)) as load:
         time.sleep(2)
