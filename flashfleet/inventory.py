@@ -12,13 +12,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from flashfleet.bringup.host_vars import HostVars, WeightsFanout
+from flashfleet.bringup.host_vars import HostVars, PdHeal, WeightsFanout
 from flashfleet.catalog import DFLASH2_DRAFT, download_client, hardware_catalog, node_packages
 from flashfleet.launch import ContainerLaunch
 from flashfleet.planning import StackPlan
 from flashfleet.planning.apt_packages import node_apt, role_locks
 from flashfleet.planning.image_apt import image_apt_lock
 from flashfleet.planning.packages import locked_for, pip_installs
+from flashfleet.planning.pd_heal import pd_heal
 from flashfleet.planning.weights_fanout import FANOUT_PORT, PEER_WAIT_S, fanout_seed
 from flashfleet.recipes import Recipe
 from flashfleet.stack.image_packages import image_packages, with_router
@@ -97,6 +98,7 @@ def host_vars(
             "wheel": f"{wheel.name}{wheel.specifier}",
             "lock": locked_for(installs, plan.lock, "mooncake").get(wheel.name),
         }
+    heal = pd_heal(recipe, node_launches)
     hvars = HostVars.model_validate(
         dict(
             ansible_host=ssh_address,
@@ -163,6 +165,7 @@ def host_vars(
                 else None
             ),
             flashfleet_weights_fanout=weights_fanout(plan, index, private_addresses),
+            flashfleet_pd_heal=PdHeal(**heal) if heal is not None else None,
         )
     )
     return hvars.inventory_vars()

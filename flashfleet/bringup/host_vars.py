@@ -80,6 +80,19 @@ class WeightsClient(BaseModel):
     lock: LockedPackage | None = None  # the stack's lock of the client: its version and files' sha256
 
 
+class PdHeal(BaseModel):
+    """A PD decode node's watcher (flashfleet.planning.pd_heal): the decode units it restarts once
+    after a prefill they take KV from restarted."""
+
+    model_config = _STRICT
+
+    prefills: list[str] = Field(min_length=1, description="every prefill's /health URL")
+    units: list[str] = Field(min_length=1, description="this node's decode units")
+    poll_s: float = Field(gt=0, description="seconds between two polls of the prefills")
+    down_polls: int = Field(ge=1, description="failed polls in a row that make an outage")
+    probe_timeout_s: float = Field(gt=0, description="seconds one /health probe may take")
+
+
 class WeightsFanout(BaseModel):
     """One node's part in fetching the weights once per stack (flashfleet.planning.weights_fanout):
     the seed downloads from the Hub and serves its cache to its peers; a peer fetches from the seed."""
@@ -237,6 +250,13 @@ class HostVars(BaseModel):
         "`files` (each one's `size`, and `sha256` or `git_oid`); `model_weights` downloads that commit "
         "and checks every file against it. null: no lock, the catalog's revision as it is on the day",
     )
+    flashfleet_pd_heal: PdHeal | None = Field(
+        None,
+        description="a PD decode node's watcher: polls every prefill's /health (`prefills`) and, once one "
+        "answers again after an outage, restarts each decode unit of the node (`units`) that ran since "
+        "before it, once (SGLang's decode does not re-bootstrap with a restarted prefill). null: no "
+        "decode here, no watcher",
+    )
     flashfleet_weights_fanout: WeightsFanout | None = Field(
         None,
         description="the weights fetched once per stack (a locked stack of several GPU nodes): `role` "
@@ -262,6 +282,7 @@ class HostVars(BaseModel):
             "flashfleet_host_keys",
             "flashfleet_apt_lock",
             "flashfleet_weights_fanout",
+            "flashfleet_pd_heal",
         ):
             if out[optional] is None:
                 del out[optional]

@@ -153,6 +153,7 @@ REFUSED: dict[str, tuple[str, str]] = {
         "container environment may hold credentials; secrets travel in the environment only",
     ),
     "sglang_serve_launches": (OWNED, "the launches are the stack's recipe, checked with the spec"),
+    "sglang_serve_pd_heal": (OWNED, "which prefills a decode node watches follows from the stack's recipe"),
     "sglang_image_derived": (OWNED, "the derived image is named by flashfleet from the spec"),
     "sglang_image_pins": (
         OWNED,

@@ -26,6 +26,12 @@ Two entries, one server:
   (``--disaggregation-bootstrap-port``, default 8998); the decode fetches that room from
   ``bootstrap_host:bootstrap_port`` (waiting for the prefill, as a real decode waits for the
   transfer), then streams and counts the output tokens: a room that never arrives fails it.
+  A decode remembers the prefill instance it first bootstrapped with at each bootstrap address
+  (the prefill's bootstrap server answers a per-process ``instance`` id with each room, as the
+  not-yet-released upstream fix for a prefill replaced behind a stable address publishes one);
+  as SGLang 0.5.23's decode keeps that peer's cached connection and rank info, a room handed over
+  by a restarted prefill at the same address fails on it until the decode itself restarts (the
+  real one waits out its KV waiting timeout first; the stand-in fails at once).
 - ``python3 standin_sglang.py ARGV...`` in a container: started with the container's argv and
   environment, it answers the way the real server's flags say, and chat answers what the verify
   checks ask (a sum, a greeting, a tool call, the colour of an image). Knobs, read per request,
@@ -171,6 +177,10 @@ class StandinState:
     # the room's KV; the decode stamps both in its answer's system_fingerprint.
     version: str | None = None
     kv: dict[int, int] = field(default_factory=dict)  # prefill: bootstrap_room -> prompt tokens
+    # prefill: this process's id, new at every start; decode: bootstrap address -> the id of the
+    # prefill instance it first bootstrapped with there (kept for the life of the process)
+    instance: str = field(default_factory=lambda: os.urandom(8).hex())
+    peers: dict[str, str] = field(default_factory=dict)
     served_log: list[Served] = field(default_factory=list)  # every generation answered, in order
     started: float = field(default_factory=time.monotonic)
     jit_s: float = 0.0  # the JIT builds of this boot (a cold kernel cache), after the load
@@ -336,16 +346,28 @@ def _room(body: dict[str, Any]) -> int | None:
     return None if room is None else int(room)
 
 
-def fetch_kv(body: dict[str, Any], wait_s: float) -> tuple[str | None, str | None]:
+def fetch_kv(
+    body: dict[str, Any], wait_s: float, peers: dict[str, str] | None = None
+) -> tuple[str | None, str | None]:
     """A decode server's transfer: the room's KV from the prefill's bootstrap server, waited for
     while that prefill runs. Returns (why it failed, or None once the KV is there; the prefill's
-    layout version, as the handoff carries it)."""
-    url = f"http://{body.get('bootstrap_host')}:{body.get('bootstrap_port')}/kv/{body['bootstrap_room']}"
+    layout version, as the handoff carries it). ``peers``: the decode's bootstrap address ->
+    prefill instance it first bootstrapped with; a room from another instance there fails."""
+    addr = f"{body.get('bootstrap_host')}:{body.get('bootstrap_port')}"
+    url = f"http://{addr}/kv/{body['bootstrap_room']}"
     deadline = time.monotonic() + wait_s
     while True:
         try:
             with urllib.request.urlopen(url, timeout=2) as resp:
-                return None, json.loads(resp.read() or b"{}").get("version")
+                handed = json.loads(resp.read() or b"{}")
+            instance = str(handed.get("instance", ""))
+            if peers is not None and peers.setdefault(addr, instance) != instance:
+                return (
+                    f"KVTransferError(bootstrap_room={body['bootstrap_room']}): the prefill at {addr} "
+                    f"is instance {instance}, not {peers[addr]} this decode bootstrapped with",
+                    None,
+                )
+            return None, handed.get("version")
         except OSError as err:  # 404 until the prefill holds the room, or no bootstrap server
             if time.monotonic() >= deadline:
                 return (
@@ -465,7 +487,12 @@ def _bootstrap_handler(state: StandinState) -> type[BaseHTTPRequestHandler]:
             code, body = (
                 (404, b"{}")
                 if tokens is None
-                else (200, json.dumps({"prompt_tokens": tokens, "version": state.version}).encode())
+                else (
+                    200,
+                    json.dumps(
+                        {"prompt_tokens": tokens, "version": state.version, "instance": state.instance}
+                    ).encode(),
+                )
             )
             if self.path == "/health":
                 code, body = 200, b"{}"
@@ -596,7 +623,7 @@ def _handler(state: StandinState) -> type[BaseHTTPRequestHandler]:
                 words, wait = words[:1], 0.0  # a prefill server answers its first token only
                 message = {**message, "content": " ".join(words)} if message.get("content") else message
             elif state.disaggregation == "decode" and room is not None:
-                missing, prefill_version = fetch_kv(body, state.kv_wait_s)
+                missing, prefill_version = fetch_kv(body, state.kv_wait_s, state.peers)
                 if missing:
                     # as SGLang's decode aborts a failed handshake (decode.py, KVPoll.Failed)
                     self._abort(stream, 500, "INTERNAL_SERVER_ERROR" if stream else "500", missing)

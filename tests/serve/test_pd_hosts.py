@@ -91,6 +91,15 @@ def test_a_pd_update_under_load_never_pairs_a_prefill_and_a_decode_of_different_
     first = lab.run("site.yml", old, tags=SERVE, extravars=FAST)
     assert first.ok, lab.explain(first)
     assert healthy_workers(lab) == all_workers(lab)
+    # each decode node runs the watcher that restarts its decode after a prefill restarted; the
+    # prefill's node none; a second run changes nothing
+    watching = {
+        h: lab.ssh(h, "systemctl is-active flashfleet-pd-heal.service || true").strip() for h in HOSTS
+    }
+    assert watching == {"c0": "inactive", "c1": "active", "c2": "active"}, watching
+    again = lab.run("site.yml", old, tags=SERVE, extravars=FAST)
+    assert again.ok, lab.explain(again)
+    assert again.count("changed") == 0, [str(p) for p in lab.progress if p.status == "changed"]
     new = pd(lab, options={"max_running_requests": 32})
     with Load(router_url(lab)) as load:
         time.sleep(2)
@@ -128,10 +137,17 @@ def test_a_pd_update_under_load_never_pairs_a_prefill_and_a_decode_of_different_
 
 
 def kill_drill(
-    lab: ServeLab, tmp_path: Path, capsys: pytest.CaptureFixture[str], host: str, instance: str
+    lab: ServeLab,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    host: str,
+    instance: str,
+    restarted_too: dict[str, int] | None = None,
 ) -> tuple[int, int, float, str]:
     """Kills the instance's container under load: (requests, failed, seconds until served again,
-    the endpoint line `flashfleet status` printed while it was down)."""
+    the endpoint line `flashfleet status` printed while it was down). ``restarted_too``: other
+    workers' hosts and their container starts before the kill, each waited for to start again
+    (its recovery) before the endpoint counts as back."""
     inventory = lab.state["inventory"]  # type: ignore[attr-defined]
     name = WORKERS[host]
     before = len(lab.starts(host, name))
@@ -145,6 +161,8 @@ def kill_drill(
         code = main(args)
         shown = capsys.readouterr().out
         wait_until(lambda: len(lab.starts(host, name)) > before)
+        for other, starts in (restarted_too or {}).items():
+            wait_until(lambda: len(lab.starts(other, WORKERS[other])) > starts, timeout=120)  # noqa: B023
         wait_until(lambda: healthy_workers(lab) == all_workers(lab))
         # SMG's circuit breaker may keep the endpoint closed after the worker is back (it opens
         # after 10 failures and tries again after 60 s): served again is what a client sees
@@ -162,11 +180,20 @@ def kill_drill(
 def test_a_killed_prefill_is_named_down_and_the_decodes_serve_its_successor(
     lab: ServeLab, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """A decode keeps the prefill process it bootstrapped with (the stand-in as SGLang's decode):
+    after the prefill's unplanned restart, each decode node's watcher restarts its decode once,
+    and both decode for the prefill's successor."""
     decodes = worker_urls(lab, "c1", "c2", port=32000)
-    sent, failed, back, said = kill_drill(lab, tmp_path, capsys, "c0", "prefill-0")
+    decode_hosts = ["c1", "c2"]
+    starts = {h: len(lab.starts(h, WORKERS[h])) for h in decode_hosts}
+    sent, failed, back, said = kill_drill(lab, tmp_path, capsys, "c0", "prefill-0", restarted_too=starts)
+    restarts = {h: len(lab.starts(h, WORKERS[h])) - starts[h] for h in decode_hosts}
+    healed = {h: lab.ssh(h, "journalctl -u flashfleet-pd-heal.service -o cat | grep -c '; restarting '").strip()
+              for h in decode_hosts}  # fmt: skip
     with capsys.disabled():
         print(f"\nprefill killed under load: {failed} of {sent} requests failed; the endpoint served again "
-              f"{back:.1f} s after the kill (systemd starts the unit again after RestartSec=10 s); "
+              f"{back:.1f} s after the kill (systemd starts the unit again after RestartSec=10 s, then each "
+              f"decode node's watcher restarts its decode); decode restarts: {restarts}; "
               f"status said: {said}")  # fmt: skip
     assert said.startswith("endpoint: down: no prefill instance is up; down: prefill-0 ("), said
     # the decodes are not stalled on the prefill that went away: both decode for its successor
@@ -176,7 +203,12 @@ def test_a_killed_prefill_is_named_down_and_the_decodes_serve_its_successor(
     assert load.failed == []
     assert all(counters(u)[GENERATION_TOKENS] > before[u] for u in decodes)
     assert failed > 0  # the only prefill: nothing serves without it
+    assert failed < sent  # bounded: served before the kill and again after
     assert back < 180
+    # each decode restarted once by its watcher, not in a loop: still once after more load
+    assert restarts == dict.fromkeys(decode_hosts, 1), restarts
+    assert healed == dict.fromkeys(decode_hosts, "1"), healed
+    assert {h: len(lab.starts(h, WORKERS[h])) - starts[h] for h in decode_hosts} == restarts
 
 
 def test_a_killed_decode_is_named_down_and_the_other_decode_serves(

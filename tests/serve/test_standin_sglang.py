@@ -286,6 +286,36 @@ def test_the_decode_says_which_versions_of_the_pair_served_it() -> None:
     assert json.loads(got["decode"][1])["system_fingerprint"] == "prefill=new decode=old"
 
 
+def _pd_request(prefill_url: str, decode_url: str, bootstrap_port: int, room: int) -> tuple[int, str]:
+    """One request through a PD pair, as the router sends it: the decode's answer."""
+    body = {**CHAT, "bootstrap_host": "127.0.0.1", "bootstrap_port": bootstrap_port, "bootstrap_room": room}
+    got: dict[str, tuple[int, str]] = {}
+    sent = threading.Thread(target=lambda: got.update(decode=post(f"{decode_url}/v1/chat/completions", body)))
+    sent.start()
+    time.sleep(0.05)
+    post(f"{prefill_url}/v1/chat/completions", body)
+    sent.join(10)
+    return got["decode"]
+
+
+def test_a_decode_fails_the_rooms_of_a_prefill_restarted_behind_its_address_until_it_restarts() -> None:
+    """The decode keeps the prefill instance it bootstrapped with: once another instance answers
+    at that bootstrap address (a restart), its rooms fail there; a decode started anew serves."""
+    prefill = StandinState(disaggregation="prefill", bootstrap_port=0, ttft_s=0.05)
+    decode, fresh = StandinState(disaggregation="decode"), StandinState(disaggregation="decode")
+    with StandinServer(prefill) as p, StandinServer(decode) as d, StandinServer(fresh) as f:
+        before = _pd_request(p.url, d.url, prefill.bootstrap_port, 1)
+        prefill.instance = "restarted"  # a new process behind the same address
+        stale = _pd_request(p.url, d.url, prefill.bootstrap_port, 2)
+        again = _pd_request(p.url, d.url, prefill.bootstrap_port, 3)
+        restarted = _pd_request(p.url, f.url, prefill.bootstrap_port, 4)
+    assert before[0] == 200
+    assert [stale[0], again[0]] == [500, 500]  # not once: every room until the decode restarts
+    assert "is instance restarted, not " in json.loads(stale[1])["message"]
+    assert restarted[0] == 200
+    assert json.loads(restarted[1])["choices"][0]["message"]["content"] == "w0 w1 w2"
+
+
 def test_a_pd_pairs_version_is_its_options_not_its_role_or_place() -> None:
     """A prefill and a decode of one recipe share a version; an option changes it for both."""
     words = ["sglang", "serve", "--model-path", "m", "--tp-size", "8", "--enable-metrics"]

@@ -251,6 +251,22 @@ def test_the_inventory_groups_each_instance_and_batches_a_pd_group_whole() -> No
     assert "serve_batch" not in single["all"]["children"]  # one instance: every node at once
 
 
+def test_only_a_pd_decode_node_watches_every_prefill_to_restart_its_decode_after_one_restarted() -> None:
+    from flashfleet.inventory import build_inventory
+
+    b = load_stack("gb300-2p1d")
+    hosts = build_inventory(b, ["198.51.100.1", "198.51.100.2", "198.51.100.3"], ADDRS)["all"]["hosts"]
+    names = [n.name for n in b.nodes]
+    assert [("flashfleet_pd_heal" in hosts[n]) for n in names] == [False, False, True]  # prefill nodes: none
+    heal = hosts[names[2]]["flashfleet_pd_heal"]
+    assert heal["prefills"] == ["http://10.0.0.1:31000/health", "http://10.0.0.2:31000/health"]
+    assert heal["units"] == ["flashfleet-decode-0.service"]
+    # an outage is counted before the prefill's unit can start it again (RestartSec=10 s)
+    assert heal["poll_s"] * (heal["down_polls"] - 1) < 10
+    single = build_inventory(load_stack("h200-throughput"), ["198.51.100.1"], ["10.0.0.1"])
+    assert "flashfleet_pd_heal" not in single["all"]["hosts"][load_stack("h200-throughput").nodes[0].name]
+
+
 def test_up_says_before_a_change_whether_the_endpoint_stays_up() -> None:
     from flashfleet.cli.up import phases
     from flashfleet.planning.plan_view import plan_data

@@ -1,0 +1,120 @@
+"""The PD decode watcher (roles/sglang_serve/files/pd_heal.py) as its unit runs it, against a
+prefill whose /health goes away and comes back, with a stand-in `systemctl` on PATH that reports
+when each decode unit became active and records what the watcher asks of it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from threading import Thread
+
+WATCHER = Path(__file__).resolve().parents[2] / "roles/sglang_serve/files/pd_heal.py"
+
+# Answers `show` from units.json (unit -> ActiveEnterTimestampMonotonic in µs; absent: inactive)
+# and logs every other call; try-restart makes the unit active from now.
+SYSTEMCTL = """#!{python}
+import json, sys, time
+state = {state!r}
+units = json.load(open(state))
+if sys.argv[1] == "show":
+    unit = sys.argv[-1]
+    if unit in units:
+        print("ActiveState=active"); print(f"ActiveEnterTimestampMonotonic={{units[unit]}}")
+    else:
+        print("ActiveState=inactive"); print("ActiveEnterTimestampMonotonic=0")
+    sys.exit(0)
+with open({log!r}, "a") as f:
+    f.write(" ".join(sys.argv[1:]) + "\\n")
+if sys.argv[1] == "try-restart" and sys.argv[2] in units:
+    units[sys.argv[2]] = int(time.monotonic() * 1e6)
+    json.dump(units, open(state, "w"))
+"""
+
+
+class Health(BaseHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+
+def serve(port: int = 0) -> ThreadingHTTPServer:
+    server = ThreadingHTTPServer(("127.0.0.1", port), Health)
+    Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_a_decode_up_since_before_its_prefills_outage_is_restarted_once_and_only_it(tmp_path: Path) -> None:
+    bin_dir, log, state = tmp_path / "bin", tmp_path / "calls.log", tmp_path / "units.json"
+    bin_dir.mkdir()
+    (bin_dir / "systemctl").write_text(
+        SYSTEMCTL.format(python=sys.executable, state=str(state), log=str(log))
+    )
+    (bin_dir / "systemctl").chmod(0o755)
+    log.write_text("")
+    prefill = serve()
+    port = prefill.server_address[1]
+    config = tmp_path / "pd-heal.json"
+    units = ["old.service", "fresh.service", "stopped.service"]
+    config.write_text(json.dumps({"prefills": [f"http://127.0.0.1:{port}/health"], "units": units,
+                                  "poll_s": 0.05, "down_polls": 3, "probe_timeout_s": 1}))  # fmt: skip
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    # old: up long before; fresh: starts during the outage (as an update's cut starts it)
+    state.write_text(json.dumps({"old.service": 1, "fresh.service": 1}))
+    watcher = subprocess.Popen(
+        [sys.executable, str(WATCHER), str(config)], env=env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        time.sleep(0.5)
+        prefill.shutdown()
+        prefill.server_close()  # the prefill dies: connections refused
+        time.sleep(0.5)
+        state.write_text(json.dumps({"old.service": 1, "fresh.service": int(time.monotonic() * 1e6)}))
+        time.sleep(0.3)
+        serve(port)  # its successor, behind the same address
+        time.sleep(1.5)  # many polls more: a loop would show
+    finally:
+        watcher.terminate()
+        out, _ = watcher.communicate(timeout=10)
+    assert log.read_text().splitlines() == ["try-restart old.service"], out
+    assert "is down" in out
+    assert "fresh.service started after its outage began (or is stopped): left as it is" in out
+
+
+def test_a_prefill_that_misses_fewer_polls_than_an_outage_restarts_nothing(tmp_path: Path) -> None:
+    bin_dir, log, state = tmp_path / "bin", tmp_path / "calls.log", tmp_path / "units.json"
+    bin_dir.mkdir()
+    (bin_dir / "systemctl").write_text(
+        SYSTEMCTL.format(python=sys.executable, state=str(state), log=str(log))
+    )
+    (bin_dir / "systemctl").chmod(0o755)
+    log.write_text("")
+    state.write_text(json.dumps({"old.service": 1}))
+    prefill = serve()
+    port = prefill.server_address[1]
+    config = tmp_path / "pd-heal.json"
+    config.write_text(json.dumps({"prefills": [f"http://127.0.0.1:{port}/health"], "units": ["old.service"],
+                                  "poll_s": 0.2, "down_polls": 5, "probe_timeout_s": 1}))  # fmt: skip
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    watcher = subprocess.Popen(
+        [sys.executable, str(WATCHER), str(config)], env=env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        time.sleep(0.5)
+        prefill.shutdown()
+        prefill.server_close()
+        time.sleep(0.3)  # one or two failed polls: no outage
+        serve(port)
+        time.sleep(1)
+    finally:
+        watcher.terminate()
+        out, _ = watcher.communicate(timeout=10)
+    assert log.read_text() == "", out
