@@ -50,6 +50,7 @@ class KubernetesPlan:
     router: str | None  # a cluster's router Deployment (the last workload); None for one instance
     weights_job: str | None  # the Job the workloads wait for, when the cache is shared
     server_pod_gpus: tuple[int, ...] = ()  # the GPUs each server pod takes, one entry a pod
+    pd_version: str | None = None  # a PD cluster's group version, which its instances' names end in
 
     @property
     def endpoint(self) -> str:
@@ -92,9 +93,10 @@ def plan_kubernetes(
         )
     shape_only = recipe_for(None)
     cluster = kc.is_cluster(shape_only)
+    version = kc.pd_version(shape_only, container_launches(shape_only, settings)) if cluster else None
     if cluster:
         addresses: list[str] | None = kc.cluster_addresses(
-            stack, ns, shape_only, leader_worker_set=source.leader_worker_set
+            stack, ns, shape_only, leader_worker_set=source.leader_worker_set, version=version
         )
     elif nodes > 1:
         addresses = rank_addresses(stack, ns, nodes, leader_worker_set=source.leader_worker_set)
@@ -206,7 +208,14 @@ def plan_kubernetes(
         # no model cache, no token.
         router_shape = PodShape(placement=placement, volumes=[], init_downloads=[], gpu_claim_template=None)
         made, workloads = kc.cluster_workloads(
-            stack, ns, recipe=recipe, launches=launches, res=res, shape=shape, router_shape=router_shape
+            stack,
+            ns,
+            recipe=recipe,
+            launches=launches,
+            res=res,
+            shape=shape,
+            router_shape=router_shape,
+            version=version,
         )
         objects += made
         router = workloads[-1]
@@ -237,6 +246,7 @@ def plan_kubernetes(
         router=router,
         weights_job=job_name,
         server_pod_gpus=pod_gpus,
+        pd_version=version,
     )
 
 

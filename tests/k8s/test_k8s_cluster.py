@@ -4,6 +4,7 @@ name the router lists, and the router in a pod of its own behind the stack's end
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -60,13 +61,13 @@ def test_one_workload_per_instance_then_the_router(case: Case) -> None:
     plan = case.plan()
     instances = _instances(case)
     assert len(instances) >= 2
-    expected = [names.instance_name(case.stack, i) for i in instances]
+    expected = [names.instance_name(case.stack, i, plan.pd_version) for i in instances]
     assert list(plan.workloads) == [*expected, f"{case.stack}-router"]
     assert plan.router == f"{case.stack}-router"
     workloads = {o["metadata"]["name"]: o for o in plan.objects if o["kind"] in POD_KINDS}
     assert set(workloads) == set(plan.workloads)  # no single-instance `<stack>-serve` beside them
     for instance, nodes in instances.items():
-        obj = workloads[names.instance_name(case.stack, instance)]
+        obj = workloads[names.instance_name(case.stack, instance, plan.pd_version)]
         assert obj["kind"] == ("Deployment" if len(nodes) == 1 else "LeaderWorkerSet")
         assert obj["metadata"]["labels"][names.LABEL_CLUSTER_INSTANCE] == instance
         for t in _templates(obj):
@@ -94,7 +95,7 @@ def test_every_selector_matches_its_own_templates_only(case: Case) -> None:
             assert selected == [(obj["metadata"]["name"], obj["spec"]["template"])], obj["metadata"]["name"]
     services = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Service"}
     for instance, nodes in _instances(case).items():
-        name = names.instance_name(case.stack, instance)
+        name = names.instance_name(case.stack, instance, plan.pd_version)
         if len(nodes) > 1:
             assert name not in services  # the LWS controller's headless Service has that name
             continue
@@ -121,7 +122,7 @@ def test_the_router_names_every_instance_by_its_stable_dns_name_and_port(case: C
     instances = _instances(case)
     assert len(urls) == len(instances)
     for url, (instance, nodes) in zip(urls, instances.items(), strict=True):
-        name = names.instance_name(case.stack, instance)
+        name = names.instance_name(case.stack, instance, plan.pd_version)
         host, port = url.removeprefix("http://").rsplit(":", 1)
         if len(nodes) == 1:
             assert host == f"{name}.glm"
@@ -138,18 +139,41 @@ def test_the_router_names_every_instance_by_its_stable_dns_name_and_port(case: C
 
 def test_a_prefill_service_carries_its_bootstrap_port() -> None:
     plan = GB300_2P1D.plan()
+    v = plan.pd_version
     argv = list(next(launch for launch in plan.launches if launch.name == "router").argv)
     pairs = [argv[i + 1 : i + 3] for i, w in enumerate(argv) if w == "--prefill"]
     assert pairs == [
-        ["http://gb300-2p1d-prefill-0.glm:31000", "8998"],
-        ["http://gb300-2p1d-prefill-1.glm:31000", "8998"],
+        [f"http://gb300-2p1d-prefill-0-{v}.glm:31000", "8998"],
+        [f"http://gb300-2p1d-prefill-1-{v}.glm:31000", "8998"],
     ]
     assert [argv[i + 1] for i, w in enumerate(argv) if w == "--decode"] == [
-        "http://gb300-2p1d-decode-0.glm:32000"
+        f"http://gb300-2p1d-decode-0-{v}.glm:32000"
     ]
     services = {o["metadata"]["name"]: o for o in plan.objects if o["kind"] == "Service"}
     for name, ports in (("prefill-0", [31000, 8998]), ("prefill-1", [31000, 8998]), ("decode-0", [32000])):
-        assert [p["port"] for p in services[f"gb300-2p1d-{name}"]["spec"]["ports"]] == ports
+        assert [p["port"] for p in services[f"gb300-2p1d-{name}-{v}"]["spec"]["ports"]] == ports
+
+
+def test_a_pd_groups_version_renames_every_instance_when_any_server_changes() -> None:
+    """What a prefill and a decode must share is in the group's version: a change to one
+    server's options renames every PD instance and the router's argv follows; a change of the
+    router's own options leaves the group as it is. Replicas have no version."""
+    plan = GB300_2P1D.plan()
+    assert plan.pd_version is not None and len(plan.pd_version) == 6
+    changed = dataclasses.replace(GB300_2P1D, options={**GB300_2P1D.options, "max_running_requests": 64})
+    other = changed.plan()
+    assert other.pd_version not in (None, plan.pd_version)
+    assert not set(plan.workloads[:-1]) & set(other.workloads[:-1])
+    assert plan.router == other.router  # one router, updated in place to name the new group
+    router = next(o for o in other.objects if o["metadata"]["name"] == other.router)
+    labels = router["spec"]["template"]["metadata"]["labels"]
+    assert labels[names.LABEL_PD_VERSION] == other.pd_version
+    argv = " ".join(next(launch for launch in other.launches if launch.name == "router").argv)
+    assert plan.pd_version not in argv and argv.count(f"-{other.pd_version}.glm") == 3
+    for obj in other.objects:
+        if obj["kind"] == "Service" and obj["metadata"]["name"] != other.endpoint_service:
+            assert obj["spec"]["selector"][names.LABEL_PD_VERSION] == other.pd_version
+    assert H200_REPLICAS.plan().pd_version is None
 
 
 @pytest.mark.parametrize("case", CLUSTERS, ids=_ids)
