@@ -5,9 +5,11 @@ name the router lists, and the router in a pod of its own behind the stack's end
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from k8s_cases import CLUSTERS, GB300_2P1D, H200_REPLICAS, H200_REPLICAS_LWS, Case, containers, pod_specs
 from k8s_schema import validate
 
@@ -15,6 +17,8 @@ from flashfleet.k8s import KubernetesRenderError, names
 from flashfleet.k8s.workloads import LWS_WORKER_INDEX
 from flashfleet.planning import load_stack
 from flashfleet.planning.stack_recipe import kubernetes_plan
+from flashfleet.stack import DEFAULT_STACKS_DIR
+from flashfleet.stack.files import stack_path
 
 POD_KINDS = ("Deployment", "StatefulSet", "LeaderWorkerSet")
 
@@ -253,3 +257,34 @@ def test_the_catalog_cluster_on_kubernetes() -> None:
         ]
         inits = [c["name"] for c in dep["spec"]["template"]["spec"]["initContainers"]]
         assert inits[0] == "weights-client"
+
+
+def test_plan_and_up_say_a_kubernetes_pd_update_cuts_the_group(tmp_path: Path) -> None:
+    """`plan` and `up` announce what the Pulumi program does to a PD group on Kubernetes (the
+    hosts' cut, made by renaming the group's workloads); replicas on Kubernetes say nothing."""
+    from flashfleet.cli.up import phases
+    from flashfleet.planning.plan_view import plan_data
+
+    doc = yaml.safe_load(stack_path("mi355x-k8s-replicas", DEFAULT_STACKS_DIR).read_text())
+    replicas = tmp_path / "Pulumi.k8s-replicas.yaml"
+    replicas.write_text(yaml.safe_dump(doc))
+    assert plan_data(load_stack("k8s-replicas", tmp_path)).update is None
+    stack = doc["config"]["flashfleet:stack"]
+    stack.update(hardware="gb300", topology="pd", strategy="high-throughput")
+    stack["cluster"] = {"prefill": 1, "decode": 1, "router": {"policy": "cache_aware"}}
+    stack["image"] = {"version": "v0.5.23", "derived": False}
+    pools = stack["nodes"]["source"]["nodePools"]
+    pools["gb300"] = {
+        **pools.pop("mi355x"),
+        "nodeSelector": {"node.kubernetes.io/instance-type": "p6e-gb300"},
+    }
+    pools["gb300"]["tolerations"] = []
+    stack["nodes"]["source"]["namespace"] = "glm-pd"
+    (tmp_path / "Pulumi.k8s-pd.yaml").write_text(yaml.safe_dump(doc))
+    data = plan_data(load_stack("k8s-pd", tmp_path))
+    assert data.update is not None
+    assert data.update.how == "pd-cut"
+    said = data.update.text()
+    assert "named after the group's version" in said
+    assert "the old deleted before the new is created" in said
+    assert f"     {said}" in phases(data)
