@@ -22,6 +22,7 @@ from flashfleet.k8s import names
 from flashfleet.k8s.manifests import KubernetesPlan
 
 LWS_NAME = "leaderworkerset.sigs.k8s.io/name"  # the controller's label on each pod of a set
+WORKLOAD_KINDS = ("Deployment", "StatefulSet", "LeaderWorkerSet")  # a Service may share the name
 
 
 class WorkloadReadiness(BaseModel):
@@ -96,7 +97,7 @@ def health(
 ) -> KubernetesHealth:
     """The plan's serving workloads judged from ``objects`` (the namespace's Deployments,
     StatefulSets and LeaderWorkerSets, each with its ``kind``) and ``pods``."""
-    rendered = {o["metadata"]["name"]: o for o in plan.objects}
+    rendered = {o["metadata"]["name"]: o for o in plan.objects if o["kind"] in WORKLOAD_KINDS}
     found = {o["metadata"]["name"]: o for o in objects}
     pod_list = list(pods)
     out = []
