@@ -7,6 +7,7 @@ its whole group back, and a group short of nodes never becomes available."""
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -243,3 +244,40 @@ def test_status_names_a_group_degraded_while_the_controller_heals_it(
     assert seen[0][0] == "degraded"  # the first reading after the deletion
     assert {state for state, _ in seen} == {"degraded", "serving"}
     assert seen[-1] == ("serving", True)  # serving again only with the whole group new
+
+
+def _gang(plan: KubernetesPlan, lws: dict[str, Any]) -> dict[str, Any]:
+    """The set's pods join one PodGroup of the Workload API whose gang policy wants them all."""
+    name, size = lws["metadata"]["name"], lws["spec"]["leaderWorkerTemplate"]["size"]
+    for role in ("leaderTemplate", "workerTemplate"):
+        lws["spec"]["leaderWorkerTemplate"][role]["spec"]["schedulingGroup"] = {"podGroupName": name}
+    return {
+        "apiVersion": "scheduling.k8s.io/v1alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": plan.namespace},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": size}}},
+    }
+
+
+def test_a_gang_podgroup_keeps_a_short_group_from_holding_any_node(cp: ControlPlane) -> None:
+    """With the Workload API's gang scheduling (v1.36 alpha gates on): the set's templates name a
+    PodGroup whose gang wants every rank. On one node for two ranks, the scheduler binds neither
+    pod (the leader does not hold the node's GPUs); with a second node both are placed."""
+    add_pool_nodes(cp, MI355X_LWS.source, "mi355x", 1, prefix="mi355x-gpu", gpus=4)
+    plan = MI355X_LWS.plan()
+    lws = the_set(plan)
+    group = _gang(plan, lws)
+    provision_claims(cp, list(plan.objects))
+    cp.apply([*(o for o in all_objects(plan) if o["kind"] != "LeaderWorkerSet"), group, lws])
+    ns = plan.namespace
+    pods = cp.wait_for(
+        lambda: (p := group_pods(cp, lws)) and len(p) == 2 and p, what="both pods", namespace=ns
+    )
+    held = cp.get("pod", pods[0]["metadata"]["name"], namespace=ns)
+    assert held["spec"]["schedulingGroup"] == {"podGroupName": lws["metadata"]["name"]}
+    time.sleep(10)  # the scheduler has had its tries
+    bound = [p["metadata"]["name"] for p in group_pods(cp, lws) if p["spec"].get("nodeName")]
+    print("pods:", cp.pods_report(ns))
+    assert bound == []
+    add_pool_nodes(cp, MI355X_LWS.source, "mi355x", 1, prefix="mi355x-more", gpus=4)
+    wait_available(cp, lws)
