@@ -60,6 +60,7 @@ _FACTORIES: dict[str, _Factory] = {
     # provider; its generic resource sends the object as rendered
     "ResourceClaimTemplate": _custom,
     "LeaderWorkerSet": _custom,
+    "PodGroup": _custom,  # the Workload API's (scheduling.k8s.io/v1alpha2), gang scheduling
 }
 _AWAITED = {"Deployment", "StatefulSet", "Job"}
 # The pre-pull DaemonSet only saves time: `up` never waits for it (nor for a pool node that cannot

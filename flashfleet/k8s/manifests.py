@@ -35,6 +35,7 @@ from flashfleet.stack.kubernetes_source import HostPathCache, KubernetesSource, 
 from flashfleet.stack.spec import Mooncake
 
 RecipeFor = Callable[[Sequence[str] | None], Recipe]
+SCHEDULING_API = "scheduling.k8s.io/v1alpha2"  # the Workload API's PodGroup (Kubernetes v1.36)
 
 
 @dataclass(frozen=True)
@@ -233,6 +234,8 @@ def plan_kubernetes(
         else:
             objects += rank_stateful_sets(stack, ns, ranks, res, shape)
             workloads = tuple(names.rank_name(stack, launch.node) for launch in ranks)
+    if source.gang_scheduling:
+        objects = _gang_scheduled(objects, source)
     objects.append(_endpoint_service(stack, ns, source))
     return KubernetesPlan(
         stack=stack,
@@ -248,6 +251,33 @@ def plan_kubernetes(
         server_pod_gpus=pod_gpus,
         pd_version=version,
     )
+
+
+def _gang_scheduled(objects: list[dict[str, Any]], source: KubernetesSource) -> list[dict[str, Any]]:
+    """Each LeaderWorkerSet's pods join a PodGroup of the Workload API (Kubernetes v1.36, alpha)
+    whose gang wants every rank, made just before the set: the scheduler binds none of a group
+    until all of it fits, so a short group holds no node's GPUs."""
+    if not source.leader_worker_set:
+        raise KubernetesRenderError(
+            "nodes.source.gangScheduling",
+            "gang scheduling is rendered for LeaderWorkerSets: set leaderWorkerSet: true",
+        )
+    out: list[dict[str, Any]] = []
+    for obj in objects:
+        if obj["kind"] == "LeaderWorkerSet":
+            md, lwt = obj["metadata"], obj["spec"]["leaderWorkerTemplate"]
+            out.append(
+                {
+                    "apiVersion": SCHEDULING_API,
+                    "kind": "PodGroup",
+                    "metadata": names.metadata(md["name"], md["namespace"], md["labels"]),
+                    "spec": {"schedulingPolicy": {"gang": {"minCount": lwt["size"]}}},
+                }
+            )
+            for role in ("leaderTemplate", "workerTemplate"):
+                lwt[role]["spec"]["schedulingGroup"] = {"podGroupName": md["name"]}
+        out.append(obj)
+    return out
 
 
 def _pool(source: KubernetesSource, hardware: str) -> NodePool:

@@ -288,3 +288,24 @@ def test_plan_and_up_say_a_kubernetes_pd_update_cuts_the_group(tmp_path: Path) -
     assert "named after the group's version" in said
     assert "the old deleted before the new is created" in said
     assert f"     {said}" in phases(data)
+
+
+def test_gang_scheduling_puts_each_set_in_a_podgroup_that_wants_every_rank() -> None:
+    from k8s_cases import GB300_PD_LWS, H200_LWS, source
+
+    gang = dataclasses.replace(GB300_PD_LWS, source=source(leaderWorkerSet=True, gangScheduling=True))
+    plan = gang.plan()
+    kinds = [(o["kind"], o["metadata"]["name"]) for o in plan.objects]
+    for name in plan.workloads[:-1]:
+        # the PodGroup just before its set, of the same (versioned) name
+        assert kinds.index(("PodGroup", name)) == kinds.index(("LeaderWorkerSet", name)) - 1
+        (lws,) = [o for o in plan.objects if o["kind"] == "LeaderWorkerSet" and o["metadata"]["name"] == name]
+        (group,) = [o for o in plan.objects if o["kind"] == "PodGroup" and o["metadata"]["name"] == name]
+        assert group["spec"]["schedulingPolicy"]["gang"]["minCount"] == 2
+        lwt = lws["spec"]["leaderWorkerTemplate"]
+        for role in ("leaderTemplate", "workerTemplate"):
+            assert lwt[role]["spec"]["schedulingGroup"] == {"podGroupName": name}
+    assert not [o for o in GB300_PD_LWS.plan().objects if o["kind"] == "PodGroup"]
+    no_lws = dataclasses.replace(H200_LWS, source=source(gangScheduling=True))  # StatefulSets per rank
+    with pytest.raises(KubernetesRenderError, match="gang scheduling is rendered for LeaderWorkerSets"):
+        no_lws.plan()

@@ -6,6 +6,7 @@ its whole group back, and a group short of nodes never becomes available."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from collections.abc import Iterator
@@ -13,7 +14,7 @@ from typing import Any
 
 import pytest
 from control_plane import ControlPlane
-from k8s_cases import GB300_PD_LWS, GB300_TP16, H200_LWS, H200_REPLICAS_LWS, MI355X_LWS, Case
+from k8s_cases import GB300_PD_LWS, GB300_TP16, H200_LWS, H200_REPLICAS_LWS, MI355X_LWS, Case, source
 from sim_nodes import add_plain_node, add_pool_nodes, provision_claims
 from test_api_server import all_objects
 
@@ -246,38 +247,27 @@ def test_status_names_a_group_degraded_while_the_controller_heals_it(
     assert seen[-1] == ("serving", True)  # serving again only with the whole group new
 
 
-def _gang(plan: KubernetesPlan, lws: dict[str, Any]) -> dict[str, Any]:
-    """The set's pods join one PodGroup of the Workload API whose gang policy wants them all."""
-    name, size = lws["metadata"]["name"], lws["spec"]["leaderWorkerTemplate"]["size"]
-    for role in ("leaderTemplate", "workerTemplate"):
-        lws["spec"]["leaderWorkerTemplate"][role]["spec"]["schedulingGroup"] = {"podGroupName": name}
-    return {
-        "apiVersion": "scheduling.k8s.io/v1alpha2",
-        "kind": "PodGroup",
-        "metadata": {"name": name, "namespace": plan.namespace},
-        "spec": {"schedulingPolicy": {"gang": {"minCount": size}}},
-    }
-
-
 def test_a_gang_podgroup_keeps_a_short_group_from_holding_any_node(cp: ControlPlane) -> None:
-    """With the Workload API's gang scheduling (v1.36 alpha gates on): the set's templates name a
-    PodGroup whose gang wants every rank. On one node for two ranks, the scheduler binds neither
-    pod (the leader does not hold the node's GPUs); with a second node both are placed."""
-    add_pool_nodes(cp, MI355X_LWS.source, "mi355x", 1, prefix="mi355x-gpu", gpus=4)
-    plan = MI355X_LWS.plan()
+    """With the Workload API's gang scheduling (v1.36 alpha gates on) and `gangScheduling: true`:
+    the set's templates name a PodGroup whose gang wants every rank. On one node for two ranks,
+    the scheduler binds neither pod (the leader does not hold the node's GPUs); with a second
+    node both are placed."""
+    gang = dataclasses.replace(MI355X_LWS, source=source(leaderWorkerSet=True, gangScheduling=True))
+    plan, _ = bring_up(cp, gang, 1, gpus=4)
     lws = the_set(plan)
-    group = _gang(plan, lws)
-    provision_claims(cp, list(plan.objects))
-    cp.apply([*(o for o in all_objects(plan) if o["kind"] != "LeaderWorkerSet"), group, lws])
     ns = plan.namespace
     pods = cp.wait_for(
         lambda: (p := group_pods(cp, lws)) and len(p) == 2 and p, what="both pods", namespace=ns
     )
-    held = cp.get("pod", pods[0]["metadata"]["name"], namespace=ns)
-    assert held["spec"]["schedulingGroup"] == {"podGroupName": lws["metadata"]["name"]}
-    time.sleep(10)  # the scheduler has had its tries
-    bound = [p["metadata"]["name"] for p in group_pods(cp, lws) if p["spec"].get("nodeName")]
+    assert {p["spec"]["schedulingGroup"]["podGroupName"] for p in pods} == {lws["metadata"]["name"]}
+    group = cp.get("podgroups.scheduling.k8s.io", lws["metadata"]["name"], namespace=ns)
+    assert group["spec"]["schedulingPolicy"] == {"gang": {"minCount": 2}}
+    cp.wait_for(
+        lambda: any("waiting for minCount pods" in str(p["status"]) for p in group_pods(cp, lws)),
+        what="the gang waiting", namespace=ns,
+    )  # fmt: skip
+    time.sleep(5)  # the scheduler has had more tries
     print("pods:", cp.pods_report(ns))
-    assert bound == []
-    add_pool_nodes(cp, MI355X_LWS.source, "mi355x", 1, prefix="mi355x-more", gpus=4)
+    assert [p["metadata"]["name"] for p in group_pods(cp, lws) if p["spec"].get("nodeName")] == []
+    add_pool_nodes(cp, gang.source, "mi355x", 1, prefix="mi355x-more", gpus=4)
     wait_available(cp, lws)
