@@ -501,10 +501,6 @@ def test_a_pd_update_cuts_the_whole_group_and_no_router_reaches_two_versions(
         done.set()
         watcher.join()
     seen.append(last)
-    # every object of each instance is replaced (its set; a one-node instance would add its
-    # Service), and the router's Deployment is updated in place
-    assert re.search(r"\b2 replaced\b", out), out
-    assert re.search(r"\b1 updated\b", out), out
     revisions: dict[str, set[str]] = {}
     routers: dict[str, str] = {}
     for pods in seen:
@@ -517,6 +513,10 @@ def test_a_pd_update_cuts_the_whole_group_and_no_router_reaches_two_versions(
                 revisions.setdefault(labels[names.LABEL_PD_VERSION], set()).add(labels[LWS_REVISION])
     assert set(revisions) == {old.pd_version, new.pd_version}, revisions
     assert set(routers.values()) == {old.pd_version, new.pd_version}, routers  # one router pod each
+    # every object of each instance is replaced (its set; a one-node instance would add its
+    # Service), and the router's Deployment is updated in place
+    assert re.search(r"\b2 replaced\b", out), out
+    assert re.search(r"\b1 updated\b", out), out
     print(f"revisions seen: {revisions}; routers: {routers}; snapshots: {len(seen)}")
     # the old group is gone: only the new version's sets
     sets = cluster.items("leaderworkersets", namespace=ns, selector=f"{names.LABEL_INSTANCE}={PD_STACK}")
