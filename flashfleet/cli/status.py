@@ -1,8 +1,10 @@
 """`flashfleet status STACK`: the stack's outputs (secrets masked), its last Pulumi operation
 and the latest bring-up runs recorded on this machine; whether its endpoint serves, for every kind
 of stack: a cluster's router with every instance, else each API server's own /health, else (a
-Kubernetes stack) its `endpoint` output's (degraded names what is down; exit 1 unless serving, or
-not probed because the address resolves inside the cluster only). A stack of the project never
+Kubernetes stack) its serving workloads' readiness read from the API server
+(flashfleet.k8s.readiness), or its `endpoint` output's when the cluster cannot be read
+(degraded names what is down; exit 1 unless serving, or not probed because the address resolves
+inside the cluster only). A stack of the project never
 brought up answers `state: not deployed` with exit 0, as `sky status` and `dstack ps` answer
 with an empty table; an unknown stack is bad input (exit 2).
 
