@@ -350,3 +350,19 @@ def test_a_pd_groups_objects_are_replaced_old_first_under_names_without_the_vers
     assert seen["Deployment/gb300-2p1d-router"] == ("gb300-2p1d-deployment-gb300-2p1d-router", None)
     replicas = deploy(H200_REPLICAS)
     assert replicas.cluster.plan.pd_version is None
+
+
+def test_gang_scheduling_creates_each_sets_podgroup_before_the_set() -> None:
+    """The PodGroup goes through the provider's generic resource, as rendered (the typed SDK of
+    the pinned provider predates the Workload API)."""
+    import dataclasses
+
+    from k8s_cases import MI355X_LWS
+
+    d = deploy(dataclasses.replace(MI355X_LWS, source=source(leaderWorkerSet=True, gangScheduling=True)))
+    (group,) = d.mocks.of_type("kubernetes:scheduling.k8s.io/v1alpha2:PodGroup")
+    (lws,) = d.mocks.of_type("kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet")
+    assert group.inputs["metadata"]["name"] == lws.inputs["metadata"]["name"] == "mi355x-x2-serve"
+    assert group.inputs["spec"] == {"schedulingPolicy": {"gang": {"minCount": 2}}}
+    order = [r.typ for r in d.mocks.resources]
+    assert order.index(group.typ) < order.index(lws.typ)
