@@ -1,8 +1,10 @@
 """`flashfleet status STACK`: the stack's outputs (secrets masked), its last Pulumi operation
 and the latest bring-up runs recorded on this machine; whether its endpoint serves, for every kind
 of stack: a cluster's router with every instance, else each API server's own /health, else (a
-Kubernetes stack) its `endpoint` output's (degraded names what is down; exit 1 unless serving, or
-not probed because the address resolves inside the cluster only). A stack of the project never
+Kubernetes stack) its serving workloads' readiness read from the API server
+(flashfleet.k8s.readiness), or its `endpoint` output's when the cluster cannot be read
+(degraded names what is down; exit 1 unless serving, or not probed because the address resolves
+inside the cluster only). A stack of the project never
 brought up answers `state: not deployed` with exit 0, as `sky status` and `dstack ps` answer
 with an empty table; an unknown stack is bad input (exit 2).
 
@@ -169,4 +171,41 @@ def _endpoint_health(args: argparse.Namespace, runs_root: Path, endpoint: object
             inventory = stack_inventory(args.stack, runs_root)
     if inventory is not None:
         return endpoint_health(inventory) or servers_health(inventory)
+    if (kube := _kubernetes_health(args)) is not None:
+        return kube
     return url_health(str(endpoint)) if isinstance(endpoint, str) and endpoint.startswith("http") else None
+
+
+def _kubernetes_health(args: argparse.Namespace) -> Any:
+    """A Kubernetes stack: its serving workloads' readiness as the API server holds it (nothing
+    answers HTTP from here), so a group the controller is healing is named degraded. None for
+    another source, or with a warning when the cluster cannot be read (no access, no answer)."""
+    from flashfleet.cli.common import stack_arg
+    from flashfleet.planning import load_stack
+    from flashfleet.stack import StackError
+    from flashfleet.stack.kubernetes_source import KubernetesSource
+
+    try:
+        spec = load_stack(*stack_arg(args.stack, args.stacks_dir)).spec
+    except (StackError, UsageError):
+        return None
+    source = spec.nodes.source
+    if not isinstance(source, KubernetesSource):
+        return None
+    from flashfleet.cli.shared.cluster_api import serving_objects
+    from flashfleet.k8s import names, readiness
+    from flashfleet.planning.stack_recipe import kubernetes_plan
+
+    plan = kubernetes_plan(args.stack, spec)
+    try:
+        objects, pods = serving_objects(
+            source.context, plan.namespace, f"{names.LABEL_INSTANCE}={args.stack}"
+        )
+    except Exception as err:  # the kubernetes client raises many kinds; none is a verdict
+        context = source.context or "the current context"
+        print(
+            f"status: the workloads' readiness not read ({context}): {str(err).splitlines()[0]}",
+            file=sys.stderr,
+        )
+        return None
+    return readiness.health(plan, objects, pods)

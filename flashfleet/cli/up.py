@@ -142,13 +142,15 @@ def phases(data: PlanView) -> list[str]:
             f"     start order {' -> '.join(data.start_order)}; endpoint {data.endpoint}",
             f"     {restart_text(data)}",
         ]
+    elif data.update is not None:  # Kubernetes PD: the program cuts the group
+        out.append(f"     {data.update.text()}")
     out.append(f"  ttl {data.ttl}; cost {data.cost_text()}")
     return out
 
 
 def restart_text(data: PlanView) -> str:
     """What a change of options or image does to the endpoint, said before it is made."""
-    assert data.update is not None  # every source but Kubernetes, where up does not say it
+    assert data.update is not None  # every source but Kubernetes, where up says it for PD only
     return data.update.text()
 
 

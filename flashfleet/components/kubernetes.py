@@ -14,7 +14,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from flashfleet.k8s import KubernetesPlan, plan_kubernetes
+from flashfleet.k8s import KubernetesPlan, names, plan_kubernetes
 from flashfleet.k8s.manifests import RecipeFor
 from flashfleet.launch import LaunchSettings
 from flashfleet.recipes.layouts import api_base
@@ -60,6 +60,7 @@ _FACTORIES: dict[str, _Factory] = {
     # provider; its generic resource sends the object as rendered
     "ResourceClaimTemplate": _custom,
     "LeaderWorkerSet": _custom,
+    "PodGroup": _custom,  # the Workload API's (scheduling.k8s.io/v1alpha2), gang scheduling
 }
 _AWAITED = {"Deployment", "StatefulSet", "Job"}
 # The pre-pull DaemonSet only saves time: `up` never waits for it (nor for a pool node that cannot
@@ -134,11 +135,16 @@ class KubernetesCluster(pulumi.ComponentResource):
                 deps += instances  # Pulumi awaits each instance's Deployment: serving before the router
             if plan.router is not None and kind == "Service" and object_name == plan.endpoint_service:
                 deps.append(self.resources[f"Deployment/{plan.router}"])  # its endpoints: the router's pod
+            # A PD instance's objects are named after the group's version but keyed by the name
+            # without it: a new version replaces each, and the old one goes first. The old router
+            # names only old pods, which go; the new router only new ones (pd_version).
+            versioned = names.unversioned(object_name, plan.pd_version) != object_name
             child = pulumi.ResourceOptions(
                 parent=self,
                 depends_on=deps,
                 custom_timeouts=SERVE_TIMEOUTS if kind in _AWAITED else None,
                 retain_on_delete=keep and obj is claim,
+                delete_before_replace=versioned or None,
             )
             resource = self._create(name, obj, child)
             if kind == "Job":
@@ -157,7 +163,8 @@ class KubernetesCluster(pulumi.ComponentResource):
         if kind in _NOT_AWAITED:
             annotations = {**obj["metadata"].get("annotations", {}), SKIP_AWAIT: "true"}
             obj = {**obj, "metadata": {**obj["metadata"], "annotations": annotations}}
-        resource = _FACTORIES[kind](f"{name}-{kind.lower()}-{object_name}", obj, opts)
+        key = names.unversioned(object_name, self.plan.pd_version)
+        resource = _FACTORIES[kind](f"{name}-{kind.lower()}-{key}", obj, opts)
         self.resources[f"{kind}/{object_name}"] = resource
         return resource
 

@@ -35,6 +35,7 @@ from flashfleet.stack.kubernetes_source import HostPathCache, KubernetesSource, 
 from flashfleet.stack.spec import Mooncake
 
 RecipeFor = Callable[[Sequence[str] | None], Recipe]
+SCHEDULING_API = "scheduling.k8s.io/v1alpha2"  # the Workload API's PodGroup (Kubernetes v1.36)
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,7 @@ class KubernetesPlan:
     router: str | None  # a cluster's router Deployment (the last workload); None for one instance
     weights_job: str | None  # the Job the workloads wait for, when the cache is shared
     server_pod_gpus: tuple[int, ...] = ()  # the GPUs each server pod takes, one entry a pod
+    pd_version: str | None = None  # a PD cluster's group version, which its instances' names end in
 
     @property
     def endpoint(self) -> str:
@@ -92,9 +94,10 @@ def plan_kubernetes(
         )
     shape_only = recipe_for(None)
     cluster = kc.is_cluster(shape_only)
+    version = kc.pd_version(shape_only, container_launches(shape_only, settings)) if cluster else None
     if cluster:
         addresses: list[str] | None = kc.cluster_addresses(
-            stack, ns, shape_only, leader_worker_set=source.leader_worker_set
+            stack, ns, shape_only, leader_worker_set=source.leader_worker_set, version=version
         )
     elif nodes > 1:
         addresses = rank_addresses(stack, ns, nodes, leader_worker_set=source.leader_worker_set)
@@ -206,7 +209,14 @@ def plan_kubernetes(
         # no model cache, no token.
         router_shape = PodShape(placement=placement, volumes=[], init_downloads=[], gpu_claim_template=None)
         made, workloads = kc.cluster_workloads(
-            stack, ns, recipe=recipe, launches=launches, res=res, shape=shape, router_shape=router_shape
+            stack,
+            ns,
+            recipe=recipe,
+            launches=launches,
+            res=res,
+            shape=shape,
+            router_shape=router_shape,
+            version=version,
         )
         objects += made
         router = workloads[-1]
@@ -224,6 +234,8 @@ def plan_kubernetes(
         else:
             objects += rank_stateful_sets(stack, ns, ranks, res, shape)
             workloads = tuple(names.rank_name(stack, launch.node) for launch in ranks)
+    if source.gang_scheduling:
+        objects = _gang_scheduled(objects, source)
     objects.append(_endpoint_service(stack, ns, source))
     return KubernetesPlan(
         stack=stack,
@@ -237,7 +249,35 @@ def plan_kubernetes(
         router=router,
         weights_job=job_name,
         server_pod_gpus=pod_gpus,
+        pd_version=version,
     )
+
+
+def _gang_scheduled(objects: list[dict[str, Any]], source: KubernetesSource) -> list[dict[str, Any]]:
+    """Each LeaderWorkerSet's pods join a PodGroup of the Workload API (Kubernetes v1.36, alpha)
+    whose gang wants every rank, made just before the set: the scheduler binds none of a group
+    until all of it fits, so a short group holds no node's GPUs."""
+    if not source.leader_worker_set:
+        raise KubernetesRenderError(
+            "nodes.source.gangScheduling",
+            "gang scheduling is rendered for LeaderWorkerSets: set leaderWorkerSet: true",
+        )
+    out: list[dict[str, Any]] = []
+    for obj in objects:
+        if obj["kind"] == "LeaderWorkerSet":
+            md, lwt = obj["metadata"], obj["spec"]["leaderWorkerTemplate"]
+            out.append(
+                {
+                    "apiVersion": SCHEDULING_API,
+                    "kind": "PodGroup",
+                    "metadata": names.metadata(md["name"], md["namespace"], md["labels"]),
+                    "spec": {"schedulingPolicy": {"gang": {"minCount": lwt["size"]}}},
+                }
+            )
+            for role in ("leaderTemplate", "workerTemplate"):
+                lwt[role]["spec"]["schedulingGroup"] = {"podGroupName": md["name"]}
+        out.append(obj)
+    return out
 
 
 def _pool(source: KubernetesSource, hardware: str) -> NodePool:

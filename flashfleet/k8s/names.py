@@ -13,6 +13,12 @@ LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 LABEL_POD = "flashfleet.dev/pod"  # which pod of the stack (serve, serve-rank-1, ...)
 LABEL_ENDPOINT = "flashfleet.dev/endpoint"  # the pod behind the stack's endpoint Service
 LABEL_CLUSTER_INSTANCE = "flashfleet.dev/cluster-instance"  # replica-0, prefill-1, router: a cluster's
+# A PD group's version: a hash of what its prefills and decodes must share (image, argv, env).
+# Every instance workload of the group and the router's pod carry it; see group_version.
+LABEL_PD_VERSION = "flashfleet.dev/pd-version"
+# The LWS controller names a group's worker StatefulSet <set>-0, and the StatefulSet labels each
+# pod with that name plus a 10-character revision hash: a label value of at most 63.
+MAX_LWS_NAME = 50
 
 # StatefulSet pods are named <statefulset>-<ordinal> and the StatefulSet adds a revision label of
 # its own name plus a hash, so the longest name here (<stack>-serve-rank-NN) must stay within 52.
@@ -63,9 +69,16 @@ def rank_name(stack: str, rank: int) -> str:
     return f"{stack}-serve-rank-{rank}"
 
 
-def instance_name(stack: str, instance: str) -> str:
-    """A cluster instance's workload (Deployment or LeaderWorkerSet) and, for one node, its Service."""
-    return f"{stack}-{instance}"
+def instance_name(stack: str, instance: str, version: str | None = None) -> str:
+    """A cluster instance's workload (Deployment or LeaderWorkerSet) and, for one node, its Service;
+    a PD instance's name ends in its group's version, so an update makes workloads of new names."""
+    return f"{stack}-{instance}-{version}" if version else f"{stack}-{instance}"
+
+
+def unversioned(name: str, version: str | None) -> str:
+    """The name without its PD version: what the Pulumi program keys the object by, so that a
+    new version replaces the old object (deleted first) instead of making one beside it."""
+    return name.removesuffix(f"-{version}") if version else name
 
 
 def router_name(stack: str) -> str:

@@ -11,6 +11,8 @@ from each rank's argv by nothing but the rank.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -39,16 +41,41 @@ def instance_nodes(recipe: Recipe) -> dict[str, list[int]]:
     return out
 
 
-def cluster_addresses(stack: str, namespace: str, recipe: Recipe, *, leader_worker_set: bool) -> list[str]:
+def pd_version(recipe: Recipe, launches: Sequence[ContainerLaunch]) -> str | None:
+    """A PD group's version: a hash of every prefill's and decode's launch (image, argv, env), as
+    rendered with symbolic addresses; None for any other topology.
+
+    A prefill hands its KV to a decode, and two of different versions would exchange layouts they
+    do not share. So each PD instance's workload is named after the whole group's version: any
+    change renames every one of them, the router's argv names the new ones only, and the Pulumi
+    program deletes the old group before it creates the new one (the hosts' cut, on Kubernetes).
+    """
+    if recipe.topology != "pd":
+        return None
+    routers = {p.name for p in recipe.processes if p.instance == ROUTER}
+    shared = [launch.model_dump(mode="json") for launch in launches if launch.name not in routers]
+    return hashlib.sha256(json.dumps(shared, sort_keys=True).encode()).hexdigest()[:6]
+
+
+def cluster_addresses(
+    stack: str, namespace: str, recipe: Recipe, *, leader_worker_set: bool, version: str | None = None
+) -> list[str]:
     """The address of every recipe node: its instance's stable DNS name (``recipe`` rendered with
-    any addresses: only its shape is read)."""
+    any addresses: only its shape is read); ``version``: a PD group's (pd_version)."""
     count = len({p.node for p in recipe.processes})
     addresses = [f"{names.router_name(stack)}.{namespace}"] * count  # a node of the router's own
     for instance, nodes in instance_nodes(recipe).items():
-        workload = names.instance_name(stack, instance)
+        workload = names.instance_name(stack, instance, version)
         if len(nodes) == 1:
             address = f"{workload}.{namespace}"
         elif leader_worker_set:
+            if len(workload) > names.MAX_LWS_NAME:
+                raise KubernetesRenderError(
+                    "stack",
+                    f"{stack!r} is too long for this stack's LeaderWorkerSet {workload!r}: its name "
+                    f"(the stack's, the instance's and the PD version's) may have at most "
+                    f"{names.MAX_LWS_NAME} characters",
+                )
             address = leader_address(workload, namespace)
         else:
             raise KubernetesRenderError(
@@ -70,16 +97,19 @@ def cluster_workloads(
     res: PodResources,
     shape: PodShape,
     router_shape: PodShape,
+    version: str | None = None,
 ) -> tuple[list[dict[str, Any]], tuple[str, ...]]:
     """Every instance's workload (and a one-node instance's Service), then the router's
-    Deployment; and the workloads' names, the router last."""
+    Deployment; and the workloads' names, the router last. ``version``: a PD group's, on every
+    instance's objects and the router's pod (pd_version)."""
     instance_of = {p.name: p.instance for p in recipe.processes}
     objects: list[dict[str, Any]] = []
     workloads: list[str] = []
+    versioned = {names.LABEL_PD_VERSION: version} if version else {}
     for instance, nodes in instance_nodes(recipe).items():
         own = [launch for launch in launches if instance_of[launch.name] == instance]
-        name = names.instance_name(stack, instance)
-        extra = {names.LABEL_CLUSTER_INSTANCE: instance}
+        name = names.instance_name(stack, instance, version)
+        extra = {names.LABEL_CLUSTER_INSTANCE: instance, **versioned}
         if len(nodes) == 1:
             objects.append(
                 deployment(
@@ -92,7 +122,7 @@ def cluster_workloads(
                     extra_labels=extra,
                 )
             )
-            objects.append(_instance_service(stack, namespace, instance, own))
+            objects.append(_instance_service(stack, namespace, instance, own, version))
         else:
             ranks = [[launch for launch in own if launch.node == node] for node in nodes]
             if any(len(group) != 1 for group in ranks):
@@ -127,7 +157,7 @@ def cluster_workloads(
             pod_spec([router], replace(res, gpu_claim=None), router_shape),  # no share of the GPUs' claim
             endpoint=True,
             component=ROUTER,
-            extra_labels={names.LABEL_CLUSTER_INSTANCE: ROUTER},
+            extra_labels={names.LABEL_CLUSTER_INSTANCE: ROUTER, **versioned},
         )
     )
     workloads.append(names.router_name(stack))
@@ -135,7 +165,7 @@ def cluster_workloads(
 
 
 def _instance_service(
-    stack: str, namespace: str, instance: str, launches: Sequence[ContainerLaunch]
+    stack: str, namespace: str, instance: str, launches: Sequence[ContainerLaunch], version: str | None
 ) -> dict[str, Any]:
     """A headless Service: the instance's DNS name resolves to its pod, on every port (a prefill's
     bootstrap server too), without a virtual IP between the router and the worker."""
@@ -152,15 +182,24 @@ def _instance_service(
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": names.metadata(
-            names.instance_name(stack, instance),
+            names.instance_name(stack, instance, version),
             namespace,
-            names.labels(stack, "serve", **{names.LABEL_CLUSTER_INSTANCE: instance}),
+            names.labels(
+                stack,
+                "serve",
+                **{names.LABEL_CLUSTER_INSTANCE: instance},
+                **({names.LABEL_PD_VERSION: version} if version else {}),
+            ),
         ),
         "spec": {
             "clusterIP": "None",
             # Resolvable while the model loads: the router checks the worker's health itself.
             "publishNotReadyAddresses": True,
-            "selector": names.selector(stack, instance),
+            # the version too: a Service of the new group never reaches a pod of the old one
+            "selector": {
+                **names.selector(stack, instance),
+                **({names.LABEL_PD_VERSION: version} if version else {}),
+            },
             "ports": ports,
         },
     }

@@ -334,6 +334,7 @@ class UpdateView(_View):
     restart_known_s: float  # the phases known: a lower bound when some are unknown
     unknown: list[str]  # the restart's phases without a figure
     basis: str  # where the figures come from
+    kubernetes: bool = False  # the Pulumi program cuts a PD group by renaming its workloads
 
     def seconds_text(self) -> str:
         if self.restart_s is not None:
@@ -345,6 +346,14 @@ class UpdateView(_View):
             return (
                 "a changed server restarts one instance at a time (out of the router, back once ready): "
                 "the endpoint keeps serving"
+            )
+        if self.how == "pd-cut" and self.kubernetes:
+            return (
+                "a changed server cuts the whole PD group: every prefill's and decode's workload is "
+                "named after the group's version, so `up` replaces each one (the old deleted before "
+                "the new is created) and updates the router to name the new ones only; no router "
+                "reaches a prefill and a decode of different versions; the endpoint is down until the "
+                f"new group is ready: {self.seconds_text()} ({self.basis})"
             )
         if self.how == "pd-cut":
             return (

@@ -28,10 +28,12 @@ RESTART_PHASES = ("load", "jit", "capture", "ready")
 
 
 def update_view(plan: StackPlan, ttft: TimeToFirstToken | None = None) -> UpdateView | None:
-    """What an update does to the endpoint; None on Kubernetes, where each Deployment is recreated
-    by the cluster (strategy Recreate), not by the playbooks. `ttft`: `plan`'s own, else modeled
-    here (the Pulumi program says it without the recorded runs)."""
-    if isinstance(plan.spec.nodes.source, KubernetesSource):
+    """What an update does to the endpoint. On Kubernetes the cluster recreates each workload
+    (strategy Recreate), not the playbooks: None, but for PD, whose group the Pulumi program cuts
+    (flashfleet/k8s/replicas.py pd_version). `ttft`: `plan`'s own, else modeled here (the Pulumi
+    program says it without the recorded runs)."""
+    kube = isinstance(plan.spec.nodes.source, KubernetesSource)
+    if kube and plan.spec.topology != "pd":
         return None
     if ttft is None:
         ttft = time_to_first_token(plan, critical_path(plan))
@@ -54,4 +56,5 @@ def update_view(plan: StackPlan, ttft: TimeToFirstToken | None = None) -> Update
         restart_known_s=known,
         unknown=unknown,
         basis=basis,
+        kubernetes=kube,
     )

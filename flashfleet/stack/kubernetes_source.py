@@ -204,6 +204,11 @@ class KubernetesSource(Strict):
     # The LeaderWorkerSet CRD (sigs.k8s.io lws) is installed: multi-node tensor parallel runs as
     # one LeaderWorkerSet; without it, as one StatefulSet per rank behind a headless Service.
     leader_worker_set: StrictBool = False
+    # The cluster runs Kubernetes v1.36's Workload API with gang scheduling (alpha: the
+    # GenericWorkload and GangScheduling gates, scheduling.k8s.io/v1alpha2 served): each
+    # LeaderWorkerSet's pods join a PodGroup whose gang wants every rank, so the scheduler binds
+    # none of a group until all of it fits (no half-placed group holding GPUs).
+    gang_scheduling: StrictBool = False
     service_type: Literal["ClusterIP", "LoadBalancer"] = "ClusterIP"
     # The endpoint takes no API key on Kubernetes: a LoadBalancer admits only these client
     # networks (the Service's loadBalancerSourceRanges), judged like the AWS source's

@@ -9,6 +9,7 @@ import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -98,3 +99,65 @@ def test_a_stack_never_brought_up_is_not_deployed_with_exit_0(
     err = capsys.readouterr().err
     assert "no such stack" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def _objects(plan: Any, not_ready: str | None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The plan's workloads as the API server would hold them, every one ready but ``not_ready``."""
+    objects = []
+    for name in plan.workloads:
+        (obj,) = [o for o in plan.objects if o["metadata"]["name"] == name and o["kind"] != "Service"]
+        ready = 0 if name == not_ready else 1
+        objects.append({**obj, "status": {"readyReplicas": ready}})
+    return objects, []
+
+
+@pytest.mark.parametrize(
+    ("stack", "down", "exit_code", "state"),
+    [("mi355x-k8s-replicas", None, 0, "serving"), ("mi355x-k8s-replicas", "replica-1", 1, "degraded"),
+     ("mi355x-k8s-replicas", "router", 1, "down")],
+)  # fmt: skip
+def test_status_of_a_kubernetes_stack_reads_its_workloads_readiness(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    stack: str, down: str | None, exit_code: int, state: str,
+) -> None:  # fmt: skip
+    """Nothing answers HTTP from here on a cluster (a ClusterIP Service): `status` reads the
+    serving workloads from the API server and names the one not ready."""
+    from flashfleet.cli.shared import cluster_api
+    from flashfleet.planning.stack_recipe import kubernetes_plan
+
+    monkeypatch.setenv("PATH", str(tmp_path / "no-bin"))
+    plan = kubernetes_plan(stack, load_stack(stack).spec)
+    asked: list[tuple[str | None, str, str]] = []
+
+    def serving_objects(context: str | None, namespace: str, selector: str) -> Any:
+        asked.append((context, namespace, selector))
+        return _objects(plan, f"{stack}-{down}" if down else None)
+
+    monkeypatch.setattr(cluster_api, "serving_objects", serving_objects)
+    run = tmp_path / "runs" / stack / "20261207T000000Z"
+    run.mkdir(parents=True)
+    (run / "summary.txt").write_text("up; recorded here\n")
+    argv = ["status", stack, "--runs-dir", str(tmp_path / "runs")]
+    assert main(argv) == exit_code
+    out = capsys.readouterr().out
+    assert asked == [("mi355x-cluster", "glm-replicas", f"app.kubernetes.io/instance={stack}")]
+    (line,) = [x for x in out.splitlines() if x.startswith("endpoint: ")]
+    assert line.startswith(f"endpoint: {state}: ")
+    if down:
+        assert f"not ready: {down} (Deployment glm-replicas/{stack}-{down}: 0 of 1 replicas ready)" in line
+
+
+def test_a_pd_side_with_no_instance_ready_is_down_not_degraded() -> None:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "k8s"))
+    from k8s_cases import GB300_2P1D
+
+    from flashfleet.k8s import readiness
+
+    plan = GB300_2P1D.plan()
+    decode = next(w for w in plan.workloads if "-decode-0-" in w)
+    prefill = next(w for w in plan.workloads if "-prefill-1-" in w)
+    assert readiness.health(plan, *_objects(plan, prefill)).state == "degraded"  # prefill-0 still up
+    assert readiness.health(plan, *_objects(plan, decode)).state == "down"  # the only decode
+    assert readiness.health(plan, [], []).line().startswith("endpoint: down: 0 of 4 workloads ready")

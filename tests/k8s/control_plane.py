@@ -26,6 +26,10 @@ from typing import Any
 
 import lws_manager
 
+# Kubernetes v1.36's Workload API (alpha, off by default): a PodGroup with a gang policy, which
+# pods join by spec.schedulingGroup; the scheduler binds none of them until all can be placed.
+GATES = "GenericWorkload=true,GangScheduling=true"
+WORKLOAD_API = "scheduling.k8s.io/v1alpha2"
 CACHE = Path(os.environ.get("FLASHFLEET_KUBE_CACHE", "/var/cache/flashfleet/kube"))
 FAKE_NODE = {"kwok.x-k8s.io/node": "fake"}  # the annotation kwok manages nodes by
 PR_SET_PDEATHSIG = 1  # prctl(2)
@@ -120,7 +124,7 @@ class ControlPlane:
             "--service-account-issuer", "https://kubernetes.default.svc",
             "--service-account-key-file", str(d / "sa.pub"), "--service-account-signing-key-file", str(d / "sa.key"),
             "--authorization-mode", "Node,RBAC", "--service-cluster-ip-range", "10.96.0.0/16",
-            "--allow-privileged=true",
+            "--allow-privileged=true", f"--feature-gates={GATES}", f"--runtime-config={WORKLOAD_API}=true",
         ])  # fmt: skip
         self.kubeconfig.write_text(json.dumps({
             "apiVersion": "v1", "kind": "Config", "current-context": "test",
@@ -131,11 +135,13 @@ class ControlPlane:
         }))  # fmt: skip
         self._wait_ready()
         kc = ["--kubeconfig", str(self.kubeconfig), "--leader-elect=false", "--bind-address", "127.0.0.1"]
-        self._start("kube-scheduler", ["kube-scheduler", *kc, "--secure-port", str(_free_port())])
+        self._start("kube-scheduler", [
+            "kube-scheduler", *kc, "--secure-port", str(_free_port()), f"--feature-gates={GATES}",
+        ])  # fmt: skip
         self._start("kube-controller-manager", [
             "kube-controller-manager", *kc, "--secure-port", str(_free_port()),
             "--service-account-private-key-file", str(d / "sa.key"), "--root-ca-file", str(d / "ca.crt"),
-            "--use-service-account-credentials=false", "--controllers", "*",
+            "--use-service-account-credentials=false", "--controllers", "*", f"--feature-gates={GATES}",
         ])  # fmt: skip
         stages = [a for p in sorted((CACHE / "stages").glob("*.yaml")) for a in ("--config", str(p))]
         self._start("kwok", [

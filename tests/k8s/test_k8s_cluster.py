@@ -4,9 +4,12 @@ name the router lists, and the router in a pod of its own behind the stack's end
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from k8s_cases import CLUSTERS, GB300_2P1D, H200_REPLICAS, H200_REPLICAS_LWS, Case, containers, pod_specs
 from k8s_schema import validate
 
@@ -14,6 +17,8 @@ from flashfleet.k8s import KubernetesRenderError, names
 from flashfleet.k8s.workloads import LWS_WORKER_INDEX
 from flashfleet.planning import load_stack
 from flashfleet.planning.stack_recipe import kubernetes_plan
+from flashfleet.stack import DEFAULT_STACKS_DIR
+from flashfleet.stack.files import stack_path
 
 POD_KINDS = ("Deployment", "StatefulSet", "LeaderWorkerSet")
 
@@ -60,13 +65,13 @@ def test_one_workload_per_instance_then_the_router(case: Case) -> None:
     plan = case.plan()
     instances = _instances(case)
     assert len(instances) >= 2
-    expected = [names.instance_name(case.stack, i) for i in instances]
+    expected = [names.instance_name(case.stack, i, plan.pd_version) for i in instances]
     assert list(plan.workloads) == [*expected, f"{case.stack}-router"]
     assert plan.router == f"{case.stack}-router"
     workloads = {o["metadata"]["name"]: o for o in plan.objects if o["kind"] in POD_KINDS}
     assert set(workloads) == set(plan.workloads)  # no single-instance `<stack>-serve` beside them
     for instance, nodes in instances.items():
-        obj = workloads[names.instance_name(case.stack, instance)]
+        obj = workloads[names.instance_name(case.stack, instance, plan.pd_version)]
         assert obj["kind"] == ("Deployment" if len(nodes) == 1 else "LeaderWorkerSet")
         assert obj["metadata"]["labels"][names.LABEL_CLUSTER_INSTANCE] == instance
         for t in _templates(obj):
@@ -94,7 +99,7 @@ def test_every_selector_matches_its_own_templates_only(case: Case) -> None:
             assert selected == [(obj["metadata"]["name"], obj["spec"]["template"])], obj["metadata"]["name"]
     services = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Service"}
     for instance, nodes in _instances(case).items():
-        name = names.instance_name(case.stack, instance)
+        name = names.instance_name(case.stack, instance, plan.pd_version)
         if len(nodes) > 1:
             assert name not in services  # the LWS controller's headless Service has that name
             continue
@@ -121,7 +126,7 @@ def test_the_router_names_every_instance_by_its_stable_dns_name_and_port(case: C
     instances = _instances(case)
     assert len(urls) == len(instances)
     for url, (instance, nodes) in zip(urls, instances.items(), strict=True):
-        name = names.instance_name(case.stack, instance)
+        name = names.instance_name(case.stack, instance, plan.pd_version)
         host, port = url.removeprefix("http://").rsplit(":", 1)
         if len(nodes) == 1:
             assert host == f"{name}.glm"
@@ -138,18 +143,43 @@ def test_the_router_names_every_instance_by_its_stable_dns_name_and_port(case: C
 
 def test_a_prefill_service_carries_its_bootstrap_port() -> None:
     plan = GB300_2P1D.plan()
+    v = plan.pd_version
     argv = list(next(launch for launch in plan.launches if launch.name == "router").argv)
     pairs = [argv[i + 1 : i + 3] for i, w in enumerate(argv) if w == "--prefill"]
     assert pairs == [
-        ["http://gb300-2p1d-prefill-0.glm:31000", "8998"],
-        ["http://gb300-2p1d-prefill-1.glm:31000", "8998"],
+        [f"http://gb300-2p1d-prefill-0-{v}.glm:31000", "8998"],
+        [f"http://gb300-2p1d-prefill-1-{v}.glm:31000", "8998"],
     ]
     assert [argv[i + 1] for i, w in enumerate(argv) if w == "--decode"] == [
-        "http://gb300-2p1d-decode-0.glm:32000"
+        f"http://gb300-2p1d-decode-0-{v}.glm:32000"
     ]
     services = {o["metadata"]["name"]: o for o in plan.objects if o["kind"] == "Service"}
     for name, ports in (("prefill-0", [31000, 8998]), ("prefill-1", [31000, 8998]), ("decode-0", [32000])):
-        assert [p["port"] for p in services[f"gb300-2p1d-{name}"]["spec"]["ports"]] == ports
+        assert [p["port"] for p in services[f"gb300-2p1d-{name}-{v}"]["spec"]["ports"]] == ports
+
+
+def test_a_pd_groups_version_renames_every_instance_when_any_server_changes() -> None:
+    """What a prefill and a decode must share is in the group's version: a change to one
+    server's options renames every PD instance and the router's argv follows; a change of the
+    router's own options leaves the group as it is. Replicas have no version."""
+    plan = GB300_2P1D.plan()
+    assert plan.pd_version is not None
+    assert len(plan.pd_version) == 6
+    changed = dataclasses.replace(GB300_2P1D, options={**GB300_2P1D.options, "max_running_requests": 64})
+    other = changed.plan()
+    assert other.pd_version not in (None, plan.pd_version)
+    assert not set(plan.workloads[:-1]) & set(other.workloads[:-1])
+    assert plan.router == other.router  # one router, updated in place to name the new group
+    router = next(o for o in other.objects if o["metadata"]["name"] == other.router)
+    labels = router["spec"]["template"]["metadata"]["labels"]
+    assert labels[names.LABEL_PD_VERSION] == other.pd_version
+    argv = " ".join(next(launch for launch in other.launches if launch.name == "router").argv)
+    assert plan.pd_version not in argv
+    assert argv.count(f"-{other.pd_version}.glm") == 3
+    for obj in other.objects:
+        if obj["kind"] == "Service" and obj["metadata"]["name"] != other.endpoint_service:
+            assert obj["spec"]["selector"][names.LABEL_PD_VERSION] == other.pd_version
+    assert H200_REPLICAS.plan().pd_version is None
 
 
 @pytest.mark.parametrize("case", CLUSTERS, ids=_ids)
@@ -227,3 +257,55 @@ def test_the_catalog_cluster_on_kubernetes() -> None:
         ]
         inits = [c["name"] for c in dep["spec"]["template"]["spec"]["initContainers"]]
         assert inits[0] == "weights-client"
+
+
+def test_plan_and_up_say_a_kubernetes_pd_update_cuts_the_group(tmp_path: Path) -> None:
+    """`plan` and `up` announce what the Pulumi program does to a PD group on Kubernetes (the
+    hosts' cut, made by renaming the group's workloads); replicas on Kubernetes say nothing."""
+    from flashfleet.cli.up import phases
+    from flashfleet.planning.plan_view import plan_data
+
+    doc = yaml.safe_load(stack_path("mi355x-k8s-replicas", DEFAULT_STACKS_DIR).read_text())
+    replicas = tmp_path / "Pulumi.k8s-replicas.yaml"
+    replicas.write_text(yaml.safe_dump(doc))
+    assert plan_data(load_stack("k8s-replicas", tmp_path)).update is None
+    stack = doc["config"]["flashfleet:stack"]
+    stack.update(hardware="gb300", topology="pd", strategy="high-throughput")
+    stack["cluster"] = {"prefill": 1, "decode": 1, "router": {"policy": "cache_aware"}}
+    stack["image"] = {"version": "v0.5.23", "derived": False}
+    pools = stack["nodes"]["source"]["nodePools"]
+    pools["gb300"] = {
+        **pools.pop("mi355x"),
+        "nodeSelector": {"node.kubernetes.io/instance-type": "p6e-gb300"},
+    }
+    pools["gb300"]["tolerations"] = []
+    stack["nodes"]["source"]["namespace"] = "glm-pd"
+    (tmp_path / "Pulumi.k8s-pd.yaml").write_text(yaml.safe_dump(doc))
+    data = plan_data(load_stack("k8s-pd", tmp_path))
+    assert data.update is not None
+    assert data.update.how == "pd-cut"
+    said = data.update.text()
+    assert "named after the group's version" in said
+    assert "the old deleted before the new is created" in said
+    assert f"     {said}" in phases(data)
+
+
+def test_gang_scheduling_puts_each_set_in_a_podgroup_that_wants_every_rank() -> None:
+    from k8s_cases import GB300_PD_LWS, H200_LWS, source
+
+    gang = dataclasses.replace(GB300_PD_LWS, source=source(leaderWorkerSet=True, gangScheduling=True))
+    plan = gang.plan()
+    kinds = [(o["kind"], o["metadata"]["name"]) for o in plan.objects]
+    for name in plan.workloads[:-1]:
+        # the PodGroup just before its set, of the same (versioned) name
+        assert kinds.index(("PodGroup", name)) == kinds.index(("LeaderWorkerSet", name)) - 1
+        (lws,) = [o for o in plan.objects if o["kind"] == "LeaderWorkerSet" and o["metadata"]["name"] == name]
+        (group,) = [o for o in plan.objects if o["kind"] == "PodGroup" and o["metadata"]["name"] == name]
+        assert group["spec"]["schedulingPolicy"]["gang"]["minCount"] == 2
+        lwt = lws["spec"]["leaderWorkerTemplate"]
+        for role in ("leaderTemplate", "workerTemplate"):
+            assert lwt[role]["spec"]["schedulingGroup"] == {"podGroupName": name}
+    assert not [o for o in GB300_PD_LWS.plan().objects if o["kind"] == "PodGroup"]
+    no_lws = dataclasses.replace(H200_LWS, source=source(gangScheduling=True))  # StatefulSets per rank
+    with pytest.raises(KubernetesRenderError, match="gang scheduling is rendered for LeaderWorkerSets"):
+        no_lws.plan()

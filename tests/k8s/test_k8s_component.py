@@ -11,7 +11,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 import pytest
-from k8s_cases import GB300_2P1D, GB300_LOWLAT, GB300_PD, H200_L3, MI355X_AGENTX, Case, source
+from k8s_cases import GB300_2P1D, GB300_LOWLAT, GB300_PD, H200_L3, H200_REPLICAS, MI355X_AGENTX, Case, source
 from pulumi.runtime import rpc
 
 from flashfleet.components.kubernetes import KubernetesCluster, KubernetesClusterArgs, kubernetes_provider
@@ -307,7 +307,8 @@ def test_provider_helper_uses_the_context() -> None:
 def test_a_cluster_starts_its_router_after_every_instance(monkeypatch: pytest.MonkeyPatch) -> None:
     depends = _record_depends(monkeypatch)
     d = deploy(GB300_2P1D)
-    instances = [f"Deployment/gb300-2p1d-{i}" for i in ("prefill-0", "prefill-1", "decode-0")]
+    v = d.cluster.plan.pd_version
+    instances = [f"Deployment/gb300-2p1d-{i}-{v}" for i in ("prefill-0", "prefill-1", "decode-0")]
     router, endpoint = "Deployment/gb300-2p1d-router", "Service/gb300-2p1d"
     (job,) = [key for key in depends if key.startswith("Job/")]  # a ReadWriteMany cache: one download
     for instance in instances:
@@ -321,3 +322,47 @@ def test_a_cluster_starts_its_router_after_every_instance(monkeypatch: pytest.Mo
     assert d.outputs["workloads"] == [key.split("/")[1] for key in instances] + ["gb300-2p1d-router"]
     assert d.outputs["endpoint"] == "http://gb300-2p1d.glm.svc:30000/v1"
     assert Counter(r.typ for r in d.mocks.resources)[DEPLOYMENT] == 4
+
+
+def test_a_pd_groups_objects_are_replaced_old_first_under_names_without_the_version(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A new PD version renames every instance's objects: Pulumi must see a replacement of the
+    same resource (its name without the version), with the old object deleted first, so the GPUs
+    are free and no old and new group serve side by side. The router is updated in place."""
+    seen: dict[str, tuple[str, bool | None]] = {}
+    create = KubernetesCluster._create
+
+    def recording(
+        self: KubernetesCluster, name: str, obj: dict[str, Any], opts: pulumi.ResourceOptions
+    ) -> Any:
+        made = create(self, name, obj, opts)
+        seen[f"{obj['kind']}/{obj['metadata']['name']}"] = (made._name, opts.delete_before_replace)
+        return made
+
+    monkeypatch.setattr(KubernetesCluster, "_create", recording)
+    d = deploy(GB300_2P1D)
+    v = d.cluster.plan.pd_version
+    for kind in ("Deployment", "Service"):
+        for instance in ("prefill-0", "prefill-1", "decode-0"):
+            logical, first = seen[f"{kind}/gb300-2p1d-{instance}-{v}"]
+            assert (logical, first) == (f"gb300-2p1d-{kind.lower()}-gb300-2p1d-{instance}", True)
+    assert seen["Deployment/gb300-2p1d-router"] == ("gb300-2p1d-deployment-gb300-2p1d-router", None)
+    replicas = deploy(H200_REPLICAS)
+    assert replicas.cluster.plan.pd_version is None
+
+
+def test_gang_scheduling_creates_each_sets_podgroup_before_the_set() -> None:
+    """The PodGroup goes through the provider's generic resource, as rendered (the typed SDK of
+    the pinned provider predates the Workload API)."""
+    import dataclasses
+
+    from k8s_cases import MI355X_LWS
+
+    d = deploy(dataclasses.replace(MI355X_LWS, source=source(leaderWorkerSet=True, gangScheduling=True)))
+    (group,) = d.mocks.of_type("kubernetes:scheduling.k8s.io/v1alpha2:PodGroup")
+    (lws,) = d.mocks.of_type("kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet")
+    assert group.inputs["metadata"]["name"] == lws.inputs["metadata"]["name"] == "mi355x-x2-serve"
+    assert group.inputs["spec"] == {"schedulingPolicy": {"gang": {"minCount": 2}}}
+    order = [r.typ for r in d.mocks.resources]
+    assert order.index(group.typ) < order.index(lws.typ)

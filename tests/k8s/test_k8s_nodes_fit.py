@@ -3,9 +3,10 @@ before anything is applied (the real API server's nodes: tests/k8s/cluster/test_
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-from k8s_cases import MI355X_LWS
+from k8s_cases import GB300_PD_LWS, MI355X_LWS, POOLS, source
 
 from flashfleet.k8s.fit import refusal
 from flashfleet.planning import load_stack
@@ -77,3 +78,28 @@ def test_a_leader_worker_set_needs_a_node_for_every_rank_of_its_group() -> None:
     why = refusal(plan, pool, "amd", nodes)
     assert why is not None
     assert "hold 1 of the 2 server pod(s) of 4 amd.com/gpu" in why
+
+
+def test_pd_groups_over_nodes_are_refused_unless_every_group_fits_whole() -> None:
+    """PD with each instance a group over 2 nodes (4 server pods of 4 GPUs): 3 nodes would place
+    the prefill's group and half the decode's, which holds GPUs and never serves; `up` refuses
+    the stack before anything is applied, by GPUs, naming every node's figure."""
+    pools = {**POOLS, "gb300": {k: v for k, v in POOLS["gb300"].items() if k != "gpuDeviceClass"}}
+    case = dataclasses.replace(GB300_PD_LWS, source=source(leaderWorkerSet=True, nodePools=pools))
+    plan = case.plan()
+    assert plan.server_pod_gpus == (4, 4, 4, 4)
+    pool = case.source.node_pools["gb300"]
+    labels = dict(pool.node_selector)
+
+    def gb300(name: str) -> dict[str, Any]:
+        made = node(name, 0, labels=labels, taints=[{"key": "nvidia.com/gpu", "effect": "NoSchedule"}])
+        made["status"]["allocatable"] = {"nvidia.com/gpu": "4"}
+        return made
+
+    assert refusal(plan, pool, "nvidia", [gb300(n) for n in "abcd"]) is None
+    why = refusal(plan, pool, "nvidia", [gb300(n) for n in "abc"])
+    assert why is not None
+    assert (
+        "hold 3 of the 4 server pod(s) of 4 nvidia.com/gpu; allocatable nvidia.com/gpu per node: a: 4, b: 4, c: 4"
+        in why
+    )

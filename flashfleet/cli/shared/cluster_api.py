@@ -34,3 +34,31 @@ class Pods:
             self.namespace, label_selector=self.selector, _preload_content=False, _request_timeout=10
         )
         return _items(resp)
+
+
+def serving_objects(
+    context: str | None, namespace: str, selector: str
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The namespace's Deployments, StatefulSets and LeaderWorkerSets (each with its ``kind``)
+    and pods, by label (`status` judges them: flashfleet.k8s.readiness)."""
+    from kubernetes import client, config
+
+    api = config.new_client_from_config(context=context)  # type: ignore[no-untyped-call]
+    apps, custom = client.AppsV1Api(api), client.CustomObjectsApi(api)
+    opts: dict[str, Any] = {"label_selector": selector, "_preload_content": False, "_request_timeout": 15}
+    objects: list[dict[str, Any]] = []
+    for kind, items in (
+        ("Deployment", _items(apps.list_namespaced_deployment(namespace, **opts))),
+        ("StatefulSet", _items(apps.list_namespaced_stateful_set(namespace, **opts))),
+    ):
+        objects += [{**item, "kind": kind} for item in items]
+    try:
+        sets = custom.list_namespaced_custom_object(
+            "leaderworkerset.x-k8s.io", "v1", namespace, "leaderworkersets", **opts
+        )
+        objects += [{**item, "kind": "LeaderWorkerSet"} for item in _items(sets)]
+    except client.ApiException as err:
+        if err.status != 404:  # no LeaderWorkerSet CRD: the stack has none either
+            raise
+    pods = Pods(context, namespace, selector).list()
+    return objects, pods

@@ -6,17 +6,20 @@ its whole group back, and a group short of nodes never becomes available."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from control_plane import ControlPlane
-from k8s_cases import GB300_PD_LWS, GB300_TP16, H200_LWS, MI355X_LWS, Case
+from k8s_cases import GB300_PD_LWS, GB300_TP16, H200_LWS, H200_REPLICAS_LWS, MI355X_LWS, Case, source
 from sim_nodes import add_plain_node, add_pool_nodes, provision_claims
 from test_api_server import all_objects
 
-from flashfleet.k8s import KubernetesPlan, names
+from flashfleet.cli.shared.cluster_api import serving_objects
+from flashfleet.k8s import KubernetesPlan, names, readiness
 
 SET_NAME = "leaderworkerset.sigs.k8s.io/name"
 WORKER_INDEX = "leaderworkerset.sigs.k8s.io/worker-index"
@@ -201,3 +204,70 @@ def test_a_group_short_of_nodes_is_never_available(cp: ControlPlane) -> None:
     message = cp.wait_for(pending_worker, what="a worker refused by the scheduler", namespace=ns)
     assert "Insufficient amd.com/gpu" in message
     assert not available(cp, the_set(plan))
+
+
+def test_status_names_a_group_degraded_while_the_controller_heals_it(
+    cp: ControlPlane, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What `flashfleet status` reads of a Kubernetes stack: the workloads and pods as the API
+    server holds them. Two replicas, each a group over 2 nodes: a deleted worker makes its
+    replica not ready (degraded, named) at once, and it stays so until the controller has made
+    the whole group again; the router and the other replica stay ready throughout."""
+    monkeypatch.setenv("KUBECONFIG", str(cp.kubeconfig))
+    plan, _ = bring_up(cp, H200_REPLICAS_LWS, 4)
+    ns, sel = plan.namespace, f"{names.LABEL_INSTANCE}={plan.stack}"
+
+    def judged() -> readiness.KubernetesHealth:
+        return readiness.health(plan, *serving_objects(None, ns, sel))
+
+    cp.wait_for(lambda: judged().state == "serving", what="every workload ready", namespace=ns, timeout_s=120)
+    assert judged().line() == f"endpoint: serving: 3 of 3 workloads ready in namespace {ns}"
+    lws = next(s for s in sets(plan) if s["metadata"]["labels"][names.LABEL_CLUSTER_INSTANCE] == "replica-1")
+    before = group_pods(cp, lws)
+    old = {p["metadata"]["uid"] for p in before}
+    cp.kubectl("delete", "pod", before[1]["metadata"]["name"], "-n", ns, "--wait=false")
+    seen: list[tuple[str, bool]] = []  # (state, whether the group is all new pods and Running)
+
+    def healed() -> bool:
+        health = judged()
+        pods = group_pods(cp, lws)
+        fresh = len(pods) == 2 and not old & {p["metadata"]["uid"] for p in pods}
+        seen.append((health.state, fresh))
+        if health.state == "degraded":
+            (bad,) = health.not_ready
+            assert bad.instance == "replica-1"
+            assert bad.name == lws["metadata"]["name"]
+            assert "replica-1 (LeaderWorkerSet" in health.line()
+        return health.state == "serving"
+
+    cp.wait_for(healed, what="the group healed", namespace=ns, timeout_s=120)
+    print(f"states seen while healing: {seen}")
+    assert seen[0][0] == "degraded"  # the first reading after the deletion
+    assert {state for state, _ in seen} == {"degraded", "serving"}
+    assert seen[-1] == ("serving", True)  # serving again only with the whole group new
+
+
+def test_a_gang_podgroup_keeps_a_short_group_from_holding_any_node(cp: ControlPlane) -> None:
+    """With the Workload API's gang scheduling (v1.36 alpha gates on) and `gangScheduling: true`:
+    the set's templates name a PodGroup whose gang wants every rank. On one node for two ranks,
+    the scheduler binds neither pod (the leader does not hold the node's GPUs); with a second
+    node both are placed."""
+    gang = dataclasses.replace(MI355X_LWS, source=source(leaderWorkerSet=True, gangScheduling=True))
+    plan, _ = bring_up(cp, gang, 1, gpus=4)
+    lws = the_set(plan)
+    ns = plan.namespace
+    pods = cp.wait_for(
+        lambda: (p := group_pods(cp, lws)) and len(p) == 2 and p, what="both pods", namespace=ns
+    )
+    assert {p["spec"]["schedulingGroup"]["podGroupName"] for p in pods} == {lws["metadata"]["name"]}
+    group = cp.get("podgroups.scheduling.k8s.io", lws["metadata"]["name"], namespace=ns)
+    assert group["spec"]["schedulingPolicy"] == {"gang": {"minCount": 2}}
+    cp.wait_for(
+        lambda: any("waiting for minCount pods" in str(p["status"]) for p in group_pods(cp, lws)),
+        what="the gang waiting", namespace=ns,
+    )  # fmt: skip
+    time.sleep(5)  # the scheduler has had more tries
+    print("pods:", cp.pods_report(ns))
+    assert [p["metadata"]["name"] for p in group_pods(cp, lws) if p["spec"].get("nodeName")] == []
+    add_pool_nodes(cp, gang.source, "mi355x", 1, prefix="mi355x-more", gpus=4)
+    wait_available(cp, lws)

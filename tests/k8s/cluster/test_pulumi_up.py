@@ -14,9 +14,11 @@ import json
 import re
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -364,3 +366,171 @@ def test_a_load_balancer_endpoint_is_the_address_the_cloud_gives_it(
     outputs = json.loads(_ok(_pulumi(project, kubeconfig, "stack", "output", "--json", "--stack", stack)))
     assert outputs["endpoint"] == f"http://{hostname}:30000/v1"
     _ok(_pulumi(project, kubeconfig, "destroy", "--yes", "--stack", stack))
+
+
+PD_STACK = "gb300-pd-k8s"
+LWS_NAME = "leaderworkerset.sigs.k8s.io/name"
+LWS_REVISION = "leaderworkerset.sigs.k8s.io/template-revision-hash"
+WORKER_URL = re.compile(r"^http://[^.]+\.([^.:]+)\.")  # an LWS leader's DNS name: <pod>.<set>.<ns>
+
+
+def _pd_stack(project: Path, options: dict[str, object]) -> None:
+    """GB300 PD, one prefill and one decode, each tensor parallel over 2 nodes (LeaderWorkerSets)."""
+    doc = {
+        "config": {
+            "flashfleet:stack": {
+                "description": "GB300 PD on Kubernetes, each instance over 2 nodes",
+                "hardware": "gb300",
+                "strategy": "high-throughput",
+                "topology": "pd",
+                "options": options,
+                "cluster": {
+                    "prefill": 1,
+                    "decode": 1,
+                    "nodesPerInstance": 2,
+                    "router": {"policy": "cache_aware"},
+                },
+                "ttl": "8h",
+                "image": {"version": "v0.5.23", "derived": False},
+                "nodes": {
+                    "count": 4,
+                    "source": {
+                        "kind": "kubernetes",
+                        "context": "gb300-cluster",
+                        "namespace": "glm-pd",
+                        "createNamespace": True,
+                        "leaderWorkerSet": True,
+                        "nodePools": {
+                            "gb300": {
+                                "serverResources": {"cpu": 64, "memoryGib": 512},
+                                "nodeSelector": {"node.kubernetes.io/instance-type": "p6e-gb300.36xlarge"},
+                                "tolerations": [
+                                    {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+                                ],
+                            }
+                        },
+                        "modelCache": {"kind": "hostPath", "path": "/mnt/nvme/hf-cache"},
+                        "serviceType": "ClusterIP",
+                    },
+                },
+            }
+        }
+    }
+    stack_path(PD_STACK, project / "stacks").write_text(yaml.safe_dump(doc))
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    conditions = pod.get("status", {}).get("conditions") or []
+    return "deletionTimestamp" not in pod["metadata"] and any(
+        c["type"] == "Ready" and c["status"] == "True" for c in conditions
+    )
+
+
+def _snapshot(cluster: ControlPlane, ns: str) -> list[dict[str, Any]]:
+    return cluster.items("pods", namespace=ns, selector=f"{names.LABEL_INSTANCE}={PD_STACK}")
+
+
+def _behind_each_router(pods: list[dict[str, Any]]) -> list[tuple[str, str, set[str]]]:
+    """Each ready router pod: its version label, and the versions of the ready pods its argv's
+    workers resolve to (an LWS leader's name resolves through the set's headless Service to the
+    pods labelled with the set's name)."""
+    out = []
+    for router in pods:
+        labels = router["metadata"]["labels"]
+        if labels.get(names.LABEL_CLUSTER_INSTANCE) != "router" or not _ready(router):
+            continue
+        argv = router["spec"]["containers"][0]["command"]
+        sets = {m.group(1) for w in argv if (m := WORKER_URL.match(w))}
+        assert len(sets) == 2, argv  # the prefill's set and the decode's
+        reached = {
+            p["metadata"]["labels"][names.LABEL_PD_VERSION]
+            for p in pods
+            if p["metadata"]["labels"].get(LWS_NAME) in sets and _ready(p)
+        }
+        out.append((router["metadata"]["name"], labels[names.LABEL_PD_VERSION], reached))
+    return out
+
+
+def test_a_pd_update_cuts_the_whole_group_and_no_router_reaches_two_versions(
+    cluster: ControlPlane, project: Path
+) -> None:
+    """`pulumi up` of a PD stack over LeaderWorkerSets, then a server option change: each
+    instance's set is replaced by one of the new version's name (the old deleted first), the
+    router is updated to name the new sets only. Watched throughout: no ready router reaches a
+    pod of another version than its own, and both versions' revisions are seen. `destroy` then
+    leaves no object behind, the controller's too."""
+    _pd_stack(project, {})
+    spec = load_stack(PD_STACK, project / "stacks").spec
+    pool = add_pool_nodes(cluster, spec.nodes.source, "gb300", 4, prefix="gb300")  # type: ignore[arg-type]
+    add_plain_node(cluster, "cpu-0")
+    old = kubernetes_plan(PD_STACK, spec)
+    assert old.pd_version is not None
+    kubeconfig = _kubeconfig(cluster, project.parent, "gb300-cluster")
+    _ok(_pulumi(project, kubeconfig, "stack", "init", PD_STACK))
+    _ok(_pulumi(project, kubeconfig, "up", "--yes", "--stack", PD_STACK))
+    ns = "glm-pd"
+
+    def serving(version: str) -> list[dict[str, Any]] | None:
+        pods = [p for p in _snapshot(cluster, ns) if _ready(p)]
+        group = [p for p in pods if p["metadata"]["labels"].get(names.LABEL_PD_VERSION) == version]
+        return pods if len(group) == 5 else None  # 2 + 2 ranks and the router
+
+    first = cluster.wait_for(
+        lambda: serving(old.pd_version), what="the first group", namespace=ns, timeout_s=120
+    )
+    assert {p["spec"]["nodeName"] for p in first if "router" not in p["metadata"]["name"]} == set(pool)
+
+    _pd_stack(project, {"max_running_requests": 64})
+    new = kubernetes_plan(PD_STACK, load_stack(PD_STACK, project / "stacks").spec)
+    assert new.pd_version not in (None, old.pd_version)
+    seen: list[list[dict[str, Any]]] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            seen.append(_snapshot(cluster, ns))
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        out = _ok(_pulumi(project, kubeconfig, "up", "--yes", "--stack", PD_STACK))
+        last = cluster.wait_for(
+            lambda: serving(new.pd_version), what="the new group", namespace=ns, timeout_s=120
+        )
+    finally:
+        done.set()
+        watcher.join()
+    seen.append(last)
+    revisions: dict[str, set[str]] = {}
+    routers: dict[str, str] = {}
+    for pods in seen:
+        for name, version, reached in _behind_each_router(pods):
+            assert reached <= {version}, f"{name} of {version} reaches ready pods of {reached}"
+            routers[name] = version
+        for p in pods:
+            labels = p["metadata"]["labels"]
+            if LWS_REVISION in labels:
+                revisions.setdefault(labels[names.LABEL_PD_VERSION], set()).add(labels[LWS_REVISION])
+    assert set(revisions) == {old.pd_version, new.pd_version}, revisions
+    assert set(routers.values()) == {old.pd_version, new.pd_version}, routers  # one router pod each
+    # every object of each instance is replaced (its set; a one-node instance would add its
+    # Service), and the router's Deployment is updated in place
+    assert re.search(r"\b2 replaced\b", out), out
+    assert re.search(r"\b1 updated\b", out), out
+    print(f"revisions seen: {revisions}; routers: {routers}; snapshots: {len(seen)}")
+    # the old group is gone: only the new version's sets
+    sets = cluster.items("leaderworkersets", namespace=ns, selector=f"{names.LABEL_INSTANCE}={PD_STACK}")
+    assert sorted(s["metadata"]["name"] for s in sets) == sorted(new.workloads[:-1])
+
+    _ok(_pulumi(project, kubeconfig, "destroy", "--yes", "--stack", PD_STACK))
+    left = cluster.kubectl(
+        "get",
+        f"{OWNED_KINDS},leaderworkersets",
+        "-A",
+        "-l",
+        f"{names.LABEL_INSTANCE}={PD_STACK}",
+        "-o",
+        "name",
+    )
+    assert left.strip() == ""
+    assert cluster.get("namespace", ns) is None
