@@ -46,6 +46,21 @@ class Health(BaseHTTPRequestHandler):
         self.end_headers()
 
 
+def wait_for(watcher: subprocess.Popen[str], seen: list[str], words: str, timeout: float = 60) -> None:
+    """Read the watcher's lines until one holds `words`: the test follows what the watcher saw,
+    not the clock, so a loaded machine that starts or polls late changes nothing."""
+    assert watcher.stdout is not None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = watcher.stdout.readline()
+        if not line:
+            break
+        seen.append(line)
+        if words in line:
+            return
+    raise AssertionError(f"the watcher never said {words!r}: {''.join(seen)}")
+
+
 def serve(port: int = 0) -> ThreadingHTTPServer:
     server = ThreadingHTTPServer(("127.0.0.1", port), Health)
     Thread(target=server.serve_forever, daemon=True).start()
@@ -72,18 +87,20 @@ def test_a_decode_up_since_before_its_prefills_outage_is_restarted_once_and_only
     watcher = subprocess.Popen(
         [sys.executable, str(WATCHER), str(config)], env=env, stdout=subprocess.PIPE, text=True
     )
+    seen: list[str] = []
     try:
-        time.sleep(0.5)
+        wait_for(watcher, seen, "watching")
         prefill.shutdown()
         prefill.server_close()  # the prefill dies: connections refused
-        time.sleep(0.5)
+        wait_for(watcher, seen, "is down")
         state.write_text(json.dumps({"old.service": 1, "fresh.service": int(time.monotonic() * 1e6)}))
-        time.sleep(0.3)
         serve(port)  # its successor, behind the same address
+        wait_for(watcher, seen, "fresh.service")  # it judged both units (old is judged first)
         time.sleep(1.5)  # many polls more: a loop would show
     finally:
         watcher.terminate()
-        out, _ = watcher.communicate(timeout=10)
+        rest, _ = watcher.communicate(timeout=10)
+        out = "".join(seen) + rest
     assert log.read_text().splitlines() == ["try-restart old.service"], out
     assert "is down" in out
     assert "fresh.service started after its outage began (or is stopped): left as it is" in out
@@ -107,8 +124,9 @@ def test_a_prefill_that_misses_fewer_polls_than_an_outage_restarts_nothing(tmp_p
     watcher = subprocess.Popen(
         [sys.executable, str(WATCHER), str(config)], env=env, stdout=subprocess.PIPE, text=True
     )
+    seen: list[str] = []
     try:
-        time.sleep(0.5)
+        wait_for(watcher, seen, "watching")
         prefill.shutdown()
         prefill.server_close()
         time.sleep(0.3)  # one or two failed polls: no outage
