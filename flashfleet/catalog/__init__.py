@@ -228,8 +228,38 @@ def badge_catalog() -> tuple[tuple[BadgeEntry, ...], tuple[BadgeEntry, ...]]:
 
 @cache
 def bringup_catalog() -> dict[str, Any]:
-    """Transfer sizes (with sources), per-source defaults and the phase schedule of a bring-up."""
-    return _load("bringup.toml")
+    """Transfer sizes (with sources), per-source defaults and the phase schedule of a bring-up.
+    Every table holds exactly the keys planning reads (critical_path, time_to_first_token)."""
+    raw = _load("bringup.toml")
+    where = "bringup.toml"
+    table(raw, where, ("checkpoint", "image", "hub", "source", "schedule", "startup"))
+    figure = ("size_gb", "basis")  # a size may be unknown: the source says why
+    for repo, entry in raw["checkpoint"].items():
+        table(entry, f'{where} [checkpoint."{repo}"]', ("source",), figure)
+    for vendor, entry in raw["image"].items():
+        table(entry, f"{where} [image.{vendor}]", ("source",), figure)
+    table(raw["hub"], f"{where} [hub]", ("source",))
+    for kind, entry in raw["source"].items():
+        table(
+            entry, f"{where} [source.{kind}]",
+            ("weights_gbps", "image_gbps", "driver_install_s", "source"),
+            ("peer_gbps", "peer_source", "custom_ami_driver_install_s"),
+        )  # fmt: skip
+    for kind, entry in raw["schedule"].items():
+        table(entry, f"{where} [schedule.{kind}]", ("lanes",))
+    startup = table(
+        raw["startup"], f"{where} [startup]", ("launch", "load", "jit", "capture", "ready", "restore")
+    )
+    timed = ("seconds", "basis")  # a phase's figure, or only a source saying it is unknown
+    for kind, entry in startup["launch"].items():
+        table(entry, f"{where} [startup.launch.{kind}]", ("source",), timed)
+    table(startup["load"], f"{where} [startup.load]", ("size_gb", "cold_s", "prefetch_s", "basis", "source"))
+    for vendor, entry in startup["jit"].items():
+        table(entry, f"{where} [startup.jit.{vendor}]", ("source",), ("first_s", "cached_s", "basis"))
+    for phase in ("capture", "ready"):
+        table(startup[phase], f"{where} [startup.{phase}]", ("source",), timed)
+    table(startup["restore"], f"{where} [startup.restore]", ("source",))
+    return raw
 
 
 def _downloads() -> dict[str, Any]:

@@ -41,6 +41,15 @@ CASES = [
     ("downloads.toml", ("client",), "max_worker", catalog.download_client,
      "downloads.toml [client]: unknown key 'max_worker'"),
     ("badges.toml", ("cell", 0), "opts", catalog.badge_catalog, "badges.toml [[cell]]: unknown key 'opts'"),
+    ("bringup.toml", (), "startups", catalog.bringup_catalog, "bringup.toml: unknown key 'startups'"),
+    ("bringup.toml", ("checkpoint", "zai-org/GLM-5.3-Flash"), "size_gib", catalog.bringup_catalog,
+     'bringup.toml [checkpoint."zai-org/GLM-5.3-Flash"]: unknown key \'size_gib\''),
+    ("bringup.toml", ("source", "aws"), "weight_gbps", catalog.bringup_catalog,
+     "bringup.toml [source.aws]: unknown key 'weight_gbps'"),
+    ("bringup.toml", ("startup", "jit", "nvidia"), "first_seconds", catalog.bringup_catalog,
+     "bringup.toml [startup.jit.nvidia]: unknown key 'first_seconds'"),
+    ("bringup.toml", ("startup", "capture"), "second", catalog.bringup_catalog,
+     "bringup.toml [startup.capture]: unknown key 'second'"),
 ]  # fmt: skip
 
 
