@@ -14,7 +14,7 @@ import pulumi
 
 from flashfleet.admission import admit
 from flashfleet.bench.evidence import badge_line
-from flashfleet.capacity import preflight
+from flashfleet.capacity import reservation
 from flashfleet.components.program import deploy
 from flashfleet.k8s import namespace_owner
 from flashfleet.planning.update_outage import update_view
@@ -49,8 +49,8 @@ except StackError as err:
 api_key = config.get_secret("apiKey") if bringup.api_key_required else None
 # The block or reservation must be usable now, before the first resource (a VPC) is created.
 try:
-    reservation = preflight.check_reservation_usable(bringup)
-except preflight.CapacityRefused as err:
+    held = reservation.check_reservation_usable(bringup)
+except reservation.CapacityRefused as err:
     raise pulumi.RunError(str(err)) from None  # one line, no traceback
 # A namespace the stack creates must not exist yet, or be this stack's: `down` deletes it.
 try:
@@ -66,7 +66,7 @@ for key, value in deploy(
     bringup,
     config.get_secret("hfToken"),
     now,
-    preflight.block_end(reservation),
+    reservation.block_end(held),
     bringup.site_args,
     api_key=api_key,
 ).items():

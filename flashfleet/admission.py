@@ -106,7 +106,7 @@ def check_bringup(plan: StackPlan) -> None:
 def not_checked_offline(plan: StackPlan) -> list[str]:
     src = plan.spec.nodes.source
     if isinstance(src, AwsSource):
-        # the pre-flight reads EC2 only for a reservation or block (flashfleet.capacity.preflight)
+        # the pre-flight reads EC2 only for a reservation or block (flashfleet.capacity.reservation)
         reserved = ["the reservation or block is usable now (EC2)"] if reservation_id(plan.spec) else []
         return [*reserved, "the nodes' addresses and SSH host keys (EC2 assigns them at up)"]
     if isinstance(src, KubernetesSource):

@@ -2,7 +2,7 @@
 
 Standard library only, so any part may use it (the host-key read, the wait for a server). The
 clock and the sleep are passed in so a test runs the loop without waiting. Not a poll: the wait
-for a capacity reservation's start (capacity.preflight.check_or_wait), which sleeps until a
+for a capacity reservation's start (capacity.reservation.check_or_wait), which sleeps until a
 known time and has no timeout.
 """
 

@@ -186,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{err}: nothing was asked of EC2") from None
     try:
         if t.zone == "subnet":
-            from flashfleet.capacity.preflight import subnet_zone
+            from flashfleet.capacity.reservation import subnet_zone
 
             t.zone = subnet_zone(ec2, t.plan.spec.nodes.source.network.subnet_id)
         if args.capacity_command == "offers":

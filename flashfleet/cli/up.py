@@ -109,11 +109,11 @@ def capacity_usable(stack: str, plan: StackPlan, wait: bool) -> None:
 
     if reservation_id(plan.spec) is None:
         return  # boto3 only for stacks with a reservation
-    from flashfleet.capacity import preflight as capacity_preflight
+    from flashfleet.capacity import reservation
 
     try:
-        capacity_preflight.check_reservation_usable(plan, wait=wait or None)
-    except capacity_preflight.CapacityRefused as err:
+        reservation.check_reservation_usable(plan, wait=wait or None)
+    except reservation.CapacityRefused as err:
         raise UsageError(f"stack {stack}: {err}") from None
 
 

@@ -211,11 +211,11 @@ def test_the_program_says_what_an_update_does_before_pulumi_asks(monkeypatch: py
     """`pulumi up` run by hand says it as `flashfleet up` does: a PD group's update is an outage."""
     said: list[str] = []
     monkeypatch.setattr(pulumi.log, "info", lambda msg, *a, **k: said.append(msg))
-    from flashfleet.capacity import preflight
+    from flashfleet.capacity import reservation
 
     # a bought block, as the pre-flight would find it (no EC2 under mocks)
-    monkeypatch.setattr(preflight, "check_reservation_usable", lambda plan: None)
-    monkeypatch.setattr(preflight, "block_end", lambda _: datetime.now(UTC) + timedelta(hours=8))
+    monkeypatch.setattr(reservation, "check_reservation_usable", lambda plan: None)
+    monkeypatch.setattr(reservation, "block_end", lambda _: datetime.now(UTC) + timedelta(hours=8))
     run_main("gb300-2p1d", catalog_spec("gb300-2p1d"))
     from flashfleet.cli.up import restart_text
     from flashfleet.planning import load_stack

@@ -14,7 +14,7 @@ from ec2_api import GB300, NOW, RID, client, reservation
 from pulumi_harness import Recorder
 from test_pulumi_main import catalog_spec, run_main
 
-from flashfleet.capacity import preflight
+from flashfleet.capacity import reservation as usable
 from flashfleet.cli import main
 from flashfleet.planning import load_stack, parse_spec, resolve_spec
 from flashfleet.stack import DEFAULT_STACKS_DIR
@@ -199,7 +199,7 @@ def test_wait_sleeps_until_the_block_starts_then_passes() -> None:
 
     said: list[str] = []
     with stub:
-        r = preflight.check_or_wait(ec2, b, wait=True, clock=lambda: clock[0], sleep=sleep, say=said.append)
+        r = usable.check_or_wait(ec2, b, wait=True, clock=lambda: clock[0], sleep=sleep, say=said.append)
     assert r is not None
     assert r.state == "active"
     assert slept == [3 * 3600, 60]  # to the start, then a poll until EC2 reports it active
@@ -269,7 +269,7 @@ def test_an_existing_subnet_gives_the_zone_the_reservation_must_be_in() -> None:
         {"CapacityReservations": [reservation(kind="default", itype="p5en.48xlarge", zone="us-east-2a")]},
         {"CapacityReservationIds": [RID]},
     )
-    with stub, pytest.raises(preflight.CapacityRefused) as info:
-        preflight.check(ec2, b, NOW)
+    with stub, pytest.raises(usable.CapacityRefused) as info:
+        usable.check(ec2, b, NOW)
     assert info.value.rule == "capacity-zone"
     assert "subnet is in us-east-2b" in str(info.value)
