@@ -19,9 +19,12 @@ import argparse
 import contextlib
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flashfleet.cli.common import UsageError, add_evidence_results, add_format, add_stack, print_json
+
+if TYPE_CHECKING:
+    from flashfleet.planning import StackPlan
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -37,18 +40,24 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(func=run)
 
 
-def evidence_line(stack: str, results: Path, stacks_dir: Path | None = None) -> str:
-    """The stack's own badge from its latest evidence, judged against its stack file now (in
-    `stacks_dir`, else where a name is found)."""
-    from flashfleet.bench.evidence import badge_line
+def stack_plan(stack: str, stacks_dir: Path | None = None) -> StackPlan | str:
+    """The stack as its file says now (in `stacks_dir`, else where a name is found), read once for
+    the evidence line and a Kubernetes stack's readiness; or why it cannot be judged."""
     from flashfleet.cli.common import stack_arg
     from flashfleet.planning import load_stack
     from flashfleet.stack import StackError
 
     try:
-        return badge_line(load_stack(*stack_arg(stack, stacks_dir)), results)
+        return load_stack(*stack_arg(stack, stacks_dir))
     except (StackError, UsageError) as err:
         return f"not judged: {str(err).splitlines()[0]}"
+
+
+def evidence_line(plan: StackPlan | str, results: Path) -> str:
+    """The stack's own badge from its latest evidence, judged against its stack file now."""
+    from flashfleet.bench.evidence import badge_line
+
+    return plan if isinstance(plan, str) else badge_line(plan, results)
 
 
 def recorded_runs(runs_root: Path, stack: str, last: int = 5) -> list[dict[str, str]]:
@@ -91,8 +100,9 @@ def run(args: argparse.Namespace) -> int:
     report["runs"] = runs
     if not report["deployed"]:
         return _not_deployed(args, report, runs_root)
-    report["evidence"] = evidence_line(args.stack, args.results, args.stacks_dir)
-    health = _endpoint_health(args, args.runs_dir or default_runs_root(), report["outputs"].get("endpoint"))
+    plan = stack_plan(args.stack, args.stacks_dir)
+    report["evidence"] = evidence_line(plan, args.results)
+    health = _endpoint_health(args, runs_root, plan, report["outputs"].get("endpoint"))
     report["endpoint"] = None if health is None else {"state": health.state, **health.model_dump(mode="json")}
     code = 0 if health is None or health.state in ("serving", "not probed") else 1
     if args.format == "json":
@@ -139,7 +149,7 @@ def _never_deployed(stack: str, err: Exception, runs_root: Path, folder: Path | 
 
 
 def _not_deployed(args: argparse.Namespace, report: dict[str, Any], runs_root: Path) -> int:
-    report["evidence"] = evidence_line(args.stack, args.results, args.stacks_dir)
+    report["evidence"] = evidence_line(stack_plan(args.stack, args.stacks_dir), args.results)
     report["endpoint"] = None
     if args.format == "json":
         print_json(report)
@@ -151,7 +161,9 @@ def _not_deployed(args: argparse.Namespace, report: dict[str, Any], runs_root: P
     return 0
 
 
-def _endpoint_health(args: argparse.Namespace, runs_root: Path, endpoint: object = None) -> Any:
+def _endpoint_health(
+    args: argparse.Namespace, runs_root: Path, plan: StackPlan | str, endpoint: object = None
+) -> Any:
     """The endpoint's health, for every kind of stack: a cluster's router and instances, else each
     API server of the inventory, else (Kubernetes: no inventory) the stack's `endpoint` output.
     None when there is nothing to ask."""
@@ -171,24 +183,18 @@ def _endpoint_health(args: argparse.Namespace, runs_root: Path, endpoint: object
             inventory = stack_inventory(args.stack, runs_root)
     if inventory is not None:
         return endpoint_health(inventory) or servers_health(inventory)
-    if (kube := _kubernetes_health(args)) is not None:
+    if not isinstance(plan, str) and (kube := _kubernetes_health(args, plan)) is not None:
         return kube
     return url_health(str(endpoint)) if isinstance(endpoint, str) and endpoint.startswith("http") else None
 
 
-def _kubernetes_health(args: argparse.Namespace) -> Any:
+def _kubernetes_health(args: argparse.Namespace, stack: StackPlan) -> Any:
     """A Kubernetes stack: its serving workloads' readiness as the API server holds it (nothing
     answers HTTP from here), so a group the controller is healing is named degraded. None for
     another source, or with a warning when the cluster cannot be read (no access, no answer)."""
-    from flashfleet.cli.common import stack_arg
-    from flashfleet.planning import load_stack
-    from flashfleet.stack import StackError
     from flashfleet.stack.kubernetes_source import KubernetesSource
 
-    try:
-        spec = load_stack(*stack_arg(args.stack, args.stacks_dir)).spec
-    except (StackError, UsageError):
-        return None
+    spec = stack.spec
     source = spec.nodes.source
     if not isinstance(source, KubernetesSource):
         return None

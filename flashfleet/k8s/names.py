@@ -14,7 +14,7 @@ LABEL_POD = "flashfleet.dev/pod"  # which pod of the stack (serve, serve-rank-1,
 LABEL_ENDPOINT = "flashfleet.dev/endpoint"  # the pod behind the stack's endpoint Service
 LABEL_CLUSTER_INSTANCE = "flashfleet.dev/cluster-instance"  # replica-0, prefill-1, router: a cluster's
 # A PD group's version: a hash of what its prefills and decodes must share (image, argv, env).
-# Every instance workload of the group and the router's pod carry it; see group_version.
+# Every instance workload of the group and the router's pod carry it; see replicas.pd_version.
 LABEL_PD_VERSION = "flashfleet.dev/pd-version"
 # The LWS controller names a group's worker StatefulSet <set>-0, and the StatefulSet labels each
 # pod with that name plus a 10-character revision hash: a label value of at most 63.
