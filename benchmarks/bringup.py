@@ -259,6 +259,12 @@ def site(
         lambda: slab.run("site.yml", inventory, extravars=extravars, token=lab.hub.token,
                          reconverge=which == "full"),
     )  # fmt: skip
+    return {**run_figures(result, took), "cpu": cpu}
+
+
+def run_figures(result: Any, took: float) -> dict[str, Any]:
+    """A run's wall time, time to first token, phases, changed count and each server's own
+    startup timings (load, JIT builds, ready), from its events."""
     events = read_events(result.events_log)
     servers = {
         f"{host}/{name}": {"load_s": t.load_s, "jit_s": t.jit_s, "ready_s": t.ready_s}
@@ -267,7 +273,7 @@ def site(
     }
     return {
         "total": round(took, 2), "ttft": first_token_s(events), **phase_seconds(events),
-        "changed": result.count("changed"), "servers": servers, "cpu": cpu,
+        "changed": result.count("changed"), "servers": servers,
     }  # fmt: skip
 
 
@@ -333,16 +339,7 @@ def _serve_run(slab: ServeLab, playbook: str, inventory: dict[str, Any], tags: s
     took = time.monotonic() - started
     if not result.ok:
         raise Failed(f"{playbook}: {slab.explain(result)}")
-    events = read_events(result.events_log)
-    servers = {
-        f"{host}/{name}": {"load_s": t.load_s, "jit_s": t.jit_s, "ready_s": t.ready_s}
-        for host, by_name in build_timeline(events).startup.items()
-        for name, t in by_name.items()
-    }
-    return {
-        "total": round(took, 2), "ttft": first_token_s(events), **phase_seconds(events),
-        "changed": result.count("changed"), "servers": servers, "hub_requests": "-", "hub_file_gets": "-",
-    }  # fmt: skip
+    return {**run_figures(result, took), "hub_requests": "-", "hub_file_gets": "-"}
 
 
 def measure_after_down_engine(nodes: int, *, replicas: bool = False) -> dict[str, Any]:

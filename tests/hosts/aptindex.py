@@ -132,15 +132,11 @@ class AptIndex:
         }
 
     def role_vars(self) -> dict[str, str]:
-        """The roles' repository arguments (`configure -e`, a lab's run) that name these repositories."""
-        return {
-            "nvidia_driver_repo_url": self.url,
-            "container_runtime_docker_repo_url": f"{self.root}/docker/linux",
-            "container_runtime_nvidia_repo_url": f"{self.root}/libnvidia-container",
-            "rocm_driver_amdgpu_repo_url": f"{self.root}/amdgpu",
-            "rocm_driver_rocm_repo_url": f"{self.root}/rocm/apt",
-            "sglang_image_apt_archive": f"{self.root}/{UBUNTU_SNAPSHOTS}",
-        }
+        """The roles' repository arguments (`configure -e`, a lab's run) that name these
+        repositories: what a stack with these mirrors in `site.apt` hands the roles."""
+        from flashfleet.stack.site import Site
+
+        return Site.model_validate({"apt": self.site_apt()}).role_args()
 
     def sha256(self, where: str, package: str, version: str) -> str:
         [deb] = [d for d in self.dirs[where] if (d.package, d.version) == (package, version)]

@@ -67,7 +67,9 @@ def serve(port: int = 0) -> ThreadingHTTPServer:
     return server
 
 
-def test_a_decode_up_since_before_its_prefills_outage_is_restarted_once_and_only_it(tmp_path: Path) -> None:
+def stand_in_systemctl(tmp_path: Path) -> tuple[Path, Path]:
+    """SYSTEMCTL in tmp_path/bin (start_watcher puts it first on PATH): its call log and the
+    units' state file it reads."""
     bin_dir, log, state = tmp_path / "bin", tmp_path / "calls.log", tmp_path / "units.json"
     bin_dir.mkdir()
     (bin_dir / "systemctl").write_text(
@@ -75,18 +77,31 @@ def test_a_decode_up_since_before_its_prefills_outage_is_restarted_once_and_only
     )
     (bin_dir / "systemctl").chmod(0o755)
     log.write_text("")
-    prefill = serve()
-    port = prefill.server_address[1]
+    return log, state
+
+
+def start_watcher(
+    tmp_path: Path, port: int, units: list[str], *, poll_s: float, down_polls: int
+) -> subprocess.Popen[str]:
+    """The watcher as its unit runs it, on one prefill at 127.0.0.1:port, with the stand-in
+    systemctl on PATH."""
     config = tmp_path / "pd-heal.json"
-    units = ["old.service", "fresh.service", "stopped.service"]
     config.write_text(json.dumps({"prefills": [f"http://127.0.0.1:{port}/health"], "units": units,
-                                  "poll_s": 0.05, "down_polls": 3, "probe_timeout_s": 1}))  # fmt: skip
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    # old: up long before; fresh: starts during the outage (as an update's cut starts it)
-    state.write_text(json.dumps({"old.service": 1, "fresh.service": 1}))
-    watcher = subprocess.Popen(
+                                  "poll_s": poll_s, "down_polls": down_polls, "probe_timeout_s": 1}))  # fmt: skip
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}"}
+    return subprocess.Popen(
         [sys.executable, str(WATCHER), str(config)], env=env, stdout=subprocess.PIPE, text=True
     )
+
+
+def test_a_decode_up_since_before_its_prefills_outage_is_restarted_once_and_only_it(tmp_path: Path) -> None:
+    log, state = stand_in_systemctl(tmp_path)
+    prefill = serve()
+    port = prefill.server_address[1]
+    # old: up long before; fresh: starts during the outage (as an update's cut starts it)
+    state.write_text(json.dumps({"old.service": 1, "fresh.service": 1}))
+    units = ["old.service", "fresh.service", "stopped.service"]
+    watcher = start_watcher(tmp_path, port, units, poll_s=0.05, down_polls=3)
     seen: list[str] = []
     try:
         wait_for(watcher, seen, "watching")
@@ -107,23 +122,11 @@ def test_a_decode_up_since_before_its_prefills_outage_is_restarted_once_and_only
 
 
 def test_a_prefill_that_misses_fewer_polls_than_an_outage_restarts_nothing(tmp_path: Path) -> None:
-    bin_dir, log, state = tmp_path / "bin", tmp_path / "calls.log", tmp_path / "units.json"
-    bin_dir.mkdir()
-    (bin_dir / "systemctl").write_text(
-        SYSTEMCTL.format(python=sys.executable, state=str(state), log=str(log))
-    )
-    (bin_dir / "systemctl").chmod(0o755)
-    log.write_text("")
+    log, state = stand_in_systemctl(tmp_path)
     state.write_text(json.dumps({"old.service": 1}))
     prefill = serve()
     port = prefill.server_address[1]
-    config = tmp_path / "pd-heal.json"
-    config.write_text(json.dumps({"prefills": [f"http://127.0.0.1:{port}/health"], "units": ["old.service"],
-                                  "poll_s": 0.2, "down_polls": 5, "probe_timeout_s": 1}))  # fmt: skip
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    watcher = subprocess.Popen(
-        [sys.executable, str(WATCHER), str(config)], env=env, stdout=subprocess.PIPE, text=True
-    )
+    watcher = start_watcher(tmp_path, port, ["old.service"], poll_s=0.2, down_polls=5)
     seen: list[str] = []
     try:
         wait_for(watcher, seen, "watching")
