@@ -131,13 +131,6 @@ class AptIndex:
             "ubuntuSnapshots": f"{self.root}/{UBUNTU_SNAPSHOTS}",
         }
 
-    def role_vars(self) -> dict[str, str]:
-        """The roles' repository arguments (`configure -e`, a lab's run) that name these
-        repositories: what a stack with these mirrors in `site.apt` hands the roles."""
-        from flashfleet.stack.site import Site
-
-        return Site.model_validate({"apt": self.site_apt()}).role_args()
-
     def sha256(self, where: str, package: str, version: str) -> str:
         [deb] = [d for d in self.dirs[where] if (d.package, d.version) == (package, version)]
         return hashlib.sha256(deb.data()).hexdigest()
